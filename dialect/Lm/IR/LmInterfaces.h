@@ -1,0 +1,34 @@
+//===- LmInterfaces.h - lm dialect interfaces -------------------*- C++ -*-===//
+//
+// The parameter-owner interface and the parameter description it returns.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_DIALECT_LM_IR_LMINTERFACES_H
+#define SWITCHYARD_DIALECT_LM_IR_LMINTERFACES_H
+
+#include "dialect/Lm/IR/LmDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+
+namespace mlir::lm {
+
+/// One parameter owned by a layer: its full dotted name, its type and how to
+/// initialise it.
+struct ParamDecl {
+  std::string name;
+  RankedTensorType type;
+  InitAttr init;
+};
+
+namespace detail {
+/// Checks that a layer name is a dotted path of identifiers and numbers
+/// (`layers.0.att`): non-empty components of [A-Za-z0-9_].
+LogicalResult verifyLayerName(Operation *op, llvm::StringRef name);
+} // namespace detail
+
+} // namespace mlir::lm
+
+#include "dialect/Lm/IR/LmInterfaces.h.inc"
+
+#endif // SWITCHYARD_DIALECT_LM_IR_LMINTERFACES_H

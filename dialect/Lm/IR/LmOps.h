@@ -1,0 +1,22 @@
+//===- LmOps.h - lm dialect operations --------------------------*- C++ -*-===//
+//
+// Declares the operations of the `lm` dialect (generated from LmOps.td).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_DIALECT_LM_IR_LMOPS_H
+#define SWITCHYARD_DIALECT_LM_IR_LMOPS_H
+
+#include "dialect/Lm/IR/LmDialect.h"
+#include "dialect/Lm/IR/LmInterfaces.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialect/Lm/IR/LmOps.h.inc"
+
+#endif // SWITCHYARD_DIALECT_LM_IR_LMOPS_H

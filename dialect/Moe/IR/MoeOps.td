@@ -1,0 +1,229 @@
+//===- MoeOps.td - moe dialect operations ------------------*- tablegen -*-===//
+//
+// Operations of the `moe` dialect. Shape contracts are stated twice: the
+// element types and ranks as ODS constraints, the agreement between operands
+// (widths, head counts, k <= E) in the C++ verifiers in lib/Moe/IR/MoeOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD
+#define SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD
+
+include "dialect/Moe/IR/MoeDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+defvar Moe_ActivationTypes = [F32, F16, BF16];
+
+/// Activations and weights: f32, f16 or bf16, of a fixed rank.
+class Moe_ValueTensorOfRank<list<int> ranks>
+    : TensorRankOf<Moe_ActivationTypes, ranks>;
+/// Router scores and gate values: always f32 (router logits are fp32).
+class Moe_ScoreTensorOfRank<list<int> ranks> : TensorRankOf<[F32], ranks>;
+/// Expert indices: per-head expert numbers in [0, E).
+class Moe_IndexTensorOfRank<list<int> ranks> : TensorRankOf<[I32, I64], ranks>;
+
+//===----------------------------------------------------------------------===//
+// GateOp
+//===----------------------------------------------------------------------===//
+
+def Moe_GateOp : Moe_Op<"gate", [Pure,
+    AllElementTypesMatch<["input", "weight"]>]> {
+  let summary = "sigmoid router scores sigmoid(x · W_selᵀ), computed in f32";
+  let description = [{
+    Computes the expert-selection scores of a sigma-MoE router:
+
+    ```
+    scores[n, g] = sigmoid(Σ_d input[n, d] · weight[g, d])
+    ```
+
+    with the products accumulated in f32 whatever the input element type.
+    `weight` has one row per expert (of all heads together): `[G, D]`. The
+    result is either `[N, G]` or, for a multi-head router, `[N, H, E]` with
+    `H · E = G`; expert `e` of head `h` reads row `h·E + e`.
+
+    Example: the value-side router of a SwitchHead layer with 2 heads of
+    5 experts each over a 128-wide residual stream.
+
+    ```mlir
+    %s = moe.gate %x, %w_sel : tensor<?x128xf32>, tensor<10x128xf32> -> tensor<?x2x5xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$input,
+                       Moe_ValueTensorOfRank<[2]>:$weight);
+  let results = (outs Moe_ScoreTensorOfRank<[2, 3]>:$result);
+
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// TopKOp
+//===----------------------------------------------------------------------===//
+
+def Moe_TopKOp : Moe_Op<"topk", [Pure,
+    AllShapesMatch<["values", "indices"]>]> {
+  let summary = "the k largest scores along the last dimension, with indices";
+  let description = [{
+    Selects, along the last dimension `E` of `scores`, the `k` largest
+    entries. `values` holds the selected scores themselves (the gates: they
+    are not renormalised), `indices` their positions in `[0, E)`, both in
+    descending order of score; ties go to the lower index. The selection
+    carries no gradient, the values do.
+
+    The optional `mask` implements expert dropout: where it is `true` the
+    score is treated as `-inf` for the selection, but a selected entry still
+    reports its unmasked score. If fewer than `k` experts are unmasked, the
+    remaining slots take masked experts in index order.
+
+    Example: top-3 of 5 experts for each of 2 heads, with and without a mask.
+
+    ```mlir
+    %v, %i = moe.topk %s k(3) : tensor<?x2x5xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>
+    %mv, %mi = moe.topk %s k(3) mask(%drop) : tensor<?x2x5xf32>, tensor<?x2x5xi1> -> tensor<?x2x3xf32>, tensor<?x2x3xi64>
+    ```
+  }];
+
+  let arguments = (ins Moe_ScoreTensorOfRank<[1, 2, 3, 4]>:$scores,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$k,
+                       Optional<TensorRankOf<[I1], [1, 2, 3, 4]>>:$mask);
+  let results = (outs Moe_ScoreTensorOfRank<[1, 2, 3, 4]>:$values,
+                      Moe_IndexTensorOfRank<[1, 2, 3, 4]>:$indices);
+
+  let assemblyFormat = [{
+    $scores `k` `(` $k `)` (`mask` `(` $mask^ `)`)? attr-dict `:`
+    type($scores) (`,` type($mask)^)? `->` type($values) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertProjOp
+//===----------------------------------------------------------------------===//
+
+def Moe_ExpertProjOp : Moe_Op<"expert_proj", [Pure,
+    AllElementTypesMatch<["input", "weight", "result"]>,
+    AllShapesMatch<["gates", "indices"]>]> {
+  let summary = "SwitchHead value projection: per head, a gated sum over "
+                "the selected experts";
+  let description = [{
+    The value-side expert projection of SwitchHead. For every token `n` and
+    head `h`, with `E = dim(weight, 0) / H` experts per head:
+
+    ```
+    result[n, h, :] = Σ_j gates[n, h, j] · input[n, :] · weight[h·E + indices[n, h, j]]
+    ```
+
+    `input` is `[N, D]`, `weight` `[H·E, D, F]`, `gates` and `indices`
+    `[N, H, K]` (from `moe.topk` on the source-side scores) and the result
+    `[N, H, F]`. Products accumulate in f32.
+
+    ```mlir
+    %v = moe.expert_proj %x, %w_v, %g, %i : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x32xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$input,
+                       Moe_ValueTensorOfRank<[3]>:$weight,
+                       Moe_ScoreTensorOfRank<[3]>:$gates,
+                       Moe_IndexTensorOfRank<[3]>:$indices);
+  let results = (outs Moe_ValueTensorOfRank<[3]>:$result);
+
+  let assemblyFormat = [{
+    $input `,` $weight `,` $gates `,` $indices attr-dict `:` type($input) `,`
+    type($weight) `,` type($gates) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertMergeOp
+//===----------------------------------------------------------------------===//
+
+def Moe_ExpertMergeOp : Moe_Op<"expert_merge", [Pure,
+    AllElementTypesMatch<["heads", "weight", "result"]>,
+    AllShapesMatch<["gates", "indices"]>]> {
+  let summary = "SwitchHead output projection: one gated reduction over "
+                "heads × k routes";
+  let description = [{
+    The output-side expert projection of SwitchHead. For every token `n`,
+    with `E = dim(weight, 0) / H` experts per head:
+
+    ```
+    result[n, :] = Σ_h Σ_j gates[n, h, j] · heads[n, h, :] · weight[h·E + indices[n, h, j]]
+    ```
+
+    `heads` is the attention output per head `[N, H, F]`, `weight`
+    `[H·E, F, D]`, `gates` and `indices` `[N, H, K]` (from `moe.topk` on the
+    destination-side scores) and the result `[N, D]`. The sum over heads and
+    experts is a single reduction over `H·K` routes, accumulated in f32.
+
+    ```mlir
+    %y = moe.expert_merge %o, %w_o, %g, %i : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x128xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[3]>:$heads,
+                       Moe_ValueTensorOfRank<[3]>:$weight,
+                       Moe_ScoreTensorOfRank<[3]>:$gates,
+                       Moe_IndexTensorOfRank<[3]>:$indices);
+  let results = (outs Moe_ValueTensorOfRank<[2]>:$result);
+
+  let assemblyFormat = [{
+    $heads `,` $weight `,` $gates `,` $indices attr-dict `:` type($heads) `,`
+    type($weight) `,` type($gates) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertMlpOp
+//===----------------------------------------------------------------------===//
+
+def Moe_ExpertMlpOp : Moe_Op<"expert_mlp", [Pure,
+    AllElementTypesMatch<["input", "up", "down", "result"]>,
+    AllShapesMatch<["gates", "indices"]>,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "sigma-MoE feed-forward: gated sum of ReLU expert MLPs";
+  let description = [{
+    The expert computation of a sigma-MoE feed-forward layer. For every
+    token `n`:
+
+    ```
+    result[n, :] = Σ_j gates[n, j] · ReLU(input[n, :] · up[e]) · down[e],  e = indices[n, j]
+    ```
+
+    `input` and the result are `[N, D]`, `up` `[E, D, G]`, `down` `[E, G, D]`,
+    `gates` and `indices` `[N, K]` (from `moe.topk` on the router scores).
+    There are no biases. Products accumulate in f32.
+
+    ```mlir
+    %y = moe.expert_mlp %x, %w1, %w2, %g, %i : tensor<?x128xf32>, tensor<8x128x64xf32>, tensor<8x64x128xf32>, tensor<?x2xf32>, tensor<?x2xi32> -> tensor<?x128xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$input,
+                       Moe_ValueTensorOfRank<[3]>:$up,
+                       Moe_ValueTensorOfRank<[3]>:$down,
+                       Moe_ScoreTensorOfRank<[2]>:$gates,
+                       Moe_IndexTensorOfRank<[2]>:$indices);
+  let results = (outs Moe_ValueTensorOfRank<[2]>:$result);
+
+  let assemblyFormat = [{
+    $input `,` $up `,` $down `,` $gates `,` $indices attr-dict `:`
+    type($input) `,` type($up) `,` type($down) `,` type($gates) `,`
+    type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

@@ -1,0 +1,40 @@
+//===- Pipelines.h - Switchyard pass pipelines ------------------*- C++ -*-===//
+//
+// The pass pipelines of Switchyard. switchyard-opt registers them, and the
+// driver, the runtime and the examples call the same builder functions;
+// nobody assembles pipeline strings by hand outside tests.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_DIALECT_PIPELINES_PIPELINES_H
+#define SWITCHYARD_DIALECT_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+class OpPassManager;
+} // namespace mlir
+
+namespace mlir::switchyard {
+
+/// Options of the front end: model definition in, parameters declared.
+struct FrontendPipelineOptions
+    : public PassPipelineOptions<FrontendPipelineOptions> {
+  PassOptions::Option<int64_t> numLayers{
+      *this, "num-layers",
+      llvm::cl::desc("Model depth L for the scaled initialisers; 0 counts "
+                     "the attention blocks of each model"),
+      llvm::cl::init(0)};
+};
+
+/// Stage 1 of the architecture: verified `lm` model definitions in, every
+/// owned parameter declared as an `lm.param`.
+void buildFrontendPipeline(OpPassManager &pm,
+                           const FrontendPipelineOptions &options);
+
+/// Registers every Switchyard pipeline with the global pass registry.
+void registerPipelines();
+
+} // namespace mlir::switchyard
+
+#endif // SWITCHYARD_DIALECT_PIPELINES_PIPELINES_H

@@ -1,0 +1,175 @@
+//===- MoeOps.cpp - moe dialect operations --------------------------------===//
+//
+// Verifiers of the `moe` operations. ODS already checked element types and
+// ranks; these check that operands agree with each other: widths, token
+// counts, head counts, and that k does not exceed the experts available.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Moe/IR/MoeOps.h"
+#include "dialect/Support/ShapeChecks.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using switchyard::DimRef;
+using switchyard::verifySameDim;
+
+static int64_t dimOf(Value value, unsigned index) {
+  return cast<ShapedType>(value.getType()).getDimSize(index);
+}
+
+/// Checks that `k` routes per token fit in the experts available.
+/// `kWhat` names where k comes from, `experts` is the number of experts to
+/// choose from (dynamic: nothing to check).
+static LogicalResult verifyKFits(Operation *op, StringRef kWhat, int64_t k,
+                                 int64_t experts, StringRef expertsWhat) {
+  if (ShapedType::isDynamic(k) || ShapedType::isDynamic(experts) ||
+      k <= experts)
+    return success();
+  return op->emitOpError() << "expected k (" << kWhat << ", " << k
+                           << ") to be at most the number of experts ("
+                           << expertsWhat << ", " << experts << ")";
+}
+
+/// Splits the leading dimension of a stacked per-head expert weight
+/// [H·E, ...] into E, checking divisibility. Returns the experts per head, or
+/// kDynamic when either size is unknown.
+static FailureOr<int64_t> expertsPerHead(Operation *op, Value weight,
+                                         int64_t heads) {
+  int64_t stacked = dimOf(weight, 0);
+  if (ShapedType::isDynamic(stacked) || ShapedType::isDynamic(heads))
+    return ShapedType::kDynamic;
+  if (stacked % heads != 0)
+    return op->emitOpError()
+           << "expected weight dim 0 (" << stacked
+           << " expert matrices, heads × experts) to be a multiple of the "
+              "head count (gates dim 1, "
+           << heads << ")";
+  return stacked / heads;
+}
+
+//===----------------------------------------------------------------------===//
+// GateOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GateOp::verify() {
+  Value x = getInput(), w = getWeight(), s = getResult();
+  if (failed(verifySameDim(*this, "the model width", {"input", x, 1},
+                           {"weight", w, 1})) ||
+      failed(verifySameDim(*this, "the token count", {"input", x, 0},
+                           {"result", s, 0})))
+    return failure();
+
+  // The result is [N, G] or [N, H, E]; its trailing dims must cover the
+  // weight rows exactly.
+  ArrayRef<int64_t> shape = getResult().getType().getShape();
+  int64_t routed = 1;
+  for (int64_t dim : shape.drop_front()) {
+    if (ShapedType::isDynamic(dim))
+      return success();
+    routed *= dim;
+  }
+  int64_t rows = dimOf(w, 0);
+  if (ShapedType::isDynamic(rows) || rows == routed)
+    return success();
+  return emitOpError() << "expected weight dim 0 (" << rows
+                       << " router rows) to equal the experts scored per "
+                          "token (result dims after the first: "
+                       << routed << ")";
+}
+
+//===----------------------------------------------------------------------===//
+// TopKOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TopKOp::verify() {
+  ArrayRef<int64_t> scores = getScores().getType().getShape();
+  if (failed(verifyKFits(*this, "the k attribute", getK(), scores.back(),
+                         "the last dimension of scores")))
+    return failure();
+  if (Value mask = getMask())
+    if (failed(switchyard::verifyShape(*this, "mask", mask.getType(), scores,
+                                       "the shape of scores")))
+      return failure();
+  SmallVector<int64_t> expected(scores);
+  expected.back() = getK();
+  return switchyard::verifyShape(
+      *this, "values", getValues().getType(), expected,
+      "the shape of scores with the last dimension replaced by k");
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertProjOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertProjOp::verify() {
+  Value x = getInput(), w = getWeight(), g = getGates(), y = getResult();
+  if (failed(verifySameDim(*this, "the token count", {"input", x, 0},
+                           {"gates", g, 0})) ||
+      failed(verifySameDim(*this, "the token count", {"input", x, 0},
+                           {"result", y, 0})) ||
+      failed(verifySameDim(*this, "the model width", {"input", x, 1},
+                           {"weight", w, 1})) ||
+      failed(verifySameDim(*this, "the head count", {"gates", g, 1},
+                           {"result", y, 1})) ||
+      failed(verifySameDim(*this, "the head width", {"weight", w, 2},
+                           {"result", y, 2})))
+    return failure();
+  FailureOr<int64_t> experts = expertsPerHead(*this, w, dimOf(g, 1));
+  if (failed(experts))
+    return failure();
+  return verifyKFits(*this, "gates dim 2", dimOf(g, 2), *experts,
+                     "weight dim 0 / heads");
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertMergeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertMergeOp::verify() {
+  Value o = getHeads(), w = getWeight(), g = getGates(), y = getResult();
+  if (failed(verifySameDim(*this, "the token count", {"heads", o, 0},
+                           {"gates", g, 0})) ||
+      failed(verifySameDim(*this, "the token count", {"heads", o, 0},
+                           {"result", y, 0})) ||
+      failed(verifySameDim(*this, "the head count", {"heads", o, 1},
+                           {"gates", g, 1})) ||
+      failed(verifySameDim(*this, "the head width", {"heads", o, 2},
+                           {"weight", w, 1})) ||
+      failed(verifySameDim(*this, "the model width", {"weight", w, 2},
+                           {"result", y, 1})))
+    return failure();
+  FailureOr<int64_t> experts = expertsPerHead(*this, w, dimOf(g, 1));
+  if (failed(experts))
+    return failure();
+  return verifyKFits(*this, "gates dim 2", dimOf(g, 2), *experts,
+                     "weight dim 0 / heads");
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertMlpOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertMlpOp::verify() {
+  Value x = getInput(), up = getUp(), down = getDown(), g = getGates();
+  if (failed(verifySameDim(*this, "the token count", {"input", x, 0},
+                           {"gates", g, 0})) ||
+      failed(verifySameDim(*this, "the expert count", {"up", up, 0},
+                           {"down", down, 0})) ||
+      failed(verifySameDim(*this, "the model width", {"input", x, 1},
+                           {"up", up, 1})) ||
+      failed(verifySameDim(*this, "the expert width", {"up", up, 2},
+                           {"down", down, 1})) ||
+      failed(verifySameDim(*this, "the model width", {"input", x, 1},
+                           {"down", down, 2})))
+    return failure();
+  return verifyKFits(*this, "gates dim 1", dimOf(g, 1), dimOf(up, 0),
+                     "up dim 0");
+}
+
+#define GET_OP_CLASSES
+#include "dialect/Moe/IR/MoeOps.cpp.inc"

@@ -1,0 +1,72 @@
+//===- ShapeChecks.cpp - Verifier helpers for shape contracts -------------===//
+//
+// Implements the shape-rule helpers used by the `moe` and `lm` verifiers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Support/ShapeChecks.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::switchyard;
+
+int64_t DimRef::size() const {
+  return llvm::cast<ShapedType>(value.getType()).getDimSize(index);
+}
+
+std::string mlir::switchyard::formatShape(ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t dim) {
+        if (ShapedType::isDynamic(dim))
+          os << '?';
+        else
+          os << dim;
+      },
+      "x");
+  return text;
+}
+
+static void printDim(InFlightDiagnostic &diag, int64_t size) {
+  if (ShapedType::isDynamic(size))
+    diag << '?';
+  else
+    diag << size;
+}
+
+LogicalResult mlir::switchyard::verifySameDim(Operation *op, StringRef what,
+                                              DimRef a, DimRef b) {
+  int64_t x = a.size(), y = b.size();
+  if (ShapedType::isDynamic(x) || ShapedType::isDynamic(y) || x == y)
+    return success();
+  InFlightDiagnostic diag = op->emitOpError()
+                            << "expected " << what << " to agree: " << a.name
+                            << " dim " << a.index << " is ";
+  printDim(diag, x);
+  diag << " but " << b.name << " dim " << b.index << " is ";
+  printDim(diag, y);
+  return diag;
+}
+
+LogicalResult mlir::switchyard::verifyShape(Operation *op, StringRef name,
+                                            Type actual,
+                                            ArrayRef<int64_t> expected,
+                                            StringRef origin) {
+  auto shaped = llvm::cast<ShapedType>(actual);
+  ArrayRef<int64_t> found = shaped.getShape();
+  bool ok = found.size() == expected.size() &&
+            llvm::all_of(llvm::zip(found, expected), [](auto pair) {
+              auto [f, e] = pair;
+              return ShapedType::isDynamic(f) || ShapedType::isDynamic(e) ||
+                     f == e;
+            });
+  if (ok)
+    return success();
+  return op->emitOpError() << "expected " << name << " of shape "
+                           << formatShape(expected) << " (" << origin
+                           << "), found " << formatShape(found);
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+#===- scripts/bootstrap.sh - set up, build, run ----------------------------===#
+#
+# One command for a fresh Debian 12 machine:
+#   scripts/bootstrap.sh demo   install what is missing, build, run the main job
+#   scripts/bootstrap.sh test   install what is missing, build, run every test
+#   scripts/bootstrap.sh build  install what is missing, build
+#
+# Environment: SWITCHYARD_BUILD_DIR (default: build/ in the checkout),
+# SWITCHYARD_JOBS (default: all cores).
+#
+#===------------------------------------------------------------------------===#
+set -euo pipefail
+
+mode=${1:-demo}
+case "$mode" in
+  demo|test|build) ;;
+  -h|--help|help)
+    sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0 ;;
+  *)
+    echo "bootstrap.sh: unknown mode '$mode' (expected demo, test or build)" >&2
+    exit 2 ;;
+esac
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${SWITCHYARD_BUILD_DIR:-$root/build}
+jobs=${SWITCHYARD_JOBS:-$(nproc)}
+
+# Debian packages: the MLIR/LLVM 22 toolchain, the build tools, GoogleTest.
+packages=(
+  cmake ninja-build ccache mold python3
+  clang-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  libgtest-dev
+)
+
+step() { printf '\n==> %s\n' "$*"; }
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null |
+       grep -q 'install ok installed'; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]})); then
+  step "Installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+    --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -f "$build/build.ninja" ]; then
+  step "Configuring in $build"
+  cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
+fi
+
+step "Building ($jobs jobs)"
+start=$(date +%s)
+cmake --build "$build" -j "$jobs"
+echo "built in $(( $(date +%s) - start )) s"
+
+case "$mode" in
+  build) ;;
+  test)
+    step "Running every test (lit + unit + docs)"
+    ctest --test-dir "$build" --output-on-failure -j "$jobs" ;;
+  demo)
+    # The main job. Until training lands (issue 4), it compiles the tiny
+    # SwitchHead example through every pass there is and prints its
+    # parameter table.
+    model="$root/examples/models/switchhead-tiny.mlir"
+    out="$build/switchhead-tiny.compiled.mlir"
+    step "Compiling $(basename "$model")"
+    "$build/bin/switchyard" compile "$model" -o "$out"
+    echo "wrote $out ($(grep -c 'lm.param' "$out") parameters declared)"
+    step "Parameters of $(basename "$model")"
+    "$build/bin/switchyard" params "$model" ;;
+esac

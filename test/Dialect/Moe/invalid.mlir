@@ -1,0 +1,300 @@
+// RUN: switchyard-opt %s -split-input-file -verify-diagnostics
+
+//===----------------------------------------------------------------------===//
+// moe.gate
+//===----------------------------------------------------------------------===//
+
+func.func @gate_width(%x: tensor<?x128xf32>, %w: tensor<10x64xf32>) {
+  // expected-error @+1 {{'moe.gate' op expected the model width to agree: input dim 1 is 128 but weight dim 1 is 64}}
+  %s = moe.gate %x, %w : tensor<?x128xf32>, tensor<10x64xf32> -> tensor<?x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @gate_tokens(%x: tensor<4x128xf32>, %w: tensor<10x128xf32>) {
+  // expected-error @+1 {{'moe.gate' op expected the token count to agree: input dim 0 is 4 but result dim 0 is 3}}
+  %s = moe.gate %x, %w : tensor<4x128xf32>, tensor<10x128xf32> -> tensor<3x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @gate_rows(%x: tensor<?x128xf32>, %w: tensor<12x128xf32>) {
+  // expected-error @+1 {{'moe.gate' op expected weight dim 0 (12 router rows) to equal the experts scored per token (result dims after the first: 10)}}
+  %s = moe.gate %x, %w : tensor<?x128xf32>, tensor<12x128xf32> -> tensor<?x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @gate_f16_scores(%x: tensor<?x128xf16>, %w: tensor<10x128xf16>) {
+  // Router scores are always f32.
+  // expected-error @+1 {{'moe.gate' op result #0 must be 2D/3D tensor of 32-bit float values}}
+  %s = moe.gate %x, %w : tensor<?x128xf16>, tensor<10x128xf16> -> tensor<?x10xf16>
+  return
+}
+
+// -----
+
+func.func @gate_mixed_types(%x: tensor<?x128xf16>, %w: tensor<10x128xf32>) {
+  // expected-error @+1 {{'moe.gate' op failed to verify that all of {input, weight} have same element type}}
+  %s = moe.gate %x, %w : tensor<?x128xf16>, tensor<10x128xf32> -> tensor<?x10xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// moe.topk
+//===----------------------------------------------------------------------===//
+
+func.func @topk_k_too_large(%s: tensor<?x2x5xf32>) {
+  // expected-error @+1 {{'moe.topk' op expected k (the k attribute, 6) to be at most the number of experts (the last dimension of scores, 5)}}
+  %v, %i = moe.topk %s k(6) : tensor<?x2x5xf32> -> tensor<?x2x6xf32>, tensor<?x2x6xi32>
+  return
+}
+
+// -----
+
+func.func @topk_k_zero(%s: tensor<?x2x5xf32>) {
+  // expected-error @+1 {{'moe.topk' op attribute 'k' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %v, %i = moe.topk %s k(0) : tensor<?x2x5xf32> -> tensor<?x2x0xf32>, tensor<?x2x0xi32>
+  return
+}
+
+// -----
+
+func.func @topk_values_shape(%s: tensor<?x2x5xf32>) {
+  // expected-error @+1 {{'moe.topk' op expected values of shape ?x2x3 (the shape of scores with the last dimension replaced by k), found ?x2x2}}
+  %v, %i = moe.topk %s k(3) : tensor<?x2x5xf32> -> tensor<?x2x2xf32>, tensor<?x2x2xi32>
+  return
+}
+
+// -----
+
+func.func @topk_mask_shape(%s: tensor<?x2x5xf32>, %m: tensor<?x2x4xi1>) {
+  // expected-error @+1 {{'moe.topk' op expected mask of shape ?x2x5 (the shape of scores), found ?x2x4}}
+  %v, %i = moe.topk %s k(3) mask(%m) : tensor<?x2x5xf32>, tensor<?x2x4xi1> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>
+  return
+}
+
+// -----
+
+func.func @topk_index_type(%s: tensor<?x5xf32>) {
+  // expected-error @+1 {{'moe.topk' op result #1 must be 1D/2D/3D/4D tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %v, %i = moe.topk %s k(3) : tensor<?x5xf32> -> tensor<?x3xf32>, tensor<?x3xf32>
+  return
+}
+
+// -----
+
+func.func @topk_values_indices(%s: tensor<?x5xf32>) {
+  // expected-error @+1 {{'moe.topk' op failed to verify that all of {values, indices} have same shape}}
+  %v, %i = moe.topk %s k(3) : tensor<?x5xf32> -> tensor<?x3xf32>, tensor<?x2xi32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// moe.expert_proj
+//===----------------------------------------------------------------------===//
+
+func.func @proj_tokens_gates(%x: tensor<4x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<3x2x3xf32>, %i: tensor<3x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_proj' op expected the token count to agree: input dim 0 is 4 but gates dim 0 is 3}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<4x16xf32>, tensor<10x16x8xf32>, tensor<3x2x3xf32>, tensor<3x2x3xi32> -> tensor<4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @proj_tokens_result(%x: tensor<4x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<4x2x3xf32>, %i: tensor<4x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_proj' op expected the token count to agree: input dim 0 is 4 but result dim 0 is 5}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<4x16xf32>, tensor<10x16x8xf32>, tensor<4x2x3xf32>, tensor<4x2x3xi32> -> tensor<5x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @proj_width(%x: tensor<?x16xf32>, %w: tensor<10x32x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_proj' op expected the model width to agree: input dim 1 is 16 but weight dim 1 is 32}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x32x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @proj_heads(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_proj' op expected the head count to agree: gates dim 1 is 2 but result dim 1 is 5}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x5x8xf32>
+  return
+}
+
+// -----
+
+func.func @proj_head_width(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_proj' op expected the head width to agree: weight dim 2 is 8 but result dim 2 is 4}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @proj_heads_divide(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x3x3xf32>, %i: tensor<?x3x3xi32>) {
+  // expected-error @+1 {{'moe.expert_proj' op expected weight dim 0 (10 expert matrices, heads × experts) to be a multiple of the head count (gates dim 1, 3)}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x3x3xf32>, tensor<?x3x3xi32> -> tensor<?x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @proj_k(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x6xf32>, %i: tensor<?x2x6xi32>) {
+  // expected-error @+1 {{'moe.expert_proj' op expected k (gates dim 2, 6) to be at most the number of experts (weight dim 0 / heads, 5)}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x6xf32>, tensor<?x2x6xi32> -> tensor<?x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @proj_types(%x: tensor<?x16xbf16>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_proj' op failed to verify that all of {input, weight, result} have same element type}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xbf16>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @proj_routes(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x2xi32>) {
+  // expected-error @+1 {{'moe.expert_proj' op failed to verify that all of {gates, indices} have same shape}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x2xi32> -> tensor<?x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @proj_index_type(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xindex>) {
+  // expected-error @+1 {{'moe.expert_proj' op operand #3 must be 3D tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xindex> -> tensor<?x2x8xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// moe.expert_merge
+//===----------------------------------------------------------------------===//
+
+func.func @merge_tokens_gates(%o: tensor<4x2x8xf32>, %w: tensor<10x8x16xf32>, %g: tensor<3x2x3xf32>, %i: tensor<3x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_merge' op expected the token count to agree: heads dim 0 is 4 but gates dim 0 is 3}}
+  %y = moe.expert_merge %o, %w, %g, %i : tensor<4x2x8xf32>, tensor<10x8x16xf32>, tensor<3x2x3xf32>, tensor<3x2x3xi32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @merge_tokens_result(%o: tensor<4x2x8xf32>, %w: tensor<10x8x16xf32>, %g: tensor<4x2x3xf32>, %i: tensor<4x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_merge' op expected the token count to agree: heads dim 0 is 4 but result dim 0 is 2}}
+  %y = moe.expert_merge %o, %w, %g, %i : tensor<4x2x8xf32>, tensor<10x8x16xf32>, tensor<4x2x3xf32>, tensor<4x2x3xi32> -> tensor<2x16xf32>
+  return
+}
+
+// -----
+
+func.func @merge_heads(%o: tensor<?x5x8xf32>, %w: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_merge' op expected the head count to agree: heads dim 1 is 5 but gates dim 1 is 2}}
+  %y = moe.expert_merge %o, %w, %g, %i : tensor<?x5x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @merge_head_width(%o: tensor<?x2x4xf32>, %w: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_merge' op expected the head width to agree: heads dim 2 is 4 but weight dim 1 is 8}}
+  %y = moe.expert_merge %o, %w, %g, %i : tensor<?x2x4xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @merge_width(%o: tensor<?x2x8xf32>, %w: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.expert_merge' op expected the model width to agree: weight dim 2 is 16 but result dim 1 is 32}}
+  %y = moe.expert_merge %o, %w, %g, %i : tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+func.func @merge_heads_divide(%o: tensor<?x4x8xf32>, %w: tensor<10x8x16xf32>, %g: tensor<?x4x2xf32>, %i: tensor<?x4x2xi32>) {
+  // expected-error @+1 {{'moe.expert_merge' op expected weight dim 0 (10 expert matrices, heads × experts) to be a multiple of the head count (gates dim 1, 4)}}
+  %y = moe.expert_merge %o, %w, %g, %i : tensor<?x4x8xf32>, tensor<10x8x16xf32>, tensor<?x4x2xf32>, tensor<?x4x2xi32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @merge_k(%o: tensor<?x2x8xf32>, %w: tensor<10x8x16xf32>, %g: tensor<?x2x6xf32>, %i: tensor<?x2x6xi32>) {
+  // expected-error @+1 {{'moe.expert_merge' op expected k (gates dim 2, 6) to be at most the number of experts (weight dim 0 / heads, 5)}}
+  %y = moe.expert_merge %o, %w, %g, %i : tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x6xf32>, tensor<?x2x6xi32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// moe.expert_mlp
+//===----------------------------------------------------------------------===//
+
+func.func @mlp_tokens(%x: tensor<4x16xf32>, %up: tensor<8x16x32xf32>, %down: tensor<8x32x16xf32>, %g: tensor<3x2xf32>, %i: tensor<3x2xi32>) {
+  // expected-error @+1 {{'moe.expert_mlp' op expected the token count to agree: input dim 0 is 4 but gates dim 0 is 3}}
+  %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<4x16xf32>, tensor<8x16x32xf32>, tensor<8x32x16xf32>, tensor<3x2xf32>, tensor<3x2xi32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @mlp_experts(%x: tensor<?x16xf32>, %up: tensor<8x16x32xf32>, %down: tensor<6x32x16xf32>, %g: tensor<?x2xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{'moe.expert_mlp' op expected the expert count to agree: up dim 0 is 8 but down dim 0 is 6}}
+  %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<?x16xf32>, tensor<8x16x32xf32>, tensor<6x32x16xf32>, tensor<?x2xf32>, tensor<?x2xi32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @mlp_width_up(%x: tensor<?x16xf32>, %up: tensor<8x12x32xf32>, %down: tensor<8x32x16xf32>, %g: tensor<?x2xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{'moe.expert_mlp' op expected the model width to agree: input dim 1 is 16 but up dim 1 is 12}}
+  %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<?x16xf32>, tensor<8x12x32xf32>, tensor<8x32x16xf32>, tensor<?x2xf32>, tensor<?x2xi32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @mlp_expert_width(%x: tensor<?x16xf32>, %up: tensor<8x16x32xf32>, %down: tensor<8x24x16xf32>, %g: tensor<?x2xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{'moe.expert_mlp' op expected the expert width to agree: up dim 2 is 32 but down dim 1 is 24}}
+  %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<?x16xf32>, tensor<8x16x32xf32>, tensor<8x24x16xf32>, tensor<?x2xf32>, tensor<?x2xi32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @mlp_width_down(%x: tensor<?x16xf32>, %up: tensor<8x16x32xf32>, %down: tensor<8x32x12xf32>, %g: tensor<?x2xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{'moe.expert_mlp' op expected the model width to agree: input dim 1 is 16 but down dim 2 is 12}}
+  %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<?x16xf32>, tensor<8x16x32xf32>, tensor<8x32x12xf32>, tensor<?x2xf32>, tensor<?x2xi32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @mlp_k(%x: tensor<?x16xf32>, %up: tensor<8x16x32xf32>, %down: tensor<8x32x16xf32>, %g: tensor<?x9xf32>, %i: tensor<?x9xi32>) {
+  // expected-error @+1 {{'moe.expert_mlp' op expected k (gates dim 1, 9) to be at most the number of experts (up dim 0, 8)}}
+  %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<?x16xf32>, tensor<8x16x32xf32>, tensor<8x32x16xf32>, tensor<?x9xf32>, tensor<?x9xi32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @mlp_result(%x: tensor<?x16xf32>, %up: tensor<8x16x32xf32>, %down: tensor<8x32x16xf32>, %g: tensor<?x2xf32>, %i: tensor<?x2xi32>) {
+  // expected-error @+1 {{'moe.expert_mlp' op failed to verify that all of {input, result} have same type}}
+  %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<?x16xf32>, tensor<8x16x32xf32>, tensor<8x32x16xf32>, tensor<?x2xf32>, tensor<?x2xi32> -> tensor<3x16xf32>
+  return
+}

@@ -1,0 +1,55 @@
+// RUN: switchyard-opt %s | FileCheck %s
+// RUN: switchyard-opt %s | switchyard-opt | FileCheck %s
+// RUN: switchyard-opt %s --mlir-print-op-generic | switchyard-opt | FileCheck %s
+
+// The SwitchHead routing of one attention layer: both routers, both top-ks
+// (one with an expert-dropout mask), the value and the output projections.
+// CHECK-LABEL: func.func @switchhead_routing
+// CHECK-SAME: (%[[X:.*]]: tensor<?x128xf32>, %[[WS:.*]]: tensor<10x128xf32>, %[[WV:.*]]: tensor<10x128x32xf32>, %[[WO:.*]]: tensor<10x32x128xf32>, %[[M:.*]]: tensor<?x2x5xi1>)
+func.func @switchhead_routing(%x: tensor<?x128xf32>, %w_sel: tensor<10x128xf32>,
+                              %w_v: tensor<10x128x32xf32>,
+                              %w_o: tensor<10x32x128xf32>,
+                              %drop: tensor<?x2x5xi1>) -> tensor<?x128xf32> {
+  // CHECK: %[[S:.*]] = moe.gate %[[X]], %[[WS]] : tensor<?x128xf32>, tensor<10x128xf32> -> tensor<?x2x5xf32>
+  %s = moe.gate %x, %w_sel : tensor<?x128xf32>, tensor<10x128xf32> -> tensor<?x2x5xf32>
+  // CHECK: %[[V:.*]], %[[I:.*]] = moe.topk %[[S]] k(3) : tensor<?x2x5xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>
+  %v, %i = moe.topk %s k(3) : tensor<?x2x5xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>
+  // CHECK: %[[MV:.*]], %[[MI:.*]] = moe.topk %[[S]] k(3) mask(%[[M]]) : tensor<?x2x5xf32>, tensor<?x2x5xi1> -> tensor<?x2x3xf32>, tensor<?x2x3xi64>
+  %mv, %mi = moe.topk %s k(3) mask(%drop) : tensor<?x2x5xf32>, tensor<?x2x5xi1> -> tensor<?x2x3xf32>, tensor<?x2x3xi64>
+  // CHECK: %[[P:.*]] = moe.expert_proj %[[X]], %[[WV]], %[[V]], %[[I]] : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x32xf32>
+  %p = moe.expert_proj %x, %w_v, %v, %i : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x32xf32>
+  // CHECK: %[[Y:.*]] = moe.expert_merge %[[P]], %[[WO]], %[[MV]], %[[MI]] : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi64> -> tensor<?x128xf32>
+  %y = moe.expert_merge %p, %w_o, %mv, %mi : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi64> -> tensor<?x128xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<?x128xf32>
+}
+
+// A sigma-MoE feed-forward in bf16: a flat [N, E] router (scores stay f32),
+// top-2, and the expert MLP.
+// CHECK-LABEL: func.func @sigma_moe_bf16
+func.func @sigma_moe_bf16(%x: tensor<7x64xbf16>, %w_sel: tensor<8x64xbf16>,
+                          %up: tensor<8x64x16xbf16>,
+                          %down: tensor<8x16x64xbf16>) -> tensor<7x64xbf16> {
+  // CHECK: %[[S:.*]] = moe.gate %{{.*}}, %{{.*}} : tensor<7x64xbf16>, tensor<8x64xbf16> -> tensor<7x8xf32>
+  %s = moe.gate %x, %w_sel : tensor<7x64xbf16>, tensor<8x64xbf16> -> tensor<7x8xf32>
+  // CHECK: %[[G:.*]], %[[I:.*]] = moe.topk %[[S]] k(2) : tensor<7x8xf32> -> tensor<7x2xf32>, tensor<7x2xi32>
+  %g, %i = moe.topk %s k(2) : tensor<7x8xf32> -> tensor<7x2xf32>, tensor<7x2xi32>
+  // CHECK: moe.expert_mlp %{{.*}}, %{{.*}}, %{{.*}}, %[[G]], %[[I]] : tensor<7x64xbf16>, tensor<8x64x16xbf16>, tensor<8x16x64xbf16>, tensor<7x2xf32>, tensor<7x2xi32> -> tensor<7x64xbf16>
+  %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<7x64xbf16>, tensor<8x64x16xbf16>, tensor<8x16x64xbf16>, tensor<7x2xf32>, tensor<7x2xi32> -> tensor<7x64xbf16>
+  return %y : tensor<7x64xbf16>
+}
+
+// Edge cases the verifiers must accept: k = E, k = 1, a single token, one
+// expert per head, and fully dynamic weights (nothing to check statically).
+// CHECK-LABEL: func.func @edges
+func.func @edges(%s: tensor<1x4xf32>, %x: tensor<1x8xf16>,
+                 %w: tensor<?x8x4xf16>, %g: tensor<1x3x1xf32>,
+                 %i: tensor<1x3x1xi64>) -> tensor<1x3x4xf16> {
+  // CHECK: moe.topk %{{.*}} k(4) : tensor<1x4xf32> -> tensor<1x4xf32>, tensor<1x4xi32>
+  %v4, %i4 = moe.topk %s k(4) : tensor<1x4xf32> -> tensor<1x4xf32>, tensor<1x4xi32>
+  // CHECK: moe.topk %{{.*}} k(1) : tensor<1x4xf32> -> tensor<1x1xf32>, tensor<1x1xi32>
+  %v1, %i1 = moe.topk %s k(1) : tensor<1x4xf32> -> tensor<1x1xf32>, tensor<1x1xi32>
+  // CHECK: moe.expert_proj {{.*}} -> tensor<1x3x4xf16>
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<1x8xf16>, tensor<?x8x4xf16>, tensor<1x3x1xf32>, tensor<1x3x1xi64> -> tensor<1x3x4xf16>
+  return %p : tensor<1x3x4xf16>
+}

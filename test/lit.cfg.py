@@ -1,0 +1,40 @@
+# -*- Python -*-
+# lit configuration of the Switchyard test suite: FileCheck tests of the
+# dialects, passes, pipelines, tools and example models.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "Switchyard"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.switchyard_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py",
+                   "lit.site.cfg.py", "unit", "Inputs"]
+
+# lit drops the environment; keep what the tools need.
+llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "PATH"])
+llvm_config.use_default_substitutions()
+
+config.substitutions.append(("%switchyard_src", config.switchyard_src_root))
+config.substitutions.append(("%examples",
+                             os.path.join(config.switchyard_src_root,
+                                          "examples")))
+
+# --param verify_roundtrip=1: every switchyard-opt run also checks that its
+# output parses back to the same IR (as CIRCT's lit switch does).
+opt_extra = []
+if lit_config.params.get("verify_roundtrip", "0") not in ("0", ""):
+    opt_extra = ["--verify-roundtrip"]
+
+tool_dirs = [config.switchyard_tools_dir, config.llvm_tools_dir]
+tools = [
+    ToolSubst("switchyard-opt", extra_args=opt_extra, unresolved="fatal"),
+    ToolSubst("switchyard", unresolved="fatal"),
+    "FileCheck", "count", "not",
+]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
