@@ -6,12 +6,26 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/InitSwitchyard.h"
+#include "dialect/Conversion/Passes.h"
 #include "dialect/Lm/IR/LmDialect.h"
 #include "dialect/Lm/Transforms/Passes.h"
 #include "dialect/Moe/IR/MoeDialect.h"
 #include "dialect/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/ControlFlow/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/ControlFlow/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -23,11 +37,26 @@
 void mlir::switchyard::registerDialects(DialectRegistry &registry) {
   registry.insert<lm::LmDialect, moe::MoeDialect, arith::ArithDialect,
                   func::FuncDialect, linalg::LinalgDialect, math::MathDialect,
-                  scf::SCFDialect, tensor::TensorDialect>();
+                  scf::SCFDialect, tensor::TensorDialect,
+                  bufferization::BufferizationDialect, cf::ControlFlowDialect,
+                  LLVM::LLVMDialect, memref::MemRefDialect>();
+  // What one-shot bufferization and buffer deallocation need to know about
+  // the dialects the lowerings produce.
+  arith::registerBufferizableOpInterfaceExternalModels(registry);
+  arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(
+      registry);
+  cf::registerBufferizableOpInterfaceExternalModels(registry);
+  cf::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  linalg::registerBufferizableOpInterfaceExternalModels(registry);
+  scf::registerBufferizableOpInterfaceExternalModels(registry);
+  scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  tensor::registerBufferizableOpInterfaceExternalModels(registry);
 }
 
 void mlir::switchyard::registerPassesAndPipelines() {
   lm::registerLmPasses();
+  registerConversionPasses();
   registerPipelines();
   // The upstream cleanups every pipeline uses.
   registerCanonicalizerPass();

@@ -32,6 +32,24 @@ struct FrontendPipelineOptions
 void buildFrontendPipeline(OpPassManager &pm,
                            const FrontendPipelineOptions &options);
 
+/// Options of the CPU target.
+struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
+  PassOptions::Option<int64_t> numLayers{
+      *this, "num-layers",
+      llvm::cl::desc("Model depth L for the scaled initialisers; 0 counts "
+                     "the attention blocks of each model"),
+      llvm::cl::init(0)};
+};
+
+/// Stages 5-6 for the CPU: linalg on tensors (with arith, math, scf,
+/// tensor) in func.func, to the LLVM dialect. Function results become
+/// trailing out-parameters, so callers own every buffer.
+void buildCpuCodegenPipeline(OpPassManager &pm);
+
+/// The whole CPU target: the front end, the reference lowering of the moe
+/// ops, and CPU code generation.
+void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
+
 /// Registers every Switchyard pipeline with the global pass registry.
 void registerPipelines();
 

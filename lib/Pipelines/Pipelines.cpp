@@ -6,7 +6,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/Pipelines/Pipelines.h"
+#include "dialect/Conversion/Passes.h"
 #include "dialect/Lm/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -20,9 +29,52 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
   pm.addPass(lm::createLmMaterializeParamsPass(params));
 }
 
+void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  // Tensors to buffers; results become out-parameters owned by the caller.
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass());
+  bufferization::buildBufferDeallocationPipeline(pm);
+
+  // Loops, then the LLVM dialect.
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void switchyard::buildCpuPipeline(OpPassManager &pm,
+                                  const CpuPipelineOptions &options) {
+  FrontendPipelineOptions frontend;
+  frontend.numLayers = options.numLayers;
+  buildFrontendPipeline(pm, frontend);
+  pm.addPass(lm::createLmDecomposeLayersPass());
+  pm.addPass(lm::createConvertLmToFuncPass());
+  pm.addPass(createConvertMoeToLinalgPass());
+  buildCpuCodegenPipeline(pm);
+}
+
 void switchyard::registerPipelines() {
   PassPipelineRegistration<FrontendPipelineOptions>(
       "switchyard-frontend-pipeline",
       "Front end: verify lm model definitions and declare their parameters",
       buildFrontendPipeline);
+  PassPipelineRegistration<CpuPipelineOptions>(
+      "switchyard-cpu-pipeline",
+      "CPU target: front end, reference lowering of moe ops, LLVM dialect",
+      buildCpuPipeline);
 }

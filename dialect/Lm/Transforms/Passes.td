@@ -55,4 +55,62 @@ def LmMaterializeParamsPass : Pass<"lm-materialize-params", "ModuleOp"> {
   let dependentDialects = ["::mlir::lm::LmDialect"];
 }
 
+def LmDecomposeLayersPass : Pass<"lm-decompose-layers", "ModuleOp"> {
+  let summary = "Decompose lm layers into moe routing ops and linalg";
+  let description = [{
+    Rewrites every layer op into the computation docs/Semantics.md
+    specifies: layer norms, linear projections and element-wise maps as
+    linalg on tensors; routers, top-k, gathered expert projections and the
+    attention core as `moe` ops; parameters read with `lm.get_param`. The
+    parameters must be declared (run `lm-materialize-params` first); a layer
+    whose parameter is missing is reported.
+
+    Before:
+
+    ```mlir
+    %y = lm.sigma_moe "ffn" %x {experts = 8, k = 2, expert_dim = 16} : tensor<?x16x32xf32>
+    ```
+
+    After (abridged): the block norm, then
+
+    ```mlir
+    %h = tensor.collapse_shape %norm [[0, 1], [2]] : tensor<?x16x32xf32> into tensor<?x32xf32>
+    %sel = lm.get_param @ffn.sel : tensor<8x32xf32>
+    %s = moe.gate %h, %sel : tensor<?x32xf32>, tensor<8x32xf32> -> tensor<?x8xf32>
+    %g, %i = moe.topk %s k(2) : tensor<?x8xf32> -> tensor<?x2xf32>, tensor<?x2xi32>
+    %b = moe.expert_mlp %h, %up, %down, %g, %i : ... -> tensor<?x32xf32>
+    ```
+
+    and the residual addition `x + branch`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::moe::MoeDialect",
+    "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def ConvertLmToFuncPass : Pass<"convert-lm-to-func", "ModuleOp"> {
+  let summary = "Turn decomposed lm.models into functions taking parameters";
+  let description = [{
+    Converts each `lm.model` whose layers have been decomposed into a
+    `func.func` of the same name. Its arguments are the model's own
+    arguments followed by one argument per declared `lm.param`, in
+    declaration order, each marked `{lm.param = "<name>"}`; `lm.get_param`
+    becomes a use of that argument and `lm.return` a `func.return`. The
+    function is marked `llvm.emit_c_interface` for the runtime, and the
+    `lm.param` declarations are removed.
+
+    ```mlir
+    // Before
+    lm.param @w : tensor<4x4xf32> init <zeros>
+    lm.model @m(%t: tensor<1x4xi32>) -> tensor<1x4x4xf32> { ... lm.get_param @w ... }
+    // After
+    func.func @m(%t: tensor<1x4xi32>, %w: tensor<4x4xf32> {lm.param = "w"})
+        -> tensor<1x4x4xf32> attributes {llvm.emit_c_interface} { ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 #endif // SWITCHYARD_DIALECT_LM_TRANSFORMS_PASSES_TD

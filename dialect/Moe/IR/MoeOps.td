@@ -226,4 +226,51 @@ def Moe_ExpertMlpOp : Moe_Op<"expert_mlp", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+def Moe_AttentionOp : Moe_Op<"attention", [Pure,
+    AllElementTypesMatch<["query", "key", "value", "result"]>,
+    AllTypesMatch<["query", "result"]>]> {
+  let summary = "causal multi-head attention core, optionally with relative "
+                "position keys";
+  let description = [{
+    The attention core shared by dense and SwitchHead attention, on
+    `[batch, time, heads, width]` tensors, after the projections (queries
+    and keys already scaled). Query `t` has position `t`; the `S` keys end
+    where the queries end, so key `u` has position `u - (S - T)` (the first
+    `S - T` keys are Transformer-XL memory). Query `t` attends to the keys
+    with position at most `t`:
+
+    ```
+    score[b, t, u, a] = Σ_f query[b, t, a, f] · (key[b, u, a, f] + rel[δ, a, f]),
+                        δ = t - position(u)      (the rel term only with rel)
+    A[b, t, :, a]     = softmax over the allowed u of score[b, t, :, a]
+    result[b, t, a, :] = Σ_u A[b, t, u, a] · value[b, u, a, :]
+    ```
+
+    `rel` `[S, H, F]` holds one key per distance `δ` in `[0, S)`: the
+    projected sinusoidal encodings of Transformer-XL. Scores and softmax are
+    computed in f32.
+
+    ```mlir
+    %o = moe.attention %q, %k, %v : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>
+    %x = moe.attention %q, %km, %vm rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[4]>:$query,
+                       Moe_ValueTensorOfRank<[4]>:$key,
+                       Moe_ValueTensorOfRank<[4]>:$value,
+                       Optional<Moe_ValueTensorOfRank<[3]>>:$rel);
+  let results = (outs Moe_ValueTensorOfRank<[4]>:$result);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`rel` `(` $rel^ `:` type($rel) `)`)? attr-dict
+    `:` type($query) `,` type($key) `,` type($value) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

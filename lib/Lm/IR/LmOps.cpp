@@ -267,6 +267,12 @@ static LogicalResult verifyAttention(AttentionOp op) {
            << "expected head_dim of at least 4 with rope (half the channels "
               "rotate, in pairs), found "
            << op.getHeadDim();
+  int64_t width = cast<RankedTensorType>(op.getInput().getType()).getDimSize(2);
+  if (pos == PosEncoding::xl && width % 2 != 0)
+    return op.emitOpError() << "expected an even model width with xl "
+                               "positions (sinusoids come in sin/cos "
+                               "pairs), found "
+                            << width;
   Value memory = op.getMemory();
   if (!memory)
     return success();

@@ -171,5 +171,43 @@ LogicalResult ExpertMlpOp::verify() {
                      "up dim 0");
 }
 
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  Value q = getQuery(), k = getKey(), v = getValue();
+  if (failed(verifySameDim(*this, "the batch", {"query", q, 0},
+                           {"key", k, 0})) ||
+      failed(verifySameDim(*this, "the batch", {"query", q, 0},
+                           {"value", v, 0})) ||
+      failed(verifySameDim(*this, "the key count", {"key", k, 1},
+                           {"value", v, 1})) ||
+      failed(verifySameDim(*this, "the head count", {"query", q, 2},
+                           {"key", k, 2})) ||
+      failed(verifySameDim(*this, "the head count", {"query", q, 2},
+                           {"value", v, 2})) ||
+      failed(verifySameDim(*this, "the head width", {"query", q, 3},
+                           {"key", k, 3})) ||
+      failed(verifySameDim(*this, "the head width", {"query", q, 3},
+                           {"value", v, 3})))
+    return failure();
+  if (Value rel = getRel())
+    if (failed(verifySameDim(*this, "the key count", {"rel", rel, 0},
+                             {"key", k, 1})) ||
+        failed(verifySameDim(*this, "the head count", {"rel", rel, 1},
+                             {"query", q, 2})) ||
+        failed(verifySameDim(*this, "the head width", {"rel", rel, 2},
+                             {"query", q, 3})))
+      return failure();
+  int64_t queries = dimOf(q, 1), keys = dimOf(k, 1);
+  if (!ShapedType::isDynamic(queries) && !ShapedType::isDynamic(keys) &&
+      queries > keys)
+    return emitOpError() << "expected at least as many keys (key dim 1, "
+                         << keys << ") as queries (query dim 1, " << queries
+                         << "): the queries are the last keys";
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialect/Moe/IR/MoeOps.cpp.inc"

@@ -356,3 +356,11 @@ func.func @block_result_type(%x: tensor<?x16x32xf32>) {
   %y = "lm.ffn"(%x) {layer_name = "ffn", d_ff = 64} : (tensor<?x16x32xf32>) -> tensor<?x16x32xbf16>
   return
 }
+
+// -----
+
+func.func @xl_odd_width(%x: tensor<?x16x41xf32>) {
+  // expected-error @+1 {{'lm.mha' op expected an even model width with xl positions (sinusoids come in sin/cos pairs), found 41}}
+  %y = lm.mha "att" %x {heads = 1, head_dim = 8, pos = #lm.pos<xl>} : tensor<?x16x41xf32>
+  return
+}

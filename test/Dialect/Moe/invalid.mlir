@@ -298,3 +298,95 @@ func.func @mlp_result(%x: tensor<?x16xf32>, %up: tensor<8x16x32xf32>, %down: ten
   %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<?x16xf32>, tensor<8x16x32xf32>, tensor<8x32x16xf32>, tensor<?x2xf32>, tensor<?x2xi32> -> tensor<3x16xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// moe.attention
+//===----------------------------------------------------------------------===//
+
+func.func @attention_batch(%q: tensor<2x4x2x8xf32>, %k: tensor<3x4x2x8xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the batch to agree: query dim 0 is 2 but key dim 0 is 3}}
+  %o = moe.attention %q, %k, %k : tensor<2x4x2x8xf32>, tensor<3x4x2x8xf32>, tensor<3x4x2x8xf32> -> tensor<2x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_value_batch(%q: tensor<2x4x2x8xf32>, %k: tensor<2x4x2x8xf32>, %v: tensor<3x4x2x8xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the batch to agree: query dim 0 is 2 but value dim 0 is 3}}
+  %o = moe.attention %q, %k, %v : tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>, tensor<3x4x2x8xf32> -> tensor<2x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_keys(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x5x2x8xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the key count to agree: key dim 1 is 6 but value dim 1 is 5}}
+  %o = moe.attention %q, %k, %v : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x5x2x8xf32> -> tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_heads(%q: tensor<?x4x2x8xf32>, %k: tensor<?x4x3x8xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the head count to agree: query dim 2 is 2 but key dim 2 is 3}}
+  %o = moe.attention %q, %k, %k : tensor<?x4x2x8xf32>, tensor<?x4x3x8xf32>, tensor<?x4x3x8xf32> -> tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_value_heads(%q: tensor<?x4x2x8xf32>, %k: tensor<?x4x2x8xf32>, %v: tensor<?x4x3x8xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the head count to agree: query dim 2 is 2 but value dim 2 is 3}}
+  %o = moe.attention %q, %k, %v : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x3x8xf32> -> tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_width(%q: tensor<?x4x2x8xf32>, %k: tensor<?x4x2x4xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the head width to agree: query dim 3 is 8 but key dim 3 is 4}}
+  %o = moe.attention %q, %k, %k : tensor<?x4x2x8xf32>, tensor<?x4x2x4xf32>, tensor<?x4x2x4xf32> -> tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_value_width(%q: tensor<?x4x2x8xf32>, %k: tensor<?x4x2x8xf32>, %v: tensor<?x4x2x4xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the head width to agree: query dim 3 is 8 but value dim 3 is 4}}
+  %o = moe.attention %q, %k, %v : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x4xf32> -> tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rel_keys(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %r: tensor<5x2x8xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the key count to agree: rel dim 0 is 5 but key dim 1 is 6}}
+  %o = moe.attention %q, %k, %k rel(%r : tensor<5x2x8xf32>) : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rel_heads(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %r: tensor<6x1x8xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the head count to agree: rel dim 1 is 1 but query dim 2 is 2}}
+  %o = moe.attention %q, %k, %k rel(%r : tensor<6x1x8xf32>) : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rel_width(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %r: tensor<6x2x4xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected the head width to agree: rel dim 2 is 4 but query dim 3 is 8}}
+  %o = moe.attention %q, %k, %k rel(%r : tensor<6x2x4xf32>) : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_fewer_keys(%q: tensor<?x6x2x8xf32>, %k: tensor<?x4x2x8xf32>) {
+  // expected-error @+1 {{'moe.attention' op expected at least as many keys (key dim 1, 4) as queries (query dim 1, 6): the queries are the last keys}}
+  %o = moe.attention %q, %k, %k : tensor<?x6x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32> -> tensor<?x6x2x8xf32>
+  return
+}

@@ -53,3 +53,18 @@ func.func @edges(%s: tensor<1x4xf32>, %x: tensor<1x8xf16>,
   %p = moe.expert_proj %x, %w, %g, %i : tensor<1x8xf16>, tensor<?x8x4xf16>, tensor<1x3x1xf32>, tensor<1x3x1xi64> -> tensor<1x3x4xf16>
   return %p : tensor<1x3x4xf16>
 }
+
+// The attention core, without and with Transformer-XL relative keys (the
+// keys then also cover a memory block: S = 32 > T = 16).
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<?x16x2x8xf32>, %k: tensor<?x32x2x8xf32>,
+                     %v: tensor<?x32x2x8xf32>, %r: tensor<32x2x8xf32>)
+    -> (tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>) {
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>
+  %q16 = tensor.extract_slice %k[0, 16, 0, 0] [1, 16, 2, 8] [1, 1, 1, 1] : tensor<?x32x2x8xf32> to tensor<1x16x2x8xf32>
+  %c = tensor.cast %q16 : tensor<1x16x2x8xf32> to tensor<?x16x2x8xf32>
+  %o = moe.attention %q, %c, %c : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>
+  %x = moe.attention %q, %k, %v rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>
+  return %o, %x : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
+}

@@ -1,0 +1,44 @@
+//===- Passes.td - Switchyard conversion passes ------------*- tablegen -*-===//
+//
+// Conversions out of the Switchyard dialects.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_DIALECT_CONVERSION_PASSES_TD
+#define SWITCHYARD_DIALECT_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
+  let summary = "Lower moe ops to reference linalg.generic on tensors";
+  let description = [{
+    Rewrites every `moe` op into `linalg.generic` ops on tensors (plus
+    `tensor`, `arith`, `math` and, for top-k, `scf`): the reference
+    lowering, one generic per contraction, used by the CPU target and as the
+    unfused baseline. Gathered expert weights are read with `tensor.extract`
+    inside the generic bodies; all products accumulate in f32. Attention
+    materialises the `[B, T, S, H]` score tensor.
+
+    Before:
+
+    ```mlir
+    %s = moe.gate %x, %w : tensor<?x16xf32>, tensor<6x16xf32> -> tensor<?x2x3xf32>
+    ```
+
+    After (abridged):
+
+    ```mlir
+    %logits = linalg.generic {iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : tensor<?x16xf32>, tensor<6x16xf32>) outs(%zero : tensor<?x6xf32>) {...}
+    %sig = linalg.generic {iterator_types = ["parallel", "parallel"]} ins(%logits ...) {...}
+    %s = tensor.expand_shape %sig [[0], [1, 2]] ... : tensor<?x6xf32> into tensor<?x2x3xf32>
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+#endif // SWITCHYARD_DIALECT_CONVERSION_PASSES_TD

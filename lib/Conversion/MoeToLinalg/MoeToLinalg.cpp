@@ -1,0 +1,461 @@
+//===- MoeToLinalg.cpp - moe to linalg lowering ---------------------------===//
+//
+// The reference lowering of the `moe` ops: each becomes a few
+// linalg.generic ops on tensors that follow docs/Semantics.md literally.
+// Gathered expert weights are read with tensor.extract inside generic
+// bodies, top-k is a rank computation per output slot, and attention
+// materialises its score tensor. It is the CPU path and the unfused baseline
+// that the fused GPU kernels are checked against.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Conversion/MoeToLinalg/MoeToLinalg.h"
+#include "dialect/Conversion/Passes.h"
+#include "dialect/Moe/IR/MoeOps.h"
+#include "dialect/Support/TensorBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <limits>
+
+namespace mlir::switchyard {
+#define GEN_PASS_DEF_CONVERTMOETOLINALGPASS
+#include "dialect/Conversion/Passes.h.inc"
+} // namespace mlir::switchyard
+
+using namespace mlir;
+using namespace mlir::switchyard;
+using utils::IteratorType;
+
+namespace {
+
+Value indexConstant(ImplicitLocOpBuilder &b, int64_t value) {
+  return arith::ConstantIndexOp::create(b, value);
+}
+
+Value f32Constant(ImplicitLocOpBuilder &b, float value) {
+  return arith::ConstantOp::create(b, b.getF32Type(),
+                                   b.getF32FloatAttr(value));
+}
+
+/// The loop index `dim` inside a linalg.generic body.
+Value loopIndex(ImplicitLocOpBuilder &b, int64_t dim) {
+  return linalg::IndexOp::create(b, dim);
+}
+
+/// Row `h·E + e` of a stacked per-head expert weight, from an integer expert
+/// number `e` read from an index tensor.
+Value expertRow(ImplicitLocOpBuilder &b, Value head, Value expertsPerHead,
+                Value expert) {
+  Value e = arith::IndexCastOp::create(b, b.getIndexType(), expert);
+  Value base = arith::MulIOp::create(b, head, expertsPerHead);
+  return arith::AddIOp::create(b, base, e);
+}
+
+/// E = dim(weight, 0) / H for a stacked [H·E, ...] weight.
+Value expertsPerHead(ImplicitLocOpBuilder &b, Value weight, Value gates) {
+  return arith::DivUIOp::create(b, dimOf(b, weight, 0), dimOf(b, gates, 1));
+}
+
+/// Converts the f32 accumulator of a lowering to the op's result type.
+Value finish(ImplicitLocOpBuilder &b, Value accumulator, Value result) {
+  return castElements(
+      b, accumulator,
+      cast<RankedTensorType>(result.getType()).getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// moe.gate
+//===----------------------------------------------------------------------===//
+
+/// sigmoid(x · wᵀ) in f32, reshaped to [N, H, E] for a multi-head router.
+struct GateLowering : public OpRewritePattern<moe::GateOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::GateOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value logits = matmulTransposedF32(b, op.getInput(), op.getWeight());
+    Value scores =
+        mapElements(b, logits, b.getF32Type(),
+                    [](ImplicitLocOpBuilder &b, Value z) { return sigmoid(b, z); });
+    RankedTensorType type = op.getResult().getType();
+    if (type.getRank() == 3)
+      scores = tensor::ExpandShapeOp::create(
+          b, type, scores, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+    rewriter.replaceOp(op, scores);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.topk
+//===----------------------------------------------------------------------===//
+
+/// Slot j of each row holds the expert whose rank is j, where the rank of e
+/// counts the experts with a larger key or an equal key and a lower index;
+/// masked experts have key -inf. O(k·E²) per row: a reference, not a kernel.
+struct TopKLowering : public OpRewritePattern<moe::TopKOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::TopKOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value scores = op.getScores(), mask = op.getMask();
+    RankedTensorType valuesType = op.getValues().getType();
+    RankedTensorType indicesType = op.getIndices().getType();
+    int64_t rank = valuesType.getRank();
+
+    SmallVector<OpFoldResult> sizes = sizesOf(b, scores);
+    Value experts = getValueOrCreateConstantIndexOp(b, b.getLoc(), sizes.back());
+    sizes.back() = b.getIndexAttr(op.getK());
+    Value valuesInit = tensor::EmptyOp::create(b, sizes, b.getF32Type());
+    Value indicesInit =
+        tensor::EmptyOp::create(b, sizes, indicesType.getElementType());
+    AffineMap identity = b.getMultiDimIdentityMap(rank);
+
+    auto body = [&](OpBuilder &nested, Location loc, ValueRange) {
+      ImplicitLocOpBuilder b(loc, nested);
+      SmallVector<Value> position;
+      for (int64_t dim = 0; dim + 1 < rank; ++dim)
+        position.push_back(loopIndex(b, dim));
+      Value slot = loopIndex(b, rank - 1);
+      Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
+      Value negInf =
+          f32Constant(b, -std::numeric_limits<float>::infinity());
+
+      auto at = [&](Value expert) {
+        SmallVector<Value> index(position);
+        index.push_back(expert);
+        return index;
+      };
+      auto key = [&](ImplicitLocOpBuilder &b, Value expert) -> Value {
+        Value score = tensor::ExtractOp::create(b, scores, at(expert));
+        if (!mask)
+          return score;
+        Value dropped = tensor::ExtractOp::create(b, mask, at(expert));
+        return arith::SelectOp::create(b, dropped, negInf, score);
+      };
+
+      auto search = scf::ForOp::create(
+          b, zero, experts, one, ValueRange{zero},
+          [&](OpBuilder &nested, Location loc, Value e, ValueRange found) {
+            ImplicitLocOpBuilder b(loc, nested);
+            Value keyE = key(b, e);
+            auto count = scf::ForOp::create(
+                b, zero, experts, one, ValueRange{zero},
+                [&](OpBuilder &nested, Location loc, Value other,
+                    ValueRange rankSoFar) {
+                  ImplicitLocOpBuilder b(loc, nested);
+                  Value keyOther = key(b, other);
+                  Value larger = arith::CmpFOp::create(
+                      b, arith::CmpFPredicate::OGT, keyOther, keyE);
+                  Value equal = arith::CmpFOp::create(
+                      b, arith::CmpFPredicate::OEQ, keyOther, keyE);
+                  Value lower = arith::CmpIOp::create(
+                      b, arith::CmpIPredicate::ult, other, e);
+                  Value ahead = arith::OrIOp::create(
+                      b, larger, arith::AndIOp::create(b, equal, lower));
+                  Value step = arith::SelectOp::create(b, ahead, one, zero);
+                  scf::YieldOp::create(
+                      b, ValueRange{arith::AddIOp::create(b, rankSoFar[0],
+                                                          step)});
+                });
+            Value isSlot = arith::CmpIOp::create(
+                b, arith::CmpIPredicate::eq, count.getResult(0), slot);
+            scf::YieldOp::create(
+                b, ValueRange{arith::SelectOp::create(b, isSlot, e, found[0])});
+          });
+      Value chosen = search.getResult(0);
+      Value value = tensor::ExtractOp::create(b, scores, at(chosen));
+      Value index = arith::IndexCastOp::create(
+          b, indicesType.getElementType(), chosen);
+      linalg::YieldOp::create(b, ValueRange{value, index});
+    };
+    auto generic = linalg::GenericOp::create(
+        b, TypeRange{valuesType, indicesType}, ValueRange{},
+        ValueRange{valuesInit, indicesInit}, {identity, identity},
+        iterators(rank), body);
+    rewriter.replaceOp(op, generic.getResults());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.expert_proj and moe.expert_merge
+//===----------------------------------------------------------------------===//
+
+/// The loop shape of one gathered per-head expert product: which loop
+/// dimensions give the head and the two weight coordinates after the row.
+struct GatheredLoop {
+  AffineMap inputMap, routeMap, outMap;
+  SmallVector<utils::IteratorType> iterators;
+  unsigned headDim, weightDim1, weightDim2;
+};
+
+/// Σ gate · input · W[h·E + index, i1, i2] over the reduction dims of
+/// `loop`, into a new f32 tensor of `sizes`; gates and indices share
+/// `routeMap`.
+Value gatheredProduct(ImplicitLocOpBuilder &b, const GatheredLoop &loop,
+                      Value input, Value w, Value gates, Value indices,
+                      ArrayRef<OpFoldResult> sizes) {
+  Value perHead = expertsPerHead(b, w, gates);
+  Value init = filled(b, sizes, b.getF32Type(), 0.0);
+  return generic(
+      b, {input, gates, indices}, init,
+      {loop.inputMap, loop.routeMap, loop.routeMap, loop.outMap},
+      loop.iterators, [&](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value row = expertRow(b, loopIndex(b, loop.headDim), perHead, args[2]);
+        Value weight = tensor::ExtractOp::create(
+            b, w,
+            ValueRange{row, loopIndex(b, loop.weightDim1),
+                       loopIndex(b, loop.weightDim2)});
+        Value product = arith::MulFOp::create(
+            b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, weight)),
+            args[1]);
+        return arith::AddFOp::create(b, args[3], product);
+      });
+}
+
+/// out[n, h, f] = Σ_j Σ_d g[n, h, j] · x[n, d] · W[h·E + i[n, h, j], d, f]
+/// over the loop (n, h, f | j, d).
+struct ExpertProjLowering : public OpRewritePattern<moe::ExpertProjOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ExpertProjOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    GatheredLoop loop{dimsMap(ctx, 5, {0, 4}),
+                      dimsMap(ctx, 5, {0, 1, 3}),
+                      dimsMap(ctx, 5, {0, 1, 2}),
+                      iterators(3, 2),
+                      /*headDim=*/1,
+                      /*weightDim1=*/4,
+                      /*weightDim2=*/2};
+    SmallVector<OpFoldResult> sizes = sizesOf(b, op.getGates());
+    sizes[2] = sizesOf(b, op.getWeight())[2];
+    Value acc = gatheredProduct(b, loop, op.getInput(), op.getWeight(),
+                                op.getGates(), op.getIndices(), sizes);
+    rewriter.replaceOp(op, finish(b, acc, op.getResult()));
+    return success();
+  }
+};
+
+/// y[n, o] = Σ_h Σ_j Σ_f g[n, h, j] · heads[n, h, f] · W[h·E + i[n, h, j], f, o]
+/// over the loop (n, o | h, j, f).
+struct ExpertMergeLowering : public OpRewritePattern<moe::ExpertMergeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ExpertMergeOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    GatheredLoop loop{dimsMap(ctx, 5, {0, 2, 4}),
+                      dimsMap(ctx, 5, {0, 2, 3}),
+                      dimsMap(ctx, 5, {0, 1}),
+                      iterators(2, 3),
+                      /*headDim=*/2,
+                      /*weightDim1=*/4,
+                      /*weightDim2=*/1};
+    SmallVector<OpFoldResult> sizes = {sizesOf(b, op.getHeads())[0],
+                                       sizesOf(b, op.getWeight())[2]};
+    Value acc = gatheredProduct(b, loop, op.getHeads(), op.getWeight(),
+                                op.getGates(), op.getIndices(), sizes);
+    rewriter.replaceOp(op, finish(b, acc, op.getResult()));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.expert_mlp
+//===----------------------------------------------------------------------===//
+
+/// hidden[n, j, g] = ReLU(Σ_d x[n, d] · up[i[n, j], d, g]) over (n, j, g | d),
+/// then y[n, o] = Σ_j Σ_g gate[n, j] · hidden[n, j, g] · down[i[n, j], g, o]
+/// over (n, o | j, g).
+struct ExpertMlpLowering : public OpRewritePattern<moe::ExpertMlpOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ExpertMlpOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    Value x = op.getInput(), up = op.getUp(), down = op.getDown();
+    Value gates = op.getGates(), indices = op.getIndices();
+
+    SmallVector<OpFoldResult> hiddenSizes = sizesOf(b, gates);
+    hiddenSizes.push_back(sizesOf(b, up)[2]);
+    Value hiddenInit = filled(b, hiddenSizes, b.getF32Type(), 0.0);
+    Value hidden = generic(
+        b, {x, indices}, hiddenInit,
+        {dimsMap(ctx, 4, {0, 3}), dimsMap(ctx, 4, {0, 1}),
+         dimsMap(ctx, 4, {0, 1, 2})},
+        iterators(3, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value e = arith::IndexCastOp::create(b, b.getIndexType(), args[1]);
+          Value weight = tensor::ExtractOp::create(
+              b, up, ValueRange{e, loopIndex(b, 3), loopIndex(b, 2)});
+          Value product =
+              arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, weight));
+          return arith::AddFOp::create(b, args[2], product);
+        });
+    hidden = mapElements(b, hidden, b.getF32Type(),
+                         [](ImplicitLocOpBuilder &b, Value v) -> Value {
+                           return arith::MaximumFOp::create(
+                               b, v, f32Constant(b, 0.0f));
+                         });
+
+    Value init = filled(b, {sizesOf(b, x)[0], sizesOf(b, down)[2]},
+                        b.getF32Type(), 0.0);
+    Value acc = generic(
+        b, {hidden, gates, indices}, init,
+        {dimsMap(ctx, 4, {0, 2, 3}), dimsMap(ctx, 4, {0, 2}),
+         dimsMap(ctx, 4, {0, 2}), dimsMap(ctx, 4, {0, 1})},
+        iterators(2, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value e = arith::IndexCastOp::create(b, b.getIndexType(), args[2]);
+          Value weight = tensor::ExtractOp::create(
+              b, down, ValueRange{e, loopIndex(b, 3), loopIndex(b, 1)});
+          Value product = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, args[0], toF32(b, weight)), args[1]);
+          return arith::AddFOp::create(b, args[3], product);
+        });
+    rewriter.replaceOp(op, finish(b, acc, op.getResult()));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.attention
+//===----------------------------------------------------------------------===//
+
+/// Scores [B, T, S, H], a masked max and exp-sum over S, and the weighted sum
+/// of the values. Key u is visible to query t when u <= t + (S - T).
+struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+    Value rel = op.getRel();
+    Type f32 = b.getF32Type();
+    SmallVector<OpFoldResult> qSizes = sizesOf(b, q), kSizes = sizesOf(b, k);
+    Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
+
+    // visible(t, u) and the relative distance t + shift - u.
+    auto visible = [&](ImplicitLocOpBuilder &b, Value t, Value u) -> Value {
+      Value last = arith::AddIOp::create(b, t, shift);
+      return arith::CmpIOp::create(b, arith::CmpIPredicate::ule, u, last);
+    };
+
+    // score[b, t, u, a] over (b, t, u, a | f).
+    Value scoresInit =
+        filled(b, {qSizes[0], qSizes[1], kSizes[1], qSizes[2]}, f32, 0.0);
+    Value scores = generic(
+        b, {q, k}, scoresInit,
+        {dimsMap(ctx, 5, {0, 1, 3, 4}), dimsMap(ctx, 5, {0, 2, 3, 4}),
+         dimsMap(ctx, 5, {0, 1, 2, 3})},
+        iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value key = toF32(b, args[1]);
+          if (rel) {
+            Value t = loopIndex(b, 1), u = loopIndex(b, 2);
+            Value distance = arith::SubIOp::create(
+                b, arith::AddIOp::create(b, t, shift), u);
+            // Invisible pairs may have a negative distance: clamp, they are
+            // masked below anyway.
+            distance = arith::MaxSIOp::create(b, distance, indexConstant(b, 0));
+            Value relKey = tensor::ExtractOp::create(
+                b, rel, ValueRange{distance, loopIndex(b, 3), loopIndex(b, 4)});
+            key = arith::AddFOp::create(b, key, toF32(b, relKey));
+          }
+          Value product = arith::MulFOp::create(b, toF32(b, args[0]), key);
+          return arith::AddFOp::create(b, args[2], product);
+        });
+
+    // Row maxima over the visible keys: (b, t, a | u).
+    Value maxInit = filled(b, {qSizes[0], qSizes[1], qSizes[2]}, f32,
+                           -std::numeric_limits<double>::infinity());
+    Value maxima = generic(
+        b, {scores}, maxInit,
+        {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2})},
+        iterators(3, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value ok = visible(b, loopIndex(b, 1), loopIndex(b, 3));
+          Value candidate = arith::SelectOp::create(
+              b, ok, args[0],
+              f32Constant(b, -std::numeric_limits<float>::infinity()));
+          return arith::MaximumFOp::create(b, args[1], candidate);
+        });
+
+    // Unnormalised weights exp(score - max), 0 where invisible.
+    Value weightsInit = tensor::EmptyOp::create(
+        b, ArrayRef<OpFoldResult>{qSizes[0], qSizes[1], kSizes[1], qSizes[2]},
+        f32);
+    Value weights = generic(
+        b, {scores, maxima}, weightsInit,
+        {dimsMap(ctx, 4, {0, 1, 2, 3}), dimsMap(ctx, 4, {0, 1, 3}),
+         dimsMap(ctx, 4, {0, 1, 2, 3})},
+        iterators(4), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value ok = visible(b, loopIndex(b, 1), loopIndex(b, 2));
+          Value e = math::ExpOp::create(
+              b, arith::SubFOp::create(b, args[0], args[1]));
+          return arith::SelectOp::create(b, ok, e, f32Constant(b, 0.0f));
+        });
+
+    // Normalisers: (b, t, a | u).
+    Value sumInit = filled(b, {qSizes[0], qSizes[1], qSizes[2]}, f32, 0.0);
+    Value sums = generic(
+        b, {weights}, sumInit,
+        {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2})},
+        iterators(3, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+          return arith::AddFOp::create(b, args[1], args[0]);
+        });
+
+    // result[b, t, a, f] = Σ_u weights[b, t, u, a] / sums[b, t, a] · v[b, u, a, f]
+    // over (b, t, a, f | u).
+    Value outInit = filled(b, qSizes, f32, 0.0);
+    Value acc = generic(
+        b, {weights, sums, v}, outInit,
+        {dimsMap(ctx, 5, {0, 1, 4, 2}), dimsMap(ctx, 5, {0, 1, 2}),
+         dimsMap(ctx, 5, {0, 4, 2, 3}), dimsMap(ctx, 5, {0, 1, 2, 3})},
+        iterators(4, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value p = arith::DivFOp::create(b, args[0], args[1]);
+          Value product = arith::MulFOp::create(b, p, toF32(b, args[2]));
+          return arith::AddFOp::create(b, args[3], product);
+        });
+    rewriter.replaceOp(op, finish(b, acc, op.getResult()));
+    return success();
+  }
+};
+
+/// Rewrites every moe op; any left over is a legalisation error.
+struct ConvertMoeToLinalgPass
+    : public switchyard::impl::ConvertMoeToLinalgPassBase<
+          ConvertMoeToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    ConversionTarget target(*ctx);
+    target.addIllegalDialect<moe::MoeDialect>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(ctx);
+    populateMoeToLinalgPatterns(patterns);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::switchyard::populateMoeToLinalgPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<GateLowering, TopKLowering, ExpertProjLowering,
+               ExpertMergeLowering, ExpertMlpLowering, AttentionLowering>(
+      patterns.getContext());
+}

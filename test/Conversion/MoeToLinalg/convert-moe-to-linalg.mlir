@@ -1,0 +1,83 @@
+// RUN: switchyard-opt %s --convert-moe-to-linalg | FileCheck %s
+// RUN: switchyard-opt %s --convert-moe-to-linalg --switchyard-cpu-pipeline -o /dev/null
+
+// Every moe op becomes linalg on tensors; nothing of moe is left. The
+// numerics are checked against the C++ reference in test/unit.
+
+// CHECK-LABEL: func.func @gate
+// CHECK: %[[LOGITS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: %[[SIG:.*]] = linalg.generic {{.*}}ins(%[[LOGITS]] : tensor<?x6xf32>)
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: tensor.expand_shape %[[SIG]] {{\[}}[0], [1, 2]] {{.*}} : tensor<?x6xf32> into tensor<?x2x3xf32>
+// CHECK-NOT: moe.
+func.func @gate(%x: tensor<?x16xbf16>, %w: tensor<6x16xbf16>) -> tensor<?x2x3xf32> {
+  %s = moe.gate %x, %w : tensor<?x16xbf16>, tensor<6x16xbf16> -> tensor<?x2x3xf32>
+  return %s : tensor<?x2x3xf32>
+}
+
+// Top-k: one generic over the output slots, two nested loops over experts
+// computing ranks; the mask turns scores into -inf keys.
+// CHECK-LABEL: func.func @topk
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs(%{{.*}}, %{{.*}} : tensor<?x3xf32>, tensor<?x3xi64>)
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: arith.select {{.*}} : f32
+// CHECK: arith.cmpf ogt
+// CHECK-NOT: moe.
+func.func @topk(%s: tensor<?x5xf32>, %m: tensor<?x5xi1>) -> (tensor<?x3xf32>, tensor<?x3xi64>) {
+  %v, %i = moe.topk %s k(3) mask(%m) : tensor<?x5xf32>, tensor<?x5xi1> -> tensor<?x3xf32>, tensor<?x3xi64>
+  return %v, %i : tensor<?x3xf32>, tensor<?x3xi64>
+}
+
+// The gathered projections read their expert weights with tensor.extract
+// at row h·E + e, inside one generic each.
+// CHECK-LABEL: func.func @projections
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]
+// CHECK: arith.index_cast
+// CHECK: arith.muli
+// CHECK: arith.addi
+// CHECK: tensor.extract %{{.*}} : tensor<10x16x8xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]
+// CHECK: tensor.extract %{{.*}} : tensor<10x8x16xf32>
+// CHECK-NOT: moe.
+func.func @projections(%x: tensor<?x16xf32>, %wv: tensor<10x16x8xf32>, %wo: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) -> tensor<?x16xf32> {
+  %p = moe.expert_proj %x, %wv, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>
+  %y = moe.expert_merge %p, %wo, %g, %i : tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// The expert MLP: up projection, ReLU, gated down projection.
+// CHECK-LABEL: func.func @mlp
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK: tensor.extract %{{.*}} : tensor<8x16x4xf16>
+// CHECK: arith.maximumf
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "reduction"]
+// CHECK: tensor.extract %{{.*}} : tensor<8x4x16xf16>
+// The f32 accumulator is truncated to the op's element type at the end.
+// CHECK: arith.truncf {{.*}} : f32 to f16
+// CHECK-NOT: moe.
+func.func @mlp(%x: tensor<5x16xf16>, %up: tensor<8x16x4xf16>, %down: tensor<8x4x16xf16>, %g: tensor<5x2xf32>, %i: tensor<5x2xi32>) -> tensor<5x16xf16> {
+  %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<5x16xf16>, tensor<8x16x4xf16>, tensor<8x4x16xf16>, tensor<5x2xf32>, tensor<5x2xi32> -> tensor<5x16xf16>
+  return %y : tensor<5x16xf16>
+}
+
+// Attention: scores (with the relative keys read at the distance), masked
+// maxima, exponentials, sums, weighted values.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[SCORES:.*]] = linalg.generic {{.*}}outs(%{{.*}} : tensor<?x4x6x2xf32>)
+// CHECK: arith.maxsi
+// CHECK: tensor.extract %{{.*}} : tensor<6x2x8xf32>
+// CHECK: linalg.generic {{.*}}ins(%[[SCORES]] : tensor<?x4x6x2xf32>) outs(%{{.*}} : tensor<?x4x2xf32>)
+// CHECK: arith.cmpi ule
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: linalg.generic
+// CHECK: linalg.generic {{.*}}outs(%{{.*}} : tensor<?x4x2x8xf32>)
+// CHECK-NOT: moe.
+func.func @attention(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x6x2x8xf32>, %r: tensor<6x2x8xf32>) -> tensor<?x4x2x8xf32> {
+  %o = moe.attention %q, %k, %v rel(%r : tensor<6x2x8xf32>) : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
+  return %o : tensor<?x4x2x8xf32>
+}

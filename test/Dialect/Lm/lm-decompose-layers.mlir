@@ -1,0 +1,71 @@
+// RUN: switchyard-opt %s -lm-materialize-params -lm-decompose-layers | FileCheck %s
+
+// Each layer kind becomes moe routing ops plus linalg, reading its own
+// parameters; no lm layer op is left. Numerics: test/unit/ExecutionTest.cpp.
+
+// CHECK-LABEL: lm.model @blocks
+// Embedding: a gather from the table.
+// CHECK: %[[TABLE:.*]] = lm.get_param @embed.weight : tensor<64x16xf32>
+// CHECK: linalg.generic
+// CHECK: tensor.extract %[[TABLE]]
+//
+// SwitchHead with RoPE: block norm, scaled q and k, source-side routing for
+// V, the attention core, destination-side routing for O, the residual.
+// CHECK: lm.get_param @sh.norm.weight
+// CHECK: lm.get_param @sh.q : tensor<8x16xf32>
+// CHECK: %[[SV:.*]] = moe.gate %{{.*}}, %{{.*}} : tensor<?x16xf32>, tensor<6x16xf32> -> tensor<?x2x3xf32>
+// CHECK: %[[GV:.*]], %[[IV:.*]] = moe.topk %[[SV]] k(2)
+// CHECK: moe.expert_proj %{{.*}}, %{{.*}}, %[[GV]], %[[IV]] : tensor<?x16xf32>, tensor<6x16x4xf32>, tensor<?x2x2xf32>, tensor<?x2x2xi32> -> tensor<?x2x4xf32>
+// CHECK: math.cos
+// CHECK: math.sin
+// CHECK: %[[ATT:.*]] = moe.attention %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4x2x4xf32>, tensor<?x4x2x4xf32>, tensor<?x4x2x4xf32> -> tensor<?x4x2x4xf32>
+// CHECK: %[[HEADS:.*]] = tensor.collapse_shape %[[ATT]] {{\[}}[0, 1], [2], [3]]
+// CHECK: %[[SO:.*]] = moe.gate
+// CHECK: %[[GO:.*]], %[[IO:.*]] = moe.topk %[[SO]] k(2)
+// CHECK: moe.expert_merge %[[HEADS]], %{{.*}}, %[[GO]], %[[IO]]
+// CHECK: arith.addf
+//
+// Dense XL attention with memory: the memory is normalised and joined in
+// front of the current tokens; the relative keys come from sinusoids.
+// CHECK: scf.if
+// CHECK: lm.get_param @att.q : tensor<16x16xf32>
+// CHECK: lm.get_param @att.pos : tensor<16x16xf32>
+// CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<8x4x4xf32>) : tensor<?x4x4x4xf32>, tensor<?x8x4x4xf32>, tensor<?x8x4x4xf32> -> tensor<?x4x4x4xf32>
+//
+// sigma-MoE: a flat router, top-k, the expert MLP.
+// CHECK: %[[S:.*]] = moe.gate %{{.*}}, %{{.*}} : tensor<?x16xf32>, tensor<4x16xf32> -> tensor<?x4xf32>
+// CHECK: %[[G:.*]], %[[I:.*]] = moe.topk %[[S]] k(4)
+// CHECK: moe.expert_mlp %{{.*}}, %{{.*}}, %{{.*}}, %[[G]], %[[I]]
+//
+// Dense FFN, final norm, output head.
+// CHECK: lm.get_param @ffn.up : tensor<32x16xf32>
+// CHECK: arith.maximumf
+// CHECK: lm.get_param @norm.weight
+// CHECK: math.rsqrt
+// CHECK: lm.get_param @out.weight : tensor<64x16xf32>
+// CHECK: lm.return
+// CHECK-NOT: lm.switchhead
+// CHECK-NOT: lm.mha
+// CHECK-NOT: lm.ffn
+lm.model @blocks(%t: tensor<?x4xi32>, %m: tensor<?x4x16xf32>) -> tensor<?x4x64xf32> {
+  %x = lm.embed "embed" %t {vocab = 64} : tensor<?x4xi32> -> tensor<?x4x16xf32>
+  %a = lm.switchhead "sh" %x {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<rope>} : tensor<?x4x16xf32>
+  %b = lm.mha "att" %a memory(%m : tensor<?x4x16xf32>) {heads = 4, head_dim = 4, pos = #lm.pos<xl>} : tensor<?x4x16xf32>
+  %c = lm.sigma_moe "smoe" %b {experts = 4, k = 4, expert_dim = 8} : tensor<?x4x16xf32>
+  %d = lm.ffn "ffn" %c {d_ff = 32} : tensor<?x4x16xf32>
+  %n = lm.layer_norm "norm" %d : tensor<?x4x16xf32>
+  %l = lm.output "out" %n {vocab = 64} : tensor<?x4x16xf32> -> tensor<?x4x64xf32>
+  lm.return %l : tensor<?x4x64xf32>
+}
+
+// The loss: maxima, exp-sums, and the mean of logsumexp - target logit.
+// CHECK-LABEL: func.func @loss
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: math.log
+// CHECK: arith.divf
+// CHECK-NOT: lm.cross_entropy
+func.func @loss(%l: tensor<2x4x64xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  %loss = lm.cross_entropy %l, %t : tensor<2x4x64xf32>, tensor<2x4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
