@@ -41,13 +41,18 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::init(0)};
 };
 
+/// Stages 2 and the reference lowering: lm layers decomposed into moe ops
+/// and linalg, models turned into functions taking their parameters, moe
+/// ops lowered to linalg on tensors.
+void buildLowerToLinalgPipeline(OpPassManager &pm);
+
 /// Stages 5-6 for the CPU: linalg on tensors (with arith, math, scf,
 /// tensor) in func.func, to the LLVM dialect. Function results become
 /// trailing out-parameters, so callers own every buffer.
 void buildCpuCodegenPipeline(OpPassManager &pm);
 
-/// The whole CPU target: the front end, the reference lowering of the moe
-/// ops, and CPU code generation.
+/// The whole CPU target: the front end, the lowering to linalg, and CPU
+/// code generation.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
 /// Registers every Switchyard pipeline with the global pass registry.

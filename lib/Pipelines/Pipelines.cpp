@@ -29,6 +29,12 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
   pm.addPass(lm::createLmMaterializeParamsPass(params));
 }
 
+void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm) {
+  pm.addPass(lm::createLmDecomposeLayersPass());
+  pm.addPass(lm::createConvertLmToFuncPass());
+  pm.addPass(createConvertMoeToLinalgPass());
+}
+
 void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -62,9 +68,7 @@ void switchyard::buildCpuPipeline(OpPassManager &pm,
   FrontendPipelineOptions frontend;
   frontend.numLayers = options.numLayers;
   buildFrontendPipeline(pm, frontend);
-  pm.addPass(lm::createLmDecomposeLayersPass());
-  pm.addPass(lm::createConvertLmToFuncPass());
-  pm.addPass(createConvertMoeToLinalgPass());
+  buildLowerToLinalgPipeline(pm);
   buildCpuCodegenPipeline(pm);
 }
 

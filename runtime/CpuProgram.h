@@ -1,0 +1,99 @@
+//===- CpuProgram.h - compiled programs on the CPU --------------*- C++ -*-===//
+//
+// The runtime's CPU backend. A CpuProgram is an MLIR module (a model
+// definition in the `lm` dialect, or functions on tensors using `moe` and
+// upstream ops) compiled through the CPU target: the same pipeline builders
+// as `switchyard-opt --switchyard-cpu-pipeline`, JIT-compiled to native
+// code. Functions take and return HostTensors; no MLIR type crosses this
+// header.
+//
+// Calling convention: every public function is called through its C
+// interface; arguments are read-only; results are fresh buffers the runtime
+// copies into HostTensors and frees.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_RUNTIME_CPUPROGRAM_H
+#define SWITCHYARD_RUNTIME_CPUPROGRAM_H
+
+#include "runtime/Params.h"
+#include "runtime/TensorFile.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace switchyard::runtime {
+
+/// The type of one function argument or result.
+struct TensorSpec {
+  ElementType type = ElementType::f32;
+  /// Sizes; -1 marks a dynamic size.
+  std::vector<int64_t> shape;
+  /// For a model's parameter arguments: the parameter name.
+  std::string param;
+  /// For token-id arguments: ids must lie in [0, vocab).
+  std::optional<int64_t> vocab;
+};
+
+/// The signature of one callable function.
+struct FunctionSpec {
+  std::string name;
+  std::vector<TensorSpec> arguments;
+  std::vector<TensorSpec> results;
+};
+
+/// How to compile.
+struct CompileOptions {
+  /// Model depth L for the scaled initialisers (0: count attention blocks).
+  int64_t numLayers = 0;
+  /// LLVM optimisation level of the JIT (0-3).
+  unsigned optLevel = 2;
+};
+
+/// A module compiled for the CPU, ready to call.
+class CpuProgram {
+public:
+  ~CpuProgram();
+  CpuProgram(const CpuProgram &) = delete;
+  CpuProgram &operator=(const CpuProgram &) = delete;
+
+  /// Compiles MLIR source text; `bufferName` names it in diagnostics.
+  /// Compiler diagnostics are returned in the error.
+  static llvm::Expected<std::unique_ptr<CpuProgram>>
+  compile(llvm::StringRef source, llvm::StringRef bufferName,
+          const CompileOptions &options = {});
+
+  /// Reads and compiles an MLIR file.
+  static llvm::Expected<std::unique_ptr<CpuProgram>>
+  compileFile(llvm::StringRef path, const CompileOptions &options = {});
+
+  /// The callable functions, in module order.
+  const std::vector<FunctionSpec> &functions() const;
+
+  /// The function called `name`, or null.
+  const FunctionSpec *lookup(llvm::StringRef name) const;
+
+  /// The parameters the compiled models declared, in declaration order.
+  const ParamTable &params() const;
+
+  /// Calls `name` with one tensor per argument. Element types, ranks and
+  /// static sizes are checked against the signature, dynamic sizes for
+  /// consistency, token ids against the vocabulary. Returns the results.
+  llvm::Expected<std::vector<HostTensor>>
+  call(llvm::StringRef name, llvm::ArrayRef<const HostTensor *> arguments);
+
+private:
+  CpuProgram();
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace switchyard::runtime
+
+#endif // SWITCHYARD_RUNTIME_CPUPROGRAM_H

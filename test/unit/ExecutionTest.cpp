@@ -1,0 +1,616 @@
+//===- ExecutionTest.cpp - compiled CPU path against the reference --------===//
+//
+// Every moe op and every lm layer kind is compiled through the CPU target
+// (runtime::CpuProgram: the same pipeline builders as switchyard-opt) and
+// run on random data, then compared with the independent plain-C++
+// reference of docs/Semantics.md (test/reference). Shapes are awkward on
+// purpose: a single token, sizes that are multiples of nothing, k = 1 and
+// k = E, every token routed to one expert, masked experts.
+//
+// Tolerance: the compiled code accumulates in f32, the reference in double.
+// A comparison passes when max|compiled - reference| is at most 1e-5 times
+// max|reference| (1e-5 relative to the tensor's scale); top-k values and
+// indices must match exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/CpuProgram.h"
+#include "test/reference/Reference.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <map>
+#include <random>
+
+using namespace switchyard;
+namespace ref = switchyard::reference;
+namespace rt = switchyard::runtime;
+using llvm::formatv;
+
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+rt::HostTensor toHost(const ref::Tensor &tensor) {
+  return rt::HostTensor::fromValues<float>("", rt::ElementType::f32,
+                                           tensor.shape, tensor.data);
+}
+
+rt::HostTensor toHost(const ref::IndexTensor &tensor, rt::ElementType type) {
+  if (type == rt::ElementType::i64)
+    return rt::HostTensor::fromValues<int64_t>("", type, tensor.shape,
+                                               tensor.data);
+  std::vector<int32_t> narrow(tensor.data.begin(), tensor.data.end());
+  return rt::HostTensor::fromValues<int32_t>("", type, tensor.shape, narrow);
+}
+
+rt::HostTensor toHostMask(const std::vector<int64_t> &shape,
+                          const std::vector<bool> &mask) {
+  std::vector<uint8_t> bytes(mask.begin(), mask.end());
+  return rt::HostTensor::fromValues<uint8_t>("", rt::ElementType::bool_,
+                                             shape, bytes);
+}
+
+ref::Tensor toRef(const rt::HostTensor &tensor) {
+  std::span<const float> values = tensor.values<float>();
+  return ref::Tensor::fromData(tensor.shape, {values.begin(), values.end()});
+}
+
+ref::IndexTensor toRefIndex(const rt::HostTensor &tensor) {
+  ref::IndexTensor result{tensor.shape, {}};
+  if (tensor.type == rt::ElementType::i64)
+    for (int64_t v : tensor.values<int64_t>())
+      result.data.push_back(v);
+  else
+    for (int32_t v : tensor.values<int32_t>())
+      result.data.push_back(v);
+  return result;
+}
+
+ref::Tensor random(std::vector<int64_t> shape, unsigned seed,
+                   float scale = 1.0f) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  ref::Tensor tensor(shape);
+  for (float &v : tensor.data)
+    v = uniform(generator);
+  return tensor;
+}
+
+ref::IndexTensor randomIndices(std::vector<int64_t> shape, int64_t bound,
+                               unsigned seed) {
+  std::mt19937 generator(seed);
+  std::uniform_int_distribution<int64_t> uniform(0, bound - 1);
+  ref::IndexTensor tensor{shape, std::vector<int64_t>(ref::numElements(shape))};
+  for (int64_t &v : tensor.data)
+    v = uniform(generator);
+  return tensor;
+}
+
+/// max|actual - expected| / max|expected|; shapes must agree.
+double relativeError(const ref::Tensor &actual, const ref::Tensor &expected) {
+  EXPECT_EQ(actual.shape, expected.shape);
+  if (actual.shape != expected.shape)
+    return INFINITY;
+  double error = 0, scale = 1e-30;
+  for (size_t i = 0; i < expected.data.size(); ++i) {
+    error = std::max(error, std::abs(double(actual.data[i]) - expected.data[i]));
+    scale = std::max(scale, std::abs(double(expected.data[i])));
+  }
+  return error / scale;
+}
+
+std::unique_ptr<rt::CpuProgram> compile(const std::string &source) {
+  llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
+      rt::CpuProgram::compile(source, "test.mlir");
+  if (!program) {
+    ADD_FAILURE() << llvm::toString(program.takeError());
+    return nullptr;
+  }
+  return std::move(*program);
+}
+
+/// Calls `name` and returns its results, failing the test on an error.
+std::vector<rt::HostTensor> run(rt::CpuProgram &program, llvm::StringRef name,
+                                std::vector<rt::HostTensor> arguments) {
+  std::vector<const rt::HostTensor *> pointers;
+  for (const rt::HostTensor &argument : arguments)
+    pointers.push_back(&argument);
+  llvm::Expected<std::vector<rt::HostTensor>> results =
+      program.call(name, pointers);
+  if (!results) {
+    ADD_FAILURE() << llvm::toString(results.takeError());
+    return {};
+  }
+  return std::move(*results);
+}
+
+//===----------------------------------------------------------------------===//
+// moe ops
+//===----------------------------------------------------------------------===//
+
+TEST(ExecutionTest, GateMultiHeadAndFlat) {
+  for (int64_t tokens : {1, 7}) {
+    auto program = compile(formatv(R"mlir(
+      func.func @heads(%x: tensor<{0}x13xf32>, %w: tensor<15x13xf32>) -> tensor<{0}x3x5xf32> {{
+        %s = moe.gate %x, %w : tensor<{0}x13xf32>, tensor<15x13xf32> -> tensor<{0}x3x5xf32>
+        return %s : tensor<{0}x3x5xf32>
+      }
+      func.func @flat(%x: tensor<?x13xf32>, %w: tensor<15x13xf32>) -> tensor<?x15xf32> {{
+        %s = moe.gate %x, %w : tensor<?x13xf32>, tensor<15x13xf32> -> tensor<?x15xf32>
+        return %s : tensor<?x15xf32>
+      })mlir",
+                                   tokens)
+                               .str());
+    ASSERT_TRUE(program);
+    ref::Tensor x = random({tokens, 13}, 1), w = random({15, 13}, 2);
+    ref::Tensor expected = ref::gate(x, w);
+    auto heads = run(*program, "heads", {toHost(x), toHost(w)});
+    ASSERT_EQ(heads.size(), 1u);
+    EXPECT_LE(relativeError(toRef(heads[0]),
+                            ref::reshape(expected, {tokens, 3, 5})),
+              kTolerance);
+    auto flat = run(*program, "flat", {toHost(x), toHost(w)});
+    ASSERT_EQ(flat.size(), 1u);
+    EXPECT_LE(relativeError(toRef(flat[0]), expected), kTolerance);
+  }
+}
+
+/// Compiled top-k against the reference, values and indices exactly.
+void checkTopK(const ref::Tensor &scores, int64_t k,
+               const std::vector<bool> *mask) {
+  int64_t experts = scores.shape.back();
+  std::string shape = formatv("{0}x{1}x{2}", scores.shape[0], scores.shape[1],
+                              experts);
+  std::string outShape =
+      formatv("{0}x{1}x{2}", scores.shape[0], scores.shape[1], k);
+  std::string source =
+      mask ? formatv(R"mlir(
+        func.func @topk(%s: tensor<{0}xf32>, %m: tensor<{0}xi1>) -> (tensor<{1}xf32>, tensor<{1}xi64>) {{
+          %v, %i = moe.topk %s k({2}) mask(%m) : tensor<{0}xf32>, tensor<{0}xi1> -> tensor<{1}xf32>, tensor<{1}xi64>
+          return %v, %i : tensor<{1}xf32>, tensor<{1}xi64>
+        })mlir",
+                     shape, outShape, k)
+                 .str()
+           : formatv(R"mlir(
+        func.func @topk(%s: tensor<{0}xf32>) -> (tensor<{1}xf32>, tensor<{1}xi64>) {{
+          %v, %i = moe.topk %s k({2}) : tensor<{0}xf32> -> tensor<{1}xf32>, tensor<{1}xi64>
+          return %v, %i : tensor<{1}xf32>, tensor<{1}xi64>
+        })mlir",
+                     shape, outShape, k)
+                 .str();
+  auto program = compile(source);
+  ASSERT_TRUE(program);
+  std::vector<rt::HostTensor> args = {toHost(scores)};
+  if (mask)
+    args.push_back(toHostMask(scores.shape, *mask));
+  auto results = run(*program, "topk", std::move(args));
+  ASSERT_EQ(results.size(), 2u);
+  ref::Tensor values;
+  ref::IndexTensor indices;
+  ref::topk(scores, k, mask, values, indices);
+  EXPECT_EQ(toRef(results[0]).data, values.data) << "k = " << k;
+  EXPECT_EQ(toRefIndex(results[1]).data, indices.data) << "k = " << k;
+}
+
+TEST(ExecutionTest, TopKEdgeCases) {
+  ref::Tensor scores = random({3, 2, 7}, 3);
+  for (int64_t k : {1, 3, 7})
+    checkTopK(scores, k, nullptr);
+  // Ties go to the lower index.
+  ref::Tensor ties({2, 1, 5}, 0.5f);
+  ties.at({1, 0, 3}) = 0.9f;
+  checkTopK(ties, 3, nullptr);
+  // Expert dropout, including a row with every expert masked.
+  std::vector<bool> mask(3 * 2 * 7);
+  std::mt19937 generator(4);
+  for (size_t i = 0; i < mask.size(); ++i)
+    mask[i] = generator() % 3 == 0;
+  for (int e = 0; e < 7; ++e)
+    mask[7 + e] = true;
+  checkTopK(scores, 3, &mask);
+  checkTopK(scores, 7, &mask);
+}
+
+/// The SwitchHead V and O projections for given routes.
+void checkProjections(int64_t tokens, int64_t k, const ref::IndexTensor &idx,
+                      unsigned seed) {
+  const int64_t heads = 2, experts = 3, width = 11, headWidth = 5;
+  auto program = compile(formatv(R"mlir(
+    func.func @proj(%x: tensor<{0}x{1}xf32>, %w: tensor<{2}x{1}x{3}xf32>, %g: tensor<{0}x{4}x{5}xf32>, %i: tensor<{0}x{4}x{5}xi32>) -> tensor<{0}x{4}x{3}xf32> {{
+      %p = moe.expert_proj %x, %w, %g, %i : tensor<{0}x{1}xf32>, tensor<{2}x{1}x{3}xf32>, tensor<{0}x{4}x{5}xf32>, tensor<{0}x{4}x{5}xi32> -> tensor<{0}x{4}x{3}xf32>
+      return %p : tensor<{0}x{4}x{3}xf32>
+    }
+    func.func @merge(%o: tensor<{0}x{4}x{3}xf32>, %w: tensor<{2}x{3}x{1}xf32>, %g: tensor<{0}x{4}x{5}xf32>, %i: tensor<{0}x{4}x{5}xi32>) -> tensor<{0}x{1}xf32> {{
+      %y = moe.expert_merge %o, %w, %g, %i : tensor<{0}x{4}x{3}xf32>, tensor<{2}x{3}x{1}xf32>, tensor<{0}x{4}x{5}xf32>, tensor<{0}x{4}x{5}xi32> -> tensor<{0}x{1}xf32>
+      return %y : tensor<{0}x{1}xf32>
+    })mlir",
+                                 tokens, width, heads * experts, headWidth,
+                                 heads, k)
+                             .str());
+  ASSERT_TRUE(program);
+  ref::Tensor x = random({tokens, width}, seed);
+  ref::Tensor wv = random({heads * experts, width, headWidth}, seed + 1);
+  ref::Tensor wo = random({heads * experts, headWidth, width}, seed + 2);
+  ref::Tensor gates = random({tokens, heads, k}, seed + 3);
+  ref::Tensor o = random({tokens, heads, headWidth}, seed + 4);
+  auto i32 = rt::ElementType::i32;
+
+  auto proj = run(*program, "proj",
+                  {toHost(x), toHost(wv), toHost(gates), toHost(idx, i32)});
+  ASSERT_EQ(proj.size(), 1u);
+  EXPECT_LE(relativeError(toRef(proj[0]), ref::expertProj(x, wv, gates, idx)),
+            kTolerance);
+  auto merge = run(*program, "merge",
+                   {toHost(o), toHost(wo), toHost(gates), toHost(idx, i32)});
+  ASSERT_EQ(merge.size(), 1u);
+  EXPECT_LE(relativeError(toRef(merge[0]), ref::expertMerge(o, wo, gates, idx)),
+            kTolerance);
+}
+
+TEST(ExecutionTest, ExpertProjectionsAwkwardShapes) {
+  // One token; k = 1; k = E; random routes.
+  checkProjections(1, 1, randomIndices({1, 2, 1}, 3, 5), 10);
+  checkProjections(9, 3, randomIndices({9, 2, 3}, 3, 6), 20);
+  checkProjections(9, 2, randomIndices({9, 2, 2}, 3, 7), 30);
+  // Every token chooses expert 2 of every head.
+  ref::IndexTensor same{{6, 2, 1}, std::vector<int64_t>(12, 2)};
+  checkProjections(6, 1, same, 40);
+}
+
+TEST(ExecutionTest, ExpertMlp) {
+  const int64_t width = 10, experts = 4, hidden = 7;
+  for (int64_t k : {1, 2, 4}) {
+    const int64_t tokens = 6;
+    auto program = compile(formatv(R"mlir(
+      func.func @mlp(%x: tensor<{0}x{1}xf32>, %up: tensor<{2}x{1}x{3}xf32>, %down: tensor<{2}x{3}x{1}xf32>, %g: tensor<{0}x{4}xf32>, %i: tensor<{0}x{4}xi64>) -> tensor<{0}x{1}xf32> {{
+        %y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<{0}x{1}xf32>, tensor<{2}x{1}x{3}xf32>, tensor<{2}x{3}x{1}xf32>, tensor<{0}x{4}xf32>, tensor<{0}x{4}xi64> -> tensor<{0}x{1}xf32>
+        return %y : tensor<{0}x{1}xf32>
+      })mlir",
+                                   tokens, width, experts, hidden, k)
+                               .str());
+    ASSERT_TRUE(program);
+    ref::Tensor x = random({tokens, width}, 50);
+    ref::Tensor up = random({experts, width, hidden}, 51);
+    ref::Tensor down = random({experts, hidden, width}, 52);
+    ref::Tensor gates = random({tokens, k}, 53);
+    ref::IndexTensor idx = randomIndices({tokens, k}, experts, 54);
+    auto results =
+        run(*program, "mlp",
+            {toHost(x), toHost(up), toHost(down), toHost(gates),
+             toHost(idx, rt::ElementType::i64)});
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_LE(relativeError(toRef(results[0]),
+                            ref::expertMlp(x, up, down, gates, idx)),
+              kTolerance)
+        << "k = " << k;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// lm layers, through models
+//===----------------------------------------------------------------------===//
+
+/// A compiled model with its parameters initialised (seed 11).
+struct CompiledModel {
+  std::unique_ptr<rt::CpuProgram> program;
+  std::map<std::string, ref::Tensor> params;
+
+  const ref::Tensor &p(const std::string &name) const {
+    auto it = params.find(name);
+    EXPECT_NE(it, params.end()) << "no parameter " << name;
+    static ref::Tensor empty;
+    return it == params.end() ? empty : it->second;
+  }
+
+  /// Runs function `name`: `inputs` bind the non-parameter arguments in
+  /// order, parameters bind by name.
+  std::vector<ref::Tensor> operator()(llvm::StringRef name,
+                                      std::vector<rt::HostTensor> inputs) {
+    const rt::FunctionSpec *function = program->lookup(name);
+    EXPECT_TRUE(function);
+    if (!function)
+      return {};
+    std::vector<rt::HostTensor> arguments;
+    size_t next = 0;
+    for (const rt::TensorSpec &spec : function->arguments) {
+      if (!spec.param.empty())
+        arguments.push_back(toHost(p(spec.param)));
+      else
+        arguments.push_back(std::move(inputs.at(next++)));
+    }
+    std::vector<ref::Tensor> outputs;
+    for (const rt::HostTensor &result : run(*program, name, std::move(arguments)))
+      outputs.push_back(toRef(result));
+    return outputs;
+  }
+};
+
+CompiledModel compileModel(const std::string &source) {
+  CompiledModel model{compile(source), {}};
+  if (!model.program)
+    return model;
+  for (const rt::ParamSpec &spec : model.program->params().params) {
+    ref::Tensor tensor(spec.shape);
+    rt::initialize(spec, /*seed=*/11, tensor.data);
+    model.params[spec.name] = std::move(tensor);
+  }
+  return model;
+}
+
+ref::Norm norm(const CompiledModel &model, const std::string &prefix) {
+  return {model.p(prefix + ".weight"), model.p(prefix + ".bias")};
+}
+
+const int64_t kBatch = 2, kVocab = 23, kWidth = 12;
+
+ref::IndexTensor tokens(int64_t time, unsigned seed) {
+  return randomIndices({kBatch, time}, kVocab, seed);
+}
+
+/// A model: embed, one layer op written by `layer`, returning its output.
+std::string layerModel(int64_t time, const std::string &layer,
+                       bool memory = false) {
+  std::string hidden = formatv("tensor<?x{0}x{1}xf32>", time, kWidth);
+  return formatv(R"mlir(
+    lm.model @m(%t: tensor<?x{0}xi32>{3}) -> {1} {{
+      %x = lm.embed "embed" %t {{vocab = {2}} : tensor<?x{0}xi32> -> {1}
+      %y = {4} : {1}
+      lm.return %y : {1}
+    })mlir",
+                 time, hidden, kVocab,
+                 memory ? ", %mem: " + hidden : std::string(), layer)
+      .str();
+}
+
+struct AttentionCase {
+  const char *pos;
+  ref::Pos refPos;
+  int64_t time;
+  bool memory;
+};
+
+const AttentionCase kAttentionCases[] = {
+    {"none", ref::Pos::none, 5, false}, {"rope", ref::Pos::rope, 5, false},
+    {"rope", ref::Pos::rope, 1, false}, {"xl", ref::Pos::xl, 5, false},
+    {"xl", ref::Pos::xl, 4, true},
+};
+
+TEST(ExecutionTest, MhaBlock) {
+  for (const AttentionCase &c : kAttentionCases) {
+    std::string memory = c.memory ? " memory(%mem : tensor<?x" +
+                                        std::to_string(c.time) + "x12xf32>)"
+                                  : "";
+    CompiledModel model = compileModel(layerModel(
+        c.time,
+        formatv(R"(lm.mha "att" %x{0} {{heads = 3, head_dim = 5, pos = #lm.pos<{1}>})",
+                memory, c.pos),
+        c.memory));
+    ASSERT_TRUE(model.program);
+    ref::IndexTensor ids = tokens(c.time, 60);
+    ref::Tensor mem = random({kBatch, c.time, kWidth}, 61);
+    std::vector<rt::HostTensor> inputs = {toHost(ids, rt::ElementType::i32)};
+    if (c.memory)
+      inputs.push_back(toHost(mem));
+    auto outputs = model("m", std::move(inputs));
+    ASSERT_EQ(outputs.size(), 1u);
+
+    ref::Tensor x = ref::embed(ids, model.p("embed.weight"));
+    ref::MhaParams params{norm(model, "att.norm"), model.p("att.q"),
+                          model.p("att.k"), model.p("att.v"),
+                          model.p("att.o"),
+                          c.refPos == ref::Pos::xl ? model.p("att.pos")
+                                                   : ref::Tensor()};
+    ref::Tensor expected = ref::mhaBlock(x, params, 3, 5, c.refPos,
+                                         c.memory ? &mem : nullptr);
+    EXPECT_LE(relativeError(outputs[0], expected), kTolerance)
+        << "pos " << c.pos << ", T " << c.time << ", memory " << c.memory;
+  }
+}
+
+TEST(ExecutionTest, SwitchHeadBlock) {
+  for (const AttentionCase &c : kAttentionCases) {
+    for (int64_t k : {1, 3}) {
+      std::string memory = c.memory ? " memory(%mem : tensor<?x" +
+                                          std::to_string(c.time) +
+                                          "x12xf32>)"
+                                    : "";
+      CompiledModel model = compileModel(layerModel(
+          c.time,
+          formatv(R"(lm.switchhead "att" %x{0} {{heads = 2, experts = 3, k = {1}, head_dim = 5, pos = #lm.pos<{2}>})",
+                  memory, k, c.pos),
+          c.memory));
+      ASSERT_TRUE(model.program);
+      ref::IndexTensor ids = tokens(c.time, 70);
+      ref::Tensor mem = random({kBatch, c.time, kWidth}, 71);
+      std::vector<rt::HostTensor> inputs = {toHost(ids, rt::ElementType::i32)};
+      if (c.memory)
+        inputs.push_back(toHost(mem));
+      auto outputs = model("m", std::move(inputs));
+      ASSERT_EQ(outputs.size(), 1u);
+
+      ref::Tensor x = ref::embed(ids, model.p("embed.weight"));
+      ref::SwitchHeadParams params{
+          norm(model, "att.norm"), model.p("att.q"),     model.p("att.k"),
+          model.p("att.v"),        model.p("att.o"),     model.p("att.sel_v"),
+          model.p("att.sel_o"),
+          c.refPos == ref::Pos::xl ? model.p("att.pos") : ref::Tensor()};
+      ref::Tensor expected = ref::switchHeadBlock(
+          x, params, 2, 3, k, 5, c.refPos, c.memory ? &mem : nullptr);
+      EXPECT_LE(relativeError(outputs[0], expected), kTolerance)
+          << "pos " << c.pos << ", T " << c.time << ", memory " << c.memory
+          << ", k " << k;
+    }
+  }
+}
+
+TEST(ExecutionTest, FeedForwardBlocks) {
+  for (int64_t time : {1, 5}) {
+    CompiledModel ffn =
+        compileModel(layerModel(time, R"(lm.ffn "ffn" %x {d_ff = 17})"));
+    ASSERT_TRUE(ffn.program);
+    ref::IndexTensor ids = tokens(time, 80);
+    auto outputs = ffn("m", {toHost(ids, rt::ElementType::i32)});
+    ASSERT_EQ(outputs.size(), 1u);
+    ref::Tensor x = ref::embed(ids, ffn.p("embed.weight"));
+    EXPECT_LE(relativeError(outputs[0],
+                            ref::ffnBlock(x, norm(ffn, "ffn.norm"),
+                                          ffn.p("ffn.up"), ffn.p("ffn.down"))),
+              kTolerance);
+
+    for (int64_t k : {1, 5}) {
+      CompiledModel moe = compileModel(layerModel(
+          time,
+          formatv(R"(lm.sigma_moe "ffn" %x {{experts = 5, k = {0}, expert_dim = 6})",
+                  k)));
+      ASSERT_TRUE(moe.program);
+      auto moeOutputs = moe("m", {toHost(ids, rt::ElementType::i32)});
+      ASSERT_EQ(moeOutputs.size(), 1u);
+      ref::Tensor moeX = ref::embed(ids, moe.p("embed.weight"));
+      EXPECT_LE(relativeError(moeOutputs[0],
+                              ref::sigmaMoeBlock(
+                                  moeX, norm(moe, "ffn.norm"), moe.p("ffn.sel"),
+                                  moe.p("ffn.up"), moe.p("ffn.down"), k)),
+                kTolerance)
+          << "T " << time << ", k " << k;
+    }
+  }
+}
+
+TEST(ExecutionTest, NormOutputAndLoss) {
+  const int64_t time = 3;
+  std::string hidden = formatv("tensor<?x{0}x{1}xf32>", time, kWidth);
+  std::string logits = formatv("tensor<?x{0}x{1}xf32>", time, kVocab);
+  CompiledModel model = compileModel(formatv(R"mlir(
+    lm.model @m(%t: tensor<?x{0}xi32>) -> {2} {{
+      %x = lm.embed "embed" %t {{vocab = {3}} : tensor<?x{0}xi32> -> {1}
+      %n = lm.layer_norm "norm" %x {{eps = 1.0e-3} : {1}
+      %l = lm.output "out" %n {{vocab = {3}} : {1} -> {2}
+      lm.return %l : {2}
+    }
+    func.func @loss(%l: tensor<2x{0}x{3}xf32>, %t: tensor<2x{0}xi64>) -> tensor<f32> {{
+      %loss = lm.cross_entropy %l, %t : tensor<2x{0}x{3}xf32>, tensor<2x{0}xi64> -> tensor<f32>
+      return %loss : tensor<f32>
+    })mlir",
+                                             time, hidden, logits, kVocab)
+                                         .str());
+  ASSERT_TRUE(model.program);
+  ref::IndexTensor ids = tokens(time, 90);
+  auto outputs = model("m", {toHost(ids, rt::ElementType::i32)});
+  ASSERT_EQ(outputs.size(), 1u);
+  ref::Tensor x = ref::embed(ids, model.p("embed.weight"));
+  ref::Tensor expected = ref::output(
+      ref::layerNorm(x, model.p("norm.weight"), model.p("norm.bias"), 1e-3),
+      model.p("out.weight"));
+  EXPECT_LE(relativeError(outputs[0], expected), kTolerance);
+
+  ref::Tensor randomLogits = random({2, time, kVocab}, 91, 4.0f);
+  ref::IndexTensor targets = tokens(time, 92);
+  auto loss = model("loss", {toHost(randomLogits),
+                             toHost(targets, rt::ElementType::i64)});
+  ASSERT_EQ(loss.size(), 1u);
+  ASSERT_EQ(loss[0].data.size(), 1u);
+  double reference = ref::crossEntropy(randomLogits, targets);
+  EXPECT_NEAR(loss[0].data[0], reference, kTolerance * reference);
+}
+
+//===----------------------------------------------------------------------===//
+// Whole models
+//===----------------------------------------------------------------------===//
+
+TEST(ExecutionTest, SwitchAllModelWithXlMemory) {
+  // Two layers: SwitchHead (XL, memory) + sigma-MoE, then dense attention
+  // (XL, memory) + dense FFN; final norm and output.
+  const int64_t time = 4;
+  std::string hidden = formatv("tensor<?x{0}x{1}xf32>", time, kWidth);
+  std::string logits = formatv("tensor<?x{0}x{1}xf32>", time, kVocab);
+  CompiledModel model = compileModel(formatv(R"mlir(
+    lm.model @m(%t: tensor<?x{0}xi32>, %m0: {1}, %m1: {1}) -> ({2}, {1}, {1}) {{
+      %x0 = lm.embed "embed" %t {{vocab = {3}} : tensor<?x{0}xi32> -> {1}
+      %a0 = lm.switchhead "layers.0.att" %x0 memory(%m0 : {1}) {{heads = 2, experts = 4, k = 2, head_dim = 6, pos = #lm.pos<xl>} : {1}
+      %x1 = lm.sigma_moe "layers.0.ffn" %a0 {{experts = 5, k = 2, expert_dim = 4} : {1}
+      %a1 = lm.mha "layers.1.att" %x1 memory(%m1 : {1}) {{heads = 2, head_dim = 6, pos = #lm.pos<xl>} : {1}
+      %x2 = lm.ffn "layers.1.ffn" %a1 {{d_ff = 9} : {1}
+      %h = lm.layer_norm "norm" %x2 : {1}
+      %l = lm.output "out" %h {{vocab = {3}} : {1} -> {2}
+      lm.return %l, %x0, %x1 : {2}, {1}, {1}
+    })mlir",
+                                             time, hidden, logits, kVocab)
+                                         .str());
+  ASSERT_TRUE(model.program);
+  ref::IndexTensor ids = tokens(time, 100);
+  ref::Tensor m0 = random({kBatch, time, kWidth}, 101);
+  ref::Tensor m1 = random({kBatch, time, kWidth}, 102);
+  auto outputs = model("m", {toHost(ids, rt::ElementType::i32), toHost(m0),
+                             toHost(m1)});
+  ASSERT_EQ(outputs.size(), 3u);
+
+  ref::Tensor x0 = ref::embed(ids, model.p("embed.weight"));
+  ref::SwitchHeadParams sh{norm(model, "layers.0.att.norm"),
+                           model.p("layers.0.att.q"),
+                           model.p("layers.0.att.k"),
+                           model.p("layers.0.att.v"),
+                           model.p("layers.0.att.o"),
+                           model.p("layers.0.att.sel_v"),
+                           model.p("layers.0.att.sel_o"),
+                           model.p("layers.0.att.pos")};
+  ref::Tensor a0 = ref::switchHeadBlock(x0, sh, 2, 4, 2, 6, ref::Pos::xl, &m0);
+  ref::Tensor x1 = ref::sigmaMoeBlock(
+      a0, norm(model, "layers.0.ffn.norm"), model.p("layers.0.ffn.sel"),
+      model.p("layers.0.ffn.up"), model.p("layers.0.ffn.down"), 2);
+  ref::MhaParams mha{norm(model, "layers.1.att.norm"),
+                     model.p("layers.1.att.q"), model.p("layers.1.att.k"),
+                     model.p("layers.1.att.v"), model.p("layers.1.att.o"),
+                     model.p("layers.1.att.pos")};
+  ref::Tensor a1 = ref::mhaBlock(x1, mha, 2, 6, ref::Pos::xl, &m1);
+  ref::Tensor x2 = ref::ffnBlock(a1, norm(model, "layers.1.ffn.norm"),
+                                 model.p("layers.1.ffn.up"),
+                                 model.p("layers.1.ffn.down"));
+  ref::Tensor expected = ref::output(
+      ref::layerNorm(x2, model.p("norm.weight"), model.p("norm.bias")),
+      model.p("out.weight"));
+  EXPECT_LE(relativeError(outputs[0], expected), kTolerance);
+  // The new memories are the block inputs.
+  EXPECT_LE(relativeError(outputs[1], x0), kTolerance);
+  EXPECT_LE(relativeError(outputs[2], x1), kTolerance);
+}
+
+//===----------------------------------------------------------------------===//
+// Bad calls
+//===----------------------------------------------------------------------===//
+
+TEST(ExecutionTest, BadArgumentsAreNamed) {
+  CompiledModel model =
+      compileModel(layerModel(3, R"(lm.ffn "ffn" %x {d_ff = 4})"));
+  ASSERT_TRUE(model.program);
+  const rt::FunctionSpec *function = model.program->lookup("m");
+  ASSERT_TRUE(function);
+  ASSERT_EQ(function->arguments[0].vocab, std::optional<int64_t>(kVocab));
+
+  auto callWith = [&](rt::HostTensor ids) {
+    std::vector<rt::HostTensor> arguments = {std::move(ids)};
+    for (size_t i = 1; i < function->arguments.size(); ++i)
+      arguments.push_back(toHost(model.p(function->arguments[i].param)));
+    std::vector<const rt::HostTensor *> pointers;
+    for (const rt::HostTensor &a : arguments)
+      pointers.push_back(&a);
+    llvm::Expected<std::vector<rt::HostTensor>> result =
+        model.program->call("m", pointers);
+    return result ? std::string() : llvm::toString(result.takeError());
+  };
+  ref::IndexTensor ids = tokens(3, 110);
+  EXPECT_EQ(callWith(toHost(ids, rt::ElementType::i32)), "");
+  ids.data[4] = kVocab;
+  EXPECT_EQ(callWith(toHost(ids, rt::ElementType::i32)),
+            "@m argument #0: token id 23 at position 4 is outside the "
+            "vocabulary [0, 23)");
+  EXPECT_EQ(callWith(toHost(tokens(4, 111), rt::ElementType::i32)),
+            "@m argument #0: expected shape [?, 3], found [2, 4]");
+  EXPECT_EQ(callWith(toHost(tokens(3, 112), rt::ElementType::i64)),
+            "@m argument #0: expected element type i32, found i64");
+}
+
+} // namespace
