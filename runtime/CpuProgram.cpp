@@ -167,7 +167,7 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceFile<mlir::ModuleOp>(sources, &context);
   if (!module)
-    return compileError("parsing");
+    return compileError("parsing and verification");
 
   // Stage 1: the front end declares the parameters.
   mlir::PassManager frontend(&context);
@@ -286,6 +286,8 @@ CpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
         spec.param.empty()
             ? llvm::formatv("@{0} argument #{1}", name, index).str()
             : llvm::formatv("@{0} parameter '{1}'", name, spec.param).str();
+    if (!tensor.name.empty() && tensor.name != spec.param)
+      what = tensor.name + " (" + what + ")";
     if (tensor.type != spec.type)
       return failure(llvm::formatv("{0}: expected element type {1}, found {2}",
                                    what, toString(spec.type),

@@ -83,8 +83,9 @@ public:
   const ParamTable &params() const;
 
   /// Calls `name` with one tensor per argument. Element types, ranks and
-  /// static sizes are checked against the signature, dynamic sizes for
-  /// consistency, token ids against the vocabulary. Returns the results.
+  /// static sizes are checked against the signature, token ids against the
+  /// vocabulary; errors name the argument (and the tensor's `name`, say the
+  /// file it came from, when set). Returns the results.
   llvm::Expected<std::vector<HostTensor>>
   call(llvm::StringRef name, llvm::ArrayRef<const HostTensor *> arguments);
 

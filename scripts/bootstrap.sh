@@ -69,13 +69,18 @@ case "$mode" in
     ctest --test-dir "$build" --output-on-failure -j "$jobs" ;;
   demo)
     # The main job. Until training lands (issue 4), it compiles the tiny
-    # SwitchHead example through every pass there is and prints its
-    # parameter table.
+    # SwitchHead example through every pass there is, prints its parameter
+    # table and runs its forward pass on the CPU.
     model="$root/examples/models/switchhead-tiny.mlir"
     out="$build/switchhead-tiny.compiled.mlir"
     step "Compiling $(basename "$model")"
     "$build/bin/switchyard" compile "$model" -o "$out"
     echo "wrote $out ($(grep -c 'lm.param' "$out") parameters declared)"
     step "Parameters of $(basename "$model")"
-    "$build/bin/switchyard" params "$model" ;;
+    "$build/bin/switchyard" params "$model"
+    step "Forward pass on the CPU (parameters from seed 0)"
+    "$build/bin/switchyard" run "$model" \
+      --input "$root/test/Examples/Inputs/tokens-2x128.npy" \
+      --output "$build/switchhead-tiny.logits.npy"
+    echo "wrote $build/switchhead-tiny.logits.npy" ;;
 esac

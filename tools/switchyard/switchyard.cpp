@@ -10,7 +10,9 @@
 #include "dialect/InitSwitchyard.h"
 #include "dialect/Lm/IR/LmOps.h"
 #include "dialect/Pipelines/Pipelines.h"
+#include "runtime/CpuProgram.h"
 #include "runtime/Params.h"
+#include "runtime/TensorFile.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -29,6 +31,10 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -243,6 +249,224 @@ int runParams(int argc, char **argv) {
 }
 
 //===----------------------------------------------------------------------===//
+// switchyard run
+//===----------------------------------------------------------------------===//
+
+/// Prints `error` as "switchyard: ..." and returns 1.
+int fail(llvm::Error error) {
+  llvm::errs() << "switchyard: " << llvm::toString(std::move(error)) << "\n";
+  return 1;
+}
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "switchyard: " << message << "\n";
+  return 1;
+}
+
+std::string describe(const rt::TensorSpec &spec) {
+  std::string text = std::string(rt::toString(spec.type)) + " [";
+  for (size_t i = 0; i < spec.shape.size(); ++i)
+    text += (i ? ", " : "") +
+            (spec.shape[i] < 0 ? std::string("?")
+                               : std::to_string(spec.shape[i]));
+  return text + "]";
+}
+
+/// Token ids from NumPy are int64 by default: narrow them to the i32 the
+/// model takes (the range is checked by the runtime against the vocabulary).
+void narrowTokens(rt::HostTensor &tensor, const rt::TensorSpec &spec) {
+  if (!spec.vocab || spec.type != rt::ElementType::i32 ||
+      tensor.type != rt::ElementType::i64)
+    return;
+  std::vector<int32_t> narrow;
+  for (int64_t id : tensor.values<int64_t>())
+    narrow.push_back(static_cast<int32_t>(
+        std::clamp<int64_t>(id, -1, std::numeric_limits<int32_t>::max())));
+  std::string name = tensor.name;
+  tensor = rt::HostTensor::fromValues<int32_t>(name, rt::ElementType::i32,
+                                               tensor.shape, narrow);
+}
+
+int runRun(int argc, char **argv) {
+  static ModelOptions model;
+  static cl::list<std::string> inputs(
+      "input",
+      cl::desc("A .npy file for the next non-parameter argument (token ids "
+               "first, then XL memories); repeat in argument order"),
+      cl::value_desc("file.npy"), cl::cat(model.category));
+  static cl::list<std::string> outputs(
+      "output",
+      cl::desc("Write the next result (logits first, then new XL memories) "
+               "to this .npy file; repeat in result order"),
+      cl::value_desc("file.npy"), cl::cat(model.category));
+  static cl::opt<std::string> params(
+      "params",
+      cl::desc("Read the parameters from this safetensors file, by name"),
+      cl::value_desc("file.safetensors"), cl::cat(model.category));
+  static cl::opt<uint64_t> seed(
+      "seed",
+      cl::desc("Without --params: initialise the parameters with their "
+               "declared initialisers from this seed (default 0)"),
+      cl::init(0), cl::cat(model.category));
+  static cl::opt<std::string> saveParams(
+      "save-params",
+      cl::desc("Write the parameters used to this safetensors file"),
+      cl::value_desc("file.safetensors"), cl::cat(model.category));
+  static cl::opt<std::string> function(
+      "function",
+      cl::desc("The function to run when the module has several (default: "
+               "the only one)"),
+      cl::cat(model.category));
+  registerCommandOptions(model.category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "switchyard run: compile a model for the CPU and run its forward pass\n\n"
+      "Compiles MODEL.mlir with the CPU pipeline (--switchyard-cpu-pipeline\n"
+      "in switchyard-opt), binds the parameters by name (from --params, or\n"
+      "initialised from --seed), binds each --input .npy to the next\n"
+      "non-parameter argument (int64 token ids are narrowed to the model's\n"
+      "i32), runs, and writes each result to the next --output .npy; without\n"
+      "--output it prints a summary of each result. Use it to cross-check\n"
+      "Switchyard against another implementation with the same weights.\n");
+
+  rt::CompileOptions options;
+  options.numLayers = model.numLayers;
+  llvm::Expected<std::unique_ptr<rt::CpuProgram>> compiled =
+      rt::CpuProgram::compileFile(model.input, options);
+  if (!compiled)
+    return fail(compiled.takeError());
+  rt::CpuProgram &program = **compiled;
+
+  const rt::FunctionSpec *callee = nullptr;
+  if (!function.empty()) {
+    callee = program.lookup(function);
+    if (!callee)
+      return fail("no function @" + function + " in " + model.input);
+  } else if (program.functions().size() == 1) {
+    callee = &program.functions().front();
+  } else {
+    std::string names;
+    for (const rt::FunctionSpec &f : program.functions())
+      names += " @" + f.name;
+    return fail(model.input + " has " +
+                std::to_string(program.functions().size()) +
+                " functions; choose one with --function:" + names);
+  }
+
+  // Parameters, by name.
+  std::map<std::string, rt::HostTensor> bound;
+  if (!params.empty()) {
+    llvm::Expected<std::vector<rt::HostTensor>> file =
+        rt::readSafetensors(params);
+    if (!file)
+      return fail(file.takeError());
+    for (rt::HostTensor &tensor : *file) {
+      if (!program.params().find(tensor.name)) {
+        llvm::errs() << "switchyard: warning: " << params << ": tensor '"
+                     << tensor.name
+                     << "' is not a parameter of the model; ignored\n";
+        continue;
+      }
+      std::string name = tensor.name;
+      bound[name] = std::move(tensor);
+    }
+  }
+  for (const rt::ParamSpec &spec : program.params().params) {
+    if (bound.count(spec.name))
+      continue;
+    if (!params.empty())
+      return fail(params + ": parameter '" + spec.name +
+                  "' is missing (the model declares it as " +
+                  describe({rt::toElementType(spec.dtype), spec.shape}) + ")");
+    if (spec.dtype != rt::DType::f32)
+      return fail("parameter '" + spec.name +
+                  "': only f32 parameters can be initialised from a seed");
+    std::vector<float> values(size_t(spec.numElements()));
+    rt::initialize(spec, seed, values);
+    bound[spec.name] = rt::HostTensor::fromValues<float>(
+        spec.name, rt::ElementType::f32, spec.shape, values);
+  }
+  if (!saveParams.empty()) {
+    std::vector<rt::HostTensor> ordered;
+    for (const rt::ParamSpec &spec : program.params().params)
+      ordered.push_back(bound[spec.name]);
+    if (llvm::Error error = rt::writeSafetensors(
+            saveParams, ordered, {{"format", "switchyard"},
+                                  {"model", callee->name}}))
+      return fail(std::move(error));
+  }
+
+  // Inputs, in argument order.
+  std::vector<const rt::TensorSpec *> dataArguments;
+  for (const rt::TensorSpec &spec : callee->arguments)
+    if (spec.param.empty())
+      dataArguments.push_back(&spec);
+  if (inputs.size() != dataArguments.size()) {
+    std::string expected;
+    for (const rt::TensorSpec *spec : dataArguments)
+      expected += "\n  " + describe(*spec) +
+                  (spec->vocab ? " token ids in [0, " +
+                                     std::to_string(*spec->vocab) + ")"
+                               : "");
+    return fail(llvm::formatv("@{0} takes {1} inputs, {2} given with "
+                              "--input; expected, in order:{3}",
+                              callee->name, dataArguments.size(),
+                              inputs.size(), expected)
+                    .str());
+  }
+  if (outputs.size() > callee->results.size())
+    return fail(llvm::formatv("@{0} has {1} results, {2} --output given",
+                              callee->name, callee->results.size(),
+                              outputs.size())
+                    .str());
+  std::vector<rt::HostTensor> data;
+  for (auto [path, spec] : llvm::zip(inputs, dataArguments)) {
+    llvm::Expected<rt::HostTensor> tensor = rt::readNpy(path);
+    if (!tensor)
+      return fail(tensor.takeError());
+    tensor->name = path;
+    narrowTokens(*tensor, *spec);
+    data.push_back(std::move(*tensor));
+  }
+
+  std::vector<const rt::HostTensor *> arguments;
+  size_t next = 0;
+  for (const rt::TensorSpec &spec : callee->arguments)
+    arguments.push_back(spec.param.empty() ? &data[next++]
+                                           : &bound[spec.param]);
+  llvm::Expected<std::vector<rt::HostTensor>> results =
+      program.call(callee->name, arguments);
+  if (!results)
+    return fail(results.takeError());
+
+  for (auto [index, result] : llvm::enumerate(*results)) {
+    if (index < outputs.size()) {
+      if (llvm::Error error = rt::writeNpy(outputs[index], result))
+        return fail(std::move(error));
+      continue;
+    }
+    std::string summary = llvm::formatv("result #{0}: {1}", index,
+                                        describe({result.type, result.shape}))
+                              .str();
+    if (result.type == rt::ElementType::f32) {
+      std::span<const float> values = result.values<float>();
+      double sum = 0, low = INFINITY, high = -INFINITY;
+      for (float v : values) {
+        sum += v;
+        low = std::min<double>(low, v);
+        high = std::max<double>(high, v);
+      }
+      summary += llvm::formatv(", mean {0:e4}, min {1:e4}, max {2:e4}",
+                               values.empty() ? 0.0 : sum / values.size(), low,
+                               high)
+                     .str();
+    }
+    llvm::outs() << summary << "\n";
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
 // Command dispatch
 //===----------------------------------------------------------------------===//
 
@@ -257,6 +481,8 @@ const Command commands[] = {
      runCompile},
     {"params", "list a model's parameters: names, shapes, initialisers",
      runParams},
+    {"run", "compile a model for the CPU and run it on .npy inputs",
+     runRun},
 };
 
 void printUsage(llvm::raw_ostream &os) {

@@ -23,8 +23,9 @@ struct ParamDecl {
 
 namespace detail {
 /// Checks that a layer name is a dotted path of identifiers and numbers
-/// (`layers.0.att`): non-empty components of [A-Za-z0-9_].
-LogicalResult verifyLayerName(Operation *op, llvm::StringRef name);
+/// (`layers.0.att`): non-empty components of [A-Za-z0-9_]; and that every
+/// unqualified attribute is one the op defines.
+LogicalResult verifyLayer(Operation *op, llvm::StringRef name);
 } // namespace detail
 
 } // namespace mlir::lm

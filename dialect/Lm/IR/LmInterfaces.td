@@ -14,7 +14,9 @@ def Lm_ParamOwnerOpInterface : OpInterface<"ParamOwnerOpInterface"> {
   let description = [{
     A layer op that owns named parameters. Its layer name (a dotted path
     such as `layers.0.att`) prefixes every parameter it owns. The interface
-    verifier checks the layer name's spelling.
+    verifier checks the layer name's spelling and rejects attributes the op
+    does not define (a misspelt `expert` for `experts` must not be ignored);
+    attributes qualified by a dialect name (`foo.bar`) are allowed.
   }];
   let methods = [
     InterfaceMethod<"The layer name prefixing every owned parameter.",
@@ -29,7 +31,7 @@ def Lm_ParamOwnerOpInterface : OpInterface<"ParamOwnerOpInterface"> {
            "int64_t":$numLayers)>
   ];
   let verify = [{
-    return ::mlir::lm::detail::verifyLayerName($_op,
+    return ::mlir::lm::detail::verifyLayer($_op,
         ::mlir::cast<ConcreteOp>($_op).getLayerName());
   }];
 }

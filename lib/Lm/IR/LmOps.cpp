@@ -28,8 +28,7 @@ using switchyard::verifySameDim;
 // Layer names
 //===----------------------------------------------------------------------===//
 
-LogicalResult mlir::lm::detail::verifyLayerName(Operation *op,
-                                                StringRef name) {
+LogicalResult mlir::lm::detail::verifyLayer(Operation *op, StringRef name) {
   SmallVector<StringRef> parts;
   name.split(parts, '.');
   for (StringRef part : parts) {
@@ -40,6 +39,21 @@ LogicalResult mlir::lm::detail::verifyLayerName(Operation *op,
              << "expected a layer name made of dot-separated identifiers "
                 "(like \"layers.0.att\"), found \""
              << name << "\"";
+  }
+  for (NamedAttribute attr : op->getDiscardableAttrs()) {
+    if (attr.getName().strref().contains('.'))
+      continue;
+    SmallVector<StringRef> known;
+    for (StringAttr inherent :
+         op->getName().getRegisteredInfo()->getAttributeNames())
+      if (inherent.strref() != "layer_name")
+        known.push_back(inherent.strref());
+    llvm::sort(known);
+    InFlightDiagnostic diag = op->emitOpError()
+                              << "has no attribute '" << attr.getName().strref()
+                              << "' (it takes: ";
+    llvm::interleaveComma(known, diag);
+    return diag << ")";
   }
   return success();
 }

@@ -364,3 +364,19 @@ func.func @xl_odd_width(%x: tensor<?x16x41xf32>) {
   %y = lm.mha "att" %x {heads = 1, head_dim = 8, pos = #lm.pos<xl>} : tensor<?x16x41xf32>
   return
 }
+
+// -----
+
+func.func @unknown_attribute(%x: tensor<?x16x32xf32>) {
+  // expected-error @+1 {{'lm.switchhead' op has no attribute 'expert' (it takes: expert_dropout, experts, head_dim, heads, k, pos)}}
+  %y = lm.switchhead "att" %x {heads = 2, experts = 5, k = 3, head_dim = 8, expert = 4} : tensor<?x16x32xf32>
+  return
+}
+
+// -----
+
+// Attributes qualified by a dialect are left alone.
+func.func @qualified_attribute(%x: tensor<?x16x32xf32>) {
+  %y = lm.ffn "ffn" %x {d_ff = 64, mytool.note = "kept"} : tensor<?x16x32xf32>
+  return
+}
