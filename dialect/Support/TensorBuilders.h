@@ -63,6 +63,12 @@ Value toF32(ImplicitLocOpBuilder &b, Value scalar);
 /// Converts an f32 scalar to `type` (a no-op for f32).
 Value fromF32(ImplicitLocOpBuilder &b, Value scalar, Type type);
 
+/// An f32 constant.
+Value f32Constant(ImplicitLocOpBuilder &b, double value);
+
+/// An index value as f32 (through i64, so negative values survive).
+Value indexToF32(ImplicitLocOpBuilder &b, Value index);
+
 /// sigmoid(z) = 1 / (1 + exp(-z)) on an f32 scalar.
 Value sigmoid(ImplicitLocOpBuilder &b, Value z);
 

@@ -33,6 +33,8 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm) {
   pm.addPass(lm::createLmDecomposeLayersPass());
   pm.addPass(lm::createConvertLmToFuncPass());
   pm.addPass(createConvertMoeToLinalgPass());
+  // Residual additions are arith ops on tensors.
+  pm.addPass(createConvertElementwiseToLinalgPass());
 }
 
 void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {

@@ -111,6 +111,16 @@ Value mlir::switchyard::castElements(ImplicitLocOpBuilder &b, Value input,
                      });
 }
 
+Value mlir::switchyard::f32Constant(ImplicitLocOpBuilder &b, double value) {
+  return arith::ConstantOp::create(
+      b, b.getF32Type(), b.getF32FloatAttr(static_cast<float>(value)));
+}
+
+Value mlir::switchyard::indexToF32(ImplicitLocOpBuilder &b, Value index) {
+  Value wide = arith::IndexCastOp::create(b, b.getI64Type(), index);
+  return arith::SIToFPOp::create(b, b.getF32Type(), wide);
+}
+
 Value mlir::switchyard::sigmoid(ImplicitLocOpBuilder &b, Value z) {
   Type f32 = b.getF32Type();
   Value one = arith::ConstantOp::create(b, f32, b.getF32FloatAttr(1.0f));

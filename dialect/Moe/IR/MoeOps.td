@@ -273,4 +273,153 @@ def Moe_AttentionOp : Moe_Op<"attention", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Dense building blocks
+//===----------------------------------------------------------------------===//
+
+def Moe_LinearOp : Moe_Op<"linear", [Pure,
+    AllElementTypesMatch<["input", "weight", "result"]>]> {
+  let summary = "scaled projection: result = scale · input · weightᵀ";
+  let description = [{
+    `result[n, m] = scale · Σ_k input[n, k] · weight[m, k]`, accumulated in
+    f32, with `weight` in the PyTorch `Linear` layout `[out, in]`. The
+    projections of attention (with `scale = d_h^(-1/4)` for queries and
+    keys), of the feed-forward layers and of the output head.
+
+    ```mlir
+    %y = moe.linear %x, %w {scale = 5.000000e-01 : f64} : tensor<?x16xf32>, tensor<8x16xf32> -> tensor<?x8xf32>
+    ```
+  }];
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$input,
+                       Moe_ValueTensorOfRank<[2]>:$weight,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
+  let results = (outs Moe_ValueTensorOfRank<[2]>:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_LayerNormOp : Moe_Op<"layer_norm", [Pure,
+    AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["weight", "bias"]>,
+    AllElementTypesMatch<["input", "weight"]>]> {
+  let summary = "layer normalisation over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + eps) · weight + bias` over the last dimension
+    `D`, with the biased variance, computed in f32. `weight` and `bias` are
+    `[D]`.
+
+    ```mlir
+    %y = moe.layer_norm %x, %w, %b {eps = 1.000000e-05 : f64} : tensor<?x4x16xf32>, tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins TensorRankOf<Moe_ActivationTypes, [2, 3]>:$input,
+                       Moe_ValueTensorOfRank<[1]>:$weight,
+                       Moe_ValueTensorOfRank<[1]>:$bias,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+  let results = (outs TensorRankOf<Moe_ActivationTypes, [2, 3]>:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_RopeOp : Moe_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "rotary position embedding of the first half of each head";
+  let description = [{
+    Rotates, for each position `p = l - offset` of the `[B, L, H, F]` input
+    (so memory keys before the current tokens have negative positions), the
+    first `r = 2·⌊F/4⌋` channels of every head in rotate-half pairs:
+    `θ_i = p · 10000^(-2i/r)`, `(y_i, y_{i+r/2}) = (x_i cos θ_i - x_{i+r/2}
+    sin θ_i, x_{i+r/2} cos θ_i + x_i sin θ_i)` for `i < r/2`; the other
+    channels pass through.
+
+    ```mlir
+    %y = moe.rope %q {offset = 0 : i64} : tensor<?x16x2x8xf32>
+    ```
+  }];
+  let arguments = (ins Moe_ValueTensorOfRank<[4]>:$input,
+                       DefaultValuedAttr<I64Attr, "0">:$offset);
+  let results = (outs Moe_ValueTensorOfRank<[4]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Moe_ReluOp : Moe_Op<"relu", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "element-wise max(x, 0)";
+  let description = [{
+    The activation of the dense feed-forward block.
+
+    ```mlir
+    %y = moe.relu %x : tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<Moe_ActivationTypes>:$input);
+  let results = (outs RankedTensorOf<Moe_ActivationTypes>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Moe_EmbedOp : Moe_Op<"embed", [Pure,
+    AllElementTypesMatch<["table", "result"]>]> {
+  let summary = "row gather: result[b, t, :] = table[tokens[b, t], :]";
+  let description = [{
+    Looks up one row of `table` `[V, D]` per token id of `tokens` `[B, T]`.
+    Ids outside `[0, V)` are undefined behaviour; the runtime rejects them
+    before execution.
+
+    ```mlir
+    %x = moe.embed %table, %tokens : tensor<256x16xf32>, tensor<?x8xi32> -> tensor<?x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$table,
+                       Moe_IndexTensorOfRank<[2]>:$tokens);
+  let results = (outs Moe_ValueTensorOfRank<[3]>:$result);
+  let assemblyFormat = [{
+    $table `,` $tokens attr-dict `:` type($table) `,` type($tokens) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_ConcatOp : Moe_Op<"concat", [Pure,
+    AllElementTypesMatch<["first", "second", "result"]>]> {
+  let summary = "[B, M, D] and [B, T, D] joined along time into [B, M+T, D]";
+  let description = [{
+    Places `first` before `second` along dimension 1: how Transformer-XL
+    attention prepends the memory block to the current tokens.
+
+    ```mlir
+    %kv = moe.concat %memory, %x : tensor<?x8x16xf32>, tensor<?x4x16xf32> -> tensor<?x12x16xf32>
+    ```
+  }];
+  let arguments = (ins Moe_ValueTensorOfRank<[3]>:$first,
+                       Moe_ValueTensorOfRank<[3]>:$second);
+  let results = (outs Moe_ValueTensorOfRank<[3]>:$result);
+  let assemblyFormat = [{
+    $first `,` $second attr-dict `:` type($first) `,` type($second) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_CrossEntropyOp : Moe_Op<"cross_entropy", [Pure]> {
+  let summary = "mean next-token cross-entropy of logits, in nats, in f32";
+  let description = [{
+    `mean over (b, t) of logsumexp(logits[b, t]) - logits[b, t, targets[b, t]]`.
+
+    ```mlir
+    %loss = moe.cross_entropy %logits, %targets : tensor<?x8x256xf32>, tensor<?x8xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Moe_ValueTensorOfRank<[3]>:$logits,
+                       Moe_IndexTensorOfRank<[2]>:$targets);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` type($logits) `,` type($targets) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include <cmath>
 #include <limits>
 
 namespace mlir::switchyard {
@@ -37,11 +38,6 @@ namespace {
 
 Value indexConstant(ImplicitLocOpBuilder &b, int64_t value) {
   return arith::ConstantIndexOp::create(b, value);
-}
-
-Value f32Constant(ImplicitLocOpBuilder &b, float value) {
-  return arith::ConstantOp::create(b, b.getF32Type(),
-                                   b.getF32FloatAttr(value));
 }
 
 /// The loop index `dim` inside a linalg.generic body.
@@ -434,6 +430,320 @@ struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Dense building blocks
+//===----------------------------------------------------------------------===//
+
+/// -ln(10000): rotary frequencies are exp(-ln(10000)·2i/r).
+const double kNegLogBase = -std::log(10000.0);
+
+/// scale · x · wᵀ, accumulated in f32, in the result's element type.
+struct LinearLowering : public OpRewritePattern<moe::LinearOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::LinearOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value product = matmulTransposedF32(b, op.getInput(), op.getWeight());
+    double scale = op.getScale().convertToDouble();
+    Type element = op.getResult().getType().getElementType();
+    Value result =
+        scale == 1.0
+            ? castElements(b, product, element)
+            : mapElements(b, product, element,
+                          [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+                            Value scaled = arith::MulFOp::create(
+                                b, v, f32Constant(b, scale));
+                            return fromF32(b, scaled, element);
+                          });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// Mean and variance reductions over the last dimension, then the affine
+/// normalisation, all in f32.
+struct LayerNormLowering : public OpRewritePattern<moe::LayerNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::LayerNormOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    Value x = op.getInput();
+    auto type = cast<RankedTensorType>(x.getType());
+    unsigned rank = type.getRank();
+    SmallVector<unsigned> prefix, all;
+    for (unsigned d = 0; d < rank; ++d) {
+      all.push_back(d);
+      if (d + 1 < rank)
+        prefix.push_back(d);
+    }
+    AffineMap id = dimsMap(ctx, rank, all), pre = dimsMap(ctx, rank, prefix);
+    AffineMap last = dimsMap(ctx, rank, {rank - 1});
+    SmallVector<OpFoldResult> sizes = sizesOf(b, x);
+    SmallVector<OpFoldResult> rowSizes(sizes.begin(), sizes.end() - 1);
+    Value width = indexToF32(b, dimOf(b, x, rank - 1));
+    double eps = op.getEps().convertToDouble();
+
+    Value sum = generic(b, {x}, filled(b, rowSizes, b.getF32Type(), 0.0),
+                        {id, pre}, iterators(rank - 1, 1),
+                        [](ImplicitLocOpBuilder &b, ValueRange args) {
+                          return arith::AddFOp::create(b, args[1],
+                                                       toF32(b, args[0]));
+                        });
+    Value mean = mapElements(b, sum, b.getF32Type(),
+                             [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+                               return arith::DivFOp::create(b, v, width);
+                             });
+    Value squares = generic(
+        b, {x, mean}, filled(b, rowSizes, b.getF32Type(), 0.0), {id, pre, pre},
+        iterators(rank - 1, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value centred = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
+          return arith::AddFOp::create(
+              b, args[2], arith::MulFOp::create(b, centred, centred));
+        });
+    Value rstd = mapElements(
+        b, squares, b.getF32Type(),
+        [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+          Value var = arith::DivFOp::create(b, v, width);
+          Value shifted = arith::AddFOp::create(b, var, f32Constant(b, eps));
+          return math::RsqrtOp::create(b, shifted);
+        });
+    Type element = type.getElementType();
+    Value init = tensor::EmptyOp::create(b, sizes, element);
+    Value result = generic(
+        b, {x, mean, rstd, op.getWeight(), op.getBias()}, init,
+        {id, pre, pre, last, last, id}, iterators(rank),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value centred = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
+          Value normed = arith::MulFOp::create(b, centred, args[2]);
+          Value scaled = arith::MulFOp::create(b, normed, toF32(b, args[3]));
+          Value shifted = arith::AddFOp::create(b, scaled, toF32(b, args[4]));
+          return fromF32(b, shifted, element);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// One generic over [B, L, H, F]; the rotation partner of channel f is read
+/// with tensor.extract.
+struct RopeLowering : public OpRewritePattern<moe::RopeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::RopeOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value x = op.getInput();
+    auto type = cast<RankedTensorType>(x.getType());
+    int64_t width = type.getDimSize(3);
+    int64_t rotated = 2 * (width / 4), half = rotated / 2;
+    if (ShapedType::isDynamic(width) || rotated == 0) {
+      // Nothing rotates (or the width is unknown: no static pairing).
+      if (ShapedType::isDynamic(width))
+        return rewriter.notifyMatchFailure(op, "dynamic head width");
+      rewriter.replaceOp(op, x);
+      return success();
+    }
+    Type element = type.getElementType();
+    Value offset = indexConstant(b, op.getOffset());
+    AffineMap id = b.getMultiDimIdentityMap(4);
+    Value init = tensor::EmptyOp::create(b, sizesOf(b, x), element);
+    Value result = generic(
+        b, {x}, init, {id, id}, iterators(4),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value position = indexToF32(
+              b, arith::SubIOp::create(b, loopIndex(b, 1), offset));
+          Value f = loopIndex(b, 3);
+          Value cHalf = indexConstant(b, half);
+          Value low =
+              arith::CmpIOp::create(b, arith::CmpIPredicate::ult, f, cHalf);
+          Value inRotated = arith::CmpIOp::create(
+              b, arith::CmpIPredicate::ult, f, indexConstant(b, rotated));
+          Value pair = arith::SelectOp::create(
+              b, low, f, arith::SubIOp::create(b, f, cHalf));
+          Value partnerIndex = arith::SelectOp::create(
+              b, low, arith::AddIOp::create(b, f, cHalf),
+              arith::SubIOp::create(b, f, cHalf));
+          partnerIndex = arith::SelectOp::create(b, inRotated, partnerIndex, f);
+          Value inverseFrequency = math::ExpOp::create(
+              b, arith::MulFOp::create(
+                     b, indexToF32(b, pair),
+                     f32Constant(b, 2.0 * kNegLogBase / double(rotated))));
+          Value theta = arith::MulFOp::create(b, position, inverseFrequency);
+          Value cos = math::CosOp::create(b, theta);
+          Value sin = math::SinOp::create(b, theta);
+          Value self = toF32(b, args[0]);
+          Value partner = toF32(
+              b, tensor::ExtractOp::create(
+                     b, x,
+                     ValueRange{loopIndex(b, 0), loopIndex(b, 1),
+                                loopIndex(b, 2), partnerIndex}));
+          Value selfCos = arith::MulFOp::create(b, self, cos);
+          Value partnerSin = arith::MulFOp::create(b, partner, sin);
+          Value rotatedLow = arith::SubFOp::create(b, selfCos, partnerSin);
+          Value rotatedHigh = arith::AddFOp::create(b, selfCos, partnerSin);
+          Value rotatedValue =
+              arith::SelectOp::create(b, low, rotatedLow, rotatedHigh);
+          return fromF32(
+              b, arith::SelectOp::create(b, inRotated, rotatedValue, self),
+              element);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// max(x, 0), element-wise.
+struct ReluLowering : public OpRewritePattern<moe::ReluOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ReluOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Type element = op.getResult().getType().getElementType();
+    rewriter.replaceOp(
+        op, mapElements(b, op.getInput(), element,
+                        [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+                          Value zero = arith::ConstantOp::create(
+                              b, element, b.getFloatAttr(element, 0.0));
+                          return arith::MaximumFOp::create(b, v, zero);
+                        }));
+    return success();
+  }
+};
+
+/// A gather generic over [B, T, D].
+struct EmbedLowering : public OpRewritePattern<moe::EmbedOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::EmbedOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    Value table = op.getTable(), tokens = op.getTokens();
+    SmallVector<OpFoldResult> sizes = sizesOf(b, tokens);
+    sizes.push_back(sizesOf(b, table)[1]);
+    Value init = tensor::EmptyOp::create(
+        b, sizes, op.getResult().getType().getElementType());
+    Value result = generic(
+        b, {tokens}, init, {dimsMap(ctx, 3, {0, 1}), dimsMap(ctx, 3, {0, 1, 2})},
+        iterators(3), [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value row = arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
+          return tensor::ExtractOp::create(b, table,
+                                           ValueRange{row, loopIndex(b, 2)});
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// A generic reading from one part or the other. (Not two
+/// tensor.insert_slice: their strided views break upstream
+/// expand-strided-metadata in LLVM 22 when sizes are dynamic.)
+struct ConcatLowering : public OpRewritePattern<moe::ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ConcatOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value first = op.getFirst(), second = op.getSecond();
+    Value split = dimOf(b, first, 1);
+    SmallVector<OpFoldResult> sizes = sizesOf(b, first);
+    RankedTensorType type = op.getResult().getType();
+    SmallVector<OpFoldResult> resultSizes = {sizes[0], OpFoldResult(),
+                                             sizes[2]};
+    resultSizes[1] =
+        type.isDynamicDim(1)
+            ? OpFoldResult(arith::AddIOp::create(b, split,
+                                                 dimOf(b, second, 1)))
+            : OpFoldResult(b.getIndexAttr(type.getDimSize(1)));
+    Value init =
+        tensor::EmptyOp::create(b, resultSizes, type.getElementType());
+    AffineMap id = b.getMultiDimIdentityMap(3);
+    Value result = generic(
+        b, {}, init, {id}, iterators(3),
+        [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+          Value batch = loopIndex(b, 0), time = loopIndex(b, 1);
+          Value column = loopIndex(b, 2);
+          Value early =
+              arith::CmpIOp::create(b, arith::CmpIPredicate::ult, time, split);
+          auto branch = scf::IfOp::create(
+              b, early,
+              [&](OpBuilder &nested, Location loc) {
+                Value v = tensor::ExtractOp::create(
+                    nested, loc, first, ValueRange{batch, time, column});
+                scf::YieldOp::create(nested, loc, v);
+              },
+              [&](OpBuilder &nested, Location loc) {
+                Value shifted = arith::SubIOp::create(nested, loc, time, split);
+                Value v = tensor::ExtractOp::create(
+                    nested, loc, second, ValueRange{batch, shifted, column});
+                scf::YieldOp::create(nested, loc, v);
+              });
+          return branch.getResult(0);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// Row maxima, exp-sums, then the mean of logsumexp - target logit.
+struct CrossEntropyLowering : public OpRewritePattern<moe::CrossEntropyOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::CrossEntropyOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    Value logits = op.getLogits(), targets = op.getTargets();
+    Type f32 = b.getF32Type();
+    SmallVector<OpFoldResult> rows = sizesOf(b, targets);
+    AffineMap all = dimsMap(ctx, 3, {0, 1, 2}), row = dimsMap(ctx, 3, {0, 1});
+
+    Value maxima = generic(
+        b, {logits},
+        filled(b, rows, f32, -std::numeric_limits<double>::infinity()),
+        {all, row}, iterators(2, 1),
+        [](ImplicitLocOpBuilder &b, ValueRange args) {
+          return arith::MaximumFOp::create(b, args[1], toF32(b, args[0]));
+        });
+    Value sums = generic(
+        b, {logits, maxima}, filled(b, rows, f32, 0.0), {all, row, row},
+        iterators(2, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value shifted = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
+          return arith::AddFOp::create(b, args[2],
+                                       math::ExpOp::create(b, shifted));
+        });
+    Value total = generic(
+        b, {targets, maxima, sums}, filled(b, {}, f32, 0.0),
+        {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0, 1}),
+         dimsMap(ctx, 2, {0, 1}), AffineMap::get(2, 0, {}, ctx)},
+        iterators(0, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value target =
+              arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
+          Value logit = toF32(
+              b, tensor::ExtractOp::create(
+                     b, logits,
+                     ValueRange{loopIndex(b, 0), loopIndex(b, 1), target}));
+          Value logSumExp = arith::AddFOp::create(
+              b, math::LogOp::create(b, args[2]), args[1]);
+          Value loss = arith::SubFOp::create(b, logSumExp, logit);
+          return arith::AddFOp::create(b, args[3], loss);
+        });
+    Value count = arith::MulIOp::create(b, dimOf(b, targets, 0),
+                                        dimOf(b, targets, 1));
+    Value countF32 = indexToF32(b, count);
+    Value mean = mapElements(b, total, f32,
+                             [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+                               return arith::DivFOp::create(b, v, countF32);
+                             });
+    rewriter.replaceOp(op, mean);
+    return success();
+  }
+};
+
 /// Rewrites every moe op; any left over is a legalisation error.
 struct ConvertMoeToLinalgPass
     : public switchyard::impl::ConvertMoeToLinalgPassBase<
@@ -456,6 +766,8 @@ struct ConvertMoeToLinalgPass
 void mlir::switchyard::populateMoeToLinalgPatterns(
     RewritePatternSet &patterns) {
   patterns.add<GateLowering, TopKLowering, ExpertProjLowering,
-               ExpertMergeLowering, ExpertMlpLowering, AttentionLowering>(
+               ExpertMergeLowering, ExpertMlpLowering, AttentionLowering,
+               LinearLowering, LayerNormLowering, RopeLowering, EmbedLowering,
+               ConcatLowering, CrossEntropyLowering, ReluLowering>(
       patterns.getContext());
 }

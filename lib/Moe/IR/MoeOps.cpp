@@ -209,5 +209,69 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Dense building blocks
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearOp::verify() {
+  Value x = getInput(), w = getWeight(), y = getResult();
+  if (failed(verifySameDim(*this, "the input width", {"input", x, 1},
+                           {"weight", w, 1})) ||
+      failed(verifySameDim(*this, "the row count", {"input", x, 0},
+                           {"result", y, 0})) ||
+      failed(verifySameDim(*this, "the output width", {"weight", w, 0},
+                           {"result", y, 1})))
+    return failure();
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  Value x = getInput();
+  unsigned last = cast<ShapedType>(x.getType()).getRank() - 1;
+  return verifySameDim(*this, "the normalised width", {"input", x, last},
+                       {"weight", getWeight(), 0});
+}
+
+LogicalResult EmbedOp::verify() {
+  Value table = getTable(), tokens = getTokens(), y = getResult();
+  if (failed(verifySameDim(*this, "the batch", {"tokens", tokens, 0},
+                           {"result", y, 0})) ||
+      failed(verifySameDim(*this, "the time steps", {"tokens", tokens, 1},
+                           {"result", y, 1})) ||
+      failed(verifySameDim(*this, "the model width", {"table", table, 1},
+                           {"result", y, 2})))
+    return failure();
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  Value a = getFirst(), b = getSecond(), y = getResult();
+  if (failed(verifySameDim(*this, "the batch", {"first", a, 0},
+                           {"second", b, 0})) ||
+      failed(verifySameDim(*this, "the batch", {"first", a, 0},
+                           {"result", y, 0})) ||
+      failed(verifySameDim(*this, "the width", {"first", a, 2},
+                           {"second", b, 2})) ||
+      failed(verifySameDim(*this, "the width", {"first", a, 2},
+                           {"result", y, 2})))
+    return failure();
+  int64_t m = dimOf(a, 1), t = dimOf(b, 1), total = dimOf(y, 1);
+  if (ShapedType::isDynamic(m) || ShapedType::isDynamic(t) ||
+      ShapedType::isDynamic(total) || m + t == total)
+    return success();
+  return emitOpError() << "expected result dim 1 to be " << m + t
+                       << " (first dim 1 + second dim 1), found " << total;
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  Value logits = getLogits(), targets = getTargets();
+  if (failed(verifySameDim(*this, "the batch", {"logits", logits, 0},
+                           {"targets", targets, 0})) ||
+      failed(verifySameDim(*this, "the time steps", {"logits", logits, 1},
+                           {"targets", targets, 1})))
+    return failure();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialect/Moe/IR/MoeOps.cpp.inc"

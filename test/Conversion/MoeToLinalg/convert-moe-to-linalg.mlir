@@ -81,3 +81,31 @@ func.func @attention(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tenso
   %o = moe.attention %q, %k, %v rel(%r : tensor<6x2x8xf32>) : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
   return %o : tensor<?x4x2x8xf32>
 }
+
+// The building blocks lower too; the CPU pipeline compiles them (RUN 2).
+// CHECK-LABEL: func.func @building_blocks
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: arith.mulf {{.*}}, %{{.*}} : f32
+// CHECK: arith.maximumf
+// CHECK: math.rsqrt
+// CHECK: math.cos
+// CHECK: math.sin
+// CHECK: scf.if
+// CHECK: math.log
+// CHECK-NOT: moe.
+func.func @building_blocks(%x: tensor<?x16xf32>, %w: tensor<8x16xf32>,
+                           %h: tensor<?x4x16xf32>, %m: tensor<?x6x16xf32>,
+                           %g: tensor<16xf32>, %q: tensor<?x4x2x8xf32>,
+                           %table: tensor<256x16xf32>, %t: tensor<?x4xi32>,
+                           %l: tensor<?x4x256xf32>)
+    -> (tensor<?x8xf32>, tensor<?x4x16xf32>, tensor<?x4x2x8xf32>,
+        tensor<?x4x16xf32>, tensor<?x10x16xf32>, tensor<f32>) {
+  %y = moe.linear %x, %w {scale = 0.5} : tensor<?x16xf32>, tensor<8x16xf32> -> tensor<?x8xf32>
+  %r = moe.relu %y : tensor<?x8xf32>
+  %n = moe.layer_norm %h, %g, %g : tensor<?x4x16xf32>, tensor<16xf32>
+  %p = moe.rope %q {offset = 2} : tensor<?x4x2x8xf32>
+  %e = moe.embed %table, %t : tensor<256x16xf32>, tensor<?x4xi32> -> tensor<?x4x16xf32>
+  %c = moe.concat %m, %h : tensor<?x6x16xf32>, tensor<?x4x16xf32> -> tensor<?x10x16xf32>
+  %loss = moe.cross_entropy %l, %t : tensor<?x4x256xf32>, tensor<?x4xi32> -> tensor<f32>
+  return %r, %n, %p, %e, %c, %loss : tensor<?x8xf32>, tensor<?x4x16xf32>, tensor<?x4x2x8xf32>, tensor<?x4x16xf32>, tensor<?x10x16xf32>, tensor<f32>
+}

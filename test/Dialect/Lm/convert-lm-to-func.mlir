@@ -7,8 +7,8 @@
 // CHECK-SAME: %[[E:.*]]: tensor<64x8xf32> {lm.param = "embed.weight"},
 // CHECK-SAME: %[[O:.*]]: tensor<64x8xf32> {lm.param = "out.weight"})
 // CHECK-SAME: -> tensor<2x4x64xf32> attributes {llvm.emit_c_interface}
-// CHECK: tensor.extract %[[E]]
-// CHECK: ins(%{{.*}}, %[[O]] :
+// CHECK: moe.embed %[[E]], %[[T]]
+// CHECK: moe.linear %{{.*}}, %[[O]]
 // CHECK: return %{{.*}} : tensor<2x4x64xf32>
 // CHECK-NOT: lm.
 lm.model @m(%t: tensor<2x4xi32>) -> tensor<2x4x64xf32> {

@@ -2,33 +2,42 @@
 
 // Each layer kind becomes moe routing ops plus linalg, reading its own
 // parameters; no lm layer op is left. Numerics: test/unit/ExecutionTest.cpp.
+// Every op between a parameter and the loss is one with a gradient rule.
 
 // CHECK-LABEL: lm.model @blocks
 // Embedding: a gather from the table.
 // CHECK: %[[TABLE:.*]] = lm.get_param @embed.weight : tensor<64x16xf32>
-// CHECK: linalg.generic
-// CHECK: tensor.extract %[[TABLE]]
+// CHECK: %[[X0:.*]] = moe.embed %[[TABLE]], %{{.*}} : tensor<64x16xf32>, tensor<?x4xi32> -> tensor<?x4x16xf32>
 //
 // SwitchHead with RoPE: block norm, scaled q and k, source-side routing for
-// V, the attention core, destination-side routing for O, the residual.
-// CHECK: lm.get_param @sh.norm.weight
+// V, rotary positions, the attention core, destination-side routing for O,
+// the residual.
+// CHECK: %[[H:.*]] = moe.layer_norm %[[X0]], %{{.*}}, %{{.*}} : tensor<?x4x16xf32>, tensor<16xf32>
 // CHECK: lm.get_param @sh.q : tensor<8x16xf32>
+// CHECK: moe.linear %{{.*}}, %{{.*}} {scale = 0.70710678118654757 : f64} : tensor<?x16xf32>, tensor<8x16xf32> -> tensor<?x8xf32>
 // CHECK: %[[SV:.*]] = moe.gate %{{.*}}, %{{.*}} : tensor<?x16xf32>, tensor<6x16xf32> -> tensor<?x2x3xf32>
 // CHECK: %[[GV:.*]], %[[IV:.*]] = moe.topk %[[SV]] k(2)
 // CHECK: moe.expert_proj %{{.*}}, %{{.*}}, %[[GV]], %[[IV]] : tensor<?x16xf32>, tensor<6x16x4xf32>, tensor<?x2x2xf32>, tensor<?x2x2xi32> -> tensor<?x2x4xf32>
-// CHECK: math.cos
-// CHECK: math.sin
-// CHECK: %[[ATT:.*]] = moe.attention %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4x2x4xf32>, tensor<?x4x2x4xf32>, tensor<?x4x2x4xf32> -> tensor<?x4x2x4xf32>
+// CHECK: %[[Q:.*]] = moe.rope %{{.*}} : tensor<?x4x2x4xf32>
+// CHECK: %[[K:.*]] = moe.rope %{{.*}} : tensor<?x4x2x4xf32>
+// CHECK: %[[ATT:.*]] = moe.attention %[[Q]], %[[K]], %{{.*}} : tensor<?x4x2x4xf32>, tensor<?x4x2x4xf32>, tensor<?x4x2x4xf32> -> tensor<?x4x2x4xf32>
 // CHECK: %[[HEADS:.*]] = tensor.collapse_shape %[[ATT]] {{\[}}[0, 1], [2], [3]]
 // CHECK: %[[SO:.*]] = moe.gate
 // CHECK: %[[GO:.*]], %[[IO:.*]] = moe.topk %[[SO]] k(2)
-// CHECK: moe.expert_merge %[[HEADS]], %{{.*}}, %[[GO]], %[[IO]]
-// CHECK: arith.addf
+// CHECK: %[[Y:.*]] = moe.expert_merge %[[HEADS]], %{{.*}}, %[[GO]], %[[IO]]
+// CHECK: %[[YB:.*]] = tensor.expand_shape %[[Y]]
+// CHECK: %[[X1:.*]] = arith.addf %[[X0]], %[[YB]] : tensor<?x4x16xf32>
 //
-// Dense XL attention with memory: the memory is normalised and joined in
-// front of the current tokens; the relative keys come from sinusoids.
-// CHECK: scf.if
+// Dense XL attention with memory: the memory is normalised with the same
+// norm and joined in front of the current tokens; the relative keys are the
+// sinusoids (a constant generic) projected by the pos weight.
+// CHECK: %[[HX:.*]] = moe.layer_norm %[[X1]]
+// CHECK: %[[HM:.*]] = moe.layer_norm %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4x16xf32>, tensor<16xf32>
+// CHECK: moe.concat %[[HM]], %[[HX]] : tensor<?x4x16xf32>, tensor<?x4x16xf32> -> tensor<?x8x16xf32>
 // CHECK: lm.get_param @att.q : tensor<16x16xf32>
+// CHECK: linalg.generic
+// CHECK: math.sin
+// CHECK: math.cos
 // CHECK: lm.get_param @att.pos : tensor<16x16xf32>
 // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<8x4x4xf32>) : tensor<?x4x4x4xf32>, tensor<?x8x4x4xf32>, tensor<?x8x4x4xf32> -> tensor<?x4x4x4xf32>
 //
@@ -39,10 +48,10 @@
 //
 // Dense FFN, final norm, output head.
 // CHECK: lm.get_param @ffn.up : tensor<32x16xf32>
-// CHECK: arith.maximumf
+// CHECK: moe.relu %{{.*}} : tensor<?x32xf32>
 // CHECK: lm.get_param @norm.weight
-// CHECK: math.rsqrt
 // CHECK: lm.get_param @out.weight : tensor<64x16xf32>
+// CHECK: moe.linear %{{.*}}, %{{.*}} : tensor<?x16xf32>, tensor<64x16xf32> -> tensor<?x64xf32>
 // CHECK: lm.return
 // CHECK-NOT: lm.switchhead
 // CHECK-NOT: lm.mha
@@ -58,12 +67,9 @@ lm.model @blocks(%t: tensor<?x4xi32>, %m: tensor<?x4x16xf32>) -> tensor<?x4x64xf
   lm.return %l : tensor<?x4x64xf32>
 }
 
-// The loss: maxima, exp-sums, and the mean of logsumexp - target logit.
+// The loss becomes its moe counterpart.
 // CHECK-LABEL: func.func @loss
-// CHECK: arith.maximumf
-// CHECK: math.exp
-// CHECK: math.log
-// CHECK: arith.divf
+// CHECK: moe.cross_entropy %{{.*}}, %{{.*}} : tensor<2x4x64xf32>, tensor<2x4xi32> -> tensor<f32>
 // CHECK-NOT: lm.cross_entropy
 func.func @loss(%l: tensor<2x4x64xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
   %loss = lm.cross_entropy %l, %t : tensor<2x4x64xf32>, tensor<2x4xi32> -> tensor<f32>

@@ -390,3 +390,119 @@ func.func @attention_fewer_keys(%q: tensor<?x6x2x8xf32>, %k: tensor<?x4x2x8xf32>
   %o = moe.attention %q, %k, %k : tensor<?x6x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32> -> tensor<?x6x2x8xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Dense building blocks
+//===----------------------------------------------------------------------===//
+
+func.func @linear_width(%x: tensor<?x16xf32>, %w: tensor<8x12xf32>) {
+  // expected-error @+1 {{'moe.linear' op expected the input width to agree: input dim 1 is 16 but weight dim 1 is 12}}
+  %y = moe.linear %x, %w : tensor<?x16xf32>, tensor<8x12xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_rows(%x: tensor<3x16xf32>, %w: tensor<8x16xf32>) {
+  // expected-error @+1 {{'moe.linear' op expected the row count to agree: input dim 0 is 3 but result dim 0 is 4}}
+  %y = moe.linear %x, %w : tensor<3x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_out(%x: tensor<?x16xf32>, %w: tensor<8x16xf32>) {
+  // expected-error @+1 {{'moe.linear' op expected the output width to agree: weight dim 0 is 8 but result dim 1 is 6}}
+  %y = moe.linear %x, %w : tensor<?x16xf32>, tensor<8x16xf32> -> tensor<?x6xf32>
+  return
+}
+
+// -----
+
+func.func @norm_width(%x: tensor<?x4x16xf32>, %g: tensor<12xf32>) {
+  // expected-error @+1 {{'moe.layer_norm' op expected the normalised width to agree: input dim 2 is 16 but weight dim 0 is 12}}
+  %y = moe.layer_norm %x, %g, %g : tensor<?x4x16xf32>, tensor<12xf32>
+  return
+}
+
+// -----
+
+func.func @embed_batch(%table: tensor<256x16xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{'moe.embed' op expected the batch to agree: tokens dim 0 is 2 but result dim 0 is 3}}
+  %e = moe.embed %table, %t : tensor<256x16xf32>, tensor<2x4xi32> -> tensor<3x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @embed_time(%table: tensor<256x16xf32>, %t: tensor<?x4xi32>) {
+  // expected-error @+1 {{'moe.embed' op expected the time steps to agree: tokens dim 1 is 4 but result dim 1 is 5}}
+  %e = moe.embed %table, %t : tensor<256x16xf32>, tensor<?x4xi32> -> tensor<?x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @embed_width(%table: tensor<256x16xf32>, %t: tensor<?x4xi32>) {
+  // expected-error @+1 {{'moe.embed' op expected the model width to agree: table dim 1 is 16 but result dim 2 is 8}}
+  %e = moe.embed %table, %t : tensor<256x16xf32>, tensor<?x4xi32> -> tensor<?x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_batch(%a: tensor<2x6x16xf32>, %b: tensor<3x4x16xf32>) {
+  // expected-error @+1 {{'moe.concat' op expected the batch to agree: first dim 0 is 2 but second dim 0 is 3}}
+  %c = moe.concat %a, %b : tensor<2x6x16xf32>, tensor<3x4x16xf32> -> tensor<2x10x16xf32>
+  return
+}
+
+// -----
+
+func.func @concat_result_batch(%a: tensor<2x6x16xf32>, %b: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{'moe.concat' op expected the batch to agree: first dim 0 is 2 but result dim 0 is 3}}
+  %c = moe.concat %a, %b : tensor<2x6x16xf32>, tensor<2x4x16xf32> -> tensor<3x10x16xf32>
+  return
+}
+
+// -----
+
+func.func @concat_width(%a: tensor<?x6x16xf32>, %b: tensor<?x4x8xf32>) {
+  // expected-error @+1 {{'moe.concat' op expected the width to agree: first dim 2 is 16 but second dim 2 is 8}}
+  %c = moe.concat %a, %b : tensor<?x6x16xf32>, tensor<?x4x8xf32> -> tensor<?x10x16xf32>
+  return
+}
+
+// -----
+
+func.func @concat_result_width(%a: tensor<?x6x16xf32>, %b: tensor<?x4x16xf32>) {
+  // expected-error @+1 {{'moe.concat' op expected the width to agree: first dim 2 is 16 but result dim 2 is 8}}
+  %c = moe.concat %a, %b : tensor<?x6x16xf32>, tensor<?x4x16xf32> -> tensor<?x10x8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_length(%a: tensor<?x6x16xf32>, %b: tensor<?x4x16xf32>) {
+  // expected-error @+1 {{'moe.concat' op expected result dim 1 to be 10 (first dim 1 + second dim 1), found 9}}
+  %c = moe.concat %a, %b : tensor<?x6x16xf32>, tensor<?x4x16xf32> -> tensor<?x9x16xf32>
+  return
+}
+
+// -----
+
+func.func @loss_batch(%l: tensor<2x4x256xf32>, %t: tensor<3x4xi32>) {
+  // expected-error @+1 {{'moe.cross_entropy' op expected the batch to agree: logits dim 0 is 2 but targets dim 0 is 3}}
+  %loss = moe.cross_entropy %l, %t : tensor<2x4x256xf32>, tensor<3x4xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @loss_time(%l: tensor<?x4x256xf32>, %t: tensor<?x5xi32>) {
+  // expected-error @+1 {{'moe.cross_entropy' op expected the time steps to agree: logits dim 1 is 4 but targets dim 1 is 5}}
+  %loss = moe.cross_entropy %l, %t : tensor<?x4x256xf32>, tensor<?x5xi32> -> tensor<f32>
+  return
+}

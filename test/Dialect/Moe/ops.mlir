@@ -68,3 +68,29 @@ func.func @attention(%q: tensor<?x16x2x8xf32>, %k: tensor<?x32x2x8xf32>,
   %x = moe.attention %q, %k, %v rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>
   return %o, %x : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
 }
+
+// The differentiable building blocks the decomposition emits.
+// CHECK-LABEL: func.func @building_blocks
+func.func @building_blocks(%x: tensor<?x16xf32>, %w: tensor<8x16xf32>,
+                           %h: tensor<?x4x16xf32>, %m: tensor<?x6x16xf32>,
+                           %g: tensor<16xf32>, %q: tensor<?x4x2x8xbf16>,
+                           %table: tensor<256x16xf32>, %t: tensor<?x4xi32>,
+                           %l: tensor<?x4x256xf32>) -> tensor<f32> {
+  // CHECK: moe.linear %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f64} : tensor<?x16xf32>, tensor<8x16xf32> -> tensor<?x8xf32>
+  %y = moe.linear %x, %w {scale = 0.5} : tensor<?x16xf32>, tensor<8x16xf32> -> tensor<?x8xf32>
+  // CHECK: moe.linear %{{.*}}, %{{.*}} : tensor<?x16xf32>, tensor<8x16xf32> -> tensor<?x8xf32>
+  %y1 = moe.linear %x, %w : tensor<?x16xf32>, tensor<8x16xf32> -> tensor<?x8xf32>
+  // CHECK: moe.relu %{{.*}} : tensor<?x8xf32>
+  %r = moe.relu %y : tensor<?x8xf32>
+  // CHECK: moe.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-03 : f64} : tensor<?x4x16xf32>, tensor<16xf32>
+  %n = moe.layer_norm %h, %g, %g {eps = 1.0e-3} : tensor<?x4x16xf32>, tensor<16xf32>
+  // CHECK: moe.rope %{{.*}} {offset = 4 : i64} : tensor<?x4x2x8xbf16>
+  %p = moe.rope %q {offset = 4} : tensor<?x4x2x8xbf16>
+  // CHECK: moe.embed %{{.*}}, %{{.*}} : tensor<256x16xf32>, tensor<?x4xi32> -> tensor<?x4x16xf32>
+  %e = moe.embed %table, %t : tensor<256x16xf32>, tensor<?x4xi32> -> tensor<?x4x16xf32>
+  // CHECK: moe.concat %{{.*}}, %{{.*}} : tensor<?x6x16xf32>, tensor<?x4x16xf32> -> tensor<?x10x16xf32>
+  %c = moe.concat %m, %h : tensor<?x6x16xf32>, tensor<?x4x16xf32> -> tensor<?x10x16xf32>
+  // CHECK: moe.cross_entropy %{{.*}}, %{{.*}} : tensor<?x4x256xf32>, tensor<?x4xi32> -> tensor<f32>
+  %loss = moe.cross_entropy %l, %t : tensor<?x4x256xf32>, tensor<?x4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
