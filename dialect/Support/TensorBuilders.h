@@ -63,6 +63,15 @@ Value toF32(ImplicitLocOpBuilder &b, Value scalar);
 /// Converts an f32 scalar to `type` (a no-op for f32).
 Value fromF32(ImplicitLocOpBuilder &b, Value scalar, Type type);
 
+/// An index constant.
+Value indexConstant(ImplicitLocOpBuilder &b, int64_t value);
+
+/// The loop index `dim` inside a linalg.generic body.
+Value loopIndex(ImplicitLocOpBuilder &b, int64_t dim);
+
+/// The map from `rank` dims to the first `rank - 1` (a row of the last dim).
+AffineMap rowMap(MLIRContext *context, unsigned rank);
+
 /// An f32 constant.
 Value f32Constant(ImplicitLocOpBuilder &b, double value);
 

@@ -111,6 +111,21 @@ Value mlir::switchyard::castElements(ImplicitLocOpBuilder &b, Value input,
                      });
 }
 
+Value mlir::switchyard::indexConstant(ImplicitLocOpBuilder &b, int64_t value) {
+  return arith::ConstantIndexOp::create(b, value);
+}
+
+Value mlir::switchyard::loopIndex(ImplicitLocOpBuilder &b, int64_t dim) {
+  return linalg::IndexOp::create(b, dim);
+}
+
+AffineMap mlir::switchyard::rowMap(MLIRContext *context, unsigned rank) {
+  SmallVector<unsigned> dims;
+  for (unsigned d = 0; d + 1 < rank; ++d)
+    dims.push_back(d);
+  return dimsMap(context, rank, dims);
+}
+
 Value mlir::switchyard::f32Constant(ImplicitLocOpBuilder &b, double value) {
   return arith::ConstantOp::create(
       b, b.getF32Type(), b.getF32FloatAttr(static_cast<float>(value)));

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/Conversion/MoeToLinalg/MoeToLinalg.h"
+#include "dialect/Conversion/MoeToLinalg/Kernels.h"
 #include "dialect/Conversion/Passes.h"
 #include "dialect/Moe/IR/MoeOps.h"
 #include "dialect/Support/TensorBuilders.h"
@@ -35,29 +36,6 @@ using namespace mlir::switchyard;
 using utils::IteratorType;
 
 namespace {
-
-Value indexConstant(ImplicitLocOpBuilder &b, int64_t value) {
-  return arith::ConstantIndexOp::create(b, value);
-}
-
-/// The loop index `dim` inside a linalg.generic body.
-Value loopIndex(ImplicitLocOpBuilder &b, int64_t dim) {
-  return linalg::IndexOp::create(b, dim);
-}
-
-/// Row `h·E + e` of a stacked per-head expert weight, from an integer expert
-/// number `e` read from an index tensor.
-Value expertRow(ImplicitLocOpBuilder &b, Value head, Value expertsPerHead,
-                Value expert) {
-  Value e = arith::IndexCastOp::create(b, b.getIndexType(), expert);
-  Value base = arith::MulIOp::create(b, head, expertsPerHead);
-  return arith::AddIOp::create(b, base, e);
-}
-
-/// E = dim(weight, 0) / H for a stacked [H·E, ...] weight.
-Value expertsPerHead(ImplicitLocOpBuilder &b, Value weight, Value gates) {
-  return arith::DivUIOp::create(b, dimOf(b, weight, 0), dimOf(b, gates, 1));
-}
 
 /// Converts the f32 accumulator of a lowering to the op's result type.
 Value finish(ImplicitLocOpBuilder &b, Value accumulator, Value result) {
@@ -330,8 +308,7 @@ struct ExpertMlpLowering : public OpRewritePattern<moe::ExpertMlpOp> {
 // moe.attention
 //===----------------------------------------------------------------------===//
 
-/// Scores [B, T, S, H], a masked max and exp-sum over S, and the weighted sum
-/// of the values. Key u is visible to query t when u <= t + (S - T).
+/// Softmax weights (see attentionWeights()), then the weighted values.
 struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -339,91 +316,19 @@ struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     MLIRContext *ctx = b.getContext();
-    Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
-    Value rel = op.getRel();
-    Type f32 = b.getF32Type();
-    SmallVector<OpFoldResult> qSizes = sizesOf(b, q), kSizes = sizesOf(b, k);
-    Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
-
-    // visible(t, u) and the relative distance t + shift - u.
-    auto visible = [&](ImplicitLocOpBuilder &b, Value t, Value u) -> Value {
-      Value last = arith::AddIOp::create(b, t, shift);
-      return arith::CmpIOp::create(b, arith::CmpIPredicate::ule, u, last);
-    };
-
-    // score[b, t, u, a] over (b, t, u, a | f).
-    Value scoresInit =
-        filled(b, {qSizes[0], qSizes[1], kSizes[1], qSizes[2]}, f32, 0.0);
-    Value scores = generic(
-        b, {q, k}, scoresInit,
-        {dimsMap(ctx, 5, {0, 1, 3, 4}), dimsMap(ctx, 5, {0, 2, 3, 4}),
-         dimsMap(ctx, 5, {0, 1, 2, 3})},
-        iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value key = toF32(b, args[1]);
-          if (rel) {
-            Value t = loopIndex(b, 1), u = loopIndex(b, 2);
-            Value distance = arith::SubIOp::create(
-                b, arith::AddIOp::create(b, t, shift), u);
-            // Invisible pairs may have a negative distance: clamp, they are
-            // masked below anyway.
-            distance = arith::MaxSIOp::create(b, distance, indexConstant(b, 0));
-            Value relKey = tensor::ExtractOp::create(
-                b, rel, ValueRange{distance, loopIndex(b, 3), loopIndex(b, 4)});
-            key = arith::AddFOp::create(b, key, toF32(b, relKey));
-          }
-          Value product = arith::MulFOp::create(b, toF32(b, args[0]), key);
-          return arith::AddFOp::create(b, args[2], product);
-        });
-
-    // Row maxima over the visible keys: (b, t, a | u).
-    Value maxInit = filled(b, {qSizes[0], qSizes[1], qSizes[2]}, f32,
-                           -std::numeric_limits<double>::infinity());
-    Value maxima = generic(
-        b, {scores}, maxInit,
-        {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2})},
-        iterators(3, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value ok = visible(b, loopIndex(b, 1), loopIndex(b, 3));
-          Value candidate = arith::SelectOp::create(
-              b, ok, args[0],
-              f32Constant(b, -std::numeric_limits<float>::infinity()));
-          return arith::MaximumFOp::create(b, args[1], candidate);
-        });
-
-    // Unnormalised weights exp(score - max), 0 where invisible.
-    Value weightsInit = tensor::EmptyOp::create(
-        b, ArrayRef<OpFoldResult>{qSizes[0], qSizes[1], kSizes[1], qSizes[2]},
-        f32);
-    Value weights = generic(
-        b, {scores, maxima}, weightsInit,
-        {dimsMap(ctx, 4, {0, 1, 2, 3}), dimsMap(ctx, 4, {0, 1, 3}),
-         dimsMap(ctx, 4, {0, 1, 2, 3})},
-        iterators(4), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value ok = visible(b, loopIndex(b, 1), loopIndex(b, 2));
-          Value e = math::ExpOp::create(
-              b, arith::SubFOp::create(b, args[0], args[1]));
-          return arith::SelectOp::create(b, ok, e, f32Constant(b, 0.0f));
-        });
-
-    // Normalisers: (b, t, a | u).
-    Value sumInit = filled(b, {qSizes[0], qSizes[1], qSizes[2]}, f32, 0.0);
-    Value sums = generic(
-        b, {weights}, sumInit,
-        {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2})},
-        iterators(3, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
-          return arith::AddFOp::create(b, args[1], args[0]);
-        });
-
-    // result[b, t, a, f] = Σ_u weights[b, t, u, a] / sums[b, t, a] · v[b, u, a, f]
+    Value weights = attentionWeights(b, op.getQuery(), op.getKey(),
+                                     op.getRel());
+    // result[b, t, a, f] = Σ_u weights[b, t, u, a] · v[b, u, a, f]
     // over (b, t, a, f | u).
-    Value outInit = filled(b, qSizes, f32, 0.0);
+    Value outInit = filled(b, sizesOf(b, op.getQuery()), b.getF32Type(), 0.0);
     Value acc = generic(
-        b, {weights, sums, v}, outInit,
-        {dimsMap(ctx, 5, {0, 1, 4, 2}), dimsMap(ctx, 5, {0, 1, 2}),
-         dimsMap(ctx, 5, {0, 4, 2, 3}), dimsMap(ctx, 5, {0, 1, 2, 3})},
+        b, {weights, op.getValue()}, outInit,
+        {dimsMap(ctx, 5, {0, 1, 4, 2}), dimsMap(ctx, 5, {0, 4, 2, 3}),
+         dimsMap(ctx, 5, {0, 1, 2, 3})},
         iterators(4, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value p = arith::DivFOp::create(b, args[0], args[1]);
-          Value product = arith::MulFOp::create(b, p, toF32(b, args[2]));
-          return arith::AddFOp::create(b, args[3], product);
+          Value product =
+              arith::MulFOp::create(b, args[0], toF32(b, args[1]));
+          return arith::AddFOp::create(b, args[2], product);
         });
     rewriter.replaceOp(op, finish(b, acc, op.getResult()));
     return success();
@@ -433,9 +338,6 @@ struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
 //===----------------------------------------------------------------------===//
 // Dense building blocks
 //===----------------------------------------------------------------------===//
-
-/// -ln(10000): rotary frequencies are exp(-ln(10000)·2i/r).
-const double kNegLogBase = -std::log(10000.0);
 
 /// scale · x · wᵀ, accumulated in f32, in the result's element type.
 struct LinearLowering : public OpRewritePattern<moe::LinearOp> {
@@ -463,6 +365,7 @@ struct LinearLowering : public OpRewritePattern<moe::LinearOp> {
 
 /// Mean and variance reductions over the last dimension, then the affine
 /// normalisation, all in f32.
+/// The affine normalisation over the last dimension, in f32.
 struct LayerNormLowering : public OpRewritePattern<moe::LayerNormOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -473,45 +376,12 @@ struct LayerNormLowering : public OpRewritePattern<moe::LayerNormOp> {
     Value x = op.getInput();
     auto type = cast<RankedTensorType>(x.getType());
     unsigned rank = type.getRank();
-    SmallVector<unsigned> prefix, all;
-    for (unsigned d = 0; d < rank; ++d) {
-      all.push_back(d);
-      if (d + 1 < rank)
-        prefix.push_back(d);
-    }
-    AffineMap id = dimsMap(ctx, rank, all), pre = dimsMap(ctx, rank, prefix);
-    AffineMap last = dimsMap(ctx, rank, {rank - 1});
-    SmallVector<OpFoldResult> sizes = sizesOf(b, x);
-    SmallVector<OpFoldResult> rowSizes(sizes.begin(), sizes.end() - 1);
-    Value width = indexToF32(b, dimOf(b, x, rank - 1));
-    double eps = op.getEps().convertToDouble();
-
-    Value sum = generic(b, {x}, filled(b, rowSizes, b.getF32Type(), 0.0),
-                        {id, pre}, iterators(rank - 1, 1),
-                        [](ImplicitLocOpBuilder &b, ValueRange args) {
-                          return arith::AddFOp::create(b, args[1],
-                                                       toF32(b, args[0]));
-                        });
-    Value mean = mapElements(b, sum, b.getF32Type(),
-                             [&](ImplicitLocOpBuilder &b, Value v) -> Value {
-                               return arith::DivFOp::create(b, v, width);
-                             });
-    Value squares = generic(
-        b, {x, mean}, filled(b, rowSizes, b.getF32Type(), 0.0), {id, pre, pre},
-        iterators(rank - 1, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value centred = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
-          return arith::AddFOp::create(
-              b, args[2], arith::MulFOp::create(b, centred, centred));
-        });
-    Value rstd = mapElements(
-        b, squares, b.getF32Type(),
-        [&](ImplicitLocOpBuilder &b, Value v) -> Value {
-          Value var = arith::DivFOp::create(b, v, width);
-          Value shifted = arith::AddFOp::create(b, var, f32Constant(b, eps));
-          return math::RsqrtOp::create(b, shifted);
-        });
+    auto [mean, rstd] =
+        layerNormStatistics(b, x, op.getEps().convertToDouble());
+    AffineMap id = b.getMultiDimIdentityMap(rank);
+    AffineMap pre = rowMap(ctx, rank), last = dimsMap(ctx, rank, {rank - 1});
     Type element = type.getElementType();
-    Value init = tensor::EmptyOp::create(b, sizes, element);
+    Value init = tensor::EmptyOp::create(b, sizesOf(b, x), element);
     Value result = generic(
         b, {x, mean, rstd, op.getWeight(), op.getBias()}, init,
         {id, pre, pre, last, last, id}, iterators(rank),
@@ -527,70 +397,17 @@ struct LayerNormLowering : public OpRewritePattern<moe::LayerNormOp> {
   }
 };
 
-/// One generic over [B, L, H, F]; the rotation partner of channel f is read
-/// with tensor.extract.
+/// The rotation of docs/Semantics.md, one generic (see rotary()).
 struct RopeLowering : public OpRewritePattern<moe::RopeOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(moe::RopeOp op,
                                 PatternRewriter &rewriter) const override {
+    if (op.getInput().getType().isDynamicDim(3))
+      return rewriter.notifyMatchFailure(op, "dynamic head width");
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    Value x = op.getInput();
-    auto type = cast<RankedTensorType>(x.getType());
-    int64_t width = type.getDimSize(3);
-    int64_t rotated = 2 * (width / 4), half = rotated / 2;
-    if (ShapedType::isDynamic(width) || rotated == 0) {
-      // Nothing rotates (or the width is unknown: no static pairing).
-      if (ShapedType::isDynamic(width))
-        return rewriter.notifyMatchFailure(op, "dynamic head width");
-      rewriter.replaceOp(op, x);
-      return success();
-    }
-    Type element = type.getElementType();
-    Value offset = indexConstant(b, op.getOffset());
-    AffineMap id = b.getMultiDimIdentityMap(4);
-    Value init = tensor::EmptyOp::create(b, sizesOf(b, x), element);
-    Value result = generic(
-        b, {x}, init, {id, id}, iterators(4),
-        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-          Value position = indexToF32(
-              b, arith::SubIOp::create(b, loopIndex(b, 1), offset));
-          Value f = loopIndex(b, 3);
-          Value cHalf = indexConstant(b, half);
-          Value low =
-              arith::CmpIOp::create(b, arith::CmpIPredicate::ult, f, cHalf);
-          Value inRotated = arith::CmpIOp::create(
-              b, arith::CmpIPredicate::ult, f, indexConstant(b, rotated));
-          Value pair = arith::SelectOp::create(
-              b, low, f, arith::SubIOp::create(b, f, cHalf));
-          Value partnerIndex = arith::SelectOp::create(
-              b, low, arith::AddIOp::create(b, f, cHalf),
-              arith::SubIOp::create(b, f, cHalf));
-          partnerIndex = arith::SelectOp::create(b, inRotated, partnerIndex, f);
-          Value inverseFrequency = math::ExpOp::create(
-              b, arith::MulFOp::create(
-                     b, indexToF32(b, pair),
-                     f32Constant(b, 2.0 * kNegLogBase / double(rotated))));
-          Value theta = arith::MulFOp::create(b, position, inverseFrequency);
-          Value cos = math::CosOp::create(b, theta);
-          Value sin = math::SinOp::create(b, theta);
-          Value self = toF32(b, args[0]);
-          Value partner = toF32(
-              b, tensor::ExtractOp::create(
-                     b, x,
-                     ValueRange{loopIndex(b, 0), loopIndex(b, 1),
-                                loopIndex(b, 2), partnerIndex}));
-          Value selfCos = arith::MulFOp::create(b, self, cos);
-          Value partnerSin = arith::MulFOp::create(b, partner, sin);
-          Value rotatedLow = arith::SubFOp::create(b, selfCos, partnerSin);
-          Value rotatedHigh = arith::AddFOp::create(b, selfCos, partnerSin);
-          Value rotatedValue =
-              arith::SelectOp::create(b, low, rotatedLow, rotatedHigh);
-          return fromF32(
-              b, arith::SelectOp::create(b, inRotated, rotatedValue, self),
-              element);
-        });
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(op, rotary(b, op.getInput(), op.getOffset(),
+                                  /*inverse=*/false));
     return success();
   }
 };

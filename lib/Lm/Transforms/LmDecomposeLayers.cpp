@@ -45,10 +45,6 @@ namespace {
 /// exp(-ln(10000)·2i/width).
 const double kNegLogBase = -std::log(10000.0);
 
-Value indexConstant(ImplicitLocOpBuilder &b, int64_t value) {
-  return arith::ConstantIndexOp::create(b, value);
-}
-
 Type elementTypeOf(Value value) {
   return cast<ShapedType>(value.getType()).getElementType();
 }

@@ -1,0 +1,49 @@
+//===- Kernels.h - reference kernels of the moe ops -------------*- C++ -*-===//
+//
+// The pieces of the moe lowerings that the gradient rules recompute: layer
+// norm statistics, the rotary rotation (and its inverse), the causal
+// attention weights, and the addressing of stacked per-head expert weights.
+// One definition serves the forward lowering and the backward pass, so both
+// compute the same thing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_DIALECT_CONVERSION_MOETOLINALG_KERNELS_H
+#define SWITCHYARD_DIALECT_CONVERSION_MOETOLINALG_KERNELS_H
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <utility>
+
+namespace mlir::switchyard {
+
+/// Row `h·E + e` of a stacked per-head expert weight, for an integer expert
+/// number `expert` read from an index tensor.
+Value expertRow(ImplicitLocOpBuilder &b, Value head, Value expertsPerHead,
+                Value expert);
+
+/// E = dim(weight, 0) / H for a stacked [H·E, ...] weight, H = dim(gates, 1).
+Value expertsPerHead(ImplicitLocOpBuilder &b, Value weight, Value gates);
+
+/// Mean and 1/sqrt(var + eps) over the last dimension of x, as f32 tensors
+/// of x's shape without its last dimension.
+std::pair<Value, Value> layerNormStatistics(ImplicitLocOpBuilder &b, Value x,
+                                            double eps);
+
+/// The rotary embedding of x [B, L, H, F] at positions l - offset; with
+/// `inverse`, the rotation by the opposite angles (its transpose, which is
+/// the gradient of the forward rotation). F must be static.
+Value rotary(ImplicitLocOpBuilder &b, Value x, int64_t offset, bool inverse);
+
+/// Whether key u is visible to query t when the keys run `shift` positions
+/// ahead of the queries (u <= t + shift).
+Value attentionVisible(ImplicitLocOpBuilder &b, Value t, Value u, Value shift);
+
+/// The causal softmax weights [B, T, S, H] (f32, 0 where invisible) of
+/// queries q [B, T, H, F] over keys k [B, S, H, F], with the optional
+/// relative keys rel [S, H, F] added at distance t + (S - T) - u.
+Value attentionWeights(ImplicitLocOpBuilder &b, Value q, Value k, Value rel);
+
+} // namespace mlir::switchyard
+
+#endif // SWITCHYARD_DIALECT_CONVERSION_MOETOLINALG_KERNELS_H

@@ -1,0 +1,207 @@
+//===- Kernels.cpp - reference kernels of the moe ops ---------------------===//
+//
+// Implements the kernels shared by the moe lowerings and gradient rules.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Conversion/MoeToLinalg/Kernels.h"
+#include "dialect/Support/TensorBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::switchyard;
+
+Value mlir::switchyard::expertRow(ImplicitLocOpBuilder &b, Value head,
+                                  Value expertsPerHead, Value expert) {
+  Value e = arith::IndexCastOp::create(b, b.getIndexType(), expert);
+  Value base = arith::MulIOp::create(b, head, expertsPerHead);
+  return arith::AddIOp::create(b, base, e);
+}
+
+Value mlir::switchyard::expertsPerHead(ImplicitLocOpBuilder &b, Value weight,
+                                       Value gates) {
+  return arith::DivUIOp::create(b, dimOf(b, weight, 0), dimOf(b, gates, 1));
+}
+
+std::pair<Value, Value>
+mlir::switchyard::layerNormStatistics(ImplicitLocOpBuilder &b, Value x,
+                                      double eps) {
+  MLIRContext *ctx = b.getContext();
+  unsigned rank = cast<RankedTensorType>(x.getType()).getRank();
+  AffineMap id = b.getMultiDimIdentityMap(rank), pre = rowMap(ctx, rank);
+  SmallVector<OpFoldResult> sizes = sizesOf(b, x);
+  SmallVector<OpFoldResult> rowSizes(sizes.begin(), sizes.end() - 1);
+  Value width = indexToF32(b, dimOf(b, x, rank - 1));
+
+  Value sum = generic(b, {x}, filled(b, rowSizes, b.getF32Type(), 0.0),
+                      {id, pre}, iterators(rank - 1, 1),
+                      [](ImplicitLocOpBuilder &b, ValueRange args) {
+                        return arith::AddFOp::create(b, args[1],
+                                                     toF32(b, args[0]));
+                      });
+  Value mean = mapElements(b, sum, b.getF32Type(),
+                           [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+                             return arith::DivFOp::create(b, v, width);
+                           });
+  Value squares = generic(
+      b, {x, mean}, filled(b, rowSizes, b.getF32Type(), 0.0), {id, pre, pre},
+      iterators(rank - 1, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value centred = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
+        return arith::AddFOp::create(
+            b, args[2], arith::MulFOp::create(b, centred, centred));
+      });
+  Value rstd = mapElements(
+      b, squares, b.getF32Type(),
+      [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+        Value var = arith::DivFOp::create(b, v, width);
+        Value shifted = arith::AddFOp::create(b, var, f32Constant(b, eps));
+        return math::RsqrtOp::create(b, shifted);
+      });
+  return {mean, rstd};
+}
+
+Value mlir::switchyard::rotary(ImplicitLocOpBuilder &b, Value x,
+                               int64_t offset, bool inverse) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t width = type.getDimSize(3);
+  int64_t rotated = 2 * (width / 4), half = rotated / 2;
+  if (rotated == 0)
+    return x;
+  Type element = type.getElementType();
+  Value offsetValue = indexConstant(b, offset);
+  // exp(-ln(10000)·2i/r) is the frequency of pair i.
+  double logStep = -2.0 * std::log(10000.0) / double(rotated);
+  AffineMap id = b.getMultiDimIdentityMap(4);
+  Value init = tensor::EmptyOp::create(b, sizesOf(b, x), element);
+  return generic(
+      b, {x}, init, {id, id}, iterators(4),
+      [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+        Value position = indexToF32(
+            b, arith::SubIOp::create(b, loopIndex(b, 1), offsetValue));
+        Value f = loopIndex(b, 3);
+        Value cHalf = indexConstant(b, half);
+        Value low =
+            arith::CmpIOp::create(b, arith::CmpIPredicate::ult, f, cHalf);
+        Value inRotated = arith::CmpIOp::create(
+            b, arith::CmpIPredicate::ult, f, indexConstant(b, rotated));
+        Value pair = arith::SelectOp::create(
+            b, low, f, arith::SubIOp::create(b, f, cHalf));
+        Value partnerIndex = arith::SelectOp::create(
+            b, low, arith::AddIOp::create(b, f, cHalf),
+            arith::SubIOp::create(b, f, cHalf));
+        partnerIndex = arith::SelectOp::create(b, inRotated, partnerIndex, f);
+        Value frequency = math::ExpOp::create(
+            b, arith::MulFOp::create(b, indexToF32(b, pair),
+                                     f32Constant(b, logStep)));
+        Value theta = arith::MulFOp::create(b, position, frequency);
+        if (inverse)
+          theta = arith::NegFOp::create(b, theta);
+        Value cos = math::CosOp::create(b, theta);
+        Value sin = math::SinOp::create(b, theta);
+        Value self = toF32(b, args[0]);
+        Value partner = toF32(
+            b, tensor::ExtractOp::create(
+                   b, x,
+                   ValueRange{loopIndex(b, 0), loopIndex(b, 1),
+                              loopIndex(b, 2), partnerIndex}));
+        Value selfCos = arith::MulFOp::create(b, self, cos);
+        Value partnerSin = arith::MulFOp::create(b, partner, sin);
+        Value rotatedLow = arith::SubFOp::create(b, selfCos, partnerSin);
+        Value rotatedHigh = arith::AddFOp::create(b, selfCos, partnerSin);
+        Value rotatedValue =
+            arith::SelectOp::create(b, low, rotatedLow, rotatedHigh);
+        return fromF32(
+            b, arith::SelectOp::create(b, inRotated, rotatedValue, self),
+            element);
+      });
+}
+
+Value mlir::switchyard::attentionVisible(ImplicitLocOpBuilder &b, Value t,
+                                         Value u, Value shift) {
+  Value last = arith::AddIOp::create(b, t, shift);
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ule, u, last);
+}
+
+Value mlir::switchyard::attentionWeights(ImplicitLocOpBuilder &b, Value q,
+                                         Value k, Value rel) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  SmallVector<OpFoldResult> qSizes = sizesOf(b, q), kSizes = sizesOf(b, k);
+  Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
+  Value negInf = f32Constant(b, -std::numeric_limits<double>::infinity());
+
+  // score[b, t, u, a] over (b, t, u, a | f).
+  Value scoresInit =
+      filled(b, {qSizes[0], qSizes[1], kSizes[1], qSizes[2]}, f32, 0.0);
+  Value scores = generic(
+      b, {q, k}, scoresInit,
+      {dimsMap(ctx, 5, {0, 1, 3, 4}), dimsMap(ctx, 5, {0, 2, 3, 4}),
+       dimsMap(ctx, 5, {0, 1, 2, 3})},
+      iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value key = toF32(b, args[1]);
+        if (rel) {
+          Value t = loopIndex(b, 1), u = loopIndex(b, 2);
+          Value distance =
+              arith::SubIOp::create(b, arith::AddIOp::create(b, t, shift), u);
+          // Invisible pairs may have a negative distance: clamp, they are
+          // masked below anyway.
+          distance = arith::MaxSIOp::create(b, distance, indexConstant(b, 0));
+          Value relKey = tensor::ExtractOp::create(
+              b, rel, ValueRange{distance, loopIndex(b, 3), loopIndex(b, 4)});
+          key = arith::AddFOp::create(b, key, toF32(b, relKey));
+        }
+        Value product = arith::MulFOp::create(b, toF32(b, args[0]), key);
+        return arith::AddFOp::create(b, args[2], product);
+      });
+
+  // Row maxima over the visible keys: (b, t, a | u).
+  Value maxInit = filled(b, {qSizes[0], qSizes[1], qSizes[2]}, f32,
+                         -std::numeric_limits<double>::infinity());
+  Value maxima = generic(
+      b, {scores}, maxInit,
+      {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2})},
+      iterators(3, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value ok = attentionVisible(b, loopIndex(b, 1), loopIndex(b, 3), shift);
+        Value candidate = arith::SelectOp::create(b, ok, args[0], negInf);
+        return arith::MaximumFOp::create(b, args[1], candidate);
+      });
+
+  // Unnormalised weights exp(score - max), 0 where invisible.
+  Value weightsInit = tensor::EmptyOp::create(
+      b, ArrayRef<OpFoldResult>{qSizes[0], qSizes[1], kSizes[1], qSizes[2]},
+      f32);
+  Value weights = generic(
+      b, {scores, maxima}, weightsInit,
+      {dimsMap(ctx, 4, {0, 1, 2, 3}), dimsMap(ctx, 4, {0, 1, 3}),
+       dimsMap(ctx, 4, {0, 1, 2, 3})},
+      iterators(4), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value ok = attentionVisible(b, loopIndex(b, 1), loopIndex(b, 2), shift);
+        Value e =
+            math::ExpOp::create(b, arith::SubFOp::create(b, args[0], args[1]));
+        return arith::SelectOp::create(b, ok, e, f32Constant(b, 0.0));
+      });
+
+  // Normalisers (b, t, a | u), then the normalised weights.
+  Value sums = generic(
+      b, {weights}, filled(b, {qSizes[0], qSizes[1], qSizes[2]}, f32, 0.0),
+      {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2})},
+      iterators(3, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+        return arith::AddFOp::create(b, args[1], args[0]);
+      });
+  Value normalisedInit = tensor::EmptyOp::create(
+      b, ArrayRef<OpFoldResult>{qSizes[0], qSizes[1], kSizes[1], qSizes[2]},
+      f32);
+  return generic(b, {weights, sums}, normalisedInit,
+                 {dimsMap(ctx, 4, {0, 1, 2, 3}), dimsMap(ctx, 4, {0, 1, 3}),
+                  dimsMap(ctx, 4, {0, 1, 2, 3})},
+                 iterators(4), [](ImplicitLocOpBuilder &b, ValueRange args) {
+                   return arith::DivFOp::create(b, args[0], args[1]);
+                 });
+}
