@@ -10,6 +10,7 @@
 #include "dialect/Lm/IR/LmDialect.h"
 #include "dialect/Lm/Transforms/Passes.h"
 #include "dialect/Moe/IR/MoeDialect.h"
+#include "dialect/Moe/Transforms/Gradients.h"
 #include "dialect/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -52,6 +53,8 @@ void mlir::switchyard::registerDialects(DialectRegistry &registry) {
   scf::registerBufferizableOpInterfaceExternalModels(registry);
   scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
+  // The gradient rules of reverse-mode differentiation.
+  moe::registerGradientModels(registry);
 }
 
 void mlir::switchyard::registerPassesAndPipelines() {

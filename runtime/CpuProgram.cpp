@@ -192,19 +192,9 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
         {param.getSymName().str(), spec->shape, *dtype, *init,
          param.getInit().getStd().convertToDouble()});
   }
-  // Token-id arguments: remember their vocabulary for the range check.
-  llvm::StringMap<llvm::SmallDenseMap<unsigned, int64_t>> vocabularies;
-  module->walk([&](mlir::lm::EmbedOp embed) {
-    if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(embed.getTokens()))
-      if (auto model = llvm::dyn_cast<mlir::lm::ModelOp>(
-              arg.getOwner()->getParentOp()))
-        vocabularies[model.getSymName()][arg.getArgNumber()] =
-            static_cast<int64_t>(embed.getVocab());
-  });
-
   // Stage 2: lower to linalg; the functions' tensor signatures are final.
   mlir::PassManager lowering(&context);
-  mlir::switchyard::buildLowerToLinalgPipeline(lowering);
+  mlir::switchyard::buildLowerToLinalgPipeline(lowering, options.gradients);
   if (failed(lowering.run(*module)))
     return compileError("lowering to linalg");
   for (mlir::func::FuncOp func : module->getOps<mlir::func::FuncOp>()) {
@@ -221,9 +211,9 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
       if (auto param =
               func.getArgAttrOfType<mlir::StringAttr>(index, "lm.param"))
         arg->param = param.str();
-      auto vocab = vocabularies.find(spec.name);
-      if (vocab != vocabularies.end() && vocab->second.count(index))
-        arg->vocab = vocab->second.lookup(index);
+      if (auto vocab =
+              func.getArgAttrOfType<mlir::IntegerAttr>(index, "lm.vocab"))
+        arg->vocab = vocab.getInt();
       spec.arguments.push_back(std::move(*arg));
       // Callers' buffers are never written.
       func.setArgAttr(index, "bufferization.writable",
@@ -259,9 +249,10 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
       mlir::ExecutionEngine::create(*module, engineOptions);
   if (!engine)
-    return failure(llvm::formatv("{0}: JIT compilation failed: {1}",
+    return failure(llvm::formatv("{0}: JIT compilation failed: {1}\n{2}",
                                  bufferName,
-                                 llvm::toString(engine.takeError())));
+                                 llvm::toString(engine.takeError()),
+                                 diagnostics));
   program->impl->engine = std::move(*engine);
   return program;
 }

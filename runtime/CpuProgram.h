@@ -52,6 +52,10 @@ struct FunctionSpec {
 struct CompileOptions {
   /// Model depth L for the scaled initialisers (0: count attention blocks).
   int64_t numLayers = 0;
+  /// Also compile each model's loss-and-gradient function `<model>_grad`
+  /// (see lm-differentiate): it takes the model's arguments and then the
+  /// targets, and returns the loss and each parameter's gradient.
+  bool gradients = false;
   /// LLVM optimisation level of the JIT (0-3).
   unsigned optLevel = 2;
 };

@@ -39,16 +39,22 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Model depth L for the scaled initialisers; 0 counts "
                      "the attention blocks of each model"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> gradients{
+      *this, "gradients",
+      llvm::cl::desc("Also build each model's loss-and-gradient function "
+                     "(<model>_grad)"),
+      llvm::cl::init(false)};
 };
 
-/// Stages 2 and the reference lowering: lm layers decomposed into moe ops
-/// and linalg, models turned into functions taking their parameters, moe
+/// Stages 2-3 and the reference lowering: lm layers decomposed into moe
+/// ops, models turned into functions taking their parameters, with
+/// `gradients` their loss-and-gradient functions (lm-differentiate), and moe
 /// ops lowered to linalg on tensors.
-void buildLowerToLinalgPipeline(OpPassManager &pm);
+void buildLowerToLinalgPipeline(OpPassManager &pm, bool gradients);
 
 /// Stages 5-6 for the CPU: linalg on tensors (with arith, math, scf,
-/// tensor) in func.func, to the LLVM dialect. Function results become
-/// trailing out-parameters, so callers own every buffer.
+/// tensor) in func.func, to the LLVM dialect. Public functions return
+/// freshly allocated result buffers that the caller owns.
 void buildCpuCodegenPipeline(OpPassManager &pm);
 
 /// The whole CPU target: the front end, the lowering to linalg, and CPU

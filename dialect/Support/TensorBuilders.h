@@ -57,6 +57,10 @@ Value mapElements(ImplicitLocOpBuilder &b, Value input, Type resultType,
 /// returns `input` when the type already matches.
 Value castElements(ImplicitLocOpBuilder &b, Value input, Type elementType);
 
+/// `value` as type `type` (a tensor.cast between compatible shapes, where a
+/// lowering built a result more or less static than the op's result type).
+Value castTo(ImplicitLocOpBuilder &b, Value value, Type type);
+
 /// Converts a float scalar to f32 (a no-op for f32).
 Value toF32(ImplicitLocOpBuilder &b, Value scalar);
 

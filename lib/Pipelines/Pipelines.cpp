@@ -29,9 +29,12 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
   pm.addPass(lm::createLmMaterializeParamsPass(params));
 }
 
-void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm) {
+void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
+                                            bool gradients) {
   pm.addPass(lm::createLmDecomposeLayersPass());
   pm.addPass(lm::createConvertLmToFuncPass());
+  if (gradients)
+    pm.addPass(lm::createLmDifferentiatePass());
   pm.addPass(createConvertMoeToLinalgPass());
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());
@@ -41,14 +44,16 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 
-  // Tensors to buffers; results become out-parameters owned by the caller.
+  // Tensors to buffers. Public functions return freshly allocated buffers
+  // that the caller owns and frees (the ownership-based deallocation clones
+  // results it does not own, such as returned arguments).
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-  pm.addPass(bufferization::createBufferResultsToOutParamsPass());
   bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createConvertBufferizationToMemRefPass());
 
   // Loops, then the LLVM dialect.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
@@ -70,7 +75,7 @@ void switchyard::buildCpuPipeline(OpPassManager &pm,
   FrontendPipelineOptions frontend;
   frontend.numLayers = options.numLayers;
   buildFrontendPipeline(pm, frontend);
-  buildLowerToLinalgPipeline(pm);
+  buildLowerToLinalgPipeline(pm, options.gradients);
   buildCpuCodegenPipeline(pm);
 }
 

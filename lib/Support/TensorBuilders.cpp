@@ -48,6 +48,13 @@ Value mlir::switchyard::generic(ImplicitLocOpBuilder &b, ValueRange inputs,
   return op.getResult(0);
 }
 
+Value mlir::switchyard::castTo(ImplicitLocOpBuilder &b, Value value,
+                               Type type) {
+  if (value.getType() == type)
+    return value;
+  return tensor::CastOp::create(b, type, value);
+}
+
 Value mlir::switchyard::toF32(ImplicitLocOpBuilder &b, Value scalar) {
   if (scalar.getType().isF32())
     return scalar;
@@ -104,9 +111,12 @@ Value mlir::switchyard::castElements(ImplicitLocOpBuilder &b, Value input,
     return input;
   return mapElements(b, input, elementType,
                      [&](ImplicitLocOpBuilder &b, Value v) -> Value {
-                       if (current.getIntOrFloatBitWidth() <
-                           elementType.getIntOrFloatBitWidth())
+                       unsigned from = current.getIntOrFloatBitWidth();
+                       unsigned to = elementType.getIntOrFloatBitWidth();
+                       if (from < to)
                          return arith::ExtFOp::create(b, elementType, v);
+                       if (from == to) // f16 <-> bf16: through f32.
+                         v = arith::ExtFOp::create(b, b.getF32Type(), v);
                        return arith::TruncFOp::create(b, elementType, v);
                      });
 }

@@ -263,28 +263,39 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-std::string describe(const rt::TensorSpec &spec) {
-  std::string text = std::string(rt::toString(spec.type)) + " [";
-  for (size_t i = 0; i < spec.shape.size(); ++i)
+std::string describe(rt::ElementType type, llvm::ArrayRef<int64_t> shape) {
+  std::string text = std::string(rt::toString(type)) + " [";
+  for (size_t i = 0; i < shape.size(); ++i)
     text += (i ? ", " : "") +
-            (spec.shape[i] < 0 ? std::string("?")
-                               : std::to_string(spec.shape[i]));
+            (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
   return text + "]";
 }
 
+std::string describe(const rt::TensorSpec &spec) {
+  return describe(spec.type, spec.shape);
+}
+
 /// Token ids from NumPy are int64 by default: narrow them to the i32 the
-/// model takes (the range is checked by the runtime against the vocabulary).
-void narrowTokens(rt::HostTensor &tensor, const rt::TensorSpec &spec) {
+/// model takes (the runtime then checks them against the vocabulary).
+llvm::Error narrowTokens(rt::HostTensor &tensor, const rt::TensorSpec &spec) {
   if (!spec.vocab || spec.type != rt::ElementType::i32 ||
       tensor.type != rt::ElementType::i64)
-    return;
+    return llvm::Error::success();
   std::vector<int32_t> narrow;
-  for (int64_t id : tensor.values<int64_t>())
-    narrow.push_back(static_cast<int32_t>(
-        std::clamp<int64_t>(id, -1, std::numeric_limits<int32_t>::max())));
+  std::span<const int64_t> ids = tensor.values<int64_t>();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= *spec.vocab)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("{0}: token id {1} at position {2} is outside the "
+                        "vocabulary [0, {3})",
+                        tensor.name, ids[i], i, *spec.vocab));
+    narrow.push_back(static_cast<int32_t>(ids[i]));
+  }
   std::string name = tensor.name;
   tensor = rt::HostTensor::fromValues<int32_t>(name, rt::ElementType::i32,
                                                tensor.shape, narrow);
+  return llvm::Error::success();
 }
 
 int runRun(int argc, char **argv) {
@@ -377,7 +388,7 @@ int runRun(int argc, char **argv) {
     if (!params.empty())
       return fail(params + ": parameter '" + spec.name +
                   "' is missing (the model declares it as " +
-                  describe({rt::toElementType(spec.dtype), spec.shape}) + ")");
+                  describe(rt::toElementType(spec.dtype), spec.shape) + ")");
     if (spec.dtype != rt::DType::f32)
       return fail("parameter '" + spec.name +
                   "': only f32 parameters can be initialised from a seed");
@@ -425,7 +436,8 @@ int runRun(int argc, char **argv) {
     if (!tensor)
       return fail(tensor.takeError());
     tensor->name = path;
-    narrowTokens(*tensor, *spec);
+    if (llvm::Error error = narrowTokens(*tensor, *spec))
+      return fail(std::move(error));
     data.push_back(std::move(*tensor));
   }
 
@@ -446,9 +458,9 @@ int runRun(int argc, char **argv) {
       continue;
     }
     std::string summary = llvm::formatv("result #{0}: {1}", index,
-                                        describe({result.type, result.shape}))
+                                        describe(result.type, result.shape))
                               .str();
-    if (result.type == rt::ElementType::f32) {
+    if (result.type == rt::ElementType::f32 && result.numElements() > 0) {
       std::span<const float> values = result.values<float>();
       double sum = 0, low = INFINITY, high = -INFINITY;
       for (float v : values) {

@@ -35,6 +35,11 @@ std::pair<Value, Value> layerNormStatistics(ImplicitLocOpBuilder &b, Value x,
 /// the gradient of the forward rotation). F must be static.
 Value rotary(ImplicitLocOpBuilder &b, Value x, int64_t offset, bool inverse);
 
+/// Row maxima and Σ exp(logit - max) over the last dimension of logits
+/// [B, T, V], as f32 [B, T] tensors: logsumexp = log(sum) + max.
+std::pair<Value, Value> softmaxStatistics(ImplicitLocOpBuilder &b,
+                                          Value logits);
+
 /// Whether key u is visible to query t when the keys run `shift` positions
 /// ahead of the queries (u <= t + shift).
 Value attentionVisible(ImplicitLocOpBuilder &b, Value t, Value u, Value shift);

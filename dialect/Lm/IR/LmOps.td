@@ -348,7 +348,7 @@ def Lm_SigmaMoeOp : Lm_LayerOp<"sigma_moe", [AllTypesMatch<["input", "result"]>]
 // OutputOp
 //===----------------------------------------------------------------------===//
 
-def Lm_OutputOp : Lm_LayerOp<"output"> {
+def Lm_OutputOp : Lm_LayerOp<"output", [AllElementTypesMatch<["input", "result"]>]> {
   let summary = "output head: logits = x · W_outᵀ";
   let description = [{
     Projects hidden states to vocabulary logits. Owns `<layer>.weight`

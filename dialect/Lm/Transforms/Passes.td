@@ -98,8 +98,9 @@ def ConvertLmToFuncPass : Pass<"convert-lm-to-func", "ModuleOp"> {
     arguments followed by one argument per declared `lm.param`, in
     declaration order, each marked `{lm.param = "<name>"}`; `lm.get_param`
     becomes a use of that argument and `lm.return` a `func.return`. The
-    function is marked `llvm.emit_c_interface` for the runtime, and the
-    `lm.param` declarations are removed.
+    function is marked `llvm.emit_c_interface` for the runtime, token-id
+    arguments carry their vocabulary (`{lm.vocab = V}`) for the runtime's
+    range check, and the `lm.param` declarations are removed.
 
     ```mlir
     // Before
@@ -111,6 +112,46 @@ def ConvertLmToFuncPass : Pass<"convert-lm-to-func", "ModuleOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def LmDifferentiatePass : Pass<"lm-differentiate", "ModuleOp"> {
+  let summary = "Build the loss-and-gradient function of each model";
+  let description = [{
+    Reverse-mode differentiation. For every function taking parameters
+    (arguments marked `lm.param`, as `convert-lm-to-func` makes them), adds
+    `<name>_grad`, which runs the forward computation, the loss, and the
+    backward pass, and returns the loss followed by the gradient of every
+    parameter, in argument order.
+
+    If the function's first result is a scalar `tensor<f32>`, it is the
+    loss. If it is logits `[B, T, V]`, the loss is their mean cross-entropy
+    (`moe.cross_entropy`) against a new last argument, the targets
+    `[B, T]` (marked `lm.vocab = V`); further results (XL memories) are not
+    differentiated: memories are detached, as in Transformer-XL.
+
+    The backward pass visits the ops between the parameters and the loss in
+    reverse order and asks each for its gradient rule
+    (`DifferentiableOpInterface`); adjoints of values used several times are
+    summed. Gradients do not flow through the top-k choice, into expert
+    indices, token ids or memories. An op on the path without a gradient
+    rule is an error. Parameters the loss does not depend on get zero
+    gradients.
+
+    ```mlir
+    // Before: the converted model
+    func.func @m(%t: tensor<?x4xi32>, %w: tensor<64x8xf32> {lm.param = "embed.weight"}, ...)
+        -> tensor<?x4x64xf32>
+    // After: also
+    func.func @m_grad(%t: tensor<?x4xi32>, %w: tensor<64x8xf32> {lm.param = "embed.weight"},
+                      ..., %targets: tensor<?x4xi32> {lm.vocab = 64 : i64})
+        -> (tensor<f32>, tensor<64x8xf32>, ...)
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::moe::MoeDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
 }
 
 #endif // SWITCHYARD_DIALECT_LM_TRANSFORMS_PASSES_TD

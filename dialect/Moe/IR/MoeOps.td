@@ -344,6 +344,7 @@ def Moe_RopeOp : Moe_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
                        DefaultValuedAttr<I64Attr, "0">:$offset);
   let results = (outs Moe_ValueTensorOfRank<[4]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
 }
 
 def Moe_ReluOp : Moe_Op<"relu", [Pure, AllTypesMatch<["input", "result"]>]> {

@@ -123,6 +123,30 @@ Value mlir::switchyard::rotary(ImplicitLocOpBuilder &b, Value x,
       });
 }
 
+std::pair<Value, Value>
+mlir::switchyard::softmaxStatistics(ImplicitLocOpBuilder &b, Value logits) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  SmallVector<OpFoldResult> sizes = sizesOf(b, logits);
+  SmallVector<OpFoldResult> rows = {sizes[0], sizes[1]};
+  AffineMap all = dimsMap(ctx, 3, {0, 1, 2}), row = dimsMap(ctx, 3, {0, 1});
+  Value maxima = generic(
+      b, {logits},
+      filled(b, rows, f32, -std::numeric_limits<double>::infinity()),
+      {all, row}, iterators(2, 1),
+      [](ImplicitLocOpBuilder &b, ValueRange args) {
+        return arith::MaximumFOp::create(b, args[1], toF32(b, args[0]));
+      });
+  Value sums = generic(
+      b, {logits, maxima}, filled(b, rows, f32, 0.0), {all, row, row},
+      iterators(2, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value shifted = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
+        return arith::AddFOp::create(b, args[2],
+                                     math::ExpOp::create(b, shifted));
+      });
+  return {maxima, sums};
+}
+
 Value mlir::switchyard::attentionVisible(ImplicitLocOpBuilder &b, Value t,
                                          Value u, Value shift) {
   Value last = arith::AddIOp::create(b, t, shift);

@@ -39,9 +39,20 @@ namespace {
 
 /// Converts the f32 accumulator of a lowering to the op's result type.
 Value finish(ImplicitLocOpBuilder &b, Value accumulator, Value result) {
-  return castElements(
+  Value converted = castElements(
       b, accumulator,
       cast<RankedTensorType>(result.getType()).getElementType());
+  return castTo(b, converted, result.getType());
+}
+
+/// Replaces `op` by `values`, cast to its result types where a lowering built
+/// them more or less static than the op declares.
+void replaceCast(PatternRewriter &rewriter, ImplicitLocOpBuilder &b,
+                 Operation *op, ValueRange values) {
+  SmallVector<Value> cast;
+  for (auto [value, result] : llvm::zip(values, op->getResults()))
+    cast.push_back(castTo(b, value, result.getType()));
+  rewriter.replaceOp(op, cast);
 }
 
 //===----------------------------------------------------------------------===//
@@ -60,10 +71,19 @@ struct GateLowering : public OpRewritePattern<moe::GateOp> {
         mapElements(b, logits, b.getF32Type(),
                     [](ImplicitLocOpBuilder &b, Value z) { return sigmoid(b, z); });
     RankedTensorType type = op.getResult().getType();
-    if (type.getRank() == 3)
+    if (type.getRank() == 3) {
+      // The verifier guarantees static H and E.
+      auto expanded = RankedTensorType::get(
+          {cast<RankedTensorType>(scores.getType()).getDimSize(0),
+           type.getDimSize(1), type.getDimSize(2)},
+          type.getElementType());
       scores = tensor::ExpandShapeOp::create(
-          b, type, scores, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
-    rewriter.replaceOp(op, scores);
+          b, expanded, scores, ArrayRef<ReassociationIndices>{{0}, {1, 2}},
+          ArrayRef<OpFoldResult>{sizesOf(b, scores)[0],
+                                 b.getIndexAttr(type.getDimSize(1)),
+                                 b.getIndexAttr(type.getDimSize(2))});
+    }
+    replaceCast(rewriter, b, op, scores);
     return success();
   }
 };
@@ -153,10 +173,10 @@ struct TopKLowering : public OpRewritePattern<moe::TopKOp> {
       linalg::YieldOp::create(b, ValueRange{value, index});
     };
     auto generic = linalg::GenericOp::create(
-        b, TypeRange{valuesType, indicesType}, ValueRange{},
-        ValueRange{valuesInit, indicesInit}, {identity, identity},
-        iterators(rank), body);
-    rewriter.replaceOp(op, generic.getResults());
+        b, TypeRange{valuesInit.getType(), indicesInit.getType()},
+        ValueRange{}, ValueRange{valuesInit, indicesInit},
+        {identity, identity}, iterators(rank), body);
+    replaceCast(rewriter, b, op, generic.getResults());
     return success();
   }
 };
@@ -358,7 +378,7 @@ struct LinearLowering : public OpRewritePattern<moe::LinearOp> {
                                 b, v, f32Constant(b, scale));
                             return fromF32(b, scaled, element);
                           });
-    rewriter.replaceOp(op, result);
+    replaceCast(rewriter, b, op, result);
     return success();
   }
 };
@@ -392,7 +412,7 @@ struct LayerNormLowering : public OpRewritePattern<moe::LayerNormOp> {
           Value shifted = arith::AddFOp::create(b, scaled, toF32(b, args[4]));
           return fromF32(b, shifted, element);
         });
-    rewriter.replaceOp(op, result);
+    replaceCast(rewriter, b, op, result);
     return success();
   }
 };
@@ -406,8 +426,8 @@ struct RopeLowering : public OpRewritePattern<moe::RopeOp> {
     if (op.getInput().getType().isDynamicDim(3))
       return rewriter.notifyMatchFailure(op, "dynamic head width");
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    rewriter.replaceOp(op, rotary(b, op.getInput(), op.getOffset(),
-                                  /*inverse=*/false));
+    replaceCast(rewriter, b, op,
+                rotary(b, op.getInput(), op.getOffset(), /*inverse=*/false));
     return success();
   }
 };
@@ -420,8 +440,8 @@ struct ReluLowering : public OpRewritePattern<moe::ReluOp> {
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Type element = op.getResult().getType().getElementType();
-    rewriter.replaceOp(
-        op, mapElements(b, op.getInput(), element,
+    replaceCast(
+        rewriter, b, op, mapElements(b, op.getInput(), element,
                         [&](ImplicitLocOpBuilder &b, Value v) -> Value {
                           Value zero = arith::ConstantOp::create(
                               b, element, b.getFloatAttr(element, 0.0));
@@ -451,7 +471,7 @@ struct EmbedLowering : public OpRewritePattern<moe::EmbedOp> {
           return tensor::ExtractOp::create(b, table,
                                            ValueRange{row, loopIndex(b, 2)});
         });
-    rewriter.replaceOp(op, result);
+    replaceCast(rewriter, b, op, result);
     return success();
   }
 };
@@ -501,7 +521,7 @@ struct ConcatLowering : public OpRewritePattern<moe::ConcatOp> {
               });
           return branch.getResult(0);
         });
-    rewriter.replaceOp(op, result);
+    replaceCast(rewriter, b, op, result);
     return success();
   }
 };
@@ -516,23 +536,7 @@ struct CrossEntropyLowering : public OpRewritePattern<moe::CrossEntropyOp> {
     MLIRContext *ctx = b.getContext();
     Value logits = op.getLogits(), targets = op.getTargets();
     Type f32 = b.getF32Type();
-    SmallVector<OpFoldResult> rows = sizesOf(b, targets);
-    AffineMap all = dimsMap(ctx, 3, {0, 1, 2}), row = dimsMap(ctx, 3, {0, 1});
-
-    Value maxima = generic(
-        b, {logits},
-        filled(b, rows, f32, -std::numeric_limits<double>::infinity()),
-        {all, row}, iterators(2, 1),
-        [](ImplicitLocOpBuilder &b, ValueRange args) {
-          return arith::MaximumFOp::create(b, args[1], toF32(b, args[0]));
-        });
-    Value sums = generic(
-        b, {logits, maxima}, filled(b, rows, f32, 0.0), {all, row, row},
-        iterators(2, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value shifted = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
-          return arith::AddFOp::create(b, args[2],
-                                       math::ExpOp::create(b, shifted));
-        });
+    auto [maxima, sums] = softmaxStatistics(b, logits);
     Value total = generic(
         b, {targets, maxima, sums}, filled(b, {}, f32, 0.0),
         {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0, 1}),
@@ -556,7 +560,7 @@ struct CrossEntropyLowering : public OpRewritePattern<moe::CrossEntropyOp> {
                              [&](ImplicitLocOpBuilder &b, Value v) -> Value {
                                return arith::DivFOp::create(b, v, countF32);
                              });
-    rewriter.replaceOp(op, mean);
+    replaceCast(rewriter, b, op, mean);
     return success();
   }
 };

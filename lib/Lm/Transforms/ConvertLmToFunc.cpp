@@ -8,6 +8,7 @@
 
 #include "dialect/Lm/IR/LmOps.h"
 #include "dialect/Lm/Transforms/Passes.h"
+#include "dialect/Moe/IR/MoeOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -64,10 +65,10 @@ struct ConvertLmToFuncPass
       arguments[param.getSymName()] =
           body.addArgument(param.getType(), param.getLoc());
     }
-    for (GetParamOp read : llvm::make_early_inc_range(body.getOps<GetParamOp>())) {
+    model.walk([&](GetParamOp read) {
       read.replaceAllUsesWith(arguments.lookup(read.getName()));
       read.erase();
-    }
+    });
     auto returnOp = cast<ReturnOp>(body.getTerminator());
     builder.setInsertionPoint(returnOp);
     func::ReturnOp::create(builder, returnOp.getLoc(),
@@ -82,6 +83,23 @@ struct ConvertLmToFuncPass
     unsigned first = model.getNumArguments();
     for (auto [offset, param] : llvm::enumerate(params))
       func.setArgAttr(first + offset, "lm.param", param.getSymNameAttr());
+    // Token-id arguments carry their vocabulary, for the runtime's check:
+    // the smallest table they index.
+    func.walk([&](moe::EmbedOp embed) {
+      auto arg = dyn_cast<BlockArgument>(embed.getTokens());
+      int64_t vocab = embed.getTable().getType().getDimSize(0);
+      if (!arg || arg.getOwner() != &func.getBody().front() ||
+          ShapedType::isDynamic(vocab))
+        return;
+      auto known = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                      "lm.vocab");
+      if (!known || known.getInt() > vocab)
+        func.setArgAttr(arg.getArgNumber(), "lm.vocab",
+                        builder.getI64IntegerAttr(vocab));
+    });
+    // The caller's buffers (tokens, memories, parameters) are read-only.
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      func.setArgAttr(i, "bufferization.writable", builder.getBoolAttr(false));
     func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                   builder.getUnitAttr());
     model.erase();

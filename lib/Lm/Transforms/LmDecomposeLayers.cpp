@@ -408,14 +408,27 @@ struct LmDecomposeLayersPass
     ModuleOp module = getOperation();
     SymbolTableCollection symbols;
     WalkResult walk = module.walk([&](ParamOwnerOpInterface layer) {
+      if (!layer->getParentOfType<ModelOp>()) {
+        layer->emitOpError("is outside an lm.model: only the layers of a "
+                           "model own declared parameters");
+        return WalkResult::interrupt();
+      }
       // Token-wise work reshapes [batch, time] into one token dimension;
       // upstream MLIR 22 cannot lower such a reshape when both are dynamic.
-      for (Value result : layer->getResults()) {
-        auto type = cast<RankedTensorType>(result.getType());
+      for (Value value : llvm::concat<Value>(layer->getOperands(),
+                                             layer->getResults())) {
+        auto type = dyn_cast<RankedTensorType>(value.getType());
+        if (!type || type.getRank() < 2)
+          continue;
         if (type.isDynamicDim(0) && type.isDynamicDim(1)) {
           layer->emitOpError()
-              << "expected a static sequence length (dim 1 of " << type
-              << "): only the batch dimension may be dynamic";
+              << "expected a static batch or sequence length, found " << type
+              << ": the two cannot both be dynamic";
+          return WalkResult::interrupt();
+        }
+        if (type.getDimSize(1) == 0) {
+          layer->emitOpError() << "expected at least one time step, found "
+                               << type;
           return WalkResult::interrupt();
         }
       }

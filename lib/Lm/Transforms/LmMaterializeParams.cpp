@@ -27,6 +27,12 @@ struct LmMaterializeParamsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (numLayers < 0) {
+      module.emitError() << "lm-materialize-params: num-layers must be 0 "
+                            "(count the attention blocks) or positive, found "
+                         << numLayers;
+      return signalPassFailure();
+    }
     SymbolTable symbols(module);
     for (ModelOp model :
          llvm::make_early_inc_range(module.getOps<ModelOp>())) {

@@ -70,7 +70,9 @@ LogicalResult GateOp::verify() {
   int64_t routed = 1;
   for (int64_t dim : shape.drop_front()) {
     if (ShapedType::isDynamic(dim))
-      return success();
+      return emitOpError() << "expected static expert dimensions (result "
+                              "dims after the first), found "
+                           << getResult().getType();
     routed *= dim;
   }
   int64_t rows = dimOf(w, 0);
@@ -230,6 +232,13 @@ LogicalResult LayerNormOp::verify() {
   unsigned last = cast<ShapedType>(x.getType()).getRank() - 1;
   return verifySameDim(*this, "the normalised width", {"input", x, last},
                        {"weight", getWeight(), 0});
+}
+
+LogicalResult RopeOp::verify() {
+  if (!getInput().getType().isDynamicDim(3))
+    return success();
+  return emitOpError("expected a static head width (input dim 3): the rotated "
+                     "channel pairs depend on it");
 }
 
 LogicalResult EmbedOp::verify() {

@@ -380,3 +380,11 @@ func.func @qualified_attribute(%x: tensor<?x16x32xf32>) {
   %y = lm.ffn "ffn" %x {d_ff = 64, mytool.note = "kept"} : tensor<?x16x32xf32>
   return
 }
+
+// -----
+
+func.func @output_element_type(%x: tensor<?x16x32xf32>) {
+  // expected-error @+1 {{'lm.output' op failed to verify that all of {input, result} have same element type}}
+  %l = lm.output "out" %x {vocab = 256} : tensor<?x16x32xf32> -> tensor<?x16x256xf16>
+  return
+}

@@ -506,3 +506,19 @@ func.func @loss_time(%l: tensor<?x4x256xf32>, %t: tensor<?x5xi32>) {
   %loss = moe.cross_entropy %l, %t : tensor<?x4x256xf32>, tensor<?x5xi32> -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @gate_dynamic_experts(%x: tensor<?x16xf32>, %w: tensor<6x16xf32>) {
+  // expected-error @+1 {{'moe.gate' op expected static expert dimensions (result dims after the first), found 'tensor<?x2x?xf32>'}}
+  %s = moe.gate %x, %w : tensor<?x16xf32>, tensor<6x16xf32> -> tensor<?x2x?xf32>
+  return
+}
+
+// -----
+
+func.func @rope_dynamic_width(%q: tensor<?x4x2x?xf32>) {
+  // expected-error @+1 {{'moe.rope' op expected a static head width (input dim 3): the rotated channel pairs depend on it}}
+  %y = moe.rope %q : tensor<?x4x2x?xf32>
+  return
+}

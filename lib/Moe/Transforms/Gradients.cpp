@@ -1,0 +1,823 @@
+//===- Gradients.cpp - gradient rules of the moe ops ----------------------===//
+//
+// The vector-Jacobian products of the moe ops, written from the forward
+// semantics of docs/Semantics.md as linalg on tensors (accumulating in f32,
+// like the forward lowerings, whose kernels they reuse to recompute layer
+// norm statistics, rotations and attention weights). Gradients do not flow
+// through the top-k choice or into expert indices and token ids; they flow
+// into gate values, expert weights and activations (SWITCHHEAD.md).
+//
+// Expert-weight gradients avoid scattering: for a stacked weight [H·E, ...],
+// the routes of each (token, expert row) are first summed into a dense
+// [N, H·E, F] tensor C, then dW is one dense contraction of C with the other
+// factor over tokens.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Moe/Transforms/Gradients.h"
+#include "dialect/Conversion/MoeToLinalg/Kernels.h"
+#include "dialect/Moe/IR/MoeInterfaces.h"
+#include "dialect/Moe/IR/MoeOps.h"
+#include "dialect/Support/TensorBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::switchyard;
+
+namespace {
+
+Type elementTypeOf(Value value) {
+  return cast<ShapedType>(value.getType()).getElementType();
+}
+
+/// Converts an f32 gradient to the element type of the value it belongs to.
+Value asTypeOf(ImplicitLocOpBuilder &b, Value gradient, Value of) {
+  return castElements(b, gradient, elementTypeOf(of));
+}
+
+/// Multiplies an f32 tensor by a constant.
+Value scaled(ImplicitLocOpBuilder &b, Value tensor, double factor) {
+  if (factor == 1.0)
+    return tensor;
+  return mapElements(b, tensor, b.getF32Type(),
+                     [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+                       return arith::MulFOp::create(b, v,
+                                                    f32Constant(b, factor));
+                     });
+}
+
+/// Σ_j [route (n, h, j) picks expert row r] · weight(n, h, j) · value(n, h,
+/// j, f), as a dense f32 tensor C [N, rows, F] (h = r / E, e = r mod E).
+/// `gates` (or null for weight 1) and `indices` are [N, H, K], or [N, K]
+/// for a single head. `value` reads the per-route vector.
+Value routeSums(ImplicitLocOpBuilder &b, Value gates, Value indices,
+                Value perHead, OpFoldResult rows, OpFoldResult width,
+                function_ref<Value(ImplicitLocOpBuilder &, Value n, Value h,
+                                   Value j, Value f)>
+                    value) {
+  bool headed = cast<RankedTensorType>(indices.getType()).getRank() == 3;
+  OpFoldResult tokens = sizesOf(b, indices)[0];
+  Value routes = dimOf(b, indices, headed ? 2 : 1);
+  Value init = tensor::EmptyOp::create(b, {tokens, rows, width},
+                                       b.getF32Type());
+  AffineMap id = b.getMultiDimIdentityMap(3);
+  return generic(
+      b, {}, init, {id}, iterators(3),
+      [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+        Value n = loopIndex(b, 0), row = loopIndex(b, 1), f = loopIndex(b, 2);
+        Value h = arith::DivUIOp::create(b, row, perHead);
+        Value e = arith::RemUIOp::create(b, row, perHead);
+        Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
+        auto loop = scf::ForOp::create(
+            b, zero, routes, one, ValueRange{f32Constant(b, 0.0)},
+            [&](OpBuilder &nested, Location loc, Value j, ValueRange acc) {
+              ImplicitLocOpBuilder b(loc, nested);
+              SmallVector<Value> at = headed ? SmallVector<Value>{n, h, j}
+                                             : SmallVector<Value>{n, j};
+              Value chosen = arith::IndexCastOp::create(
+                  b, b.getIndexType(),
+                  tensor::ExtractOp::create(b, indices, at));
+              Value match = arith::CmpIOp::create(
+                  b, arith::CmpIPredicate::eq, chosen, e);
+              Value term = value(b, n, h, j, f);
+              if (gates)
+                term = arith::MulFOp::create(
+                    b, term, tensor::ExtractOp::create(b, gates, at));
+              Value added = arith::AddFOp::create(b, acc[0], term);
+              scf::YieldOp::create(
+                  b, ValueRange{arith::SelectOp::create(b, match, added,
+                                                        acc[0])});
+            });
+        return loop.getResult(0);
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Dense building blocks
+//===----------------------------------------------------------------------===//
+
+/// y = s·x·wᵀ: dx = s·dy·w, dw = s·dyᵀ·x.
+struct LinearGradient
+    : public DifferentiableOpInterface::ExternalModel<LinearGradient,
+                                                      LinearOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto linear = cast<LinearOp>(op);
+    MLIRContext *ctx = b.getContext();
+    Value x = linear.getInput(), w = linear.getWeight(), dy = adjoints[0];
+    double s = linear.getScale().convertToDouble();
+    // dx[n, k] over (n, k | m); dw[m, k] over (m, k | n).
+    Value dx = contractF32(b, dy, dimsMap(ctx, 3, {0, 2}), w,
+                           dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
+                           iterators(2, 1), {sizesOf(b, x)[0], sizesOf(b, x)[1]});
+    Value dw = contractF32(b, dy, dimsMap(ctx, 3, {2, 0}), x,
+                           dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
+                           iterators(2, 1), {sizesOf(b, w)[0], sizesOf(b, w)[1]});
+    return {asTypeOf(b, scaled(b, dx, s), x), asTypeOf(b, scaled(b, dw, s), w)};
+  }
+};
+
+/// dx = dy where x > 0.
+struct ReluGradient
+    : public DifferentiableOpInterface::ExternalModel<ReluGradient, ReluOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    Value x = op->getOperand(0);
+    auto type = cast<RankedTensorType>(x.getType());
+    AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+    Value init = tensor::EmptyOp::create(b, sizesOf(b, x), type.getElementType());
+    Value dx = generic(
+        b, {adjoints[0], x}, init, {id, id, id}, iterators(type.getRank()),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value zero = arith::ConstantOp::create(
+              b, type.getElementType(),
+              b.getFloatAttr(type.getElementType(), 0.0));
+          Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
+                                                 args[1], zero);
+          return arith::SelectOp::create(b, positive, args[0], zero);
+        });
+    return {dx};
+  }
+};
+
+/// With x̂ = (x - μ)·r and g = dy·w: db = Σ_rows dy, dw = Σ_rows dy·x̂,
+/// dx = r·(g - mean(g) - x̂·mean(g·x̂)).
+struct LayerNormGradient
+    : public DifferentiableOpInterface::ExternalModel<LayerNormGradient,
+                                                      LayerNormOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto norm = cast<LayerNormOp>(op);
+    MLIRContext *ctx = b.getContext();
+    Value x = norm.getInput(), w = norm.getWeight(), dy = adjoints[0];
+    unsigned rank = cast<RankedTensorType>(x.getType()).getRank();
+    auto [mean, rstd] =
+        layerNormStatistics(b, x, norm.getEps().convertToDouble());
+    AffineMap id = b.getMultiDimIdentityMap(rank), pre = rowMap(ctx, rank);
+    AffineMap last = dimsMap(ctx, rank, {rank - 1});
+    SmallVector<OpFoldResult> sizes = sizesOf(b, x);
+    SmallVector<OpFoldResult> rowSizes(sizes.begin(), sizes.end() - 1);
+    Type f32 = b.getF32Type();
+    auto normalised = [&](ImplicitLocOpBuilder &b, Value xv, Value m,
+                          Value r) -> Value {
+      return arith::MulFOp::create(
+          b, arith::SubFOp::create(b, toF32(b, xv), m), r);
+    };
+
+    // Parameter gradients: reduce over every row, keep the last dim.
+    SmallVector<utils::IteratorType> rowsThenWidth(
+        rank - 1, utils::IteratorType::reduction);
+    rowsThenWidth.push_back(utils::IteratorType::parallel);
+    Value dbias = generic(b, {dy}, filled(b, {sizes.back()}, f32, 0.0),
+                          {id, last}, rowsThenWidth,
+                          [](ImplicitLocOpBuilder &b, ValueRange args) {
+                            return arith::AddFOp::create(b, args[1],
+                                                         toF32(b, args[0]));
+                          });
+    Value dweight = generic(
+        b, {dy, x, mean, rstd}, filled(b, {sizes.back()}, f32, 0.0),
+        {id, id, pre, pre, last}, rowsThenWidth,
+        [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value xhat = normalised(b, args[1], args[2], args[3]);
+          return arith::AddFOp::create(
+              b, args[4], arith::MulFOp::create(b, toF32(b, args[0]), xhat));
+        });
+
+    // Row means of g and g·x̂.
+    Value width = indexToF32(b, dimOf(b, x, rank - 1));
+    Value sumG = generic(
+        b, {dy, w}, filled(b, rowSizes, f32, 0.0), {id, last, pre},
+        iterators(rank - 1, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value g = arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1]));
+          return arith::AddFOp::create(b, args[2], g);
+        });
+    Value sumGX = generic(
+        b, {dy, w, x, mean, rstd}, filled(b, rowSizes, f32, 0.0),
+        {id, last, id, pre, pre, pre}, iterators(rank - 1, 1),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value g = arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1]));
+          Value xhat = normalised(b, args[2], args[3], args[4]);
+          return arith::AddFOp::create(b, args[5],
+                                       arith::MulFOp::create(b, g, xhat));
+        });
+    Value dx = generic(
+        b, {dy, w, x, mean, rstd, sumG, sumGX},
+        tensor::EmptyOp::create(b, sizes, f32),
+        {id, last, id, pre, pre, pre, pre, id}, iterators(rank),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value g = arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1]));
+          Value xhat = normalised(b, args[2], args[3], args[4]);
+          Value meanG = arith::DivFOp::create(b, args[5], width);
+          Value meanGX = arith::DivFOp::create(b, args[6], width);
+          Value inner = arith::SubFOp::create(
+              b, arith::SubFOp::create(b, g, meanG),
+              arith::MulFOp::create(b, xhat, meanGX));
+          return arith::MulFOp::create(b, args[4], inner);
+        });
+    return {asTypeOf(b, dx, x), asTypeOf(b, dweight, w),
+            asTypeOf(b, dbias, norm.getBias())};
+  }
+};
+
+/// The rotation is orthogonal: its adjoint rotates by the opposite angles.
+struct RopeGradient
+    : public DifferentiableOpInterface::ExternalModel<RopeGradient, RopeOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    return {rotary(b, adjoints[0], cast<RopeOp>(op).getOffset(),
+                   /*inverse=*/true)};
+  }
+};
+
+/// dtable[v, d] = Σ_{b, t: tokens[b, t] = v} dy[b, t, d], over
+/// (v, d | b, t); no gradient into token ids.
+struct EmbedGradient
+    : public DifferentiableOpInterface::ExternalModel<EmbedGradient, EmbedOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto embed = cast<EmbedOp>(op);
+    MLIRContext *ctx = b.getContext();
+    Value table = embed.getTable();
+    Value dtable = generic(
+        b, {embed.getTokens(), adjoints[0]},
+        filled(b, sizesOf(b, table), b.getF32Type(), 0.0),
+        {dimsMap(ctx, 4, {2, 3}), dimsMap(ctx, 4, {2, 3, 1}),
+         dimsMap(ctx, 4, {0, 1})},
+        iterators(2, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value token =
+              arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
+          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, token,
+                                            loopIndex(b, 0));
+          Value added = arith::AddFOp::create(b, args[2], toF32(b, args[1]));
+          return arith::SelectOp::create(b, hit, added, args[2]);
+        });
+    return {asTypeOf(b, dtable, table), Value()};
+  }
+};
+
+/// The two halves of dy along time.
+struct ConcatGradient
+    : public DifferentiableOpInterface::ExternalModel<ConcatGradient,
+                                                      ConcatOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto concat = cast<ConcatOp>(op);
+    Value dy = adjoints[0];
+    Value split = dimOf(b, concat.getFirst(), 1);
+    auto part = [&](Value like, Value offset) {
+      AffineMap id = b.getMultiDimIdentityMap(3);
+      Value init =
+          tensor::EmptyOp::create(b, sizesOf(b, like), elementTypeOf(like));
+      return generic(b, {}, init, {id}, iterators(3),
+                     [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+                       Value time =
+                           arith::AddIOp::create(b, loopIndex(b, 1), offset);
+                       return tensor::ExtractOp::create(
+                           b, dy,
+                           ValueRange{loopIndex(b, 0), time, loopIndex(b, 2)});
+                     });
+    };
+    return {part(concat.getFirst(), indexConstant(b, 0)),
+            part(concat.getSecond(), split)};
+  }
+};
+
+/// dlogits[b, t, v] = dloss · (softmax(logits[b, t])[v] - [v = target]) / BT.
+struct CrossEntropyGradient
+    : public DifferentiableOpInterface::ExternalModel<CrossEntropyGradient,
+                                                      CrossEntropyOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto loss = cast<CrossEntropyOp>(op);
+    MLIRContext *ctx = b.getContext();
+    Value logits = loss.getLogits(), targets = loss.getTargets();
+    Type f32 = b.getF32Type();
+    SmallVector<OpFoldResult> rows = sizesOf(b, targets);
+    AffineMap all = dimsMap(ctx, 3, {0, 1, 2}), row = dimsMap(ctx, 3, {0, 1});
+    auto [maxima, sums] = softmaxStatistics(b, logits);
+    Value count = indexToF32(
+        b, arith::MulIOp::create(b, dimOf(b, targets, 0), dimOf(b, targets, 1)));
+    Value upstream = tensor::ExtractOp::create(b, adjoints[0], ValueRange{});
+    Value factor = arith::DivFOp::create(b, upstream, count);
+    Value dlogits = generic(
+        b, {logits, maxima, sums, targets},
+        tensor::EmptyOp::create(b, sizesOf(b, logits), f32),
+        {all, row, row, row, all}, iterators(3),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value shifted = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
+          Value p =
+              arith::DivFOp::create(b, math::ExpOp::create(b, shifted), args[2]);
+          Value target =
+              arith::IndexCastOp::create(b, b.getIndexType(), args[3]);
+          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                            target, loopIndex(b, 2));
+          Value minusOne = arith::SubFOp::create(b, p, f32Constant(b, 1.0));
+          Value d = arith::SelectOp::create(b, hit, minusOne, p);
+          return arith::MulFOp::create(b, d, factor);
+        });
+    return {asTypeOf(b, dlogits, logits), Value()};
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Routing
+//===----------------------------------------------------------------------===//
+
+/// s = sigmoid(z), z = x·wᵀ: dz = ds·s·(1 - s), dx = dz·w, dw = dzᵀ·x.
+struct GateGradient
+    : public DifferentiableOpInterface::ExternalModel<GateGradient, GateOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto gate = cast<GateOp>(op);
+    MLIRContext *ctx = b.getContext();
+    Value x = gate.getInput(), w = gate.getWeight();
+    Value scores = gate.getResult(), dscores = adjoints[0];
+    if (gate.getResult().getType().getRank() == 3) {
+      SmallVector<ReassociationIndices> flat = {{0}, {1, 2}};
+      scores = tensor::CollapseShapeOp::create(b, scores, flat);
+      dscores = tensor::CollapseShapeOp::create(b, dscores, flat);
+    }
+    AffineMap id = b.getMultiDimIdentityMap(2);
+    Value dz = generic(
+        b, {dscores, scores},
+        tensor::EmptyOp::create(b, sizesOf(b, scores), b.getF32Type()),
+        {id, id, id}, iterators(2),
+        [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value slope = arith::MulFOp::create(
+              b, args[1],
+              arith::SubFOp::create(b, f32Constant(b, 1.0), args[1]));
+          return arith::MulFOp::create(b, args[0], slope);
+        });
+    Value dx = contractF32(b, dz, dimsMap(ctx, 3, {0, 2}), w,
+                           dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
+                           iterators(2, 1), {sizesOf(b, x)[0], sizesOf(b, x)[1]});
+    Value dw = contractF32(b, dz, dimsMap(ctx, 3, {2, 0}), x,
+                           dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
+                           iterators(2, 1), {sizesOf(b, w)[0], sizesOf(b, w)[1]});
+    return {asTypeOf(b, dx, x), asTypeOf(b, dw, w)};
+  }
+};
+
+/// The selected values come from the scores: scatter their adjoints back to
+/// the chosen positions. No gradient through the choice, none into the mask.
+struct TopKGradient
+    : public DifferentiableOpInterface::ExternalModel<TopKGradient, TopKOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto topk = cast<TopKOp>(op);
+    SmallVector<Value> none(op->getNumOperands(), Value());
+    if (!adjoints[0])
+      return none;
+    MLIRContext *ctx = b.getContext();
+    Value scores = topk.getScores();
+    unsigned rank = topk.getScores().getType().getRank();
+    // (prefix..., e | j): scores[..., e] gets dv[..., j] where i[..., j] = e.
+    SmallVector<unsigned> out, route;
+    for (unsigned d = 0; d < rank; ++d)
+      out.push_back(d);
+    for (unsigned d = 0; d + 1 < rank; ++d)
+      route.push_back(d);
+    route.push_back(rank);
+    AffineMap routeMap = dimsMap(ctx, rank + 1, route);
+    Value dscores = generic(
+        b, {adjoints[0], topk.getIndices()},
+        filled(b, sizesOf(b, scores), b.getF32Type(), 0.0),
+        {routeMap, routeMap, dimsMap(ctx, rank + 1, out)},
+        iterators(rank, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value chosen =
+              arith::IndexCastOp::create(b, b.getIndexType(), args[1]);
+          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                            chosen, loopIndex(b, rank - 1));
+          Value added = arith::AddFOp::create(b, args[2], args[0]);
+          return arith::SelectOp::create(b, hit, added, args[2]);
+        });
+    none[0] = dscores;
+    return none;
+  }
+};
+
+/// out[n, h, f] = Σ_j g · Σ_d x[n, d] · W[r, d, f], r = h·E + i[n, h, j]:
+///   dx[n, d]    = Σ_{h, j, f} g · dout[n, h, f] · W[r, d, f]
+///   dg[n, h, j] = Σ_{f, d} dout[n, h, f] · x[n, d] · W[r, d, f]
+///   dW[r, d, f] = Σ_n x[n, d] · C[n, r, f],  C = Σ_j [route] g · dout[n, h, f]
+struct ExpertProjGradient
+    : public DifferentiableOpInterface::ExternalModel<ExpertProjGradient,
+                                                      ExpertProjOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto proj = cast<ExpertProjOp>(op);
+    MLIRContext *ctx = b.getContext();
+    Value x = proj.getInput(), w = proj.getWeight(), g = proj.getGates();
+    Value idx = proj.getIndices(), dout = adjoints[0];
+    Value perHead = expertsPerHead(b, w, g);
+    Type f32 = b.getF32Type();
+    auto weightAt = [&](ImplicitLocOpBuilder &b, Value h, Value e, Value d,
+                        Value f) -> Value {
+      Value row = expertRow(b, h, perHead, e);
+      return toF32(b, tensor::ExtractOp::create(b, w, ValueRange{row, d, f}));
+    };
+
+    // dx over (n, d | h, j, f).
+    Value dx = generic(
+        b, {dout, g, idx}, filled(b, sizesOf(b, x), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 2, 4}), dimsMap(ctx, 5, {0, 2, 3}),
+         dimsMap(ctx, 5, {0, 2, 3}), dimsMap(ctx, 5, {0, 1})},
+        iterators(2, 3), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value wv = weightAt(b, loopIndex(b, 2), args[2], loopIndex(b, 1),
+                              loopIndex(b, 4));
+          Value term = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, toF32(b, args[0]), args[1]), wv);
+          return arith::AddFOp::create(b, args[3], term);
+        });
+    // dg over (n, h, j | f, d).
+    Value dg = generic(
+        b, {dout, x, idx}, filled(b, sizesOf(b, g), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 4}),
+         dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
+        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 4),
+                              loopIndex(b, 3));
+          Value term = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1])),
+              wv);
+          return arith::AddFOp::create(b, args[3], term);
+        });
+    // dW = Σ_n x[n, d] · C[n, r, f] over (r, d, f | n).
+    SmallVector<OpFoldResult> wSizes = sizesOf(b, w);
+    Value c = routeSums(b, g, idx, perHead, wSizes[0], wSizes[2],
+                        [&](ImplicitLocOpBuilder &b, Value n, Value h, Value,
+                            Value f) -> Value {
+                          return toF32(b, tensor::ExtractOp::create(
+                                              b, dout, ValueRange{n, h, f}));
+                        });
+    Value dw = contractF32(b, x, dimsMap(ctx, 4, {3, 1}), c,
+                           dimsMap(ctx, 4, {3, 0, 2}),
+                           dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1), wSizes);
+    return {asTypeOf(b, dx, x), asTypeOf(b, dw, w), dg, Value()};
+  }
+};
+
+/// y[n, o] = Σ_h Σ_j g · Σ_f heads[n, h, f] · W[r, f, o]:
+///   dheads[n, h, f] = Σ_{j, o} g · dy[n, o] · W[r, f, o]
+///   dg[n, h, j]     = Σ_{f, o} heads[n, h, f] · W[r, f, o] · dy[n, o]
+///   dW[r, f, o]     = Σ_n C[n, r, f] · dy[n, o],  C = Σ_j [route] g · heads
+struct ExpertMergeGradient
+    : public DifferentiableOpInterface::ExternalModel<ExpertMergeGradient,
+                                                      ExpertMergeOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto merge = cast<ExpertMergeOp>(op);
+    MLIRContext *ctx = b.getContext();
+    Value heads = merge.getHeads(), w = merge.getWeight(), g = merge.getGates();
+    Value idx = merge.getIndices(), dy = adjoints[0];
+    Value perHead = expertsPerHead(b, w, g);
+    Type f32 = b.getF32Type();
+    auto weightAt = [&](ImplicitLocOpBuilder &b, Value h, Value e, Value f,
+                        Value o) -> Value {
+      Value row = expertRow(b, h, perHead, e);
+      return toF32(b, tensor::ExtractOp::create(b, w, ValueRange{row, f, o}));
+    };
+
+    // dheads over (n, h, f | j, o).
+    Value dheads = generic(
+        b, {dy, g, idx}, filled(b, sizesOf(b, heads), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 4}), dimsMap(ctx, 5, {0, 1, 3}),
+         dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 1, 2})},
+        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 2),
+                              loopIndex(b, 4));
+          Value term = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, toF32(b, args[0]), args[1]), wv);
+          return arith::AddFOp::create(b, args[3], term);
+        });
+    // dg over (n, h, j | f, o).
+    Value dg = generic(
+        b, {heads, dy, idx}, filled(b, sizesOf(b, g), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 4}),
+         dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
+        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 3),
+                              loopIndex(b, 4));
+          Value term = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1])),
+              wv);
+          return arith::AddFOp::create(b, args[3], term);
+        });
+    // dW = Σ_n C[n, r, f] · dy[n, o] over (r, f, o | n).
+    SmallVector<OpFoldResult> wSizes = sizesOf(b, w);
+    Value c = routeSums(b, g, idx, perHead, wSizes[0], wSizes[1],
+                        [&](ImplicitLocOpBuilder &b, Value n, Value h, Value,
+                            Value f) -> Value {
+                          return toF32(b, tensor::ExtractOp::create(
+                                              b, heads, ValueRange{n, h, f}));
+                        });
+    Value dw = contractF32(b, c, dimsMap(ctx, 4, {3, 0, 1}), dy,
+                           dimsMap(ctx, 4, {3, 2}), dimsMap(ctx, 4, {0, 1, 2}),
+                           iterators(3, 1), wSizes);
+    return {asTypeOf(b, dheads, heads), asTypeOf(b, dw, w), dg, Value()};
+  }
+};
+
+/// y = Σ_j g · ReLU(x·up[e])·down[e], with hpre = x·up[e], hid = ReLU(hpre):
+///   dg[n, j]       = Σ_{q, o} hid · down[e, q, o] · dy[n, o]
+///   dhpre[n, j, q] = [hpre > 0] · g · Σ_o dy[n, o] · down[e, q, o]
+///   dx[n, d]       = Σ_{j, q} dhpre · up[e, d, q]
+///   ddown[e, q, o] = Σ_n C[n, e, q] · dy[n, o],   C  = Σ_j [route] g · hid
+///   dup[e, d, q]   = Σ_n x[n, d] · C2[n, e, q],   C2 = Σ_j [route] dhpre
+struct ExpertMlpGradient
+    : public DifferentiableOpInterface::ExternalModel<ExpertMlpGradient,
+                                                      ExpertMlpOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto mlp = cast<ExpertMlpOp>(op);
+    MLIRContext *ctx = b.getContext();
+    Value x = mlp.getInput(), up = mlp.getUp(), down = mlp.getDown();
+    Value g = mlp.getGates(), idx = mlp.getIndices(), dy = adjoints[0];
+    Type f32 = b.getF32Type();
+    auto expert = [&](ImplicitLocOpBuilder &b, Value index) -> Value {
+      return arith::IndexCastOp::create(b, b.getIndexType(), index);
+    };
+
+    // hpre[n, j, q] over (n, j, q | d).
+    SmallVector<OpFoldResult> hiddenSizes = sizesOf(b, g);
+    hiddenSizes.push_back(sizesOf(b, up)[2]);
+    Value hpre = generic(
+        b, {x, idx}, filled(b, hiddenSizes, f32, 0.0),
+        {dimsMap(ctx, 4, {0, 3}), dimsMap(ctx, 4, {0, 1}),
+         dimsMap(ctx, 4, {0, 1, 2})},
+        iterators(3, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value weight = tensor::ExtractOp::create(
+              b, up,
+              ValueRange{expert(b, args[1]), loopIndex(b, 3), loopIndex(b, 2)});
+          return arith::AddFOp::create(
+              b, args[2],
+              arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, weight)));
+        });
+    auto relu = [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+      return arith::MaximumFOp::create(b, v, f32Constant(b, 0.0));
+    };
+
+    // dg[n, j] over (n, j | q, o).
+    Value dg = generic(
+        b, {hpre, dy, idx}, filled(b, sizesOf(b, g), f32, 0.0),
+        {dimsMap(ctx, 4, {0, 1, 2}), dimsMap(ctx, 4, {0, 3}),
+         dimsMap(ctx, 4, {0, 1}), dimsMap(ctx, 4, {0, 1})},
+        iterators(2, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value weight = tensor::ExtractOp::create(
+              b, down,
+              ValueRange{expert(b, args[2]), loopIndex(b, 2), loopIndex(b, 3)});
+          Value term = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, relu(b, args[0]), toF32(b, weight)),
+              toF32(b, args[1]));
+          return arith::AddFOp::create(b, args[3], term);
+        });
+    // Σ_o dy · down over (n, j, q | o), then the gate and the ReLU mask.
+    Value back = generic(
+        b, {dy, idx}, filled(b, hiddenSizes, f32, 0.0),
+        {dimsMap(ctx, 4, {0, 3}), dimsMap(ctx, 4, {0, 1}),
+         dimsMap(ctx, 4, {0, 1, 2})},
+        iterators(3, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value weight = tensor::ExtractOp::create(
+              b, down,
+              ValueRange{expert(b, args[1]), loopIndex(b, 2), loopIndex(b, 3)});
+          return arith::AddFOp::create(
+              b, args[2],
+              arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, weight)));
+        });
+    AffineMap id3 = b.getMultiDimIdentityMap(3);
+    Value dhpre = generic(
+        b, {back, hpre, g}, tensor::EmptyOp::create(b, hiddenSizes, f32),
+        {id3, id3, dimsMap(ctx, 3, {0, 1}), id3}, iterators(3),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value active = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
+                                               args[1], f32Constant(b, 0.0));
+          Value gated = arith::MulFOp::create(b, args[0], args[2]);
+          return arith::SelectOp::create(b, active, gated,
+                                         f32Constant(b, 0.0));
+        });
+    // dx[n, d] over (n, d | j, q).
+    Value dx = generic(
+        b, {dhpre, idx}, filled(b, sizesOf(b, x), f32, 0.0),
+        {dimsMap(ctx, 4, {0, 2, 3}), dimsMap(ctx, 4, {0, 2}),
+         dimsMap(ctx, 4, {0, 1})},
+        iterators(2, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value weight = tensor::ExtractOp::create(
+              b, up,
+              ValueRange{expert(b, args[1]), loopIndex(b, 1), loopIndex(b, 3)});
+          return arith::AddFOp::create(
+              b, args[2], arith::MulFOp::create(b, args[0], toF32(b, weight)));
+        });
+    // Expert weights through the dense route sums (one head).
+    Value experts = dimOf(b, up, 0);
+    SmallVector<OpFoldResult> upSizes = sizesOf(b, up),
+                              downSizes = sizesOf(b, down);
+    Value c = routeSums(b, g, idx, experts, upSizes[0], upSizes[2],
+                        [&](ImplicitLocOpBuilder &b, Value n, Value, Value j,
+                            Value q) -> Value {
+                          return relu(b, tensor::ExtractOp::create(
+                                             b, hpre, ValueRange{n, j, q}));
+                        });
+    Value ddown = contractF32(b, c, dimsMap(ctx, 4, {3, 0, 1}), dy,
+                              dimsMap(ctx, 4, {3, 2}),
+                              dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1),
+                              downSizes);
+    Value c2 = routeSums(b, Value(), idx, experts, upSizes[0], upSizes[2],
+                         [&](ImplicitLocOpBuilder &b, Value n, Value, Value j,
+                             Value q) -> Value {
+                           return tensor::ExtractOp::create(
+                               b, dhpre, ValueRange{n, j, q});
+                         });
+    Value dup = contractF32(b, x, dimsMap(ctx, 4, {3, 1}), c2,
+                            dimsMap(ctx, 4, {3, 0, 2}),
+                            dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1),
+                            upSizes);
+    return {asTypeOf(b, dx, x), asTypeOf(b, dup, up), asTypeOf(b, ddown, down),
+            dg, Value()};
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// With P the softmax weights (recomputed) and ds = P·(dP - Σ_u P·dP):
+///   dv = Σ_t P · do,  dP = do · v,  dq = Σ_u ds · (k + rel[δ]),
+///   dk = Σ_t ds · q,  drel[δ] = Σ_{b, t} ds[b, t, t + shift - δ] · q.
+struct AttentionGradient
+    : public DifferentiableOpInterface::ExternalModel<AttentionGradient,
+                                                      AttentionOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto attention = cast<AttentionOp>(op);
+    MLIRContext *ctx = b.getContext();
+    Value q = attention.getQuery(), k = attention.getKey();
+    Value v = attention.getValue(), rel = attention.getRel();
+    Value dout = adjoints[0];
+    Type f32 = b.getF32Type();
+    Value p = attentionWeights(b, q, k, rel);
+    Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
+    SmallVector<OpFoldResult> pSizes = sizesOf(b, p);
+
+    // dv[b, u, a, f] over (b, u, a, f | t).
+    Value dv = contractF32(b, p, dimsMap(ctx, 5, {0, 4, 1, 2}), dout,
+                           dimsMap(ctx, 5, {0, 4, 2, 3}),
+                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
+                           sizesOf(b, v));
+    // dP[b, t, u, a] over (b, t, u, a | f).
+    Value dp = contractF32(b, dout, dimsMap(ctx, 5, {0, 1, 3, 4}), v,
+                           dimsMap(ctx, 5, {0, 2, 3, 4}),
+                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
+                           pSizes);
+    // Row sums Σ_u P·dP over (b, t, a | u), then ds.
+    Value rowSums = contractF32(b, p, dimsMap(ctx, 4, {0, 1, 3, 2}), dp,
+                                dimsMap(ctx, 4, {0, 1, 3, 2}),
+                                dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1),
+                                {pSizes[0], pSizes[1], pSizes[3]});
+    AffineMap id4 = b.getMultiDimIdentityMap(4);
+    Value ds = generic(
+        b, {p, dp, rowSums}, tensor::EmptyOp::create(b, pSizes, f32),
+        {id4, id4, dimsMap(ctx, 4, {0, 1, 3}), id4}, iterators(4),
+        [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          return arith::MulFOp::create(
+              b, args[0], arith::SubFOp::create(b, args[1], args[2]));
+        });
+    // dq[b, t, a, f] over (b, t, a, f | u), with the relative keys.
+    Value dq = generic(
+        b, {ds, k}, filled(b, sizesOf(b, q), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 1, 4, 2}), dimsMap(ctx, 5, {0, 4, 2, 3}),
+         dimsMap(ctx, 5, {0, 1, 2, 3})},
+        iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value key = toF32(b, args[1]);
+          if (rel) {
+            Value distance = arith::SubIOp::create(
+                b, arith::AddIOp::create(b, loopIndex(b, 1), shift),
+                loopIndex(b, 4));
+            distance = arith::MaxSIOp::create(b, distance, indexConstant(b, 0));
+            Value relKey = tensor::ExtractOp::create(
+                b, rel, ValueRange{distance, loopIndex(b, 2), loopIndex(b, 3)});
+            key = arith::AddFOp::create(b, key, toF32(b, relKey));
+          }
+          return arith::AddFOp::create(b, args[2],
+                                       arith::MulFOp::create(b, args[0], key));
+        });
+    // dk[b, u, a, f] over (b, u, a, f | t).
+    Value dk = contractF32(b, ds, dimsMap(ctx, 5, {0, 4, 1, 2}), q,
+                           dimsMap(ctx, 5, {0, 4, 2, 3}),
+                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
+                           sizesOf(b, k));
+    Value drel;
+    if (rel) {
+      // drel[δ, a, f] over (δ, a, f | b, t), u = t + shift - δ.
+      Value keys = dimOf(b, k, 1);
+      drel = generic(
+          b, {q}, filled(b, sizesOf(b, rel), f32, 0.0),
+          {dimsMap(ctx, 5, {3, 4, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
+          iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+            Value u = arith::SubIOp::create(
+                b, arith::AddIOp::create(b, loopIndex(b, 4), shift),
+                loopIndex(b, 0));
+            Value valid = arith::AndIOp::create(
+                b,
+                arith::CmpIOp::create(b, arith::CmpIPredicate::sge, u,
+                                      indexConstant(b, 0)),
+                arith::CmpIOp::create(b, arith::CmpIPredicate::slt, u, keys));
+            Value clamped = arith::MaxSIOp::create(
+                b, arith::MinSIOp::create(
+                       b, u, arith::SubIOp::create(b, keys, indexConstant(b, 1))),
+                indexConstant(b, 0));
+            Value dsv = tensor::ExtractOp::create(
+                b, ds,
+                ValueRange{loopIndex(b, 3), loopIndex(b, 4), clamped,
+                           loopIndex(b, 1)});
+            Value term = arith::MulFOp::create(b, dsv, toF32(b, args[0]));
+            return arith::AddFOp::create(
+                b, args[1],
+                arith::SelectOp::create(b, valid, term, f32Constant(b, 0.0)));
+          });
+      drel = asTypeOf(b, drel, rel);
+    }
+    SmallVector<Value> result = {asTypeOf(b, dq, q), asTypeOf(b, dk, k),
+                                 asTypeOf(b, dv, v)};
+    if (rel)
+      result.push_back(drel);
+    return result;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// arith.addf and the reshapes
+//===----------------------------------------------------------------------===//
+
+/// a + b on tensors: both get the adjoint of the sum.
+struct AddGradient
+    : public DifferentiableOpInterface::ExternalModel<AddGradient,
+                                                      arith::AddFOp> {
+  SmallVector<Value> buildAdjoints(Operation *, ImplicitLocOpBuilder &,
+                                   ValueRange adjoints) const {
+    return {adjoints[0], adjoints[0]};
+  }
+};
+
+/// The adjoint of a collapse is the matching expand, and back.
+struct CollapseGradient
+    : public DifferentiableOpInterface::ExternalModel<CollapseGradient,
+                                                      tensor::CollapseShapeOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto collapse = cast<tensor::CollapseShapeOp>(op);
+    Value source = collapse.getSrc();
+    return {tensor::ExpandShapeOp::create(
+        b, source.getType(), adjoints[0], collapse.getReassociationIndices(),
+        sizesOf(b, source))};
+  }
+};
+
+struct ExpandGradient
+    : public DifferentiableOpInterface::ExternalModel<ExpandGradient,
+                                                      tensor::ExpandShapeOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto expand = cast<tensor::ExpandShapeOp>(op);
+    SmallVector<Value> result(op->getNumOperands(), Value());
+    result[0] = tensor::CollapseShapeOp::create(
+        b, expand.getSrc().getType(), adjoints[0],
+        expand.getReassociationIndices());
+    return result;
+  }
+};
+
+} // namespace
+
+void mlir::moe::registerGradientModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, MoeDialect *) {
+    LinearOp::attachInterface<LinearGradient>(*ctx);
+    ReluOp::attachInterface<ReluGradient>(*ctx);
+    LayerNormOp::attachInterface<LayerNormGradient>(*ctx);
+    RopeOp::attachInterface<RopeGradient>(*ctx);
+    EmbedOp::attachInterface<EmbedGradient>(*ctx);
+    ConcatOp::attachInterface<ConcatGradient>(*ctx);
+    CrossEntropyOp::attachInterface<CrossEntropyGradient>(*ctx);
+    GateOp::attachInterface<GateGradient>(*ctx);
+    TopKOp::attachInterface<TopKGradient>(*ctx);
+    ExpertProjOp::attachInterface<ExpertProjGradient>(*ctx);
+    ExpertMergeOp::attachInterface<ExpertMergeGradient>(*ctx);
+    ExpertMlpOp::attachInterface<ExpertMlpGradient>(*ctx);
+    AttentionOp::attachInterface<AttentionGradient>(*ctx);
+  });
+  registry.addExtension(+[](MLIRContext *ctx, arith::ArithDialect *) {
+    arith::AddFOp::attachInterface<AddGradient>(*ctx);
+  });
+  registry.addExtension(+[](MLIRContext *ctx, tensor::TensorDialect *) {
+    tensor::CollapseShapeOp::attachInterface<CollapseGradient>(*ctx);
+    tensor::ExpandShapeOp::attachInterface<ExpandGradient>(*ctx);
+  });
+}

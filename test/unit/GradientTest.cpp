@@ -1,0 +1,315 @@
+//===- GradientTest.cpp - finite-difference checks of the gradients -------===//
+//
+// Compiles functions and models with their loss-and-gradient functions
+// (lm-differentiate, through runtime::CpuProgram with `gradients`) and
+// compares every parameter's gradient with central finite differences of
+// the compiled loss: for each op with a gradient rule and for every layer
+// kind (embedding, layer norm, routers, top-k, the V and O expert
+// projections, sigma-MoE, dense FFN, attention with RoPE and with
+// Transformer-XL memory, cross-entropy).
+//
+// Tolerance: central differences with step h = 3e-3 on an f32 loss; a
+// sample passes when |fd - analytic| <= 3e-4 + 2e-2·max(|fd|, |analytic|).
+// Inputs are random but seeded, with the top-k scores and ReLU inputs far
+// enough from their kinks for the step not to cross them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/CpuProgram.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <random>
+
+using namespace switchyard;
+namespace rt = switchyard::runtime;
+using llvm::formatv;
+
+namespace {
+
+constexpr double kStep = 3e-3, kAbsolute = 3e-4, kRelative = 2e-2;
+
+rt::HostTensor randomTensor(const std::vector<int64_t> &shape, unsigned seed,
+                            float scale) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float &v : values)
+    v = uniform(generator);
+  return rt::HostTensor::fromValues<float>("", rt::ElementType::f32, shape,
+                                           values);
+}
+
+rt::HostTensor indices(const std::vector<int64_t> &shape, int64_t bound,
+                       unsigned seed) {
+  std::mt19937 generator(seed);
+  std::uniform_int_distribution<int32_t> uniform(0, int32_t(bound - 1));
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  std::vector<int32_t> values(static_cast<size_t>(count));
+  for (int32_t &v : values)
+    v = uniform(generator);
+  return rt::HostTensor::fromValues<int32_t>("", rt::ElementType::i32, shape,
+                                             values);
+}
+
+/// Compiles `source` with gradients and checks every parameter gradient of
+/// `<name>_grad` at up to `samples` elements per parameter. Parameters are
+/// `params` by name when given (model parameters from their initialisers),
+/// else uniform in [-scale, scale]; `data` binds the other arguments in
+/// order (targets last for models).
+void checkGradients(const std::string &source, const std::string &name,
+                    std::vector<rt::HostTensor> data, unsigned seed,
+                    float scale = 0.5f, int samples = 8) {
+  rt::CompileOptions options;
+  options.gradients = true;
+  llvm::Expected<std::unique_ptr<rt::CpuProgram>> compiled =
+      rt::CpuProgram::compile(source, "gradient-test.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(compiled))
+      << llvm::toString(compiled.takeError());
+  rt::CpuProgram &program = **compiled;
+  const rt::FunctionSpec *grad = program.lookup(name + "_grad");
+  ASSERT_TRUE(grad) << "no @" << name << "_grad";
+
+  std::vector<rt::HostTensor> arguments;
+  std::vector<size_t> paramArgs;
+  size_t next = 0;
+  for (auto [index, spec] : llvm::enumerate(grad->arguments)) {
+    if (spec.param.empty()) {
+      ASSERT_LT(next, data.size()) << "missing data argument #" << index;
+      arguments.push_back(data[next++]);
+      continue;
+    }
+    paramArgs.push_back(index);
+    if (const rt::ParamSpec *declared = program.params().find(spec.param)) {
+      std::vector<float> values(size_t(declared->numElements()));
+      rt::initialize(*declared, seed, values);
+      arguments.push_back(rt::HostTensor::fromValues<float>(
+          spec.param, rt::ElementType::f32, spec.shape, values));
+    } else {
+      arguments.push_back(randomTensor(spec.shape, seed + unsigned(index),
+                                       scale));
+    }
+  }
+  ASSERT_EQ(next, data.size()) << "unused data arguments";
+
+  auto evaluate = [&]() -> std::vector<rt::HostTensor> {
+    std::vector<const rt::HostTensor *> pointers;
+    for (const rt::HostTensor &a : arguments)
+      pointers.push_back(&a);
+    llvm::Expected<std::vector<rt::HostTensor>> results =
+        program.call(grad->name, pointers);
+    if (!results) {
+      ADD_FAILURE() << llvm::toString(results.takeError());
+      return {};
+    }
+    return std::move(*results);
+  };
+  std::vector<rt::HostTensor> analytic = evaluate();
+  ASSERT_EQ(analytic.size(), paramArgs.size() + 1);
+
+  std::mt19937 generator(seed);
+  for (auto [p, argIndex] : llvm::enumerate(paramArgs)) {
+    const std::string &paramName = grad->arguments[argIndex].param;
+    std::span<float> values = arguments[argIndex].values<float>();
+    std::span<const float> gradient = analytic[p + 1].values<float>();
+    ASSERT_EQ(values.size(), gradient.size()) << paramName;
+    std::vector<size_t> chosen;
+    if (values.size() <= size_t(samples)) {
+      for (size_t i = 0; i < values.size(); ++i)
+        chosen.push_back(i);
+    } else {
+      std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
+      for (int s = 0; s < samples; ++s)
+        chosen.push_back(pick(generator));
+    }
+    double largest = 0;
+    for (float g : gradient)
+      largest = std::max(largest, double(std::abs(g)));
+    EXPECT_GT(largest, 0.0) << "the gradient of " << paramName
+                            << " is identically zero";
+    for (size_t i : chosen) {
+      float original = values[i];
+      values[i] = original + float(kStep);
+      double up = evaluate().at(0).values<float>()[0];
+      values[i] = original - float(kStep);
+      double down = evaluate().at(0).values<float>()[0];
+      values[i] = original;
+      double fd = (up - down) / (2 * kStep);
+      double an = gradient[i];
+      EXPECT_LE(std::abs(fd - an),
+                kAbsolute + kRelative * std::max(std::abs(fd), std::abs(an)))
+          << paramName << "[" << i << "]: finite difference " << fd
+          << ", analytic " << an;
+    }
+  }
+}
+
+/// A function of `params` computing `body`, whose result `%out` of type
+/// `outType` ([B, T, V]) is scored by cross-entropy against `%t`.
+std::string lossFunction(const std::string &args, const std::string &body,
+                         const std::string &logitsType,
+                         const std::string &targetsType) {
+  return formatv(R"mlir(
+    func.func @f({0}, %t: {3}) -> tensor<f32> {{
+      {1}
+      %loss = moe.cross_entropy %logits, %t : {2}, {3} -> tensor<f32>
+      return %loss : tensor<f32>
+    })mlir",
+                 args, body, logitsType, targetsType)
+      .str();
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+TEST(GradientTest, Linear) {
+  checkGradients(lossFunction(
+                     R"(%x: tensor<4x6xf32> {lm.param = "x"}, %w: tensor<5x6xf32> {lm.param = "w"})",
+                     R"(%y = moe.linear %x, %w {scale = 0.7} : tensor<4x6xf32>, tensor<5x6xf32> -> tensor<4x5xf32>
+      %logits = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 4, 5] : tensor<4x5xf32> into tensor<1x4x5xf32>)",
+                     "tensor<1x4x5xf32>", "tensor<1x4xi32>"),
+                 "f", {indices({1, 4}, 5, 1)}, 10);
+}
+
+TEST(GradientTest, Relu) {
+  checkGradients(lossFunction(R"(%x: tensor<4x5xf32> {lm.param = "x"})",
+                              R"(%y = moe.relu %x : tensor<4x5xf32>
+      %logits = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 4, 5] : tensor<4x5xf32> into tensor<1x4x5xf32>)",
+                              "tensor<1x4x5xf32>", "tensor<1x4xi32>"),
+                 "f", {indices({1, 4}, 5, 2)}, 20, 2.0f, 20);
+}
+
+TEST(GradientTest, LayerNorm) {
+  checkGradients(lossFunction(
+                     R"(%x: tensor<2x3x6xf32> {lm.param = "x"}, %w: tensor<6xf32> {lm.param = "w"}, %b: tensor<6xf32> {lm.param = "b"})",
+                     R"(%logits = moe.layer_norm %x, %w, %b : tensor<2x3x6xf32>, tensor<6xf32>)",
+                     "tensor<2x3x6xf32>", "tensor<2x3xi32>"),
+                 "f", {indices({2, 3}, 6, 3)}, 30, 1.0f, 12);
+}
+
+TEST(GradientTest, Rope) {
+  checkGradients(lossFunction(R"(%x: tensor<1x4x2x8xf32> {lm.param = "x"})",
+                              R"(%y = moe.rope %x {offset = 2} : tensor<1x4x2x8xf32>
+      %logits = tensor.collapse_shape %y [[0], [1], [2, 3]] : tensor<1x4x2x8xf32> into tensor<1x4x16xf32>)",
+                              "tensor<1x4x16xf32>", "tensor<1x4xi32>"),
+                 "f", {indices({1, 4}, 16, 4)}, 40, 1.0f, 16);
+}
+
+TEST(GradientTest, EmbedAndConcat) {
+  checkGradients(lossFunction(
+                     R"(%table: tensor<7x5xf32> {lm.param = "table"}, %tokens: tensor<1x3xi32>, %a: tensor<1x2x5xf32> {lm.param = "a"})",
+                     R"(%e = moe.embed %table, %tokens : tensor<7x5xf32>, tensor<1x3xi32> -> tensor<1x3x5xf32>
+      %logits = moe.concat %a, %e : tensor<1x2x5xf32>, tensor<1x3x5xf32> -> tensor<1x5x5xf32>)",
+                     "tensor<1x5x5xf32>", "tensor<1x5xi32>"),
+                 "f", {indices({1, 3}, 7, 5), indices({1, 5}, 5, 6)}, 50, 1.0f,
+                 35);
+}
+
+TEST(GradientTest, GateAndTopK) {
+  // Router scores through top-3 of 6 experts, scored by the loss.
+  checkGradients(lossFunction(
+                     R"(%x: tensor<6x5xf32> {lm.param = "x"}, %w: tensor<12x5xf32> {lm.param = "w"})",
+                     R"(%s = moe.gate %x, %w : tensor<6x5xf32>, tensor<12x5xf32> -> tensor<6x2x6xf32>
+      %v, %i = moe.topk %s k(3) : tensor<6x2x6xf32> -> tensor<6x2x3xf32>, tensor<6x2x3xi32>
+      %logits = tensor.expand_shape %v [[0], [1], [2]] output_shape [6, 2, 3] : tensor<6x2x3xf32> into tensor<6x2x3xf32>)",
+                     "tensor<6x2x3xf32>", "tensor<6x2xi32>"),
+                 "f", {indices({6, 2}, 3, 7)}, 60, 1.0f, 12);
+}
+
+TEST(GradientTest, ExpertProjections) {
+  // V: x through 2 heads × 3 experts (k = 2); O: back to width 6.
+  checkGradients(lossFunction(
+                     R"(%x: tensor<5x6xf32> {lm.param = "x"}, %wv: tensor<6x6x4xf32> {lm.param = "wv"}, %gv: tensor<5x2x2xf32> {lm.param = "gv"}, %iv: tensor<5x2x2xi32>, %wo: tensor<6x4x6xf32> {lm.param = "wo"}, %go: tensor<5x2x2xf32> {lm.param = "go"}, %io: tensor<5x2x2xi32>)",
+                     R"(%h = moe.expert_proj %x, %wv, %gv, %iv : tensor<5x6xf32>, tensor<6x6x4xf32>, tensor<5x2x2xf32>, tensor<5x2x2xi32> -> tensor<5x2x4xf32>
+      %y = moe.expert_merge %h, %wo, %go, %io : tensor<5x2x4xf32>, tensor<6x4x6xf32>, tensor<5x2x2xf32>, tensor<5x2x2xi32> -> tensor<5x6xf32>
+      %logits = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 5, 6] : tensor<5x6xf32> into tensor<1x5x6xf32>)",
+                     "tensor<1x5x6xf32>", "tensor<1x5xi32>"),
+                 "f",
+                 {indices({5, 2, 2}, 3, 8), indices({5, 2, 2}, 3, 9),
+                  indices({1, 5}, 6, 10)},
+                 70);
+}
+
+TEST(GradientTest, ExpertMlp) {
+  checkGradients(lossFunction(
+                     R"(%x: tensor<5x6xf32> {lm.param = "x"}, %up: tensor<4x6x3xf32> {lm.param = "up"}, %down: tensor<4x3x6xf32> {lm.param = "down"}, %g: tensor<5x2xf32> {lm.param = "g"}, %i: tensor<5x2xi32>)",
+                     R"(%y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<5x6xf32>, tensor<4x6x3xf32>, tensor<4x3x6xf32>, tensor<5x2xf32>, tensor<5x2xi32> -> tensor<5x6xf32>
+      %logits = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 5, 6] : tensor<5x6xf32> into tensor<1x5x6xf32>)",
+                     "tensor<1x5x6xf32>", "tensor<1x5xi32>"),
+                 "f", {indices({5, 2}, 4, 11), indices({1, 5}, 6, 12)}, 80,
+                 1.0f);
+}
+
+TEST(GradientTest, AttentionWithRelativeKeys) {
+  checkGradients(lossFunction(
+                     R"(%q: tensor<1x3x2x4xf32> {lm.param = "q"}, %k: tensor<1x5x2x4xf32> {lm.param = "k"}, %v: tensor<1x5x2x4xf32> {lm.param = "v"}, %r: tensor<5x2x4xf32> {lm.param = "rel"})",
+                     R"(%o = moe.attention %q, %k, %v rel(%r : tensor<5x2x4xf32>) : tensor<1x3x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x3x2x4xf32>
+      %logits = tensor.collapse_shape %o [[0], [1], [2, 3]] : tensor<1x3x2x4xf32> into tensor<1x3x8xf32>)",
+                     "tensor<1x3x8xf32>", "tensor<1x3xi32>"),
+                 "f", {indices({1, 3}, 8, 13)}, 90, 1.0f, 12);
+}
+
+TEST(GradientTest, AttentionCausal) {
+  checkGradients(lossFunction(
+                     R"(%q: tensor<2x4x2x3xf32> {lm.param = "q"}, %k: tensor<2x4x2x3xf32> {lm.param = "k"}, %v: tensor<2x4x2x3xf32> {lm.param = "v"})",
+                     R"(%o = moe.attention %q, %k, %v : tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32> -> tensor<2x4x2x3xf32>
+      %logits = tensor.collapse_shape %o [[0], [1], [2, 3]] : tensor<2x4x2x3xf32> into tensor<2x4x6xf32>)",
+                     "tensor<2x4x6xf32>", "tensor<2x4xi32>"),
+                 "f", {indices({2, 4}, 6, 14)}, 100, 1.0f, 12);
+}
+
+TEST(GradientTest, CrossEntropy) {
+  checkGradients(
+      lossFunction(R"(%logits: tensor<2x3x5xf32> {lm.param = "logits"})", "",
+                   "tensor<2x3x5xf32>", "tensor<2x3xi32>"),
+      "f", {indices({2, 3}, 5, 15)}, 110, 2.0f, 30);
+}
+
+//===----------------------------------------------------------------------===//
+// Layers, through models (loss against targets added by lm-differentiate)
+//===----------------------------------------------------------------------===//
+
+TEST(GradientTest, SwitchAllLayersWithXlMemory) {
+  // Embedding, SwitchHead (XL, memory), sigma-MoE, dense attention (XL,
+  // memory), dense FFN, final norm, output head.
+  const char *model = R"mlir(
+    lm.model @m(%t: tensor<?x4xi32>, %m0: tensor<?x4x12xf32>, %m1: tensor<?x4x12xf32>) -> (tensor<?x4x11xf32>, tensor<?x4x12xf32>) {
+      %x0 = lm.embed "embed" %t {vocab = 11} : tensor<?x4xi32> -> tensor<?x4x12xf32>
+      %a0 = lm.switchhead "layers.0.att" %x0 memory(%m0 : tensor<?x4x12xf32>) {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<xl>} : tensor<?x4x12xf32>
+      %x1 = lm.sigma_moe "layers.0.ffn" %a0 {experts = 4, k = 2, expert_dim = 5} : tensor<?x4x12xf32>
+      %a1 = lm.mha "layers.1.att" %x1 memory(%m1 : tensor<?x4x12xf32>) {heads = 2, head_dim = 4, pos = #lm.pos<xl>} : tensor<?x4x12xf32>
+      %x2 = lm.ffn "layers.1.ffn" %a1 {d_ff = 7} : tensor<?x4x12xf32>
+      %h = lm.layer_norm "norm" %x2 : tensor<?x4x12xf32>
+      %l = lm.output "out" %h {vocab = 11} : tensor<?x4x12xf32> -> tensor<?x4x11xf32>
+      lm.return %l, %x1 : tensor<?x4x11xf32>, tensor<?x4x12xf32>
+    })mlir";
+  checkGradients(model, "m",
+                 {indices({2, 4}, 11, 16), randomTensor({2, 4, 12}, 17, 1.0f),
+                  randomTensor({2, 4, 12}, 18, 1.0f), indices({2, 4}, 11, 19)},
+                 120);
+}
+
+TEST(GradientTest, RopeLayers) {
+  // SwitchHead with k = E and dense attention, both with RoPE.
+  const char *model = R"mlir(
+    lm.model @m(%t: tensor<?x5xi32>) -> tensor<?x5x9xf32> {
+      %x0 = lm.embed "embed" %t {vocab = 9} : tensor<?x5xi32> -> tensor<?x5x8xf32>
+      %a0 = lm.switchhead "layers.0.att" %x0 {heads = 2, experts = 2, k = 2, head_dim = 4, pos = #lm.pos<rope>} : tensor<?x5x8xf32>
+      %a1 = lm.mha "layers.1.att" %a0 {heads = 1, head_dim = 8, pos = #lm.pos<rope>} : tensor<?x5x8xf32>
+      %l = lm.output "out" %a1 {vocab = 9} : tensor<?x5x8xf32> -> tensor<?x5x9xf32>
+      lm.return %l : tensor<?x5x9xf32>
+    })mlir";
+  checkGradients(model, "m", {indices({2, 5}, 9, 20), indices({2, 5}, 9, 21)},
+                 130);
+}
+
+} // namespace
