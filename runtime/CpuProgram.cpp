@@ -194,7 +194,8 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   }
   // Stage 2: lower to linalg; the functions' tensor signatures are final.
   mlir::PassManager lowering(&context);
-  mlir::switchyard::buildLowerToLinalgPipeline(lowering, options.gradients);
+  mlir::switchyard::buildLowerToLinalgPipeline(lowering, options.gradients,
+                                               options.trainStep);
   if (failed(lowering.run(*module)))
     return compileError("lowering to linalg");
   for (mlir::func::FuncOp func : module->getOps<mlir::func::FuncOp>()) {

@@ -56,6 +56,9 @@ struct CompileOptions {
   /// (see lm-differentiate): it takes the model's arguments and then the
   /// targets, and returns the loss and each parameter's gradient.
   bool gradients = false;
+  /// Also compile each model's AdamW step `<model>_train_step` (see
+  /// lm-build-train-step); implies `gradients`.
+  bool trainStep = false;
   /// LLVM optimisation level of the JIT (0-3).
   unsigned optLevel = 2;
 };

@@ -44,13 +44,21 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Also build each model's loss-and-gradient function "
                      "(<model>_grad)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> trainStep{
+      *this, "train-step",
+      llvm::cl::desc("Also build each model's AdamW train step "
+                     "(<model>_train_step; implies gradients)"),
+      llvm::cl::init(false)};
 };
 
 /// Stages 2-3 and the reference lowering: lm layers decomposed into moe
 /// ops, models turned into functions taking their parameters, with
 /// `gradients` their loss-and-gradient functions (lm-differentiate), and moe
 /// ops lowered to linalg on tensors.
-void buildLowerToLinalgPipeline(OpPassManager &pm, bool gradients);
+/// With `trainStep` (which implies `gradients`), also each model's
+/// optimizer step (lm-build-train-step).
+void buildLowerToLinalgPipeline(OpPassManager &pm, bool gradients,
+                                bool trainStep = false);
 
 /// Stages 5-6 for the CPU: linalg on tensors (with arith, math, scf,
 /// tensor) in func.func, to the LLVM dialect. Public functions return

@@ -30,11 +30,13 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
 }
 
 void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
-                                            bool gradients) {
+                                            bool gradients, bool trainStep) {
   pm.addPass(lm::createLmDecomposeLayersPass());
   pm.addPass(lm::createConvertLmToFuncPass());
-  if (gradients)
+  if (gradients || trainStep)
     pm.addPass(lm::createLmDifferentiatePass());
+  if (trainStep)
+    pm.addPass(lm::createLmBuildTrainStepPass());
   pm.addPass(createConvertMoeToLinalgPass());
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());
@@ -75,7 +77,7 @@ void switchyard::buildCpuPipeline(OpPassManager &pm,
   FrontendPipelineOptions frontend;
   frontend.numLayers = options.numLayers;
   buildFrontendPipeline(pm, frontend);
-  buildLowerToLinalgPipeline(pm, options.gradients);
+  buildLowerToLinalgPipeline(pm, options.gradients, options.trainStep);
   buildCpuCodegenPipeline(pm);
 }
 

@@ -313,3 +313,171 @@ TEST(GradientTest, RopeLayers) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// The AdamW train step
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+const char *kTrainModel = R"mlir(
+  lm.model @m(%t: tensor<?x4xi32>) -> tensor<?x4x11xf32> {
+    %x0 = lm.embed "embed" %t {vocab = 11} : tensor<?x4xi32> -> tensor<?x4x8xf32>
+    %a0 = lm.switchhead "att" %x0 {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<rope>} : tensor<?x4x8xf32>
+    %x1 = lm.ffn "ffn" %a0 {d_ff = 6} : tensor<?x4x8xf32>
+    %h = lm.layer_norm "norm" %x1 : tensor<?x4x8xf32>
+    %l = lm.output "out" %h {vocab = 11} : tensor<?x4x8xf32> -> tensor<?x4x11xf32>
+    lm.return %l : tensor<?x4x11xf32>
+  })mlir";
+
+/// Calls `name` with `arguments`, failing the test on an error.
+std::vector<rt::HostTensor> callOrFail(rt::CpuProgram &program,
+                                       const std::string &name,
+                                       const std::vector<rt::HostTensor> &args) {
+  std::vector<const rt::HostTensor *> pointers;
+  for (const rt::HostTensor &a : args)
+    pointers.push_back(&a);
+  llvm::Expected<std::vector<rt::HostTensor>> results =
+      program.call(name, pointers);
+  if (!results) {
+    ADD_FAILURE() << llvm::toString(results.takeError());
+    return {};
+  }
+  return std::move(*results);
+}
+
+} // namespace
+
+TEST(GradientTest, TrainStepIsClippedAdamW) {
+  rt::CompileOptions options;
+  options.trainStep = true;
+  llvm::Expected<std::unique_ptr<rt::CpuProgram>> compiled =
+      rt::CpuProgram::compile(kTrainModel, "train.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(compiled))
+      << llvm::toString(compiled.takeError());
+  rt::CpuProgram &program = **compiled;
+  const rt::ParamTable &table = program.params();
+  size_t count = table.params.size();
+
+  std::vector<rt::HostTensor> params, m, v;
+  for (const rt::ParamSpec &spec : table.params) {
+    std::vector<float> values(size_t(spec.numElements()));
+    rt::initialize(spec, 5, values);
+    params.push_back(rt::HostTensor::fromValues<float>(
+        spec.name, rt::ElementType::f32, spec.shape, values));
+    m.push_back(randomTensor(spec.shape, 6, 0.01f));
+    std::vector<float> second(values.size());
+    for (float &s : second)
+      s = 1e-4f;
+    v.push_back(rt::HostTensor::fromValues<float>(
+        "", rt::ElementType::f32, spec.shape, second));
+  }
+  rt::HostTensor tokens = indices({2, 4}, 11, 7), targets = indices({2, 4}, 11, 8);
+  // lr, beta1, beta2, eps, weight decay, clip, 1 - beta1^t, 1 - beta2^t
+  // (step t = 3); the clip is small enough to engage.
+  const float beta1 = 0.9f, beta2 = 0.99f, t = 3;
+  std::vector<float> hyperValues = {1e-2f, beta1, beta2, 1e-8f, 0.1f, 0.5f,
+                                    1 - std::pow(beta1, t),
+                                    1 - std::pow(beta2, t)};
+  rt::HostTensor hyper = rt::HostTensor::fromValues<float>(
+      "", rt::ElementType::f32, {8}, hyperValues);
+
+  std::vector<rt::HostTensor> gradArgs = {tokens};
+  gradArgs.insert(gradArgs.end(), params.begin(), params.end());
+  gradArgs.push_back(targets);
+  std::vector<rt::HostTensor> grads = callOrFail(program, "m_grad", gradArgs);
+  ASSERT_EQ(grads.size(), count + 1);
+
+  std::vector<rt::HostTensor> stepArgs = gradArgs;
+  stepArgs.insert(stepArgs.end(), m.begin(), m.end());
+  stepArgs.insert(stepArgs.end(), v.begin(), v.end());
+  stepArgs.push_back(hyper);
+  std::vector<rt::HostTensor> out = callOrFail(program, "m_train_step", stepArgs);
+  ASSERT_EQ(out.size(), 2 + 3 * count);
+  EXPECT_EQ(out[0].values<float>()[0], grads[0].values<float>()[0]);
+
+  // The reference AdamW step, in double, from the gradients of m_grad.
+  double sumSquares = 0;
+  for (size_t p = 0; p < count; ++p)
+    for (float g : grads[p + 1].values<float>())
+      sumSquares += double(g) * g;
+  double norm = std::sqrt(sumSquares);
+  EXPECT_NEAR(out[1].values<float>()[0], norm, 1e-5 * norm);
+  double factor = std::min(1.0, 0.5 / norm);
+  ASSERT_LT(factor, 1.0) << "the test expects clipping to engage";
+  double worst = 0;
+  for (size_t p = 0; p < count; ++p) {
+    bool decays = table.params[p].shape.size() >= 2;
+    std::span<const float> g = grads[p + 1].values<float>();
+    std::span<const float> p0 = params[p].values<float>();
+    std::span<const float> m0 = m[p].values<float>(), v0 = v[p].values<float>();
+    std::span<const float> p1 = out[2 + p].values<float>();
+    std::span<const float> m1 = out[2 + count + p].values<float>();
+    std::span<const float> v1 = out[2 + 2 * count + p].values<float>();
+    for (size_t i = 0; i < g.size(); ++i) {
+      double gc = g[i] * factor;
+      double mn = beta1 * double(m0[i]) + (1 - beta1) * gc;
+      double vn = beta2 * double(v0[i]) + (1 - beta2) * gc * gc;
+      double direction = (mn / hyperValues[6]) /
+                         (std::sqrt(vn / hyperValues[7]) + hyperValues[3]);
+      if (decays)
+        direction += hyperValues[4] * p0[i];
+      double pn = p0[i] - hyperValues[0] * direction;
+      worst = std::max({worst, std::abs(m1[i] - mn) / (std::abs(mn) + 1e-6),
+                        std::abs(v1[i] - vn) / (std::abs(vn) + 1e-9),
+                        std::abs(p1[i] - pn) / (std::abs(pn) + 1e-6)});
+    }
+  }
+  // f32 arithmetic against the double reference.
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST(GradientTest, TrainStepsReduceTheLoss) {
+  rt::CompileOptions options;
+  options.trainStep = true;
+  llvm::Expected<std::unique_ptr<rt::CpuProgram>> compiled =
+      rt::CpuProgram::compile(kTrainModel, "train.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(compiled))
+      << llvm::toString(compiled.takeError());
+  rt::CpuProgram &program = **compiled;
+  std::vector<rt::HostTensor> params, moments;
+  for (const rt::ParamSpec &spec : program.params().params) {
+    std::vector<float> values(size_t(spec.numElements()));
+    rt::initialize(spec, 9, values);
+    params.push_back(rt::HostTensor::fromValues<float>(
+        spec.name, rt::ElementType::f32, spec.shape, values));
+    moments.push_back(rt::HostTensor::fromValues<float>(
+        "", rt::ElementType::f32, spec.shape,
+        std::vector<float>(values.size(), 0.0f)));
+  }
+  std::vector<rt::HostTensor> m = moments, v = moments;
+  rt::HostTensor tokens = indices({2, 4}, 11, 10), targets = indices({2, 4}, 11, 11);
+  float first = 0, last = 0;
+  for (int step = 1; step <= 30; ++step) {
+    std::vector<float> hyper = {3e-2f, 0.9f, 0.99f, 1e-8f, 0.0f, 1.0f,
+                                1 - std::pow(0.9f, float(step)),
+                                1 - std::pow(0.99f, float(step))};
+    std::vector<rt::HostTensor> args = {tokens};
+    args.insert(args.end(), params.begin(), params.end());
+    args.push_back(targets);
+    args.insert(args.end(), m.begin(), m.end());
+    args.insert(args.end(), v.begin(), v.end());
+    args.push_back(rt::HostTensor::fromValues<float>("", rt::ElementType::f32,
+                                                     {8}, hyper));
+    std::vector<rt::HostTensor> out = callOrFail(program, "m_train_step", args);
+    ASSERT_EQ(out.size(), 2 + 3 * params.size());
+    float loss = out[0].values<float>()[0];
+    if (step == 1)
+      first = loss;
+    last = loss;
+    size_t n = params.size();
+    for (size_t p = 0; p < n; ++p) {
+      params[p] = out[2 + p];
+      m[p] = out[2 + n + p];
+      v[p] = out[2 + 2 * n + p];
+    }
+  }
+  // Memorising one batch of 8 tokens over 11 classes: from about ln 11.
+  EXPECT_GT(first, 2.0f);
+  EXPECT_LT(last, 0.5f * first) << "first " << first << ", last " << last;
+}

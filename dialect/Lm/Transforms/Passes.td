@@ -154,4 +154,36 @@ def LmDifferentiatePass : Pass<"lm-differentiate", "ModuleOp"> {
   ];
 }
 
+def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
+  let summary = "Add the optimizer: one AdamW train step per model";
+  let description = [{
+    For every `<name>_grad` function (from `lm-differentiate`), adds
+    `<name>_train_step`: the same arguments, then the AdamW first and second
+    moments of every parameter (`m...`, then `v...`, each of its
+    parameter's type), then `hyper: tensor<8xf32>` holding
+    `[lr, beta1, beta2, eps, weight_decay, clip, 1 - beta1^t, 1 - beta2^t]`
+    (the runtime computes the schedule and the bias corrections per step).
+    It returns the loss, the global gradient norm before clipping, then the
+    new parameters, moments `m` and moments `v`.
+
+    The step: `g ← g · min(1, clip / ‖g‖)` over all parameters together
+    when `clip > 0`; `m ← β1·m + (1-β1)·g`; `v ← β2·v + (1-β2)·g²`;
+    `p ← p - lr·((m / (1-β1^t)) / (sqrt(v / (1-β2^t)) + eps) + wd·p)`, with
+    decoupled weight decay on matrices only (parameters of rank 2 or more;
+    not on norms and biases), as in AdamW.
+
+    ```mlir
+    func.func @m_train_step(%t: tensor<?x4xi32>, %w: tensor<16x8xf32> {lm.param = "w"},
+                            %targets: tensor<?x4xi32>, %m_w: tensor<16x8xf32>,
+                            %v_w: tensor<16x8xf32>, %hyper: tensor<8xf32>)
+        -> (tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>)
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 #endif // SWITCHYARD_DIALECT_LM_TRANSFORMS_PASSES_TD

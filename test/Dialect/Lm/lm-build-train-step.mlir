@@ -1,0 +1,25 @@
+// RUN: switchyard-opt %s -lm-differentiate -lm-build-train-step | FileCheck %s
+
+// The train step takes the _grad arguments, the AdamW moments m then v of
+// every parameter, and the hyperparameters; it returns the loss, the
+// gradient norm, and the new parameters, m and v. Its numerics are checked
+// against a C++ AdamW in test/unit/GradientTest.cpp.
+
+// CHECK-LABEL: func.func @f_train_step(
+// CHECK-SAME: %{{.*}}: tensor<4x6xf32> {lm.param = "x"}, %{{.*}}: tensor<6xf32> {lm.param = "b"}, %{{.*}}: tensor<1x4xi32>,
+// CHECK-SAME: %{{.*}}: tensor<4x6xf32> {lm.adam_m = "x"}, %{{.*}}: tensor<6xf32> {lm.adam_m = "b"},
+// CHECK-SAME: %{{.*}}: tensor<4x6xf32> {lm.adam_v = "x"}, %{{.*}}: tensor<6xf32> {lm.adam_v = "b"},
+// CHECK-SAME: %[[HYPER:.*]]: tensor<8xf32> {lm.hyper})
+// CHECK-SAME: -> (tensor<f32>, tensor<f32>, tensor<4x6xf32>, tensor<6xf32>, tensor<4x6xf32>, tensor<6xf32>, tensor<4x6xf32>, tensor<6xf32>)
+// The global norm, then one fused update per parameter.
+// CHECK: math.sqrt
+// CHECK: arith.minimumf
+// CHECK: %[[X:.*]]:3 = linalg.generic {{.*}} outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
+// CHECK: %[[B:.*]]:3 = linalg.generic {{.*}} outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<6xf32>, tensor<6xf32>, tensor<6xf32>)
+// CHECK: return %{{.*}}, %{{.*}}, %[[X]]#0, %[[B]]#0, %[[X]]#1, %[[B]]#1, %[[X]]#2, %[[B]]#2
+func.func @f(%x: tensor<4x6xf32> {lm.param = "x"}, %b: tensor<6xf32> {lm.param = "b"}, %t: tensor<1x4xi32>) -> tensor<f32> {
+  %n = moe.layer_norm %x, %b, %b : tensor<4x6xf32>, tensor<6xf32>
+  %l = tensor.expand_shape %n [[0, 1], [2]] output_shape [1, 4, 6] : tensor<4x6xf32> into tensor<1x4x6xf32>
+  %loss = moe.cross_entropy %l, %t : tensor<1x4x6xf32>, tensor<1x4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
