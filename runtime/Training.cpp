@@ -1,0 +1,508 @@
+//===- Training.cpp - training and evaluation loops -----------------------===//
+//
+// Implements corpora, the training loop around the compiled train step,
+// validation and checkpoints.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Training.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <chrono>
+#include <cmath>
+#include <numbers>
+
+using namespace switchyard::runtime;
+using llvm::Expected;
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/// The model a program trains: the function with a `_train_step` sibling
+/// (or, for evaluation, with parameters and logits), taking token ids and
+/// parameters only.
+Expected<const FunctionSpec *> modelOf(CpuProgram &program, bool training) {
+  const FunctionSpec *found = nullptr;
+  for (const FunctionSpec &function : program.functions()) {
+    llvm::StringRef name = function.name;
+    if (name.ends_with("_grad") || name.ends_with("_train_step"))
+      continue;
+    bool hasParams = llvm::any_of(function.arguments, [](const TensorSpec &a) {
+      return !a.param.empty();
+    });
+    if (!hasParams || (training && !program.lookup(function.name + "_train_step")))
+      continue;
+    if (found)
+      return failure("the module has several models (@" + found->name +
+                     ", @" + function.name + "); train one at a time");
+    found = &function;
+  }
+  if (!found)
+    return failure(training ? "no model with a train step in the module"
+                            : "no model in the module");
+  size_t data = 0;
+  for (const TensorSpec &argument : found->arguments)
+    data += argument.param.empty();
+  if (data != 1)
+    return failure("@" + found->name +
+                   " takes Transformer-XL memories: training XL models is not "
+                   "supported yet");
+  const TensorSpec &tokens = found->arguments.front();
+  if (!tokens.vocab || tokens.shape.size() != 2 || tokens.shape[1] < 1)
+    return failure("@" + found->name +
+                   ": expected token ids [batch, time] as the first argument");
+  if (*tokens.vocab < 256)
+    return failure(llvm::formatv("@{0}: the corpus is bytes, so the vocabulary "
+                                 "must be at least 256, found {1}",
+                                 found->name, *tokens.vocab));
+  return found;
+}
+
+/// Token ids and next-token targets of `count` windows starting at
+/// `offsets` (each of time + 1 bytes).
+std::pair<HostTensor, HostTensor> windows(const std::vector<uint8_t> &text,
+                                          llvm::ArrayRef<size_t> offsets,
+                                          int64_t time) {
+  std::vector<int32_t> tokens, targets;
+  for (size_t offset : offsets)
+    for (int64_t t = 0; t < time; ++t) {
+      tokens.push_back(text[offset + t]);
+      targets.push_back(text[offset + t + 1]);
+    }
+  std::vector<int64_t> shape = {int64_t(offsets.size()), time};
+  return {HostTensor::fromValues<int32_t>("tokens", ElementType::i32, shape,
+                                          tokens),
+          HostTensor::fromValues<int32_t>("targets", ElementType::i32, shape,
+                                          targets)};
+}
+
+/// Mean cross-entropy (nats) of logits [B, T, V] against targets.
+double crossEntropy(const HostTensor &logits, const HostTensor &targets) {
+  std::span<const float> l = logits.values<float>();
+  std::span<const int32_t> y = targets.values<int32_t>();
+  int64_t vocab = logits.shape[2];
+  double total = 0;
+  for (size_t row = 0; row < y.size(); ++row) {
+    const float *z = l.data() + row * vocab;
+    double top = *std::max_element(z, z + vocab), sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += std::exp(double(z[v]) - top);
+    total += std::log(sum) + top - z[y[row]];
+  }
+  return total / double(y.size());
+}
+
+std::vector<HostTensor> zerosLike(const std::vector<HostTensor> &tensors) {
+  std::vector<HostTensor> zeros;
+  for (const HostTensor &t : tensors) {
+    HostTensor z = t;
+    std::fill(z.bytes.begin(), z.bytes.end(), 0);
+    zeros.push_back(std::move(z));
+  }
+  return zeros;
+}
+
+const char *kFormat = "switchyard-checkpoint-1";
+
+llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
+                           const ParamTable &table, int64_t step,
+                           uint64_t seed, const std::vector<HostTensor> &params,
+                           const std::vector<HostTensor> &m,
+                           const std::vector<HostTensor> &v) {
+  std::vector<HostTensor> tensors;
+  for (size_t p = 0; p < params.size(); ++p) {
+    tensors.push_back(params[p]);
+    tensors.back().name = table.params[p].name;
+  }
+  for (auto [prefix, state] : {std::pair{"optimizer.m.", &m},
+                               std::pair{"optimizer.v.", &v}})
+    for (size_t p = 0; p < state->size(); ++p) {
+      tensors.push_back((*state)[p]);
+      tensors.back().name = prefix + table.params[p].name;
+    }
+  return writeSafetensors(path, tensors,
+                          {{"format", kFormat},
+                           {"model", model},
+                           {"step", std::to_string(step)},
+                           {"seed", std::to_string(seed)}});
+}
+
+/// Reads a checkpoint of `model`: parameters, and the optimizer state when
+/// `moments` is given. Returns the step it was written at.
+Expected<int64_t> readCheckpoint(const std::string &path,
+                                 const std::string &model,
+                                 const ParamTable &table,
+                                 std::vector<HostTensor> &params,
+                                 std::vector<HostTensor> *m,
+                                 std::vector<HostTensor> *v) {
+  TensorMetadata metadata;
+  Expected<std::vector<HostTensor>> tensors = readSafetensors(path, &metadata);
+  if (!tensors)
+    return tensors.takeError();
+  auto meta = [&](const std::string &key) -> std::string {
+    auto it = metadata.find(key);
+    return it == metadata.end() ? std::string() : it->second;
+  };
+  if (meta("format") != kFormat)
+    return failure(path + ": not a Switchyard training checkpoint (expected "
+                          "metadata format = " +
+                   kFormat + ", found '" + meta("format") + "')");
+  if (meta("model") != model)
+    return failure(path + ": a checkpoint of model @" + meta("model") +
+                   ", not of @" + model);
+  std::map<std::string, HostTensor *> byName;
+  for (HostTensor &tensor : *tensors)
+    byName[tensor.name] = &tensor;
+  auto take = [&](const std::string &name,
+                  const ParamSpec &spec) -> Expected<HostTensor> {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      return failure(path + ": tensor '" + name + "' is missing");
+    if (it->second->shape != spec.shape || it->second->type != ElementType::f32)
+      return failure(path + ": tensor '" + name +
+                     "' does not have the shape and type the model declares");
+    return *it->second;
+  };
+  params.clear();
+  for (const ParamSpec &spec : table.params) {
+    Expected<HostTensor> tensor = take(spec.name, spec);
+    if (!tensor)
+      return tensor.takeError();
+    params.push_back(std::move(*tensor));
+  }
+  for (auto [prefix, state] : {std::pair{"optimizer.m.", m},
+                               std::pair{"optimizer.v.", v}}) {
+    if (!state)
+      continue;
+    state->clear();
+    for (const ParamSpec &spec : table.params) {
+      Expected<HostTensor> tensor = take(prefix + spec.name, spec);
+      if (!tensor)
+        return tensor.takeError();
+      state->push_back(std::move(*tensor));
+    }
+  }
+  int64_t step = 0;
+  if (llvm::StringRef(meta("step")).getAsInteger(10, step) || step < 0)
+    return failure(path + ": metadata step is not a step number ('" +
+                   meta("step") + "')");
+  return step;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Corpora
+//===----------------------------------------------------------------------===//
+
+Expected<ByteCorpus> ByteCorpus::load(llvm::ArrayRef<std::string> paths,
+                                      double validFraction) {
+  if (!(validFraction > 0 && validFraction < 1))
+    return failure(llvm::formatv("the validation fraction must be in (0, 1), "
+                                 "found {0}",
+                                 validFraction));
+  std::vector<std::string> files;
+  for (const std::string &path : paths) {
+    if (!llvm::sys::fs::is_directory(path)) {
+      files.push_back(path);
+      continue;
+    }
+    std::error_code error;
+    std::vector<std::string> inside;
+    for (llvm::sys::fs::directory_iterator it(path, error), end;
+         it != end && !error; it.increment(error))
+      if (it->type() == llvm::sys::fs::file_type::regular_file)
+        inside.push_back(it->path());
+    if (error)
+      return failure("cannot list '" + path + "': " + error.message());
+    std::sort(inside.begin(), inside.end());
+    files.insert(files.end(), inside.begin(), inside.end());
+  }
+  ByteCorpus corpus;
+  std::vector<uint8_t> text;
+  for (const std::string &file : files) {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        llvm::MemoryBuffer::getFile(file);
+    if (!buffer)
+      return failure("cannot read corpus file '" + file +
+                     "': " + buffer.getError().message());
+    llvm::StringRef content = (*buffer)->getBuffer();
+    text.insert(text.end(), content.begin(), content.end());
+  }
+  corpus.source = llvm::join(paths, ", ");
+  size_t split = size_t(double(text.size()) * (1 - validFraction));
+  corpus.train.assign(text.begin(), text.begin() + split);
+  corpus.valid.assign(text.begin() + split, text.end());
+  return corpus;
+}
+
+Expected<ByteCorpus> ByteCorpus::loadFortunes(double validFraction) {
+  const char *directory = "/usr/share/games/fortunes";
+  if (!llvm::sys::fs::is_directory(directory))
+    return failure("the default corpus needs Debian's fortunes package "
+                   "(/usr/share/games/fortunes); install it (apt-get install "
+                   "fortunes) or pass --data");
+  std::vector<std::string> files;
+  std::error_code error;
+  for (llvm::sys::fs::directory_iterator it(directory, error), end;
+       it != end && !error; it.increment(error)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    // Fortune files have no extension: skip the .dat indices and the .u8
+    // links to the same text.
+    if (it->type() == llvm::sys::fs::file_type::regular_file &&
+        !name.contains('.'))
+      files.push_back(it->path());
+  }
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const std::string &file : files) {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        llvm::MemoryBuffer::getFile(file);
+    if (!buffer)
+      continue;
+    llvm::SmallVector<llvm::StringRef> lines;
+    (*buffer)->getBuffer().split(lines, '\n');
+    for (llvm::StringRef line : lines)
+      if (line != "%")
+        text.append(line.begin(), line.end()).push_back('\n');
+  }
+  if (text.empty())
+    return failure("no fortune text found under /usr/share/games/fortunes");
+  ByteCorpus corpus;
+  corpus.source = "Debian fortunes (/usr/share/games/fortunes)";
+  size_t split = size_t(double(text.size()) * (1 - validFraction));
+  corpus.train.assign(text.begin(), text.begin() + split);
+  corpus.valid.assign(text.begin() + split, text.end());
+  return corpus;
+}
+
+double ByteCorpus::unigramEntropyBits() const {
+  std::array<double, 256> counts{};
+  for (uint8_t byte : train)
+    counts[byte] += 1;
+  double entropy = 0;
+  for (double count : counts)
+    if (count > 0) {
+      double p = count / double(train.size());
+      entropy -= p * std::log2(p);
+    }
+  return entropy;
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+double switchyard::runtime::scheduledLr(const TrainConfig &config,
+                                        int64_t step) {
+  double warm = config.warmup > 0
+                    ? std::min(1.0, double(step) / double(config.warmup))
+                    : 1.0;
+  double progress = std::clamp(double(step) / double(config.steps), 0.0, 1.0);
+  return config.lr * warm * 0.5 * (1 + std::cos(std::numbers::pi * progress));
+}
+
+Expected<EvalRecord> switchyard::runtime::evaluate(
+    CpuProgram &program, const ByteCorpus &corpus,
+    const std::vector<HostTensor> &params, int64_t windowCount,
+    int64_t batch) {
+  Expected<const FunctionSpec *> model = modelOf(program, /*training=*/false);
+  if (!model)
+    return model.takeError();
+  int64_t time = (*model)->arguments.front().shape[1];
+  if (corpus.valid.size() < size_t(time + 1))
+    return failure("the validation text is shorter than one window");
+  // Evenly spaced, fixed windows over the validation text.
+  size_t span = corpus.valid.size() - size_t(time) - 1;
+  double total = 0;
+  int64_t done = 0;
+  while (done < windowCount) {
+    int64_t count = std::min(batch, windowCount - done);
+    std::vector<size_t> offsets;
+    for (int64_t i = 0; i < count; ++i)
+      offsets.push_back(size_t(double(span) * double(done + i) /
+                               double(std::max<int64_t>(windowCount - 1, 1))));
+    auto [tokens, targets] = windows(corpus.valid, offsets, time);
+    std::vector<const HostTensor *> args = {&tokens};
+    for (const HostTensor &p : params)
+      args.push_back(&p);
+    Expected<std::vector<HostTensor>> logits =
+        program.call((*model)->name, args);
+    if (!logits)
+      return logits.takeError();
+    total += crossEntropy((*logits)[0], targets) * double(count);
+    done += count;
+  }
+  EvalRecord record;
+  record.loss = total / double(windowCount);
+  record.bitsPerByte = record.loss / std::numbers::ln2;
+  return record;
+}
+
+Expected<std::vector<HostTensor>>
+switchyard::runtime::loadParams(CpuProgram &program, llvm::StringRef path) {
+  Expected<const FunctionSpec *> model = modelOf(program, /*training=*/false);
+  if (!model)
+    return model.takeError();
+  std::vector<HostTensor> params;
+  Expected<int64_t> step = readCheckpoint(path.str(), (*model)->name,
+                                          program.params(), params, nullptr,
+                                          nullptr);
+  if (!step)
+    return step.takeError();
+  return params;
+}
+
+Expected<TrainSummary> switchyard::runtime::train(
+    CpuProgram &program, const ByteCorpus &corpus, const TrainConfig &config,
+    llvm::function_ref<void(const StepRecord &)> onStep,
+    llvm::function_ref<void(const EvalRecord &)> onEval) {
+  if (config.steps < 1 || config.batch < 1)
+    return failure("steps and batch must be positive");
+  Expected<const FunctionSpec *> model = modelOf(program, /*training=*/true);
+  if (!model)
+    return model.takeError();
+  const std::string name = (*model)->name;
+  int64_t time = (*model)->arguments.front().shape[1];
+  if (corpus.train.size() < size_t(time + 1))
+    return failure(llvm::formatv("the training text ({0} bytes) is shorter "
+                                 "than one window of {1} bytes",
+                                 corpus.train.size(), time + 1));
+  const ParamTable &table = program.params();
+
+  // State: fresh, or from the checkpoint to resume.
+  std::vector<HostTensor> params, m, v;
+  int64_t start = 0;
+  if (!config.resume.empty()) {
+    Expected<int64_t> step =
+        readCheckpoint(config.resume, name, table, params, &m, &v);
+    if (!step)
+      return step.takeError();
+    start = *step;
+  } else {
+    for (const ParamSpec &spec : table.params) {
+      if (spec.dtype != DType::f32)
+        return failure("parameter '" + spec.name +
+                       "': training supports f32 parameters only");
+      std::vector<float> values(size_t(spec.numElements()));
+      initialize(spec, config.seed, values);
+      params.push_back(HostTensor::fromValues<float>(
+          spec.name, ElementType::f32, spec.shape, values));
+    }
+    m = zerosLike(params);
+    v = zerosLike(params);
+  }
+
+  TrainSummary summary;
+  summary.model = name;
+  summary.tokensPerStep = config.batch * time;
+  auto evalNow = [&](int64_t step) -> llvm::Error {
+    Expected<EvalRecord> record = evaluate(
+        program, corpus, params, config.evalBatches * config.batch,
+        config.batch);
+    if (!record)
+      return record.takeError();
+    record->step = step;
+    summary.evals.push_back(*record);
+    onEval(*record);
+    return llvm::Error::success();
+  };
+
+  auto begin = std::chrono::steady_clock::now();
+  size_t span = corpus.train.size() - size_t(time) - 1;
+  size_t count = params.size();
+  for (int64_t step = start + 1; step <= config.steps; ++step) {
+    auto stepBegin = std::chrono::steady_clock::now();
+    // The batch depends on (seed, step) only.
+    std::vector<size_t> offsets;
+    for (int64_t i = 0; i < config.batch; ++i)
+      offsets.push_back(
+          size_t(mix(config.seed ^ mix(uint64_t(step) * 1315423911u + i)) %
+                 (span + 1)));
+    auto [tokens, targets] = windows(corpus.train, offsets, time);
+    double lr = scheduledLr(config, step);
+    std::vector<float> hyper = {
+        float(lr),
+        float(config.beta1),
+        float(config.beta2),
+        float(config.eps),
+        float(config.weightDecay),
+        float(config.clip),
+        float(1 - std::pow(config.beta1, double(step))),
+        float(1 - std::pow(config.beta2, double(step)))};
+    HostTensor hyperTensor =
+        HostTensor::fromValues<float>("hyper", ElementType::f32, {8}, hyper);
+    std::vector<const HostTensor *> args = {&tokens};
+    for (const HostTensor &p : params)
+      args.push_back(&p);
+    args.push_back(&targets);
+    for (const HostTensor &t : m)
+      args.push_back(&t);
+    for (const HostTensor &t : v)
+      args.push_back(&t);
+    args.push_back(&hyperTensor);
+    Expected<std::vector<HostTensor>> out =
+        program.call(name + "_train_step", args);
+    if (!out)
+      return out.takeError();
+    StepRecord record;
+    record.step = step;
+    record.loss = (*out)[0].values<float>()[0];
+    record.gradNorm = (*out)[1].values<float>()[0];
+    record.lr = lr;
+    for (size_t p = 0; p < count; ++p) {
+      params[p] = std::move((*out)[2 + p]);
+      m[p] = std::move((*out)[2 + count + p]);
+      v[p] = std::move((*out)[2 + 2 * count + p]);
+    }
+    record.seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - stepBegin)
+                         .count();
+    summary.steps.push_back(record);
+    onStep(record);
+    if (!std::isfinite(record.loss))
+      return failure(llvm::formatv("the loss diverged at step {0} ({1}); try "
+                                   "a lower learning rate",
+                                   step, record.loss));
+
+    bool stopping = config.stopAfter > 0 && step == config.stopAfter;
+    bool last = step == config.steps || stopping;
+    if (config.evalEvery > 0 && step % config.evalEvery == 0 && !last)
+      if (llvm::Error error = evalNow(step))
+        return std::move(error);
+    if (!config.checkpoint.empty() &&
+        (last || (config.checkpointEvery > 0 &&
+                  step % config.checkpointEvery == 0)))
+      if (llvm::Error error = saveCheckpoint(config.checkpoint, name, table,
+                                             step, config.seed, params, m, v))
+        return std::move(error);
+    if (stopping)
+      break;
+  }
+  if (llvm::Error error = evalNow(summary.steps.empty()
+                                      ? start
+                                      : summary.steps.back().step))
+    return std::move(error);
+  summary.seconds = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - begin)
+                        .count();
+  return summary;
+}

@@ -1,0 +1,111 @@
+//===- Training.h - training and evaluation loops ---------------*- C++ -*-===//
+//
+// Trains and evaluates language models compiled for the CPU: byte-level
+// corpora, deterministic batches, the cosine learning-rate schedule with
+// linear warm-up, the compiled AdamW step (<model>_train_step), validation
+// in bits per byte, and checkpoints (parameters and optimizer state in one
+// safetensors file, written atomically) that resume exactly.
+//
+// Batches depend only on (seed, step), and the state is fully in the
+// checkpoint, so a resumed run repeats an uninterrupted one bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_RUNTIME_TRAINING_H
+#define SWITCHYARD_RUNTIME_TRAINING_H
+
+#include "runtime/CpuProgram.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace switchyard::runtime {
+
+/// A byte-level text corpus: the first part trains, the last validates.
+struct ByteCorpus {
+  std::vector<uint8_t> train, valid;
+  /// Where it came from, for reports.
+  std::string source;
+
+  /// Concatenates the files in `paths` (a directory contributes its plain
+  /// files, sorted by name) and keeps the last `validFraction` for
+  /// validation.
+  static llvm::Expected<ByteCorpus> load(llvm::ArrayRef<std::string> paths,
+                                         double validFraction);
+  /// The default corpus: the plain text of Debian's `fortunes` package
+  /// (/usr/share/games/fortunes), without its index files and `%` lines.
+  static llvm::Expected<ByteCorpus> loadFortunes(double validFraction);
+
+  /// The entropy of the byte distribution of the training text, in bits
+  /// per byte: what a model that knows only byte frequencies achieves.
+  double unigramEntropyBits() const;
+};
+
+/// Hyperparameters and bookkeeping of a run.
+struct TrainConfig {
+  int64_t steps = 300;
+  int64_t batch = 8;
+  int64_t warmup = 30;
+  double lr = 2e-3;
+  double beta1 = 0.9, beta2 = 0.99, eps = 1e-8;
+  double weightDecay = 0.0;
+  double clip = 0.25;
+  uint64_t seed = 0;
+  /// Validate every this many steps (0: only at the end).
+  int64_t evalEvery = 100;
+  /// Validation windows: evalBatches × batch sequences.
+  int64_t evalBatches = 4;
+  /// Write a checkpoint here every `checkpointEvery` steps and at the end.
+  std::string checkpoint;
+  int64_t checkpointEvery = 0;
+  /// Resume from this checkpoint.
+  std::string resume;
+  /// End the run after this step, as an interruption would (the schedule
+  /// still runs to `steps`; a checkpoint is written at the stop). 0: never.
+  int64_t stopAfter = 0;
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0, gradNorm = 0, lr = 0, seconds = 0;
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  double loss = 0, bitsPerByte = 0;
+};
+
+/// What a run did.
+struct TrainSummary {
+  std::string model;
+  std::vector<StepRecord> steps;
+  std::vector<EvalRecord> evals;
+  int64_t tokensPerStep = 0;
+  double seconds = 0;
+};
+
+/// The learning rate at `step` (1-based): linear warm-up to `lr`, then a
+/// cosine decay to 0 at `steps`.
+double scheduledLr(const TrainConfig &config, int64_t step);
+
+/// Trains the model of `program` (compiled with `trainStep`) on `corpus`.
+/// `onStep` and `onEval` report progress.
+llvm::Expected<TrainSummary>
+train(CpuProgram &program, const ByteCorpus &corpus, const TrainConfig &config,
+      llvm::function_ref<void(const StepRecord &)> onStep,
+      llvm::function_ref<void(const EvalRecord &)> onEval);
+
+/// The mean validation loss of `params` (by name) on `corpus`, over
+/// `windows` sequences.
+llvm::Expected<EvalRecord>
+evaluate(CpuProgram &program, const ByteCorpus &corpus,
+         const std::vector<HostTensor> &params, int64_t windows,
+         int64_t batch);
+
+/// Reads the parameters (and, when present, optimizer state) of a
+/// checkpoint written by `train`, checking it belongs to `program`.
+llvm::Expected<std::vector<HostTensor>>
+loadParams(CpuProgram &program, llvm::StringRef path);
+
+} // namespace switchyard::runtime
+
+#endif // SWITCHYARD_RUNTIME_TRAINING_H
