@@ -213,6 +213,23 @@ Expected<int64_t> readCheckpoint(const std::string &path,
 // Corpora
 //===----------------------------------------------------------------------===//
 
+/// Holds out every n-th block for validation (n = 1/fraction), so that
+/// validation text is drawn from the whole corpus. Blocks are 4 KiB, or
+/// smaller for small texts (at least four periods of blocks, 64 bytes).
+void split(llvm::ArrayRef<uint8_t> text, double validFraction,
+           ByteCorpus &corpus) {
+  size_t period =
+      std::max<size_t>(2, size_t(std::llround(1.0 / validFraction)));
+  size_t block = std::clamp<size_t>(text.size() / (4 * period), 64, 4096);
+  for (size_t start = 0, index = 0; start < text.size();
+       start += block, ++index) {
+    size_t end = std::min(text.size(), start + block);
+    std::vector<uint8_t> &part =
+        index % period == period - 1 ? corpus.valid : corpus.train;
+    part.insert(part.end(), text.begin() + start, text.begin() + end);
+  }
+}
+
 Expected<ByteCorpus> ByteCorpus::load(llvm::ArrayRef<std::string> paths,
                                       double validFraction) {
   if (!(validFraction > 0 && validFraction < 1))
@@ -248,9 +265,7 @@ Expected<ByteCorpus> ByteCorpus::load(llvm::ArrayRef<std::string> paths,
     text.insert(text.end(), content.begin(), content.end());
   }
   corpus.source = llvm::join(paths, ", ");
-  size_t split = size_t(double(text.size()) * (1 - validFraction));
-  corpus.train.assign(text.begin(), text.begin() + split);
-  corpus.valid.assign(text.begin() + split, text.end());
+  split(text, validFraction, corpus);
   return corpus;
 }
 
@@ -288,9 +303,9 @@ Expected<ByteCorpus> ByteCorpus::loadFortunes(double validFraction) {
     return failure("no fortune text found under /usr/share/games/fortunes");
   ByteCorpus corpus;
   corpus.source = "Debian fortunes (/usr/share/games/fortunes)";
-  size_t split = size_t(double(text.size()) * (1 - validFraction));
-  corpus.train.assign(text.begin(), text.begin() + split);
-  corpus.valid.assign(text.begin() + split, text.end());
+  split(llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(text.data()),
+                                text.size()),
+        validFraction, corpus);
   return corpus;
 }
 

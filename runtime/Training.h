@@ -20,15 +20,17 @@
 
 namespace switchyard::runtime {
 
-/// A byte-level text corpus: the first part trains, the last validates.
+/// A byte-level text corpus split into training and validation text: every
+/// n-th block (n = 1 / validFraction; 4 KiB blocks, smaller for small texts)
+/// is held out for validation.
 struct ByteCorpus {
   std::vector<uint8_t> train, valid;
   /// Where it came from, for reports.
   std::string source;
 
   /// Concatenates the files in `paths` (a directory contributes its plain
-  /// files, sorted by name) and keeps the last `validFraction` for
-  /// validation.
+  /// files, sorted by name) and holds out about `validFraction` of it, in
+  /// interleaved blocks, for validation.
   static llvm::Expected<ByteCorpus> load(llvm::ArrayRef<std::string> paths,
                                          double validFraction);
   /// The default corpus: the plain text of Debian's `fortunes` package

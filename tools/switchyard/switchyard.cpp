@@ -494,8 +494,8 @@ struct CorpusOptions {
                       "(default: Debian's fortunes)"),
              cl::value_desc("path"), cl::cat(category)),
         validFraction("valid-fraction",
-                      cl::desc("Share of the text kept for validation "
-                               "(default 0.05)"),
+                      cl::desc("Share of the text held out for validation, in "
+                               "interleaved 4 KiB blocks (default 0.05)"),
                       cl::init(0.05), cl::cat(category)) {}
 
   llvm::Expected<rt::ByteCorpus> load() const {
@@ -506,6 +506,18 @@ struct CorpusOptions {
                                 validFraction);
   }
 };
+
+/// Writes `text` to `path` (kept only when complete).
+llvm::Error writeText(const std::string &path, const std::string &text) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(path, &error);
+  if (!out)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot write '" + path + "': " + error);
+  out->os() << text;
+  out->keep();
+  return llvm::Error::success();
+}
 
 std::string formatDuration(double seconds) {
   int64_t s = int64_t(seconds + 0.5);
@@ -728,23 +740,15 @@ int runTrain(int argc, char **argv) {
         {"final_validation_bits_per_byte", final.bitsPerByte},
         {"train", std::move(stepsJson)},
         {"validation", std::move(evalsJson)}};
-    std::string error;
-    std::unique_ptr<llvm::ToolOutputFile> out =
-        openOutputFile(summaryPath, &error);
-    if (!out)
-      return fail("cannot write '" + summaryPath + "': " + error);
-    out->os() << llvm::formatv("{0:2}\n", llvm::json::Value(std::move(root)));
-    out->keep();
+    if (llvm::Error error = writeText(
+            summaryPath,
+            llvm::formatv("{0:2}\n", llvm::json::Value(std::move(root))).str()))
+      return fail(std::move(error));
   }
-  if (!curvePath.empty()) {
-    std::string error;
-    std::unique_ptr<llvm::ToolOutputFile> out =
-        openOutputFile(curvePath, &error);
-    if (!out)
-      return fail("cannot write '" + curvePath + "': " + error);
-    out->os() << lossCurveSvg(*summary, unigram);
-    out->keep();
-  }
+  if (!curvePath.empty())
+    if (llvm::Error error =
+            writeText(curvePath, lossCurveSvg(*summary, unigram)))
+      return fail(std::move(error));
   return 0;
 }
 
