@@ -40,14 +40,7 @@ def Lm_Probability : ConfinedAttr<DefaultValuedAttr<F64Attr, "0.0">,
 
 class Lm_LayerOp<string mnemonic, list<Trait> traits = []>
     : Lm_Op<mnemonic, !listconcat(traits, [Pure,
-        DeclareOpInterfaceMethods<Lm_ParamOwnerOpInterface, ["getParams"]>])> {
-  let extraClassDeclaration = [{
-    /// The full name of the parameter `suffix` owned by this layer.
-    std::string paramName(::llvm::StringRef suffix) {
-      return (getLayerName() + "." + suffix).str();
-    }
-  }];
-}
+        DeclareOpInterfaceMethods<Lm_ParamOwnerOpInterface, ["getParams"]>])>;
 
 //===----------------------------------------------------------------------===//
 // ModelOp

@@ -25,9 +25,6 @@ class MathDialect;
 namespace moe {
 class MoeDialect;
 } // namespace moe
-namespace scf {
-class SCFDialect;
-} // namespace scf
 namespace tensor {
 class TensorDialect;
 } // namespace tensor

@@ -86,7 +86,7 @@ def LmDecomposeLayersPass : Pass<"lm-decompose-layers", "ModuleOp"> {
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect", "::mlir::moe::MoeDialect",
-    "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"
+    "::mlir::tensor::TensorDialect"
   ];
 }
 
