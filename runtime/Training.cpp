@@ -12,6 +12,10 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
 
 #include <algorithm>
 #include <array>
@@ -39,7 +43,8 @@ uint64_t mix(uint64_t z) {
 /// The model a program trains: the function with a `_train_step` sibling
 /// (or, for evaluation, with parameters and logits), taking token ids and
 /// parameters only.
-Expected<const FunctionSpec *> modelOf(CpuProgram &program, bool training) {
+Expected<const FunctionSpec *> modelOf(CpuProgram &program, bool training,
+                                       int64_t corpusVocab) {
   const FunctionSpec *found = nullptr;
   for (const FunctionSpec &function : program.functions()) {
     llvm::StringRef name = function.name;
@@ -69,16 +74,16 @@ Expected<const FunctionSpec *> modelOf(CpuProgram &program, bool training) {
   if (!tokens.vocab || tokens.shape.size() != 2 || tokens.shape[1] < 1)
     return failure("@" + found->name +
                    ": expected token ids [batch, time] as the first argument");
-  if (*tokens.vocab < 256)
-    return failure(llvm::formatv("@{0}: the corpus is bytes, so the vocabulary "
-                                 "must be at least 256, found {1}",
-                                 found->name, *tokens.vocab));
+  if (*tokens.vocab < corpusVocab)
+    return failure(llvm::formatv("@{0}: the corpus has {1} token ids, but the "
+                                 "model's vocabulary is {2}",
+                                 found->name, corpusVocab, *tokens.vocab));
   return found;
 }
 
 /// Token ids and next-token targets of `count` windows starting at
 /// `offsets` (each of time + 1 bytes).
-std::pair<HostTensor, HostTensor> windows(const std::vector<uint8_t> &text,
+std::pair<HostTensor, HostTensor> windows(const std::vector<int32_t> &text,
                                           llvm::ArrayRef<size_t> offsets,
                                           int64_t time) {
   std::vector<int32_t> tokens, targets;
@@ -309,6 +314,28 @@ Expected<ByteCorpus> ByteCorpus::loadFortunes(double validFraction) {
   return corpus;
 }
 
+TokenCorpus TokenCorpus::fromBytes(const ByteCorpus &bytes) {
+  TokenCorpus corpus;
+  corpus.train.assign(bytes.train.begin(), bytes.train.end());
+  corpus.valid.assign(bytes.valid.begin(), bytes.valid.end());
+  corpus.vocab = 256;
+  corpus.source = bytes.source + ", as bytes";
+  return corpus;
+}
+
+double TokenCorpus::unigramEntropyBits() const {
+  std::vector<double> counts(size_t(vocab), 0.0);
+  for (int32_t id : train)
+    counts[size_t(id)] += 1;
+  double entropy = 0;
+  for (double count : counts)
+    if (count > 0) {
+      double p = count / double(train.size());
+      entropy -= p * std::log2(p);
+    }
+  return entropy / trainBytesPerToken;
+}
+
 double ByteCorpus::unigramEntropyBits() const {
   std::array<double, 256> counts{};
   for (uint8_t byte : train)
@@ -336,10 +363,11 @@ double switchyard::runtime::scheduledLr(const TrainConfig &config,
 }
 
 Expected<EvalRecord> switchyard::runtime::evaluate(
-    CpuProgram &program, const ByteCorpus &corpus,
+    CpuProgram &program, const TokenCorpus &corpus,
     const std::vector<HostTensor> &params, int64_t windowCount,
     int64_t batch) {
-  Expected<const FunctionSpec *> model = modelOf(program, /*training=*/false);
+  Expected<const FunctionSpec *> model =
+      modelOf(program, /*training=*/false, corpus.vocab);
   if (!model)
     return model.takeError();
   int64_t time = (*model)->arguments.front().shape[1];
@@ -368,13 +396,15 @@ Expected<EvalRecord> switchyard::runtime::evaluate(
   }
   EvalRecord record;
   record.loss = total / double(windowCount);
-  record.bitsPerByte = record.loss / std::numbers::ln2;
+  record.bitsPerByte =
+      record.loss / std::numbers::ln2 / corpus.validBytesPerToken;
   return record;
 }
 
 Expected<std::vector<HostTensor>>
 switchyard::runtime::loadParams(CpuProgram &program, llvm::StringRef path) {
-  Expected<const FunctionSpec *> model = modelOf(program, /*training=*/false);
+  Expected<const FunctionSpec *> model =
+      modelOf(program, /*training=*/false, /*corpusVocab=*/0);
   if (!model)
     return model.takeError();
   std::vector<HostTensor> params;
@@ -387,19 +417,20 @@ switchyard::runtime::loadParams(CpuProgram &program, llvm::StringRef path) {
 }
 
 Expected<TrainSummary> switchyard::runtime::train(
-    CpuProgram &program, const ByteCorpus &corpus, const TrainConfig &config,
+    CpuProgram &program, const TokenCorpus &corpus, const TrainConfig &config,
     llvm::function_ref<void(const StepRecord &)> onStep,
     llvm::function_ref<void(const EvalRecord &)> onEval) {
   if (config.steps < 1 || config.batch < 1)
     return failure("steps and batch must be positive");
-  Expected<const FunctionSpec *> model = modelOf(program, /*training=*/true);
+  Expected<const FunctionSpec *> model =
+      modelOf(program, /*training=*/true, corpus.vocab);
   if (!model)
     return model.takeError();
   const std::string name = (*model)->name;
   int64_t time = (*model)->arguments.front().shape[1];
   if (corpus.train.size() < size_t(time + 1))
-    return failure(llvm::formatv("the training text ({0} bytes) is shorter "
-                                 "than one window of {1} bytes",
+    return failure(llvm::formatv("the training text ({0} tokens) is shorter "
+                                 "than one window of {1} tokens",
                                  corpus.train.size(), time + 1));
   const ParamTable &table = program.params();
 
@@ -520,4 +551,152 @@ Expected<TrainSummary> switchyard::runtime::train(
                         std::chrono::steady_clock::now() - begin)
                         .count();
   return summary;
+}
+
+//===----------------------------------------------------------------------===//
+// SentencePiece
+//===----------------------------------------------------------------------===//
+
+struct SentencePieceTokenizer::Impl {
+  sentencepiece::SentencePieceProcessor processor;
+};
+
+SentencePieceTokenizer::SentencePieceTokenizer()
+    : impl(std::make_unique<Impl>()) {}
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+namespace {
+/// Feeds the non-empty lines of a text (cut to at most 2 KiB) to
+/// SentencePiece.
+class LineIterator : public sentencepiece::SentenceIterator {
+public:
+  explicit LineIterator(const std::vector<uint8_t> &text) : text(text) {
+    Next();
+  }
+  bool done() const override { return finished; }
+  /// Lines longer than this are cut (SentencePiece skips long sentences).
+  static constexpr size_t kMaxLine = 2048;
+
+  void Next() override {
+    while (position < text.size()) {
+      size_t end = position;
+      while (end < text.size() && text[end] != '\n' &&
+             end - position < kMaxLine)
+        ++end;
+      line.assign(text.begin() + position, text.begin() + end);
+      position = end < text.size() && text[end] == '\n' ? end + 1 : end;
+      if (!line.empty())
+        return;
+    }
+    finished = true;
+  }
+  const std::string &value() const override { return line; }
+  sentencepiece::util::Status status() const override {
+    return sentencepiece::util::Status();
+  }
+
+private:
+  const std::vector<uint8_t> &text;
+  size_t position = 0;
+  std::string line;
+  bool finished = false;
+};
+
+llvm::Error spFailure(const llvm::Twine &what,
+                      const sentencepiece::util::Status &status) {
+  return failure(what + ": " + status.ToString());
+}
+} // namespace
+
+Expected<std::unique_ptr<SentencePieceTokenizer>>
+SentencePieceTokenizer::train(const ByteCorpus &corpus, int64_t vocabSize) {
+  if (vocabSize < 8)
+    return failure(llvm::formatv("a SentencePiece vocabulary needs at least 8 "
+                                 "pieces, found {0}",
+                                 vocabSize));
+  LineIterator lines(corpus.train);
+  std::string proto;
+  sentencepiece::util::Status status =
+      sentencepiece::SentencePieceTrainer::Train(
+          {{"vocab_size", std::to_string(vocabSize)},
+           {"model_type", "unigram"},
+           {"character_coverage", "1.0"},
+           {"byte_fallback", "true"},
+           {"hard_vocab_limit", "false"},
+           {"input_sentence_size", "300000"},
+           {"shuffle_input_sentence", "true"},
+           {"num_threads", "2"},
+           {"minloglevel", "1"}},
+          &lines, &proto);
+  if (!status.ok())
+    return spFailure("training the SentencePiece model", status);
+  std::unique_ptr<SentencePieceTokenizer> tokenizer(
+      new SentencePieceTokenizer());
+  status = tokenizer->impl->processor.LoadFromSerializedProto(proto);
+  if (!status.ok())
+    return spFailure("loading the trained SentencePiece model", status);
+  return tokenizer;
+}
+
+Expected<std::unique_ptr<SentencePieceTokenizer>>
+SentencePieceTokenizer::load(llvm::StringRef path) {
+  std::unique_ptr<SentencePieceTokenizer> tokenizer(
+      new SentencePieceTokenizer());
+  sentencepiece::util::Status status =
+      tokenizer->impl->processor.Load(path.str());
+  if (!status.ok())
+    return spFailure(path + ": not a SentencePiece model", status);
+  return tokenizer;
+}
+
+llvm::Error SentencePieceTokenizer::save(llvm::StringRef path) const {
+  std::error_code error;
+  llvm::ToolOutputFile out(path, error, llvm::sys::fs::OF_None);
+  if (error)
+    return failure("cannot write '" + path + "': " + error.message());
+  std::string proto = impl->processor.serialized_model_proto();
+  out.os() << proto;
+  out.os().flush();
+  if (out.os().has_error())
+    return failure("cannot write '" + path + "'");
+  out.keep();
+  return llvm::Error::success();
+}
+
+int64_t SentencePieceTokenizer::vocabSize() const {
+  return impl->processor.GetPieceSize();
+}
+
+Expected<TokenCorpus>
+SentencePieceTokenizer::encode(const ByteCorpus &corpus) const {
+  TokenCorpus tokens;
+  tokens.vocab = vocabSize();
+  tokens.source = corpus.source + ", SentencePiece " +
+                  std::to_string(tokens.vocab) + " pieces";
+  auto encodePart = [&](const std::vector<uint8_t> &text,
+                        std::vector<int32_t> &ids) -> Expected<double> {
+    LineIterator lines(text);
+    std::vector<int> piece;
+    size_t bytes = 0;
+    for (; !lines.done(); lines.Next()) {
+      sentencepiece::util::Status status =
+          impl->processor.Encode(lines.value(), &piece);
+      if (!status.ok())
+        return spFailure("encoding with SentencePiece", status);
+      ids.insert(ids.end(), piece.begin(), piece.end());
+      bytes += lines.value().size() + 1;
+    }
+    if (ids.empty())
+      return failure("SentencePiece produced no tokens");
+    return double(bytes) / double(ids.size());
+  };
+  Expected<double> trainRatio = encodePart(corpus.train, tokens.train);
+  if (!trainRatio)
+    return trainRatio.takeError();
+  Expected<double> validRatio = encodePart(corpus.valid, tokens.valid);
+  if (!validRatio)
+    return validRatio.takeError();
+  tokens.trainBytesPerToken = *trainRatio;
+  tokens.validBytesPerToken = *validRatio;
+  return tokens;
 }

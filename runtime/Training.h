@@ -42,6 +42,51 @@ struct ByteCorpus {
   double unigramEntropyBits() const;
 };
 
+/// Text as token ids, split for training and validation: bytes, or
+/// SentencePiece subwords.
+struct TokenCorpus {
+  std::vector<int32_t> train, valid;
+  /// Ids lie in [0, vocab).
+  int64_t vocab = 256;
+  /// Bytes of text per token, to report bits per byte.
+  double trainBytesPerToken = 1.0, validBytesPerToken = 1.0;
+  std::string source;
+
+  /// The bytes themselves as ids (vocabulary 256).
+  static TokenCorpus fromBytes(const ByteCorpus &bytes);
+
+  /// The entropy of the training token distribution, in bits per byte.
+  double unigramEntropyBits() const;
+};
+
+/// A SentencePiece subword tokenizer (Debian's libsentencepiece), trained
+/// on the training text only.
+class SentencePieceTokenizer {
+public:
+  ~SentencePieceTokenizer();
+  SentencePieceTokenizer(const SentencePieceTokenizer &) = delete;
+  SentencePieceTokenizer &operator=(const SentencePieceTokenizer &) = delete;
+
+  /// Trains a unigram model of `vocabSize` pieces (byte fallback: no
+  /// unknown tokens) on the training part of `corpus`.
+  static llvm::Expected<std::unique_ptr<SentencePieceTokenizer>>
+  train(const ByteCorpus &corpus, int64_t vocabSize);
+  /// Loads a model written by save() (or by the spm_train tool).
+  static llvm::Expected<std::unique_ptr<SentencePieceTokenizer>>
+  load(llvm::StringRef path);
+  /// Writes the model, atomically.
+  llvm::Error save(llvm::StringRef path) const;
+
+  int64_t vocabSize() const;
+  /// Encodes both parts of `corpus`, line by line.
+  llvm::Expected<TokenCorpus> encode(const ByteCorpus &corpus) const;
+
+private:
+  SentencePieceTokenizer();
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
 /// Hyperparameters and bookkeeping of a run.
 struct TrainConfig {
   int64_t steps = 300;
@@ -73,6 +118,7 @@ struct StepRecord {
 
 struct EvalRecord {
   int64_t step = 0;
+  /// Mean loss per token (nats), and the same in bits per byte of text.
   double loss = 0, bitsPerByte = 0;
 };
 
@@ -92,14 +138,14 @@ double scheduledLr(const TrainConfig &config, int64_t step);
 /// Trains the model of `program` (compiled with `trainStep`) on `corpus`.
 /// `onStep` and `onEval` report progress.
 llvm::Expected<TrainSummary>
-train(CpuProgram &program, const ByteCorpus &corpus, const TrainConfig &config,
+train(CpuProgram &program, const TokenCorpus &corpus, const TrainConfig &config,
       llvm::function_ref<void(const StepRecord &)> onStep,
       llvm::function_ref<void(const EvalRecord &)> onEval);
 
 /// The mean validation loss of `params` (by name) on `corpus`, over
 /// `windows` sequences.
 llvm::Expected<EvalRecord>
-evaluate(CpuProgram &program, const ByteCorpus &corpus,
+evaluate(CpuProgram &program, const TokenCorpus &corpus,
          const std::vector<HostTensor> &params, int64_t windows,
          int64_t batch);
 

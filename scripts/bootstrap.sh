@@ -31,7 +31,7 @@ jobs=${SWITCHYARD_JOBS:-$(nproc)}
 packages=(
   cmake ninja-build ccache mold python3
   clang-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
-  libgtest-dev fortunes
+  libgtest-dev libsentencepiece-dev fortunes
 )
 
 step() { printf '\n==> %s\n' "$*"; }

@@ -47,9 +47,10 @@ protected:
     std::string text;
     for (int i = 0; i < 100; ++i)
       text += "the cat sat on the mat; the dog sat on the log. ";
-    corpus.train.assign(text.begin(), text.end() - 600);
-    corpus.valid.assign(text.end() - 600, text.end());
-    corpus.source = "test";
+    bytes.train.assign(text.begin(), text.end() - 600);
+    bytes.valid.assign(text.end() - 600, text.end());
+    bytes.source = "test";
+    corpus = TokenCorpus::fromBytes(bytes);
     llvm::SmallString<128> dir;
     ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("train-test", dir));
     directory = std::string(dir);
@@ -75,7 +76,7 @@ protected:
     return c;
   }
 
-  static std::vector<uint8_t> bytes(const std::string &path) {
+  static std::vector<uint8_t> fileBytes(const std::string &path) {
     auto buffer = llvm::MemoryBuffer::getFile(path);
     if (!buffer)
       return {};
@@ -84,7 +85,8 @@ protected:
   }
 
   std::unique_ptr<CpuProgram> program;
-  ByteCorpus corpus;
+  ByteCorpus bytes;
+  TokenCorpus corpus;
   std::string directory;
 };
 
@@ -120,8 +122,8 @@ TEST_F(TrainingTest, ResumeRepeatsTheUninterruptedRun) {
         << "step " << 6 + i;
   }
   EXPECT_EQ(rest->evals.back().loss, full->evals.back().loss);
-  EXPECT_EQ(bytes(file("resumed.safetensors")),
-            bytes(file("straight.safetensors")));
+  EXPECT_EQ(fileBytes(file("resumed.safetensors")),
+            fileBytes(file("straight.safetensors")));
 }
 
 TEST_F(TrainingTest, ScheduleWarmsUpThenDecaysToZero) {
@@ -148,7 +150,7 @@ TEST_F(TrainingTest, BadCheckpointsAreRefused) {
     return s ? std::string() : llvm::toString(s.takeError());
   };
   // Truncated.
-  std::vector<uint8_t> good = bytes(file("good.safetensors"));
+  std::vector<uint8_t> good = fileBytes(file("good.safetensors"));
   ASSERT_GT(good.size(), 2000u);
   std::ofstream(file("truncated.safetensors"), std::ios::binary)
       .write(reinterpret_cast<const char *>(good.data()), 1500);
@@ -169,6 +171,66 @@ TEST_F(TrainingTest, BadCheckpointsAreRefused) {
       {{"format", "switchyard-checkpoint-1"}, {"model", "other"}})));
   EXPECT_NE(resumeFrom(file("other.safetensors"))
                 .find("a checkpoint of model @other, not of @small"),
+            std::string::npos);
+}
+
+TEST_F(TrainingTest, SentencePieceSubwords) {
+  // A subword vocabulary trained on the training text: fewer tokens than
+  // bytes, ids within the vocabulary, the same encoding after save + load.
+  llvm::Expected<std::unique_ptr<SentencePieceTokenizer>> sp =
+      SentencePieceTokenizer::train(bytes, 320);
+  ASSERT_TRUE(static_cast<bool>(sp)) << llvm::toString(sp.takeError());
+  llvm::Expected<TokenCorpus> tokens = (*sp)->encode(bytes);
+  ASSERT_TRUE(static_cast<bool>(tokens)) << llvm::toString(tokens.takeError());
+  // 320 pieces leave few merges beyond the 256 bytes and the characters.
+  EXPECT_GT(tokens->trainBytesPerToken, 1.2);
+  EXPECT_LT(tokens->train.size(), bytes.train.size());
+  for (int32_t id : tokens->train)
+    ASSERT_TRUE(id >= 0 && id < tokens->vocab);
+  ASSERT_FALSE(static_cast<bool>((*sp)->save(file("sp.model"))));
+  llvm::Expected<std::unique_ptr<SentencePieceTokenizer>> loaded =
+      SentencePieceTokenizer::load(file("sp.model"));
+  ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
+  llvm::Expected<TokenCorpus> again = (*loaded)->encode(bytes);
+  ASSERT_TRUE(static_cast<bool>(again));
+  EXPECT_EQ(again->train, tokens->train);
+
+  // A model with room for the pieces trains on these ids, and validation
+  // converts nats per token into bits per byte. (The 256-byte model is
+  // refused: its vocabulary is too small.)
+  TrainConfig c = config();
+  c.steps = 3;
+  llvm::Expected<TrainSummary> refused =
+      train(*program, *tokens, c, [](const StepRecord &) {},
+            [](const EvalRecord &) {});
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_NE(llvm::toString(refused.takeError()).find("token ids, but the "
+                                                     "model's vocabulary is 256"),
+            std::string::npos);
+  std::string wide = kModel;
+  for (size_t at; (at = wide.find("256")) != std::string::npos;)
+    wide.replace(at, 3, "320");
+  CompileOptions options;
+  options.trainStep = true;
+  llvm::Expected<std::unique_ptr<CpuProgram>> subword =
+      CpuProgram::compile(wide, "small320.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(subword))
+      << llvm::toString(subword.takeError());
+  llvm::Expected<TrainSummary> run =
+      train(**subword, *tokens, c, [](const StepRecord &) {},
+            [](const EvalRecord &) {});
+  ASSERT_TRUE(static_cast<bool>(run)) << llvm::toString(run.takeError());
+  const EvalRecord &last = run->evals.back();
+  EXPECT_NEAR(last.bitsPerByte,
+              last.loss / std::numbers::ln2 / tokens->validBytesPerToken,
+              1e-12);
+
+  // A model file that is not one is refused.
+  std::ofstream(file("bad.model")) << "not a model";
+  llvm::Expected<std::unique_ptr<SentencePieceTokenizer>> bad =
+      SentencePieceTokenizer::load(file("bad.model"));
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("not a SentencePiece model"),
             std::string::npos);
 }
 

@@ -25,6 +25,7 @@
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatAdapters.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -484,26 +485,72 @@ int runRun(int argc, char **argv) {
 // switchyard train / eval
 //===----------------------------------------------------------------------===//
 
-/// Options of the byte corpus, shared by train and eval.
+/// Options of the corpus and its tokens, shared by train and eval.
 struct CorpusOptions {
   cl::list<std::string> data;
   cl::opt<double> validFraction;
+  cl::opt<std::string> tokenizer;
+  cl::opt<int64_t> vocabSize;
+  cl::opt<std::string> tokenizerModel;
   explicit CorpusOptions(cl::OptionCategory &category)
       : data("data",
-             cl::desc("Text files or directories to train on, as bytes "
-                      "(default: Debian's fortunes)"),
+             cl::desc("Text files or directories to train on (default: "
+                      "Debian's fortunes)"),
              cl::value_desc("path"), cl::cat(category)),
         validFraction("valid-fraction",
                       cl::desc("Share of the text held out for validation, in "
                                "interleaved 4 KiB blocks (default 0.05)"),
-                      cl::init(0.05), cl::cat(category)) {}
+                      cl::init(0.05), cl::cat(category)),
+        tokenizer("tokenizer",
+                  cl::desc("Tokens: 'bytes' (the Enwik8 setting, default) or "
+                           "'sentencepiece' subwords (the Wikitext/C4 "
+                           "setting)"),
+                  cl::init("bytes"), cl::cat(category)),
+        vocabSize("vocab-size",
+                  cl::desc("SentencePiece vocabulary to train (8000)"),
+                  cl::init(8000), cl::cat(category)),
+        tokenizerModel(
+            "tokenizer-model",
+            cl::desc("SentencePiece model file: loaded when it exists, else "
+                     "trained on the training text and written there"),
+            cl::value_desc("file.model"), cl::cat(category)) {}
 
-  llvm::Expected<rt::ByteCorpus> load() const {
-    if (data.empty())
-      return rt::ByteCorpus::loadFortunes(validFraction);
-    return rt::ByteCorpus::load(std::vector<std::string>(data.begin(),
-                                                         data.end()),
-                                validFraction);
+  llvm::Expected<rt::TokenCorpus> load() const {
+    llvm::Expected<rt::ByteCorpus> bytes =
+        data.empty()
+            ? rt::ByteCorpus::loadFortunes(validFraction)
+            : rt::ByteCorpus::load(
+                  std::vector<std::string>(data.begin(), data.end()),
+                  validFraction);
+    if (!bytes)
+      return bytes.takeError();
+    if (tokenizer == "bytes")
+      return rt::TokenCorpus::fromBytes(*bytes);
+    if (tokenizer != "sentencepiece")
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "unknown --tokenizer '" + tokenizer +
+              "' (expected bytes or sentencepiece)");
+    std::unique_ptr<rt::SentencePieceTokenizer> sp;
+    if (!tokenizerModel.empty() && llvm::sys::fs::exists(tokenizerModel)) {
+      llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>> loaded =
+          rt::SentencePieceTokenizer::load(tokenizerModel);
+      if (!loaded)
+        return loaded.takeError();
+      sp = std::move(*loaded);
+    } else {
+      llvm::errs() << "training a SentencePiece model of " << vocabSize
+                   << " pieces on the training text\n";
+      llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>> trained =
+          rt::SentencePieceTokenizer::train(*bytes, vocabSize);
+      if (!trained)
+        return trained.takeError();
+      sp = std::move(*trained);
+      if (!tokenizerModel.empty())
+        if (llvm::Error error = sp->save(tokenizerModel))
+          return std::move(error);
+    }
+    return sp->encode(*bytes);
   }
 };
 
@@ -636,11 +683,13 @@ int runTrain(int argc, char **argv) {
       "Compiles MODEL.mlir with its gradients and AdamW step\n"
       "(--switchyard-cpu-pipeline=train-step=1), then trains it on a byte-\n"
       "level corpus (default: Debian's fortunes) with a linear warm-up and\n"
-      "cosine decay, gradient clipping and validation in bits per byte.\n"
+      "cosine decay, gradient clipping and validation in bits per byte;\n"
+      "--tokenizer sentencepiece trains (or loads) a subword vocabulary\n"
+      "instead.\n"
       "Batches depend only on the seed and the step, and checkpoints hold the\n"
       "optimizer state, so --resume continues a run exactly.\n");
 
-  llvm::Expected<rt::ByteCorpus> text = corpus.load();
+  llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
   rt::CompileOptions options;
@@ -653,7 +702,7 @@ int runTrain(int argc, char **argv) {
     return fail(compiled.takeError());
   double unigram = text->unigramEntropyBits();
   llvm::errs() << llvm::formatv(
-      "corpus: {0}: {1} training and {2} validation bytes, unigram entropy "
+      "corpus: {0}: {1} training and {2} validation tokens, unigram entropy "
       "{3:f3} bits/byte\n",
       text->source, text->train.size(), text->valid.size(), unigram);
 
@@ -766,7 +815,7 @@ int runEval(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "switchyard eval: validation loss of a trained model, in bits per byte\n");
-  llvm::Expected<rt::ByteCorpus> text = corpus.load();
+  llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
   rt::CompileOptions options;
@@ -784,10 +833,10 @@ int runEval(int argc, char **argv) {
   if (!record)
     return fail(record.takeError());
   llvm::outs() << llvm::formatv(
-      "validation: {0:f4} nats, {1:f4} bits/byte over {2} sequences "
-      "(unigram entropy {3:f4})\n",
-      record->loss, record->bitsPerByte, int64_t(windows),
-      text->unigramEntropyBits());
+      "validation: {0:f4} nats per token (perplexity {1:f2}), {2:f4} "
+      "bits/byte over {3} sequences (unigram entropy {4:f4})\n",
+      record->loss, std::exp(record->loss), record->bitsPerByte,
+      int64_t(windows), text->unigramEntropyBits());
   return 0;
 }
 
