@@ -127,9 +127,21 @@ std::vector<HostTensor> zerosLike(const std::vector<HostTensor> &tensors) {
 
 const char *kFormat = "switchyard-checkpoint-1";
 
+/// The run settings a resumed run must share with the original one.
+std::map<std::string, std::string> runSettings(const TrainConfig &config,
+                                               const std::string &tokenizer) {
+  return {{"seed", std::to_string(config.seed)},
+          {"steps", std::to_string(config.steps)},
+          {"batch", std::to_string(config.batch)},
+          {"warmup", std::to_string(config.warmup)},
+          {"lr", llvm::formatv("{0}", config.lr).str()},
+          {"tokenizer", tokenizer}};
+}
+
 llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
                            const ParamTable &table, int64_t step,
-                           uint64_t seed, const std::vector<HostTensor> &params,
+                           const std::map<std::string, std::string> &settings,
+                           const std::vector<HostTensor> &params,
                            const std::vector<HostTensor> &m,
                            const std::vector<HostTensor> &v) {
   std::vector<HostTensor> tensors;
@@ -143,17 +155,19 @@ llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
       tensors.push_back((*state)[p]);
       tensors.back().name = prefix + table.params[p].name;
     }
-  return writeSafetensors(path, tensors,
-                          {{"format", kFormat},
-                           {"model", model},
-                           {"step", std::to_string(step)},
-                           {"seed", std::to_string(seed)}});
+  std::map<std::string, std::string> metadata = settings;
+  metadata["format"] = kFormat;
+  metadata["model"] = model;
+  metadata["step"] = std::to_string(step);
+  return writeSafetensors(path, tensors, metadata);
 }
 
 /// Reads a checkpoint of `model`: parameters, and the optimizer state when
-/// `moments` is given. Returns the step it was written at.
+/// `m` and `v` are given; every entry of `settings` must match the
+/// checkpoint's. Returns the step it was written at.
 Expected<int64_t> readCheckpoint(const std::string &path,
                                  const std::string &model,
+                                 const std::map<std::string, std::string> &settings,
                                  const ParamTable &table,
                                  std::vector<HostTensor> &params,
                                  std::vector<HostTensor> *m,
@@ -173,6 +187,11 @@ Expected<int64_t> readCheckpoint(const std::string &path,
   if (meta("model") != model)
     return failure(path + ": a checkpoint of model @" + meta("model") +
                    ", not of @" + model);
+  for (const auto &[key, value] : settings)
+    if (meta(key) != value)
+      return failure(path + ": the checkpoint was written with " + key +
+                     " = '" + meta(key) + "', this run has '" + value +
+                     "'; resume and evaluate with the same settings");
   std::map<std::string, HostTensor *> byName;
   for (HostTensor &tensor : *tensors)
     byName[tensor.name] = &tensor;
@@ -366,13 +385,21 @@ Expected<EvalRecord> switchyard::runtime::evaluate(
     CpuProgram &program, const TokenCorpus &corpus,
     const std::vector<HostTensor> &params, int64_t windowCount,
     int64_t batch) {
+  if (windowCount < 1 || batch < 1)
+    return failure("evaluation needs at least one window and a positive "
+                   "batch");
   Expected<const FunctionSpec *> model =
       modelOf(program, /*training=*/false, corpus.vocab);
   if (!model)
     return model.takeError();
   int64_t time = (*model)->arguments.front().shape[1];
   if (corpus.valid.size() < size_t(time + 1))
-    return failure("the validation text is shorter than one window");
+    return failure(llvm::formatv("the validation text ({0} tokens) is shorter "
+                                 "than one window of {1} tokens",
+                                 corpus.valid.size(), time + 1));
+  // A model with a static batch size takes exactly that many windows.
+  if ((*model)->arguments.front().shape[0] > 0)
+    batch = (*model)->arguments.front().shape[0];
   // Evenly spaced, fixed windows over the validation text.
   size_t span = corpus.valid.size() - size_t(time) - 1;
   double total = 0;
@@ -402,15 +429,16 @@ Expected<EvalRecord> switchyard::runtime::evaluate(
 }
 
 Expected<std::vector<HostTensor>>
-switchyard::runtime::loadParams(CpuProgram &program, llvm::StringRef path) {
+switchyard::runtime::loadParams(CpuProgram &program, llvm::StringRef path,
+                                llvm::StringRef tokenizer) {
   Expected<const FunctionSpec *> model =
       modelOf(program, /*training=*/false, /*corpusVocab=*/0);
   if (!model)
     return model.takeError();
   std::vector<HostTensor> params;
-  Expected<int64_t> step = readCheckpoint(path.str(), (*model)->name,
-                                          program.params(), params, nullptr,
-                                          nullptr);
+  Expected<int64_t> step = readCheckpoint(
+      path.str(), (*model)->name, {{"tokenizer", tokenizer.str()}},
+      program.params(), params, nullptr, nullptr);
   if (!step)
     return step.takeError();
   return params;
@@ -420,8 +448,8 @@ Expected<TrainSummary> switchyard::runtime::train(
     CpuProgram &program, const TokenCorpus &corpus, const TrainConfig &config,
     llvm::function_ref<void(const StepRecord &)> onStep,
     llvm::function_ref<void(const EvalRecord &)> onEval) {
-  if (config.steps < 1 || config.batch < 1)
-    return failure("steps and batch must be positive");
+  if (config.steps < 1 || config.batch < 1 || config.evalBatches < 1)
+    return failure("steps, batch and eval batches must be positive");
   Expected<const FunctionSpec *> model =
       modelOf(program, /*training=*/true, corpus.vocab);
   if (!model)
@@ -432,14 +460,20 @@ Expected<TrainSummary> switchyard::runtime::train(
     return failure(llvm::formatv("the training text ({0} tokens) is shorter "
                                  "than one window of {1} tokens",
                                  corpus.train.size(), time + 1));
+  if (corpus.valid.size() < size_t(time + 1))
+    return failure(llvm::formatv("the validation text ({0} tokens) is shorter "
+                                 "than one window of {1} tokens",
+                                 corpus.valid.size(), time + 1));
   const ParamTable &table = program.params();
+  std::map<std::string, std::string> settings =
+      runSettings(config, corpus.tokenizer);
 
   // State: fresh, or from the checkpoint to resume.
   std::vector<HostTensor> params, m, v;
   int64_t start = 0;
   if (!config.resume.empty()) {
     Expected<int64_t> step =
-        readCheckpoint(config.resume, name, table, params, &m, &v);
+        readCheckpoint(config.resume, name, settings, table, params, &m, &v);
     if (!step)
       return step.takeError();
     start = *step;
@@ -524,10 +558,11 @@ Expected<TrainSummary> switchyard::runtime::train(
                          .count();
     summary.steps.push_back(record);
     onStep(record);
-    if (!std::isfinite(record.loss))
-      return failure(llvm::formatv("the loss diverged at step {0} ({1}); try "
-                                   "a lower learning rate",
-                                   step, record.loss));
+    if (!std::isfinite(record.loss) || !std::isfinite(record.gradNorm))
+      return failure(llvm::formatv("training diverged at step {0} (loss {1}, "
+                                   "gradient norm {2}); try a lower learning "
+                                   "rate",
+                                   step, record.loss, record.gradNorm));
 
     bool stopping = config.stopAfter > 0 && step == config.stopAfter;
     bool last = step == config.steps || stopping;
@@ -538,7 +573,7 @@ Expected<TrainSummary> switchyard::runtime::train(
         (last || (config.checkpointEvery > 0 &&
                   step % config.checkpointEvery == 0)))
       if (llvm::Error error = saveCheckpoint(config.checkpoint, name, table,
-                                             step, config.seed, params, m, v))
+                                             step, settings, params, m, v))
         return std::move(error);
     if (stopping)
       break;
@@ -583,6 +618,10 @@ public:
       while (end < text.size() && text[end] != '\n' &&
              end - position < kMaxLine)
         ++end;
+      // Never cut inside a UTF-8 sequence.
+      while (end < text.size() && text[end] != '\n' && end > position + 1 &&
+             (text[end] & 0xC0) == 0x80)
+        --end;
       line.assign(text.begin() + position, text.begin() + end);
       position = end < text.size() && text[end] == '\n' ? end + 1 : end;
       if (!line.empty())
@@ -616,12 +655,16 @@ SentencePieceTokenizer::train(const ByteCorpus &corpus, int64_t vocabSize) {
                                  vocabSize));
   LineIterator lines(corpus.train);
   std::string proto;
+  // Deterministic sampling of the training sentences.
+  sentencepiece::SetRandomGeneratorSeed(0);
   sentencepiece::util::Status status =
       sentencepiece::SentencePieceTrainer::Train(
           {{"vocab_size", std::to_string(vocabSize)},
            {"model_type", "unigram"},
            {"character_coverage", "1.0"},
            {"byte_fallback", "true"},
+           {"normalization_rule_name", "identity"},
+           {"remove_extra_whitespaces", "false"},
            {"hard_vocab_limit", "false"},
            {"input_sentence_size", "300000"},
            {"shuffle_input_sentence", "true"},
@@ -684,10 +727,11 @@ SentencePieceTokenizer::encode(const ByteCorpus &corpus) const {
       if (!status.ok())
         return spFailure("encoding with SentencePiece", status);
       ids.insert(ids.end(), piece.begin(), piece.end());
-      bytes += lines.value().size() + 1;
+      bytes += lines.value().size();
     }
     if (ids.empty())
-      return failure("SentencePiece produced no tokens");
+      return failure("SentencePiece produced no tokens for part of the "
+                     "corpus (too little text?)");
     return double(bytes) / double(ids.size());
   };
   Expected<double> trainRatio = encodePart(corpus.train, tokens.train);
@@ -696,6 +740,14 @@ SentencePieceTokenizer::encode(const ByteCorpus &corpus) const {
   Expected<double> validRatio = encodePart(corpus.valid, tokens.valid);
   if (!validRatio)
     return validRatio.takeError();
+  // Identify the model: its size and a hash of its serialised proto.
+  std::string proto = impl->processor.serialized_model_proto();
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (char c : proto)
+    hash = (hash ^ uint8_t(c)) * 0x100000001b3ULL;
+  tokens.tokenizer = llvm::formatv("sentencepiece:{0}:{1:x16}", tokens.vocab,
+                                   hash)
+                         .str();
   tokens.trainBytesPerToken = *trainRatio;
   tokens.validBytesPerToken = *validRatio;
   return tokens;

@@ -51,6 +51,9 @@ struct TokenCorpus {
   /// Bytes of text per token, to report bits per byte.
   double trainBytesPerToken = 1.0, validBytesPerToken = 1.0;
   std::string source;
+  /// Identifies the tokenizer ("bytes", or "sentencepiece:<pieces>:<hash>");
+  /// checkpoints record it and refuse another.
+  std::string tokenizer = "bytes";
 
   /// The bytes themselves as ids (vocabulary 256).
   static TokenCorpus fromBytes(const ByteCorpus &bytes);
@@ -74,11 +77,13 @@ public:
   /// Loads a model written by save() (or by the spm_train tool).
   static llvm::Expected<std::unique_ptr<SentencePieceTokenizer>>
   load(llvm::StringRef path);
-  /// Writes the model, atomically.
+  /// Writes the model.
   llvm::Error save(llvm::StringRef path) const;
 
   int64_t vocabSize() const;
-  /// Encodes both parts of `corpus`, line by line.
+  /// Encodes both parts of `corpus`, line by line (lines are modelled
+  /// verbatim: identity normalisation, whitespace kept; the newlines
+  /// themselves are not tokens and not counted as bytes).
   llvm::Expected<TokenCorpus> encode(const ByteCorpus &corpus) const;
 
 private:
@@ -149,10 +154,11 @@ evaluate(CpuProgram &program, const TokenCorpus &corpus,
          const std::vector<HostTensor> &params, int64_t windows,
          int64_t batch);
 
-/// Reads the parameters (and, when present, optimizer state) of a
-/// checkpoint written by `train`, checking it belongs to `program`.
+/// Reads the parameters of a checkpoint written by `train`, checking that it
+/// belongs to `program` and was trained with `tokenizer`.
 llvm::Expected<std::vector<HostTensor>>
-loadParams(CpuProgram &program, llvm::StringRef path);
+loadParams(CpuProgram &program, llvm::StringRef path,
+           llvm::StringRef tokenizer);
 
 } // namespace switchyard::runtime
 

@@ -126,6 +126,28 @@ TEST_F(TrainingTest, ResumeRepeatsTheUninterruptedRun) {
             fileBytes(file("straight.safetensors")));
 }
 
+TEST_F(TrainingTest, ResumeNeedsTheSameSettings) {
+  TrainConfig first = config();
+  first.checkpoint = file("seeded.safetensors");
+  first.stopAfter = 2;
+  ASSERT_TRUE(static_cast<bool>(run(first)));
+  // Another seed would draw other batches: refused, naming the setting.
+  TrainConfig other = config();
+  other.seed = first.seed + 1;
+  other.resume = file("seeded.safetensors");
+  llvm::Expected<TrainSummary> refused = run(other);
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_NE(llvm::toString(refused.takeError())
+                .find("the checkpoint was written with seed = '4', this run "
+                      "has '5'"),
+            std::string::npos);
+  // Evaluation needs at least one window.
+  llvm::Expected<EvalRecord> none = evaluate(*program, corpus, {}, 0, 3);
+  ASSERT_FALSE(static_cast<bool>(none));
+  EXPECT_NE(llvm::toString(none.takeError()).find("at least one window"),
+            std::string::npos);
+}
+
 TEST_F(TrainingTest, ScheduleWarmsUpThenDecaysToZero) {
   TrainConfig c = config();
   c.steps = 100;

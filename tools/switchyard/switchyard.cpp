@@ -577,12 +577,16 @@ std::string formatDuration(double seconds) {
 
 /// A loss curve as SVG: training loss per step and validation points, in
 /// bits per byte.
-std::string lossCurveSvg(const rt::TrainSummary &summary, double unigram) {
+std::string lossCurveSvg(const rt::TrainSummary &summary, double unigram,
+                         double bytesPerToken) {
   const double width = 640, height = 400, left = 60, bottom = 40, top = 20,
                right = 20;
   double maxY = unigram;
+  auto bits = [&](double nats) {
+    return nats / std::numbers::ln2 / bytesPerToken;
+  };
   for (const rt::StepRecord &s : summary.steps)
-    maxY = std::max(maxY, s.loss / std::numbers::ln2);
+    maxY = std::max(maxY, bits(s.loss));
   maxY = std::ceil(maxY);
   double maxX = summary.steps.empty() ? 1 : double(summary.steps.back().step);
   auto x = [&](double step) {
@@ -612,7 +616,7 @@ std::string lossCurveSvg(const rt::TrainSummary &summary, double unigram) {
   std::string points;
   for (const rt::StepRecord &s : summary.steps)
     points += llvm::formatv("{0:f1},{1:f1} ", x(double(s.step)),
-                            y(s.loss / std::numbers::ln2))
+                            y(bits(s.loss)))
                   .str();
   svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" points=\"" + points +
          "\"/>\n";
@@ -796,7 +800,8 @@ int runTrain(int argc, char **argv) {
   }
   if (!curvePath.empty())
     if (llvm::Error error =
-            writeText(curvePath, lossCurveSvg(*summary, unigram)))
+            writeText(curvePath, lossCurveSvg(*summary, unigram,
+                                              text->trainBytesPerToken)))
       return fail(std::move(error));
   return 0;
 }
@@ -825,7 +830,7 @@ int runEval(int argc, char **argv) {
   if (!compiled)
     return fail(compiled.takeError());
   llvm::Expected<std::vector<rt::HostTensor>> loaded =
-      rt::loadParams(**compiled, params);
+      rt::loadParams(**compiled, params, text->tokenizer);
   if (!loaded)
     return fail(loaded.takeError());
   llvm::Expected<rt::EvalRecord> record =
@@ -857,7 +862,8 @@ const Command commands[] = {
      runParams},
     {"run", "compile a model for the CPU and run it on .npy inputs",
      runRun},
-    {"train", "train a model on text (bytes), on the CPU", runTrain},
+    {"train", "train a model on text (bytes or subwords), on the CPU",
+     runTrain},
     {"eval", "validation bits per byte of a trained checkpoint", runEval},
 };
 

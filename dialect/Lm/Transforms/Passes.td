@@ -135,7 +135,8 @@ def LmDifferentiatePass : Pass<"lm-differentiate", "ModuleOp"> {
     summed. Gradients do not flow through the top-k choice, into expert
     indices, token ids or memories. An op on the path without a gradient
     rule is an error. Parameters the loss does not depend on get zero
-    gradients.
+    gradients. Generated functions (marked `lm.generated`) and functions
+    that already have a `_grad` are skipped, so the pass is idempotent.
 
     ```mlir
     // Before: the converted model

@@ -46,7 +46,10 @@ struct LmBuildTrainStepPass
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> grads;
     for (func::FuncOp func : module.getOps<func::FuncOp>())
-      if (func.getName().ends_with("_grad") && !func.isDeclaration())
+      if (func.getName().ends_with("_grad") && !func.isDeclaration() &&
+          !module.lookupSymbol(
+              (func.getName().drop_back(strlen("_grad")) + "_train_step")
+                  .str()))
         grads.push_back(func);
     for (func::FuncOp grad : grads)
       build(grad);
@@ -84,6 +87,7 @@ struct LmBuildTrainStepPass
         builder, loc, (base + "_train_step").str(),
         builder.getFunctionType(inputs, {}));
     step.setAllArgAttrs(argAttrs);
+    step->setAttr("lm.generated", builder.getUnitAttr());
     if (grad->hasAttr("llvm.emit_c_interface"))
       step->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
     Block *body = step.addEntryBlock();

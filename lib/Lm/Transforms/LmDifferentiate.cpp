@@ -46,8 +46,11 @@ struct LmDifferentiatePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> functions;
+    SymbolTable symbols(module);
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
-      if (func.isDeclaration() || func.getName().ends_with("_grad"))
+      // Generated functions, and functions differentiated already.
+      if (func.isDeclaration() || func->hasAttr("lm.generated") ||
+          symbols.lookup((func.getName() + "_grad").str()))
         continue;
       for (unsigned i = 0; i < func.getNumArguments(); ++i)
         if (isParam(func, i)) {
@@ -91,6 +94,7 @@ struct LmDifferentiatePass
     auto grad = cast<func::FuncOp>(builder.clone(*forward));
     std::string name = (forward.getName() + "_grad").str();
     grad.setName(name);
+    grad->setAttr("lm.generated", builder.getUnitAttr());
     Block &body = grad.getBody().front();
     auto returnOp = cast<func::ReturnOp>(body.getTerminator());
     ImplicitLocOpBuilder b(returnOp.getLoc(), builder);
@@ -100,10 +104,12 @@ struct LmDifferentiatePass
     Value lossValue = returnOp.getOperand(0);
     if (logits) {
       // The targets, as a new last argument.
+      SmallVector<NamedAttribute> targetAttrs;
+      if (!first.isDynamicDim(2))
+        targetAttrs.push_back(b.getNamedAttr(
+            "lm.vocab", b.getI64IntegerAttr(first.getDimSize(2))));
       (void)grad.insertArgument(grad.getNumArguments(), tokens,
-                                b.getDictionaryAttr(b.getNamedAttr(
-                                    "lm.vocab",
-                                    b.getI64IntegerAttr(first.getDimSize(2)))),
+                                b.getDictionaryAttr(targetAttrs),
                                 grad.getLoc());
       lossValue = moe::CrossEntropyOp::create(
           b, RankedTensorType::get({}, b.getF32Type()), lossValue,

@@ -177,14 +177,15 @@ struct LayerNormGradient
     SmallVector<utils::IteratorType> rowsThenWidth(
         rank - 1, utils::IteratorType::reduction);
     rowsThenWidth.push_back(utils::IteratorType::parallel);
-    Value dbias = generic(b, {dy}, filled(b, {sizes.back()}, f32, 0.0),
+    OpFoldResult normWidth = sizesOf(b, w)[0];
+    Value dbias = generic(b, {dy}, filled(b, {normWidth}, f32, 0.0),
                           {id, last}, rowsThenWidth,
                           [](ImplicitLocOpBuilder &b, ValueRange args) {
                             return arith::AddFOp::create(b, args[1],
                                                          toF32(b, args[0]));
                           });
     Value dweight = generic(
-        b, {dy, x, mean, rstd}, filled(b, {sizes.back()}, f32, 0.0),
+        b, {dy, x, mean, rstd}, filled(b, {normWidth}, f32, 0.0),
         {id, id, pre, pre, last}, rowsThenWidth,
         [&](ImplicitLocOpBuilder &b, ValueRange args) {
           Value xhat = normalised(b, args[1], args[2], args[3]);

@@ -1,4 +1,10 @@
 // RUN: switchyard-opt %s -split-input-file -lm-differentiate | FileCheck %s
+// Idempotent: a second run (or one after the train step) adds nothing.
+// RUN: switchyard-opt %s -split-input-file -lm-differentiate -lm-differentiate -lm-build-train-step -lm-differentiate -lm-build-train-step | FileCheck %s --check-prefix=ONCE
+// ONCE-COUNT-1: func.func @f_grad(
+// ONCE-COUNT-1: func.func @f_train_step(
+// ONCE-NOT: _grad_grad
+// ONCE-NOT: _train_step_grad
 
 // A function returning a loss: its _grad returns the loss and one gradient
 // per parameter, in argument order; data arguments get none.
