@@ -79,15 +79,14 @@ const ParamSpec *ParamTable::find(std::string_view name) const {
   return nullptr;
 }
 
-namespace {
-/// SplitMix64 finaliser: a bijective 64-bit mixer.
-uint64_t mix(uint64_t z) {
+uint64_t switchyard::runtime::splitMix64(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
 
+namespace {
 /// FNV-1a of the parameter name: gives each parameter its own stream.
 uint64_t hashName(std::string_view name) {
   uint64_t hash = 0xcbf29ce484222325ULL;
@@ -105,8 +104,8 @@ double uniformOpen(uint64_t bits) {
 /// pair of uniforms per pair of samples).
 double normalSample(uint64_t key, int64_t i) {
   uint64_t pair = static_cast<uint64_t>(i) / 2;
-  double u1 = uniformOpen(mix(key ^ mix(2 * pair)));
-  double u2 = uniformOpen(mix(key ^ mix(2 * pair + 1)));
+  double u1 = uniformOpen(splitMix64(key ^ splitMix64(2 * pair)));
+  double u2 = uniformOpen(splitMix64(key ^ splitMix64(2 * pair + 1)));
   double radius = std::sqrt(-2.0 * std::log(u1));
   double angle = 2.0 * std::numbers::pi * u2;
   return (i % 2 == 0) ? radius * std::cos(angle) : radius * std::sin(angle);
@@ -127,7 +126,7 @@ void switchyard::runtime::initialize(const ParamSpec &spec, uint64_t seed,
   case InitKind::row_normal:
     break;
   }
-  uint64_t key = mix(seed) ^ hashName(spec.name);
+  uint64_t key = splitMix64(seed) ^ hashName(spec.name);
   for (size_t i = 0; i < out.size(); ++i)
     out[i] = static_cast<float>(spec.std * normalSample(key, int64_t(i)));
   if (spec.init != InitKind::row_normal || spec.shape.empty())

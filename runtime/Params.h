@@ -35,6 +35,10 @@ std::string_view toString(InitKind kind);
 std::optional<DType> parseDType(std::string_view name);
 std::optional<InitKind> parseInitKind(std::string_view name);
 
+/// The SplitMix64 finaliser, a bijective 64-bit mixer: the runtime's
+/// counter-based source of reproducible randomness (initialisers, batches).
+uint64_t splitMix64(uint64_t z);
+
 /// The size of one element in bytes.
 size_t sizeOf(DType type);
 

@@ -19,9 +19,9 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <numbers>
 
 using namespace switchyard::runtime;
@@ -31,13 +31,6 @@ namespace {
 
 llvm::Error failure(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 /// The model a program trains: the function with a `_train_step` sibling
@@ -53,11 +46,12 @@ Expected<const FunctionSpec *> modelOf(CpuProgram &program, bool training,
     bool hasParams = llvm::any_of(function.arguments, [](const TensorSpec &a) {
       return !a.param.empty();
     });
-    if (!hasParams || (training && !program.lookup(function.name + "_train_step")))
+    if (!hasParams ||
+        (training && !program.lookup(function.name + "_train_step")))
       continue;
     if (found)
-      return failure("the module has several models (@" + found->name +
-                     ", @" + function.name + "); train one at a time");
+      return failure("the module has several models (@" + found->name + ", @" +
+                     function.name + "); train one at a time");
     found = &function;
   }
   if (!found)
@@ -149,8 +143,8 @@ llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
     tensors.push_back(params[p]);
     tensors.back().name = table.params[p].name;
   }
-  for (auto [prefix, state] : {std::pair{"optimizer.m.", &m},
-                               std::pair{"optimizer.v.", &v}})
+  for (auto [prefix, state] :
+       {std::pair{"optimizer.m.", &m}, std::pair{"optimizer.v.", &v}})
     for (size_t p = 0; p < state->size(); ++p) {
       tensors.push_back((*state)[p]);
       tensors.back().name = prefix + table.params[p].name;
@@ -165,13 +159,11 @@ llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
 /// Reads a checkpoint of `model`: parameters, and the optimizer state when
 /// `m` and `v` are given; every entry of `settings` must match the
 /// checkpoint's. Returns the step it was written at.
-Expected<int64_t> readCheckpoint(const std::string &path,
-                                 const std::string &model,
-                                 const std::map<std::string, std::string> &settings,
-                                 const ParamTable &table,
-                                 std::vector<HostTensor> &params,
-                                 std::vector<HostTensor> *m,
-                                 std::vector<HostTensor> *v) {
+Expected<int64_t>
+readCheckpoint(const std::string &path, const std::string &model,
+               const std::map<std::string, std::string> &settings,
+               const ParamTable &table, std::vector<HostTensor> &params,
+               std::vector<HostTensor> *m, std::vector<HostTensor> *v) {
   TensorMetadata metadata;
   Expected<std::vector<HostTensor>> tensors = readSafetensors(path, &metadata);
   if (!tensors)
@@ -181,8 +173,9 @@ Expected<int64_t> readCheckpoint(const std::string &path,
     return it == metadata.end() ? std::string() : it->second;
   };
   if (meta("format") != kFormat)
-    return failure(path + ": not a Switchyard training checkpoint (expected "
-                          "metadata format = " +
+    return failure(path +
+                   ": not a Switchyard training checkpoint (expected "
+                   "metadata format = " +
                    kFormat + ", found '" + meta("format") + "')");
   if (meta("model") != model)
     return failure(path + ": a checkpoint of model @" + meta("model") +
@@ -212,8 +205,8 @@ Expected<int64_t> readCheckpoint(const std::string &path,
       return tensor.takeError();
     params.push_back(std::move(*tensor));
   }
-  for (auto [prefix, state] : {std::pair{"optimizer.m.", m},
-                               std::pair{"optimizer.v.", v}}) {
+  for (auto [prefix, state] :
+       {std::pair{"optimizer.m.", m}, std::pair{"optimizer.v.", v}}) {
     if (!state)
       continue;
     state->clear();
@@ -355,19 +348,6 @@ double TokenCorpus::unigramEntropyBits() const {
   return entropy / trainBytesPerToken;
 }
 
-double ByteCorpus::unigramEntropyBits() const {
-  std::array<double, 256> counts{};
-  for (uint8_t byte : train)
-    counts[byte] += 1;
-  double entropy = 0;
-  for (double count : counts)
-    if (count > 0) {
-      double p = count / double(train.size());
-      entropy -= p * std::log2(p);
-    }
-  return entropy;
-}
-
 //===----------------------------------------------------------------------===//
 // Training
 //===----------------------------------------------------------------------===//
@@ -381,10 +361,10 @@ double switchyard::runtime::scheduledLr(const TrainConfig &config,
   return config.lr * warm * 0.5 * (1 + std::cos(std::numbers::pi * progress));
 }
 
-Expected<EvalRecord> switchyard::runtime::evaluate(
-    CpuProgram &program, const TokenCorpus &corpus,
-    const std::vector<HostTensor> &params, int64_t windowCount,
-    int64_t batch) {
+Expected<EvalRecord>
+switchyard::runtime::evaluate(CpuProgram &program, const TokenCorpus &corpus,
+                              const std::vector<HostTensor> &params,
+                              int64_t windowCount, int64_t batch) {
   if (windowCount < 1 || batch < 1)
     return failure("evaluation needs at least one window and a positive "
                    "batch");
@@ -495,9 +475,9 @@ Expected<TrainSummary> switchyard::runtime::train(
   summary.model = name;
   summary.tokensPerStep = config.batch * time;
   auto evalNow = [&](int64_t step) -> llvm::Error {
-    Expected<EvalRecord> record = evaluate(
-        program, corpus, params, config.evalBatches * config.batch,
-        config.batch);
+    Expected<EvalRecord> record =
+        evaluate(program, corpus, params, config.evalBatches * config.batch,
+                 config.batch);
     if (!record)
       return record.takeError();
     record->step = step;
@@ -515,7 +495,8 @@ Expected<TrainSummary> switchyard::runtime::train(
     std::vector<size_t> offsets;
     for (int64_t i = 0; i < config.batch; ++i)
       offsets.push_back(
-          size_t(mix(config.seed ^ mix(uint64_t(step) * 1315423911u + i)) %
+          size_t(splitMix64(config.seed ^
+                            splitMix64(uint64_t(step) * 1315423911u + i)) %
                  (span + 1)));
     auto [tokens, targets] = windows(corpus.train, offsets, time);
     double lr = scheduledLr(config, step);
@@ -570,21 +551,20 @@ Expected<TrainSummary> switchyard::runtime::train(
       if (llvm::Error error = evalNow(step))
         return std::move(error);
     if (!config.checkpoint.empty() &&
-        (last || (config.checkpointEvery > 0 &&
-                  step % config.checkpointEvery == 0)))
+        (last ||
+         (config.checkpointEvery > 0 && step % config.checkpointEvery == 0)))
       if (llvm::Error error = saveCheckpoint(config.checkpoint, name, table,
                                              step, settings, params, m, v))
         return std::move(error);
     if (stopping)
       break;
   }
-  if (llvm::Error error = evalNow(summary.steps.empty()
-                                      ? start
-                                      : summary.steps.back().step))
+  if (llvm::Error error =
+          evalNow(summary.steps.empty() ? start : summary.steps.back().step))
     return std::move(error);
-  summary.seconds = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - begin)
-                        .count();
+  summary.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count();
   return summary;
 }
 
@@ -745,9 +725,8 @@ SentencePieceTokenizer::encode(const ByteCorpus &corpus) const {
   uint64_t hash = 0xcbf29ce484222325ULL;
   for (char c : proto)
     hash = (hash ^ uint8_t(c)) * 0x100000001b3ULL;
-  tokens.tokenizer = llvm::formatv("sentencepiece:{0}:{1:x16}", tokens.vocab,
-                                   hash)
-                         .str();
+  tokens.tokenizer =
+      llvm::formatv("sentencepiece:{0}:{1:x16}", tokens.vocab, hash).str();
   tokens.trainBytesPerToken = *trainRatio;
   tokens.validBytesPerToken = *validRatio;
   return tokens;

@@ -36,10 +36,6 @@ struct ByteCorpus {
   /// The default corpus: the plain text of Debian's `fortunes` package
   /// (/usr/share/games/fortunes), without its index files and `%` lines.
   static llvm::Expected<ByteCorpus> loadFortunes(double validFraction);
-
-  /// The entropy of the byte distribution of the training text, in bits
-  /// per byte: what a model that knows only byte frequencies achieves.
-  double unigramEntropyBits() const;
 };
 
 /// Text as token ids, split for training and validation: bytes, or
@@ -58,7 +54,8 @@ struct TokenCorpus {
   /// The bytes themselves as ids (vocabulary 256).
   static TokenCorpus fromBytes(const ByteCorpus &bytes);
 
-  /// The entropy of the training token distribution, in bits per byte.
+  /// The entropy of the training token distribution, in bits per byte:
+  /// what a model that knows only token frequencies achieves.
   double unigramEntropyBits() const;
 };
 
@@ -149,16 +146,16 @@ train(CpuProgram &program, const TokenCorpus &corpus, const TrainConfig &config,
 
 /// The mean validation loss of `params` (by name) on `corpus`, over
 /// `windows` sequences.
-llvm::Expected<EvalRecord>
-evaluate(CpuProgram &program, const TokenCorpus &corpus,
-         const std::vector<HostTensor> &params, int64_t windows,
-         int64_t batch);
+llvm::Expected<EvalRecord> evaluate(CpuProgram &program,
+                                    const TokenCorpus &corpus,
+                                    const std::vector<HostTensor> &params,
+                                    int64_t windows, int64_t batch);
 
 /// Reads the parameters of a checkpoint written by `train`, checking that it
 /// belongs to `program` and was trained with `tokenizer`.
-llvm::Expected<std::vector<HostTensor>>
-loadParams(CpuProgram &program, llvm::StringRef path,
-           llvm::StringRef tokenizer);
+llvm::Expected<std::vector<HostTensor>> loadParams(CpuProgram &program,
+                                                   llvm::StringRef path,
+                                                   llvm::StringRef tokenizer);
 
 } // namespace switchyard::runtime
 

@@ -22,6 +22,9 @@ namespace mlir::switchyard {
 using GenericBody =
     llvm::function_ref<Value(ImplicitLocOpBuilder &, ValueRange)>;
 
+/// The element type of a shaped value.
+Type elementTypeOf(Value value);
+
 /// The sizes of a ranked tensor: constants where static, tensor.dim else.
 SmallVector<OpFoldResult> sizesOf(ImplicitLocOpBuilder &b, Value tensor);
 
@@ -34,8 +37,8 @@ Value filled(ImplicitLocOpBuilder &b, ArrayRef<OpFoldResult> sizes,
 
 /// A linalg.generic with one output `init`; returns its result.
 Value generic(ImplicitLocOpBuilder &b, ValueRange inputs, Value init,
-              ArrayRef<AffineMap> maps,
-              ArrayRef<utils::IteratorType> iterators, GenericBody body);
+              ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iterators,
+              GenericBody body);
 
 /// Σ lhs·rhs over the reduction dimensions, accumulated into a new f32
 /// tensor of `sizes` indexed by `outMap`. Inputs of other float types are

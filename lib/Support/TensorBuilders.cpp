@@ -15,6 +15,10 @@
 using namespace mlir;
 using namespace mlir::switchyard;
 
+Type mlir::switchyard::elementTypeOf(Value value) {
+  return cast<ShapedType>(value.getType()).getElementType();
+}
+
 SmallVector<OpFoldResult> mlir::switchyard::sizesOf(ImplicitLocOpBuilder &b,
                                                     Value tensor) {
   return tensor::getMixedSizes(b, b.getLoc(), tensor);
@@ -30,8 +34,8 @@ Value mlir::switchyard::filled(ImplicitLocOpBuilder &b,
                                ArrayRef<OpFoldResult> sizes, Type elementType,
                                double value) {
   Value empty = tensor::EmptyOp::create(b, sizes, elementType);
-  Value scalar = arith::ConstantOp::create(
-      b, elementType, b.getFloatAttr(elementType, value));
+  Value scalar = arith::ConstantOp::create(b, elementType,
+                                           b.getFloatAttr(elementType, value));
   return linalg::FillOp::create(b, scalar, empty).getResult(0);
 }
 
@@ -97,11 +101,9 @@ Value mlir::switchyard::mapElements(
   auto type = cast<RankedTensorType>(input.getType());
   Value init = tensor::EmptyOp::create(b, sizesOf(b, input), resultType);
   AffineMap identity = b.getMultiDimIdentityMap(type.getRank());
-  return generic(b, input, init, {identity, identity},
-                 iterators(type.getRank()),
-                 [&](ImplicitLocOpBuilder &b, ValueRange args) {
-                   return fn(b, args[0]);
-                 });
+  return generic(
+      b, input, init, {identity, identity}, iterators(type.getRank()),
+      [&](ImplicitLocOpBuilder &b, ValueRange args) { return fn(b, args[0]); });
 }
 
 Value mlir::switchyard::castElements(ImplicitLocOpBuilder &b, Value input,

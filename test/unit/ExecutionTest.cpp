@@ -16,6 +16,7 @@
 
 #include "runtime/CpuProgram.h"
 #include "test/reference/Reference.h"
+#include "test/unit/TestSupport.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -50,8 +51,8 @@ rt::HostTensor toHost(const ref::IndexTensor &tensor, rt::ElementType type) {
 rt::HostTensor toHostMask(const std::vector<int64_t> &shape,
                           const std::vector<bool> &mask) {
   std::vector<uint8_t> bytes(mask.begin(), mask.end());
-  return rt::HostTensor::fromValues<uint8_t>("", rt::ElementType::bool_,
-                                             shape, bytes);
+  return rt::HostTensor::fromValues<uint8_t>("", rt::ElementType::bool_, shape,
+                                             bytes);
 }
 
 ref::Tensor toRef(const rt::HostTensor &tensor) {
@@ -97,7 +98,8 @@ double relativeError(const ref::Tensor &actual, const ref::Tensor &expected) {
     return INFINITY;
   double error = 0, scale = 1e-30;
   for (size_t i = 0; i < expected.data.size(); ++i) {
-    error = std::max(error, std::abs(double(actual.data[i]) - expected.data[i]));
+    error =
+        std::max(error, std::abs(double(actual.data[i]) - expected.data[i]));
     scale = std::max(scale, std::abs(double(expected.data[i])));
   }
   return error / scale;
@@ -113,20 +115,7 @@ std::unique_ptr<rt::CpuProgram> compile(const std::string &source) {
   return std::move(*program);
 }
 
-/// Calls `name` and returns its results, failing the test on an error.
-std::vector<rt::HostTensor> run(rt::CpuProgram &program, llvm::StringRef name,
-                                std::vector<rt::HostTensor> arguments) {
-  std::vector<const rt::HostTensor *> pointers;
-  for (const rt::HostTensor &argument : arguments)
-    pointers.push_back(&argument);
-  llvm::Expected<std::vector<rt::HostTensor>> results =
-      program.call(name, pointers);
-  if (!results) {
-    ADD_FAILURE() << llvm::toString(results.takeError());
-    return {};
-  }
-  return std::move(*results);
-}
+using test::callOrFail;
 
 //===----------------------------------------------------------------------===//
 // moe ops
@@ -148,12 +137,12 @@ TEST(ExecutionTest, GateMultiHeadAndFlat) {
     ASSERT_TRUE(program);
     ref::Tensor x = random({tokens, 13}, 1), w = random({15, 13}, 2);
     ref::Tensor expected = ref::gate(x, w);
-    auto heads = run(*program, "heads", {toHost(x), toHost(w)});
+    auto heads = callOrFail(*program, "heads", {toHost(x), toHost(w)});
     ASSERT_EQ(heads.size(), 1u);
-    EXPECT_LE(relativeError(toRef(heads[0]),
-                            ref::reshape(expected, {tokens, 3, 5})),
-              kTolerance);
-    auto flat = run(*program, "flat", {toHost(x), toHost(w)});
+    EXPECT_LE(
+        relativeError(toRef(heads[0]), ref::reshape(expected, {tokens, 3, 5})),
+        kTolerance);
+    auto flat = callOrFail(*program, "flat", {toHost(x), toHost(w)});
     ASSERT_EQ(flat.size(), 1u);
     EXPECT_LE(relativeError(toRef(flat[0]), expected), kTolerance);
   }
@@ -163,31 +152,30 @@ TEST(ExecutionTest, GateMultiHeadAndFlat) {
 void checkTopK(const ref::Tensor &scores, int64_t k,
                const std::vector<bool> *mask) {
   int64_t experts = scores.shape.back();
-  std::string shape = formatv("{0}x{1}x{2}", scores.shape[0], scores.shape[1],
-                              experts);
+  std::string shape =
+      formatv("{0}x{1}x{2}", scores.shape[0], scores.shape[1], experts);
   std::string outShape =
       formatv("{0}x{1}x{2}", scores.shape[0], scores.shape[1], k);
-  std::string source =
-      mask ? formatv(R"mlir(
+  std::string source = mask ? formatv(R"mlir(
         func.func @topk(%s: tensor<{0}xf32>, %m: tensor<{0}xi1>) -> (tensor<{1}xf32>, tensor<{1}xi64>) {{
           %v, %i = moe.topk %s k({2}) mask(%m) : tensor<{0}xf32>, tensor<{0}xi1> -> tensor<{1}xf32>, tensor<{1}xi64>
           return %v, %i : tensor<{1}xf32>, tensor<{1}xi64>
         })mlir",
-                     shape, outShape, k)
-                 .str()
-           : formatv(R"mlir(
+                                      shape, outShape, k)
+                                  .str()
+                            : formatv(R"mlir(
         func.func @topk(%s: tensor<{0}xf32>) -> (tensor<{1}xf32>, tensor<{1}xi64>) {{
           %v, %i = moe.topk %s k({2}) : tensor<{0}xf32> -> tensor<{1}xf32>, tensor<{1}xi64>
           return %v, %i : tensor<{1}xf32>, tensor<{1}xi64>
         })mlir",
-                     shape, outShape, k)
-                 .str();
+                                      shape, outShape, k)
+                                  .str();
   auto program = compile(source);
   ASSERT_TRUE(program);
   std::vector<rt::HostTensor> args = {toHost(scores)};
   if (mask)
     args.push_back(toHostMask(scores.shape, *mask));
-  auto results = run(*program, "topk", std::move(args));
+  auto results = callOrFail(*program, "topk", std::move(args));
   ASSERT_EQ(results.size(), 2u);
   ref::Tensor values;
   ref::IndexTensor indices;
@@ -219,7 +207,8 @@ TEST(ExecutionTest, TopKEdgeCases) {
 void checkProjections(int64_t tokens, int64_t k, const ref::IndexTensor &idx,
                       unsigned seed) {
   const int64_t heads = 2, experts = 3, width = 11, headWidth = 5;
-  auto program = compile(formatv(R"mlir(
+  auto program =
+      compile(formatv(R"mlir(
     func.func @proj(%x: tensor<{0}x{1}xf32>, %w: tensor<{2}x{1}x{3}xf32>, %g: tensor<{0}x{4}x{5}xf32>, %i: tensor<{0}x{4}x{5}xi32>) -> tensor<{0}x{4}x{3}xf32> {{
       %p = moe.expert_proj %x, %w, %g, %i : tensor<{0}x{1}xf32>, tensor<{2}x{1}x{3}xf32>, tensor<{0}x{4}x{5}xf32>, tensor<{0}x{4}x{5}xi32> -> tensor<{0}x{4}x{3}xf32>
       return %p : tensor<{0}x{4}x{3}xf32>
@@ -228,9 +217,8 @@ void checkProjections(int64_t tokens, int64_t k, const ref::IndexTensor &idx,
       %y = moe.expert_merge %o, %w, %g, %i : tensor<{0}x{4}x{3}xf32>, tensor<{2}x{3}x{1}xf32>, tensor<{0}x{4}x{5}xf32>, tensor<{0}x{4}x{5}xi32> -> tensor<{0}x{1}xf32>
       return %y : tensor<{0}x{1}xf32>
     })mlir",
-                                 tokens, width, heads * experts, headWidth,
-                                 heads, k)
-                             .str());
+                      tokens, width, heads * experts, headWidth, heads, k)
+                  .str());
   ASSERT_TRUE(program);
   ref::Tensor x = random({tokens, width}, seed);
   ref::Tensor wv = random({heads * experts, width, headWidth}, seed + 1);
@@ -239,13 +227,15 @@ void checkProjections(int64_t tokens, int64_t k, const ref::IndexTensor &idx,
   ref::Tensor o = random({tokens, heads, headWidth}, seed + 4);
   auto i32 = rt::ElementType::i32;
 
-  auto proj = run(*program, "proj",
-                  {toHost(x), toHost(wv), toHost(gates), toHost(idx, i32)});
+  auto proj =
+      callOrFail(*program, "proj",
+                 {toHost(x), toHost(wv), toHost(gates), toHost(idx, i32)});
   ASSERT_EQ(proj.size(), 1u);
   EXPECT_LE(relativeError(toRef(proj[0]), ref::expertProj(x, wv, gates, idx)),
             kTolerance);
-  auto merge = run(*program, "merge",
-                   {toHost(o), toHost(wo), toHost(gates), toHost(idx, i32)});
+  auto merge =
+      callOrFail(*program, "merge",
+                 {toHost(o), toHost(wo), toHost(gates), toHost(idx, i32)});
   ASSERT_EQ(merge.size(), 1u);
   EXPECT_LE(relativeError(toRef(merge[0]), ref::expertMerge(o, wo, gates, idx)),
             kTolerance);
@@ -279,9 +269,9 @@ TEST(ExecutionTest, ExpertMlp) {
     ref::Tensor gates = random({tokens, k}, 53);
     ref::IndexTensor idx = randomIndices({tokens, k}, experts, 54);
     auto results =
-        run(*program, "mlp",
-            {toHost(x), toHost(up), toHost(down), toHost(gates),
-             toHost(idx, rt::ElementType::i64)});
+        callOrFail(*program, "mlp",
+                   {toHost(x), toHost(up), toHost(down), toHost(gates),
+                    toHost(idx, rt::ElementType::i64)});
     ASSERT_EQ(results.size(), 1u);
     EXPECT_LE(relativeError(toRef(results[0]),
                             ref::expertMlp(x, up, down, gates, idx)),
@@ -323,7 +313,7 @@ struct CompiledModel {
         arguments.push_back(std::move(inputs.at(next++)));
     }
     std::vector<ref::Tensor> outputs;
-    for (const rt::HostTensor &result : run(*program, name, std::move(arguments)))
+    for (const rt::HostTensor &result : callOrFail(*program, name, arguments))
       outputs.push_back(toRef(result));
     return outputs;
   }
@@ -386,8 +376,9 @@ TEST(ExecutionTest, MhaBlock) {
                                   : "";
     CompiledModel model = compileModel(layerModel(
         c.time,
-        formatv(R"(lm.mha "att" %x{0} {{heads = 3, head_dim = 5, pos = #lm.pos<{1}>})",
-                memory, c.pos),
+        formatv(
+            R"(lm.mha "att" %x{0} {{heads = 3, head_dim = 5, pos = #lm.pos<{1}>})",
+            memory, c.pos),
         c.memory));
     ASSERT_TRUE(model.program);
     ref::IndexTensor ids = tokens(c.time, 60);
@@ -399,13 +390,15 @@ TEST(ExecutionTest, MhaBlock) {
     ASSERT_EQ(outputs.size(), 1u);
 
     ref::Tensor x = ref::embed(ids, model.p("embed.weight"));
-    ref::MhaParams params{norm(model, "att.norm"), model.p("att.q"),
-                          model.p("att.k"), model.p("att.v"),
+    ref::MhaParams params{norm(model, "att.norm"),
+                          model.p("att.q"),
+                          model.p("att.k"),
+                          model.p("att.v"),
                           model.p("att.o"),
                           c.refPos == ref::Pos::xl ? model.p("att.pos")
                                                    : ref::Tensor()};
-    ref::Tensor expected = ref::mhaBlock(x, params, 3, 5, c.refPos,
-                                         c.memory ? &mem : nullptr);
+    ref::Tensor expected =
+        ref::mhaBlock(x, params, 3, 5, c.refPos, c.memory ? &mem : nullptr);
     EXPECT_LE(relativeError(outputs[0], expected), kTolerance)
         << "pos " << c.pos << ", T " << c.time << ", memory " << c.memory;
   }
@@ -415,13 +408,13 @@ TEST(ExecutionTest, SwitchHeadBlock) {
   for (const AttentionCase &c : kAttentionCases) {
     for (int64_t k : {1, 3}) {
       std::string memory = c.memory ? " memory(%mem : tensor<?x" +
-                                          std::to_string(c.time) +
-                                          "x12xf32>)"
+                                          std::to_string(c.time) + "x12xf32>)"
                                     : "";
       CompiledModel model = compileModel(layerModel(
           c.time,
-          formatv(R"(lm.switchhead "att" %x{0} {{heads = 2, experts = 3, k = {1}, head_dim = 5, pos = #lm.pos<{2}>})",
-                  memory, k, c.pos),
+          formatv(
+              R"(lm.switchhead "att" %x{0} {{heads = 2, experts = 3, k = {1}, head_dim = 5, pos = #lm.pos<{2}>})",
+              memory, k, c.pos),
           c.memory));
       ASSERT_TRUE(model.program);
       ref::IndexTensor ids = tokens(c.time, 70);
@@ -433,11 +426,15 @@ TEST(ExecutionTest, SwitchHeadBlock) {
       ASSERT_EQ(outputs.size(), 1u);
 
       ref::Tensor x = ref::embed(ids, model.p("embed.weight"));
-      ref::SwitchHeadParams params{
-          norm(model, "att.norm"), model.p("att.q"),     model.p("att.k"),
-          model.p("att.v"),        model.p("att.o"),     model.p("att.sel_v"),
-          model.p("att.sel_o"),
-          c.refPos == ref::Pos::xl ? model.p("att.pos") : ref::Tensor()};
+      ref::SwitchHeadParams params{norm(model, "att.norm"),
+                                   model.p("att.q"),
+                                   model.p("att.k"),
+                                   model.p("att.v"),
+                                   model.p("att.o"),
+                                   model.p("att.sel_v"),
+                                   model.p("att.sel_o"),
+                                   c.refPos == ref::Pos::xl ? model.p("att.pos")
+                                                            : ref::Tensor()};
       ref::Tensor expected = ref::switchHeadBlock(
           x, params, 2, 3, k, 5, c.refPos, c.memory ? &mem : nullptr);
       EXPECT_LE(relativeError(outputs[0], expected), kTolerance)
@@ -464,8 +461,9 @@ TEST(ExecutionTest, FeedForwardBlocks) {
     for (int64_t k : {1, 5}) {
       CompiledModel moe = compileModel(layerModel(
           time,
-          formatv(R"(lm.sigma_moe "ffn" %x {{experts = 5, k = {0}, expert_dim = 6})",
-                  k)));
+          formatv(
+              R"(lm.sigma_moe "ffn" %x {{experts = 5, k = {0}, expert_dim = 6})",
+              k)));
       ASSERT_TRUE(moe.program);
       auto moeOutputs = moe("m", {toHost(ids, rt::ElementType::i32)});
       ASSERT_EQ(moeOutputs.size(), 1u);
@@ -509,8 +507,8 @@ TEST(ExecutionTest, NormOutputAndLoss) {
 
   ref::Tensor randomLogits = random({2, time, kVocab}, 91, 4.0f);
   ref::IndexTensor targets = tokens(time, 92);
-  auto loss = model("loss", {toHost(randomLogits),
-                             toHost(targets, rt::ElementType::i64)});
+  auto loss = model(
+      "loss", {toHost(randomLogits), toHost(targets, rt::ElementType::i64)});
   ASSERT_EQ(loss.size(), 1u);
   ASSERT_EQ(loss[0].data.size(), 1u);
   double reference = ref::crossEntropy(randomLogits, targets);
@@ -544,31 +542,28 @@ TEST(ExecutionTest, SwitchAllModelWithXlMemory) {
   ref::IndexTensor ids = tokens(time, 100);
   ref::Tensor m0 = random({kBatch, time, kWidth}, 101);
   ref::Tensor m1 = random({kBatch, time, kWidth}, 102);
-  auto outputs = model("m", {toHost(ids, rt::ElementType::i32), toHost(m0),
-                             toHost(m1)});
+  auto outputs =
+      model("m", {toHost(ids, rt::ElementType::i32), toHost(m0), toHost(m1)});
   ASSERT_EQ(outputs.size(), 3u);
 
   ref::Tensor x0 = ref::embed(ids, model.p("embed.weight"));
-  ref::SwitchHeadParams sh{norm(model, "layers.0.att.norm"),
-                           model.p("layers.0.att.q"),
-                           model.p("layers.0.att.k"),
-                           model.p("layers.0.att.v"),
-                           model.p("layers.0.att.o"),
-                           model.p("layers.0.att.sel_v"),
-                           model.p("layers.0.att.sel_o"),
-                           model.p("layers.0.att.pos")};
+  ref::SwitchHeadParams sh{
+      norm(model, "layers.0.att.norm"), model.p("layers.0.att.q"),
+      model.p("layers.0.att.k"),        model.p("layers.0.att.v"),
+      model.p("layers.0.att.o"),        model.p("layers.0.att.sel_v"),
+      model.p("layers.0.att.sel_o"),    model.p("layers.0.att.pos")};
   ref::Tensor a0 = ref::switchHeadBlock(x0, sh, 2, 4, 2, 6, ref::Pos::xl, &m0);
   ref::Tensor x1 = ref::sigmaMoeBlock(
       a0, norm(model, "layers.0.ffn.norm"), model.p("layers.0.ffn.sel"),
       model.p("layers.0.ffn.up"), model.p("layers.0.ffn.down"), 2);
-  ref::MhaParams mha{norm(model, "layers.1.att.norm"),
-                     model.p("layers.1.att.q"), model.p("layers.1.att.k"),
-                     model.p("layers.1.att.v"), model.p("layers.1.att.o"),
-                     model.p("layers.1.att.pos")};
+  ref::MhaParams mha{
+      norm(model, "layers.1.att.norm"), model.p("layers.1.att.q"),
+      model.p("layers.1.att.k"),        model.p("layers.1.att.v"),
+      model.p("layers.1.att.o"),        model.p("layers.1.att.pos")};
   ref::Tensor a1 = ref::mhaBlock(x1, mha, 2, 6, ref::Pos::xl, &m1);
-  ref::Tensor x2 = ref::ffnBlock(a1, norm(model, "layers.1.ffn.norm"),
-                                 model.p("layers.1.ffn.up"),
-                                 model.p("layers.1.ffn.down"));
+  ref::Tensor x2 =
+      ref::ffnBlock(a1, norm(model, "layers.1.ffn.norm"),
+                    model.p("layers.1.ffn.up"), model.p("layers.1.ffn.down"));
   ref::Tensor expected = ref::output(
       ref::layerNorm(x2, model.p("norm.weight"), model.p("norm.bias")),
       model.p("out.weight"));

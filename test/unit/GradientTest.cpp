@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/CpuProgram.h"
+#include "test/unit/TestSupport.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -27,6 +28,7 @@
 using namespace switchyard;
 namespace rt = switchyard::runtime;
 using llvm::formatv;
+using switchyard::test::callOrFail;
 
 namespace {
 
@@ -94,24 +96,13 @@ void checkGradients(const std::string &source, const std::string &name,
       arguments.push_back(rt::HostTensor::fromValues<float>(
           spec.param, rt::ElementType::f32, spec.shape, values));
     } else {
-      arguments.push_back(randomTensor(spec.shape, seed + unsigned(index),
-                                       scale));
+      arguments.push_back(
+          randomTensor(spec.shape, seed + unsigned(index), scale));
     }
   }
   ASSERT_EQ(next, data.size()) << "unused data arguments";
 
-  auto evaluate = [&]() -> std::vector<rt::HostTensor> {
-    std::vector<const rt::HostTensor *> pointers;
-    for (const rt::HostTensor &a : arguments)
-      pointers.push_back(&a);
-    llvm::Expected<std::vector<rt::HostTensor>> results =
-        program.call(grad->name, pointers);
-    if (!results) {
-      ADD_FAILURE() << llvm::toString(results.takeError());
-      return {};
-    }
-    return std::move(*results);
-  };
+  auto evaluate = [&]() { return callOrFail(program, grad->name, arguments); };
   std::vector<rt::HostTensor> analytic = evaluate();
   ASSERT_EQ(analytic.size(), paramArgs.size() + 1);
 
@@ -133,8 +124,8 @@ void checkGradients(const std::string &source, const std::string &name,
     double largest = 0;
     for (float g : gradient)
       largest = std::max(largest, double(std::abs(g)));
-    EXPECT_GT(largest, 0.0) << "the gradient of " << paramName
-                            << " is identically zero";
+    EXPECT_GT(largest, 0.0)
+        << "the gradient of " << paramName << " is identically zero";
     for (size_t i : chosen) {
       float original = values[i];
       values[i] = original + float(kStep);
@@ -172,12 +163,13 @@ std::string lossFunction(const std::string &args, const std::string &body,
 //===----------------------------------------------------------------------===//
 
 TEST(GradientTest, Linear) {
-  checkGradients(lossFunction(
-                     R"(%x: tensor<4x6xf32> {lm.param = "x"}, %w: tensor<5x6xf32> {lm.param = "w"})",
-                     R"(%y = moe.linear %x, %w {scale = 0.7} : tensor<4x6xf32>, tensor<5x6xf32> -> tensor<4x5xf32>
+  checkGradients(
+      lossFunction(
+          R"(%x: tensor<4x6xf32> {lm.param = "x"}, %w: tensor<5x6xf32> {lm.param = "w"})",
+          R"(%y = moe.linear %x, %w {scale = 0.7} : tensor<4x6xf32>, tensor<5x6xf32> -> tensor<4x5xf32>
       %logits = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 4, 5] : tensor<4x5xf32> into tensor<1x4x5xf32>)",
-                     "tensor<1x4x5xf32>", "tensor<1x4xi32>"),
-                 "f", {indices({1, 4}, 5, 1)}, 10);
+          "tensor<1x4x5xf32>", "tensor<1x4xi32>"),
+      "f", {indices({1, 4}, 5, 1)}, 10);
 }
 
 TEST(GradientTest, Relu) {
@@ -189,82 +181,88 @@ TEST(GradientTest, Relu) {
 }
 
 TEST(GradientTest, LayerNorm) {
-  checkGradients(lossFunction(
-                     R"(%x: tensor<2x3x6xf32> {lm.param = "x"}, %w: tensor<6xf32> {lm.param = "w"}, %b: tensor<6xf32> {lm.param = "b"})",
-                     R"(%logits = moe.layer_norm %x, %w, %b : tensor<2x3x6xf32>, tensor<6xf32>)",
-                     "tensor<2x3x6xf32>", "tensor<2x3xi32>"),
-                 "f", {indices({2, 3}, 6, 3)}, 30, 1.0f, 12);
+  checkGradients(
+      lossFunction(
+          R"(%x: tensor<2x3x6xf32> {lm.param = "x"}, %w: tensor<6xf32> {lm.param = "w"}, %b: tensor<6xf32> {lm.param = "b"})",
+          R"(%logits = moe.layer_norm %x, %w, %b : tensor<2x3x6xf32>, tensor<6xf32>)",
+          "tensor<2x3x6xf32>", "tensor<2x3xi32>"),
+      "f", {indices({2, 3}, 6, 3)}, 30, 1.0f, 12);
 }
 
 TEST(GradientTest, Rope) {
-  checkGradients(lossFunction(R"(%x: tensor<1x4x2x8xf32> {lm.param = "x"})",
-                              R"(%y = moe.rope %x {offset = 2} : tensor<1x4x2x8xf32>
+  checkGradients(
+      lossFunction(R"(%x: tensor<1x4x2x8xf32> {lm.param = "x"})",
+                   R"(%y = moe.rope %x {offset = 2} : tensor<1x4x2x8xf32>
       %logits = tensor.collapse_shape %y [[0], [1], [2, 3]] : tensor<1x4x2x8xf32> into tensor<1x4x16xf32>)",
-                              "tensor<1x4x16xf32>", "tensor<1x4xi32>"),
-                 "f", {indices({1, 4}, 16, 4)}, 40, 1.0f, 16);
+                   "tensor<1x4x16xf32>", "tensor<1x4xi32>"),
+      "f", {indices({1, 4}, 16, 4)}, 40, 1.0f, 16);
 }
 
 TEST(GradientTest, EmbedAndConcat) {
-  checkGradients(lossFunction(
-                     R"(%table: tensor<7x5xf32> {lm.param = "table"}, %tokens: tensor<1x3xi32>, %a: tensor<1x2x5xf32> {lm.param = "a"})",
-                     R"(%e = moe.embed %table, %tokens : tensor<7x5xf32>, tensor<1x3xi32> -> tensor<1x3x5xf32>
+  checkGradients(
+      lossFunction(
+          R"(%table: tensor<7x5xf32> {lm.param = "table"}, %tokens: tensor<1x3xi32>, %a: tensor<1x2x5xf32> {lm.param = "a"})",
+          R"(%e = moe.embed %table, %tokens : tensor<7x5xf32>, tensor<1x3xi32> -> tensor<1x3x5xf32>
       %logits = moe.concat %a, %e : tensor<1x2x5xf32>, tensor<1x3x5xf32> -> tensor<1x5x5xf32>)",
-                     "tensor<1x5x5xf32>", "tensor<1x5xi32>"),
-                 "f", {indices({1, 3}, 7, 5), indices({1, 5}, 5, 6)}, 50, 1.0f,
-                 35);
+          "tensor<1x5x5xf32>", "tensor<1x5xi32>"),
+      "f", {indices({1, 3}, 7, 5), indices({1, 5}, 5, 6)}, 50, 1.0f, 35);
 }
 
 TEST(GradientTest, GateAndTopK) {
   // Router scores through top-3 of 6 experts, scored by the loss.
-  checkGradients(lossFunction(
-                     R"(%x: tensor<6x5xf32> {lm.param = "x"}, %w: tensor<12x5xf32> {lm.param = "w"})",
-                     R"(%s = moe.gate %x, %w : tensor<6x5xf32>, tensor<12x5xf32> -> tensor<6x2x6xf32>
+  checkGradients(
+      lossFunction(
+          R"(%x: tensor<6x5xf32> {lm.param = "x"}, %w: tensor<12x5xf32> {lm.param = "w"})",
+          R"(%s = moe.gate %x, %w : tensor<6x5xf32>, tensor<12x5xf32> -> tensor<6x2x6xf32>
       %v, %i = moe.topk %s k(3) : tensor<6x2x6xf32> -> tensor<6x2x3xf32>, tensor<6x2x3xi32>
       %logits = tensor.expand_shape %v [[0], [1], [2]] output_shape [6, 2, 3] : tensor<6x2x3xf32> into tensor<6x2x3xf32>)",
-                     "tensor<6x2x3xf32>", "tensor<6x2xi32>"),
-                 "f", {indices({6, 2}, 3, 7)}, 60, 1.0f, 12);
+          "tensor<6x2x3xf32>", "tensor<6x2xi32>"),
+      "f", {indices({6, 2}, 3, 7)}, 60, 1.0f, 12);
 }
 
 TEST(GradientTest, ExpertProjections) {
   // V: x through 2 heads × 3 experts (k = 2); O: back to width 6.
-  checkGradients(lossFunction(
-                     R"(%x: tensor<5x6xf32> {lm.param = "x"}, %wv: tensor<6x6x4xf32> {lm.param = "wv"}, %gv: tensor<5x2x2xf32> {lm.param = "gv"}, %iv: tensor<5x2x2xi32>, %wo: tensor<6x4x6xf32> {lm.param = "wo"}, %go: tensor<5x2x2xf32> {lm.param = "go"}, %io: tensor<5x2x2xi32>)",
-                     R"(%h = moe.expert_proj %x, %wv, %gv, %iv : tensor<5x6xf32>, tensor<6x6x4xf32>, tensor<5x2x2xf32>, tensor<5x2x2xi32> -> tensor<5x2x4xf32>
+  checkGradients(
+      lossFunction(
+          R"(%x: tensor<5x6xf32> {lm.param = "x"}, %wv: tensor<6x6x4xf32> {lm.param = "wv"}, %gv: tensor<5x2x2xf32> {lm.param = "gv"}, %iv: tensor<5x2x2xi32>, %wo: tensor<6x4x6xf32> {lm.param = "wo"}, %go: tensor<5x2x2xf32> {lm.param = "go"}, %io: tensor<5x2x2xi32>)",
+          R"(%h = moe.expert_proj %x, %wv, %gv, %iv : tensor<5x6xf32>, tensor<6x6x4xf32>, tensor<5x2x2xf32>, tensor<5x2x2xi32> -> tensor<5x2x4xf32>
       %y = moe.expert_merge %h, %wo, %go, %io : tensor<5x2x4xf32>, tensor<6x4x6xf32>, tensor<5x2x2xf32>, tensor<5x2x2xi32> -> tensor<5x6xf32>
       %logits = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 5, 6] : tensor<5x6xf32> into tensor<1x5x6xf32>)",
-                     "tensor<1x5x6xf32>", "tensor<1x5xi32>"),
-                 "f",
-                 {indices({5, 2, 2}, 3, 8), indices({5, 2, 2}, 3, 9),
-                  indices({1, 5}, 6, 10)},
-                 70);
+          "tensor<1x5x6xf32>", "tensor<1x5xi32>"),
+      "f",
+      {indices({5, 2, 2}, 3, 8), indices({5, 2, 2}, 3, 9),
+       indices({1, 5}, 6, 10)},
+      70);
 }
 
 TEST(GradientTest, ExpertMlp) {
-  checkGradients(lossFunction(
-                     R"(%x: tensor<5x6xf32> {lm.param = "x"}, %up: tensor<4x6x3xf32> {lm.param = "up"}, %down: tensor<4x3x6xf32> {lm.param = "down"}, %g: tensor<5x2xf32> {lm.param = "g"}, %i: tensor<5x2xi32>)",
-                     R"(%y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<5x6xf32>, tensor<4x6x3xf32>, tensor<4x3x6xf32>, tensor<5x2xf32>, tensor<5x2xi32> -> tensor<5x6xf32>
+  checkGradients(
+      lossFunction(
+          R"(%x: tensor<5x6xf32> {lm.param = "x"}, %up: tensor<4x6x3xf32> {lm.param = "up"}, %down: tensor<4x3x6xf32> {lm.param = "down"}, %g: tensor<5x2xf32> {lm.param = "g"}, %i: tensor<5x2xi32>)",
+          R"(%y = moe.expert_mlp %x, %up, %down, %g, %i : tensor<5x6xf32>, tensor<4x6x3xf32>, tensor<4x3x6xf32>, tensor<5x2xf32>, tensor<5x2xi32> -> tensor<5x6xf32>
       %logits = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 5, 6] : tensor<5x6xf32> into tensor<1x5x6xf32>)",
-                     "tensor<1x5x6xf32>", "tensor<1x5xi32>"),
-                 "f", {indices({5, 2}, 4, 11), indices({1, 5}, 6, 12)}, 80,
-                 1.0f);
+          "tensor<1x5x6xf32>", "tensor<1x5xi32>"),
+      "f", {indices({5, 2}, 4, 11), indices({1, 5}, 6, 12)}, 80, 1.0f);
 }
 
 TEST(GradientTest, AttentionWithRelativeKeys) {
-  checkGradients(lossFunction(
-                     R"(%q: tensor<1x3x2x4xf32> {lm.param = "q"}, %k: tensor<1x5x2x4xf32> {lm.param = "k"}, %v: tensor<1x5x2x4xf32> {lm.param = "v"}, %r: tensor<5x2x4xf32> {lm.param = "rel"})",
-                     R"(%o = moe.attention %q, %k, %v rel(%r : tensor<5x2x4xf32>) : tensor<1x3x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x3x2x4xf32>
+  checkGradients(
+      lossFunction(
+          R"(%q: tensor<1x3x2x4xf32> {lm.param = "q"}, %k: tensor<1x5x2x4xf32> {lm.param = "k"}, %v: tensor<1x5x2x4xf32> {lm.param = "v"}, %r: tensor<5x2x4xf32> {lm.param = "rel"})",
+          R"(%o = moe.attention %q, %k, %v rel(%r : tensor<5x2x4xf32>) : tensor<1x3x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x3x2x4xf32>
       %logits = tensor.collapse_shape %o [[0], [1], [2, 3]] : tensor<1x3x2x4xf32> into tensor<1x3x8xf32>)",
-                     "tensor<1x3x8xf32>", "tensor<1x3xi32>"),
-                 "f", {indices({1, 3}, 8, 13)}, 90, 1.0f, 12);
+          "tensor<1x3x8xf32>", "tensor<1x3xi32>"),
+      "f", {indices({1, 3}, 8, 13)}, 90, 1.0f, 12);
 }
 
 TEST(GradientTest, AttentionCausal) {
-  checkGradients(lossFunction(
-                     R"(%q: tensor<2x4x2x3xf32> {lm.param = "q"}, %k: tensor<2x4x2x3xf32> {lm.param = "k"}, %v: tensor<2x4x2x3xf32> {lm.param = "v"})",
-                     R"(%o = moe.attention %q, %k, %v : tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32> -> tensor<2x4x2x3xf32>
+  checkGradients(
+      lossFunction(
+          R"(%q: tensor<2x4x2x3xf32> {lm.param = "q"}, %k: tensor<2x4x2x3xf32> {lm.param = "k"}, %v: tensor<2x4x2x3xf32> {lm.param = "v"})",
+          R"(%o = moe.attention %q, %k, %v : tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32>, tensor<2x4x2x3xf32> -> tensor<2x4x2x3xf32>
       %logits = tensor.collapse_shape %o [[0], [1], [2, 3]] : tensor<2x4x2x3xf32> into tensor<2x4x6xf32>)",
-                     "tensor<2x4x6xf32>", "tensor<2x4xi32>"),
-                 "f", {indices({2, 4}, 6, 14)}, 100, 1.0f, 12);
+          "tensor<2x4x6xf32>", "tensor<2x4xi32>"),
+      "f", {indices({2, 4}, 6, 14)}, 100, 1.0f, 12);
 }
 
 TEST(GradientTest, CrossEntropy) {
@@ -330,22 +328,6 @@ const char *kTrainModel = R"mlir(
     lm.return %l : tensor<?x4x11xf32>
   })mlir";
 
-/// Calls `name` with `arguments`, failing the test on an error.
-std::vector<rt::HostTensor> callOrFail(rt::CpuProgram &program,
-                                       const std::string &name,
-                                       const std::vector<rt::HostTensor> &args) {
-  std::vector<const rt::HostTensor *> pointers;
-  for (const rt::HostTensor &a : args)
-    pointers.push_back(&a);
-  llvm::Expected<std::vector<rt::HostTensor>> results =
-      program.call(name, pointers);
-  if (!results) {
-    ADD_FAILURE() << llvm::toString(results.takeError());
-    return {};
-  }
-  return std::move(*results);
-}
-
 } // namespace
 
 TEST(GradientTest, TrainStepIsClippedAdamW) {
@@ -369,14 +351,20 @@ TEST(GradientTest, TrainStepIsClippedAdamW) {
     std::vector<float> second(values.size());
     for (float &s : second)
       s = 1e-4f;
-    v.push_back(rt::HostTensor::fromValues<float>(
-        "", rt::ElementType::f32, spec.shape, second));
+    v.push_back(rt::HostTensor::fromValues<float>("", rt::ElementType::f32,
+                                                  spec.shape, second));
   }
-  rt::HostTensor tokens = indices({2, 4}, 11, 7), targets = indices({2, 4}, 11, 8);
+  rt::HostTensor tokens = indices({2, 4}, 11, 7),
+                 targets = indices({2, 4}, 11, 8);
   // lr, beta1, beta2, eps, weight decay, clip, 1 - beta1^t, 1 - beta2^t
   // (step t = 3); the clip is small enough to engage.
   const float beta1 = 0.9f, beta2 = 0.99f, t = 3;
-  std::vector<float> hyperValues = {1e-2f, beta1, beta2, 1e-8f, 0.1f, 0.5f,
+  std::vector<float> hyperValues = {1e-2f,
+                                    beta1,
+                                    beta2,
+                                    1e-8f,
+                                    0.1f,
+                                    0.5f,
                                     1 - std::pow(beta1, t),
                                     1 - std::pow(beta2, t)};
   rt::HostTensor hyper = rt::HostTensor::fromValues<float>(
@@ -392,7 +380,8 @@ TEST(GradientTest, TrainStepIsClippedAdamW) {
   stepArgs.insert(stepArgs.end(), m.begin(), m.end());
   stepArgs.insert(stepArgs.end(), v.begin(), v.end());
   stepArgs.push_back(hyper);
-  std::vector<rt::HostTensor> out = callOrFail(program, "m_train_step", stepArgs);
+  std::vector<rt::HostTensor> out =
+      callOrFail(program, "m_train_step", stepArgs);
   ASSERT_EQ(out.size(), 2 + 3 * count);
   EXPECT_EQ(out[0].values<float>()[0], grads[0].values<float>()[0]);
 
@@ -451,10 +440,16 @@ TEST(GradientTest, TrainStepsReduceTheLoss) {
         std::vector<float>(values.size(), 0.0f)));
   }
   std::vector<rt::HostTensor> m = moments, v = moments;
-  rt::HostTensor tokens = indices({2, 4}, 11, 10), targets = indices({2, 4}, 11, 11);
+  rt::HostTensor tokens = indices({2, 4}, 11, 10),
+                 targets = indices({2, 4}, 11, 11);
   float first = 0, last = 0;
   for (int step = 1; step <= 30; ++step) {
-    std::vector<float> hyper = {3e-2f, 0.9f, 0.99f, 1e-8f, 0.0f, 1.0f,
+    std::vector<float> hyper = {3e-2f,
+                                0.9f,
+                                0.99f,
+                                1e-8f,
+                                0.0f,
+                                1.0f,
                                 1 - std::pow(0.9f, float(step)),
                                 1 - std::pow(0.99f, float(step))};
     std::vector<rt::HostTensor> args = {tokens};

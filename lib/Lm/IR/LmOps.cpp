@@ -7,6 +7,7 @@
 
 #include "dialect/Lm/IR/LmOps.h"
 #include "dialect/Support/ShapeChecks.h"
+#include "dialect/Support/TensorBuilders.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -20,6 +21,7 @@
 using namespace mlir;
 using namespace mlir::lm;
 using switchyard::DimRef;
+using switchyard::elementTypeOf;
 using switchyard::verifySameDim;
 
 #include "dialect/Lm/IR/LmInterfaces.cpp.inc"
@@ -74,10 +76,9 @@ public:
   void add(StringRef suffix, ArrayRef<int64_t> shape, InitKind kind,
            double std = 0.0) {
     auto layer = cast<ParamOwnerOpInterface>(op);
-    params.push_back(
-        {(layer.getLayerName() + "." + suffix).str(),
-         RankedTensorType::get(shape, elementType),
-         InitAttr::get(op->getContext(), kind, std)});
+    params.push_back({(layer.getLayerName() + "." + suffix).str(),
+                      RankedTensorType::get(shape, elementType),
+                      InitAttr::get(op->getContext(), kind, std)});
   }
 
   /// Adds the pre-norm parameters of a residual block.
@@ -95,10 +96,6 @@ private:
 
 static int64_t widthOf(Value hidden) {
   return cast<RankedTensorType>(hidden.getType()).getShape().back();
-}
-
-static Type elementTypeOf(Value value) {
-  return cast<ShapedType>(value.getType()).getElementType();
 }
 
 /// The residual-branch scale s = √(2/L) of the pre-LN initialisation.
@@ -125,18 +122,15 @@ void ModelOp::build(OpBuilder &builder, OperationState &state, StringRef name,
                     FunctionType type) {
   state.addAttribute(SymbolTable::getSymbolAttrName(),
                      builder.getStringAttr(name));
-  state.addAttribute(getFunctionTypeAttrName(state.name),
-                     TypeAttr::get(type));
+  state.addAttribute(getFunctionTypeAttrName(state.name), TypeAttr::get(type));
   state.addRegion();
 }
 
 ParseResult ModelOp::parse(OpAsmParser &parser, OperationState &result) {
-  auto buildFuncType = [](Builder &builder, ArrayRef<Type> argTypes,
-                          ArrayRef<Type> results,
-                          function_interface_impl::VariadicFlag,
-                          std::string &) {
-    return builder.getFunctionType(argTypes, results);
-  };
+  auto buildFuncType =
+      [](Builder &builder, ArrayRef<Type> argTypes, ArrayRef<Type> results,
+         function_interface_impl::VariadicFlag,
+         std::string &) { return builder.getFunctionType(argTypes, results); };
   return function_interface_impl::parseFunctionOp(
       parser, result, /*allowVariadic=*/false,
       getFunctionTypeAttrName(result.name), buildFuncType,
@@ -206,8 +200,7 @@ LogicalResult ReturnOp::verify() {
     auto [found, want] = pair;
     if (found != want)
       return emitOpError() << "expected operand #" << index << " of type "
-                           << want << " (model result type), found "
-                           << found;
+                           << want << " (model result type), found " << found;
   }
   return success();
 }
@@ -216,8 +209,7 @@ LogicalResult ReturnOp::verify() {
 // GetParamOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto param =
       symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
   if (!param)
@@ -301,10 +293,9 @@ static LogicalResult verifyAttention(AttentionOp op) {
                            {"input", op.getInput(), 2})))
     return failure();
   if (elementTypeOf(memory) != elementTypeOf(op.getInput()))
-    return op.emitOpError() << "expected memory element type "
-                            << elementTypeOf(op.getInput())
-                            << " (that of input), found "
-                            << elementTypeOf(memory);
+    return op.emitOpError()
+           << "expected memory element type " << elementTypeOf(op.getInput())
+           << " (that of input), found " << elementTypeOf(memory);
   return success();
 }
 
@@ -328,8 +319,7 @@ void MhaOp::getParams(SmallVectorImpl<ParamDecl> &params, int64_t numLayers) {
 LogicalResult SwitchHeadOp::verify() {
   if (getK() > getExperts())
     return emitOpError() << "expected k (" << getK()
-                         << ") to be at most experts (" << getExperts()
-                         << ")";
+                         << ") to be at most experts (" << getExperts() << ")";
   return verifyAttention(*this);
 }
 
@@ -377,8 +367,7 @@ void FfnOp::getParams(SmallVectorImpl<ParamDecl> &params, int64_t numLayers) {
 LogicalResult SigmaMoeOp::verify() {
   if (getK() > getExperts())
     return emitOpError() << "expected k (" << getK()
-                         << ") to be at most experts (" << getExperts()
-                         << ")";
+                         << ") to be at most experts (" << getExperts() << ")";
   return verifyStaticWidth(*this, "input", getInput());
 }
 

@@ -44,10 +44,6 @@ namespace {
 /// exp(-ln(10000)·2i/width).
 const double kNegLogBase = -std::log(10000.0);
 
-Type elementTypeOf(Value value) {
-  return cast<ShapedType>(value.getType()).getElementType();
-}
-
 /// The helpers every layer decomposition uses, bound to one layer.
 class LayerBuilder {
 public:
@@ -114,8 +110,8 @@ public:
   Value splitHeads(Value x, int64_t heads) {
     auto type = cast<RankedTensorType>(x.getType());
     int64_t width = type.getDimSize(1) / heads;
-    auto resultType = RankedTensorType::get(
-        {type.getDimSize(0), heads, width}, type.getElementType());
+    auto resultType = RankedTensorType::get({type.getDimSize(0), heads, width},
+                                            type.getElementType());
     return tensor::ExpandShapeOp::create(
         b, resultType, x, ArrayRef<ReassociationIndices>{{0}, {1, 2}},
         ArrayRef<OpFoldResult>{sizesOf(b, x)[0], b.getIndexAttr(heads),
@@ -144,8 +140,8 @@ public:
 
   /// The XL sinusoids pe [S, D] for distances 0 .. S-1, in f32.
   Value sinusoids(OpFoldResult distances, int64_t width) {
-    Value init = tensor::EmptyOp::create(
-        b, {distances, b.getIndexAttr(width)}, b.getF32Type());
+    Value init = tensor::EmptyOp::create(b, {distances, b.getIndexAttr(width)},
+                                         b.getF32Type());
     AffineMap id = b.getMultiDimIdentityMap(2);
     int64_t half = width / 2;
     return generic(
@@ -156,14 +152,15 @@ public:
           Value cHalf = indexConstant(b, half);
           Value isSin =
               arith::CmpIOp::create(b, arith::CmpIPredicate::ult, j, cHalf);
-          Value i = arith::SelectOp::create(
-              b, isSin, j, arith::SubIOp::create(b, j, cHalf));
+          Value i = arith::SelectOp::create(b, isSin, j,
+                                            arith::SubIOp::create(b, j, cHalf));
           Value omega = math::ExpOp::create(
               b, arith::MulFOp::create(
                      b, indexToF32(b, i),
                      f32Constant(b, 2.0 * kNegLogBase / double(width))));
           Value angle = arith::MulFOp::create(b, distance, omega);
-          return arith::SelectOp::create(b, isSin, math::SinOp::create(b, angle),
+          return arith::SelectOp::create(b, isSin,
+                                         math::SinOp::create(b, angle),
                                          math::CosOp::create(b, angle));
         });
   }
@@ -280,9 +277,9 @@ struct SwitchHeadDecomposition : public OpRewritePattern<SwitchHeadOp> {
           auto [gates, indices] =
               route(b, source, lb.param("sel_v"), heads, experts, k);
           auto sourceType = cast<RankedTensorType>(source.getType());
-          auto type = RankedTensorType::get(
-              {sourceType.getDimSize(0), heads, width},
-              sourceType.getElementType());
+          auto type =
+              RankedTensorType::get({sourceType.getDimSize(0), heads, width},
+                                    sourceType.getElementType());
           return moe::ExpertProjOp::create(b, type, source, lb.param("v"),
                                            gates, indices);
         },
@@ -337,9 +334,9 @@ struct SigmaMoeDecomposition : public OpRewritePattern<SigmaMoeOp> {
         TypeRange{RankedTensorType::get({tokens, k}, f32),
                   RankedTensorType::get({tokens, k}, b.getI32Type())},
         scores, k, /*mask=*/Value());
-    Value branch = moe::ExpertMlpOp::create(
-        b, h.getType(), h, lb.param("up"), lb.param("down"), topk.getValues(),
-        topk.getIndices());
+    Value branch = moe::ExpertMlpOp::create(b, h.getType(), h, lb.param("up"),
+                                            lb.param("down"), topk.getValues(),
+                                            topk.getIndices());
     rewriter.replaceOp(op, lb.add(x, lb.unflatten(branch, x)));
     return success();
   }
@@ -368,10 +365,9 @@ struct LayerNormDecomposition : public OpRewritePattern<LayerNormOp> {
   LogicalResult matchAndRewrite(LayerNormOp op,
                                 PatternRewriter &rewriter) const override {
     LayerBuilder lb(op, rewriter);
-    rewriter.replaceOp(op,
-                       lb.layerNorm(op.getInput(), lb.param("weight"),
-                                    lb.param("bias"),
-                                    op.getEps().convertToDouble()));
+    rewriter.replaceOp(op, lb.layerNorm(op.getInput(), lb.param("weight"),
+                                        lb.param("bias"),
+                                        op.getEps().convertToDouble()));
     return success();
   }
 };
@@ -414,8 +410,8 @@ struct LmDecomposeLayersPass
       }
       // Token-wise work reshapes [batch, time] into one token dimension;
       // upstream MLIR 22 cannot lower such a reshape when both are dynamic.
-      for (Value value : llvm::concat<Value>(layer->getOperands(),
-                                             layer->getResults())) {
+      for (Value value :
+           llvm::concat<Value>(layer->getOperands(), layer->getResults())) {
         auto type = dyn_cast<RankedTensorType>(value.getType());
         if (!type || type.getRank() < 2)
           continue;
@@ -426,8 +422,8 @@ struct LmDecomposeLayersPass
           return WalkResult::interrupt();
         }
         if (type.getDimSize(1) == 0) {
-          layer->emitOpError() << "expected at least one time step, found "
-                               << type;
+          layer->emitOpError()
+              << "expected at least one time step, found " << type;
           return WalkResult::interrupt();
         }
       }
@@ -438,8 +434,7 @@ struct LmDecomposeLayersPass
             layer, StringAttr::get(&getContext(), param.name));
         if (!decl || decl.getType() != param.type) {
           layer->emitOpError()
-              << "needs parameter '" << param.name << "' of type "
-              << param.type
+              << "needs parameter '" << param.name << "' of type " << param.type
               << " to be declared; run lm-materialize-params first";
           return WalkResult::interrupt();
         }
@@ -450,10 +445,10 @@ struct LmDecomposeLayersPass
       return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
-    patterns.add<EmbedDecomposition, LayerNormDecomposition, MhaDecomposition,
-                 SwitchHeadDecomposition, FfnDecomposition,
-                 SigmaMoeDecomposition, OutputDecomposition,
-                 CrossEntropyDecomposition>(&getContext());
+    patterns
+        .add<EmbedDecomposition, LayerNormDecomposition, MhaDecomposition,
+             SwitchHeadDecomposition, FfnDecomposition, SigmaMoeDecomposition,
+             OutputDecomposition, CrossEntropyDecomposition>(&getContext());
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     if (failed(applyPatternsGreedily(module, std::move(patterns), config)))

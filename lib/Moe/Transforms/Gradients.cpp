@@ -35,10 +35,6 @@ using namespace mlir::switchyard;
 
 namespace {
 
-Type elementTypeOf(Value value) {
-  return cast<ShapedType>(value.getType()).getElementType();
-}
-
 /// Converts an f32 gradient to the element type of the value it belongs to.
 Value asTypeOf(ImplicitLocOpBuilder &b, Value gradient, Value of) {
   return castElements(b, gradient, elementTypeOf(of));
@@ -67,8 +63,8 @@ Value routeSums(ImplicitLocOpBuilder &b, Value gates, Value indices,
   bool headed = cast<RankedTensorType>(indices.getType()).getRank() == 3;
   OpFoldResult tokens = sizesOf(b, indices)[0];
   Value routes = dimOf(b, indices, headed ? 2 : 1);
-  Value init = tensor::EmptyOp::create(b, {tokens, rows, width},
-                                       b.getF32Type());
+  Value init =
+      tensor::EmptyOp::create(b, {tokens, rows, width}, b.getF32Type());
   AffineMap id = b.getMultiDimIdentityMap(3);
   return generic(
       b, {}, init, {id}, iterators(3),
@@ -86,16 +82,15 @@ Value routeSums(ImplicitLocOpBuilder &b, Value gates, Value indices,
               Value chosen = arith::IndexCastOp::create(
                   b, b.getIndexType(),
                   tensor::ExtractOp::create(b, indices, at));
-              Value match = arith::CmpIOp::create(
-                  b, arith::CmpIPredicate::eq, chosen, e);
+              Value match =
+                  arith::CmpIOp::create(b, arith::CmpIPredicate::eq, chosen, e);
               Value term = value(b, n, h, j, f);
               if (gates)
                 term = arith::MulFOp::create(
                     b, term, tensor::ExtractOp::create(b, gates, at));
               Value added = arith::AddFOp::create(b, acc[0], term);
-              scf::YieldOp::create(
-                  b, ValueRange{arith::SelectOp::create(b, match, added,
-                                                        acc[0])});
+              scf::YieldOp::create(b, ValueRange{arith::SelectOp::create(
+                                          b, match, added, acc[0])});
             });
         return loop.getResult(0);
       });
@@ -116,12 +111,14 @@ struct LinearGradient
     Value x = linear.getInput(), w = linear.getWeight(), dy = adjoints[0];
     double s = linear.getScale().convertToDouble();
     // dx[n, k] over (n, k | m); dw[m, k] over (m, k | n).
-    Value dx = contractF32(b, dy, dimsMap(ctx, 3, {0, 2}), w,
-                           dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
-                           iterators(2, 1), {sizesOf(b, x)[0], sizesOf(b, x)[1]});
-    Value dw = contractF32(b, dy, dimsMap(ctx, 3, {2, 0}), x,
-                           dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
-                           iterators(2, 1), {sizesOf(b, w)[0], sizesOf(b, w)[1]});
+    Value dx =
+        contractF32(b, dy, dimsMap(ctx, 3, {0, 2}), w, dimsMap(ctx, 3, {2, 1}),
+                    dimsMap(ctx, 3, {0, 1}), iterators(2, 1),
+                    {sizesOf(b, x)[0], sizesOf(b, x)[1]});
+    Value dw =
+        contractF32(b, dy, dimsMap(ctx, 3, {2, 0}), x, dimsMap(ctx, 3, {2, 1}),
+                    dimsMap(ctx, 3, {0, 1}), iterators(2, 1),
+                    {sizesOf(b, w)[0], sizesOf(b, w)[1]});
     return {asTypeOf(b, scaled(b, dx, s), x), asTypeOf(b, scaled(b, dw, s), w)};
   }
 };
@@ -134,7 +131,8 @@ struct ReluGradient
     Value x = op->getOperand(0);
     auto type = cast<RankedTensorType>(x.getType());
     AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-    Value init = tensor::EmptyOp::create(b, sizesOf(b, x), type.getElementType());
+    Value init =
+        tensor::EmptyOp::create(b, sizesOf(b, x), type.getElementType());
     Value dx = generic(
         b, {adjoints[0], x}, init, {id, id, id}, iterators(type.getRank()),
         [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
@@ -169,8 +167,8 @@ struct LayerNormGradient
     Type f32 = b.getF32Type();
     auto normalised = [&](ImplicitLocOpBuilder &b, Value xv, Value m,
                           Value r) -> Value {
-      return arith::MulFOp::create(
-          b, arith::SubFOp::create(b, toF32(b, xv), m), r);
+      return arith::MulFOp::create(b, arith::SubFOp::create(b, toF32(b, xv), m),
+                                   r);
     };
 
     // Parameter gradients: reduce over every row, keep the last dim.
@@ -178,12 +176,11 @@ struct LayerNormGradient
         rank - 1, utils::IteratorType::reduction);
     rowsThenWidth.push_back(utils::IteratorType::parallel);
     OpFoldResult normWidth = sizesOf(b, w)[0];
-    Value dbias = generic(b, {dy}, filled(b, {normWidth}, f32, 0.0),
-                          {id, last}, rowsThenWidth,
-                          [](ImplicitLocOpBuilder &b, ValueRange args) {
-                            return arith::AddFOp::create(b, args[1],
-                                                         toF32(b, args[0]));
-                          });
+    Value dbias =
+        generic(b, {dy}, filled(b, {normWidth}, f32, 0.0), {id, last},
+                rowsThenWidth, [](ImplicitLocOpBuilder &b, ValueRange args) {
+                  return arith::AddFOp::create(b, args[1], toF32(b, args[0]));
+                });
     Value dweight = generic(
         b, {dy, x, mean, rstd}, filled(b, {normWidth}, f32, 0.0),
         {id, id, pre, pre, last}, rowsThenWidth,
@@ -195,33 +192,36 @@ struct LayerNormGradient
 
     // Row means of g and g·x̂.
     Value width = indexToF32(b, dimOf(b, x, rank - 1));
-    Value sumG = generic(
-        b, {dy, w}, filled(b, rowSizes, f32, 0.0), {id, last, pre},
-        iterators(rank - 1, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value g = arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1]));
-          return arith::AddFOp::create(b, args[2], g);
-        });
-    Value sumGX = generic(
-        b, {dy, w, x, mean, rstd}, filled(b, rowSizes, f32, 0.0),
-        {id, last, id, pre, pre, pre}, iterators(rank - 1, 1),
-        [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value g = arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1]));
-          Value xhat = normalised(b, args[2], args[3], args[4]);
-          return arith::AddFOp::create(b, args[5],
-                                       arith::MulFOp::create(b, g, xhat));
-        });
+    Value sumG = generic(b, {dy, w}, filled(b, rowSizes, f32, 0.0),
+                         {id, last, pre}, iterators(rank - 1, 1),
+                         [](ImplicitLocOpBuilder &b, ValueRange args) {
+                           Value g = arith::MulFOp::create(b, toF32(b, args[0]),
+                                                           toF32(b, args[1]));
+                           return arith::AddFOp::create(b, args[2], g);
+                         });
+    Value sumGX =
+        generic(b, {dy, w, x, mean, rstd}, filled(b, rowSizes, f32, 0.0),
+                {id, last, id, pre, pre, pre}, iterators(rank - 1, 1),
+                [&](ImplicitLocOpBuilder &b, ValueRange args) {
+                  Value g = arith::MulFOp::create(b, toF32(b, args[0]),
+                                                  toF32(b, args[1]));
+                  Value xhat = normalised(b, args[2], args[3], args[4]);
+                  return arith::AddFOp::create(
+                      b, args[5], arith::MulFOp::create(b, g, xhat));
+                });
     Value dx = generic(
         b, {dy, w, x, mean, rstd, sumG, sumGX},
         tensor::EmptyOp::create(b, sizes, f32),
         {id, last, id, pre, pre, pre, pre, id}, iterators(rank),
         [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value g = arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1]));
+          Value g =
+              arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1]));
           Value xhat = normalised(b, args[2], args[3], args[4]);
           Value meanG = arith::DivFOp::create(b, args[5], width);
           Value meanGX = arith::DivFOp::create(b, args[6], width);
-          Value inner = arith::SubFOp::create(
-              b, arith::SubFOp::create(b, g, meanG),
-              arith::MulFOp::create(b, xhat, meanGX));
+          Value inner =
+              arith::SubFOp::create(b, arith::SubFOp::create(b, g, meanG),
+                                    arith::MulFOp::create(b, xhat, meanGX));
           return arith::MulFOp::create(b, args[4], inner);
         });
     return {asTypeOf(b, dx, x), asTypeOf(b, dweight, w),
@@ -248,19 +248,20 @@ struct EmbedGradient
     auto embed = cast<EmbedOp>(op);
     MLIRContext *ctx = b.getContext();
     Value table = embed.getTable();
-    Value dtable = generic(
-        b, {embed.getTokens(), adjoints[0]},
-        filled(b, sizesOf(b, table), b.getF32Type(), 0.0),
-        {dimsMap(ctx, 4, {2, 3}), dimsMap(ctx, 4, {2, 3, 1}),
-         dimsMap(ctx, 4, {0, 1})},
-        iterators(2, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value token =
-              arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
-          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, token,
-                                            loopIndex(b, 0));
-          Value added = arith::AddFOp::create(b, args[2], toF32(b, args[1]));
-          return arith::SelectOp::create(b, hit, added, args[2]);
-        });
+    Value dtable =
+        generic(b, {embed.getTokens(), adjoints[0]},
+                filled(b, sizesOf(b, table), b.getF32Type(), 0.0),
+                {dimsMap(ctx, 4, {2, 3}), dimsMap(ctx, 4, {2, 3, 1}),
+                 dimsMap(ctx, 4, {0, 1})},
+                iterators(2, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+                  Value token =
+                      arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
+                  Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                                    token, loopIndex(b, 0));
+                  Value added =
+                      arith::AddFOp::create(b, args[2], toF32(b, args[1]));
+                  return arith::SelectOp::create(b, hit, added, args[2]);
+                });
     return {asTypeOf(b, dtable, table), Value()};
   }
 };
@@ -278,14 +279,13 @@ struct ConcatGradient
       AffineMap id = b.getMultiDimIdentityMap(3);
       Value init =
           tensor::EmptyOp::create(b, sizesOf(b, like), elementTypeOf(like));
-      return generic(b, {}, init, {id}, iterators(3),
-                     [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
-                       Value time =
-                           arith::AddIOp::create(b, loopIndex(b, 1), offset);
-                       return tensor::ExtractOp::create(
-                           b, dy,
-                           ValueRange{loopIndex(b, 0), time, loopIndex(b, 2)});
-                     });
+      return generic(
+          b, {}, init, {id}, iterators(3),
+          [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+            Value time = arith::AddIOp::create(b, loopIndex(b, 1), offset);
+            return tensor::ExtractOp::create(
+                b, dy, ValueRange{loopIndex(b, 0), time, loopIndex(b, 2)});
+          });
     };
     return {part(concat.getFirst(), indexConstant(b, 0)),
             part(concat.getSecond(), split)};
@@ -305,8 +305,8 @@ struct CrossEntropyGradient
     SmallVector<OpFoldResult> rows = sizesOf(b, targets);
     AffineMap all = dimsMap(ctx, 3, {0, 1, 2}), row = dimsMap(ctx, 3, {0, 1});
     auto [maxima, sums] = softmaxStatistics(b, logits);
-    Value count = indexToF32(
-        b, arith::MulIOp::create(b, dimOf(b, targets, 0), dimOf(b, targets, 1)));
+    Value count = indexToF32(b, arith::MulIOp::create(b, dimOf(b, targets, 0),
+                                                      dimOf(b, targets, 1)));
     Value upstream = tensor::ExtractOp::create(b, adjoints[0], ValueRange{});
     Value factor = arith::DivFOp::create(b, upstream, count);
     Value dlogits = generic(
@@ -315,12 +315,12 @@ struct CrossEntropyGradient
         {all, row, row, row, all}, iterators(3),
         [&](ImplicitLocOpBuilder &b, ValueRange args) {
           Value shifted = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
-          Value p =
-              arith::DivFOp::create(b, math::ExpOp::create(b, shifted), args[2]);
+          Value p = arith::DivFOp::create(b, math::ExpOp::create(b, shifted),
+                                          args[2]);
           Value target =
               arith::IndexCastOp::create(b, b.getIndexType(), args[3]);
-          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                            target, loopIndex(b, 2));
+          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, target,
+                                            loopIndex(b, 2));
           Value minusOne = arith::SubFOp::create(b, p, f32Constant(b, 1.0));
           Value d = arith::SelectOp::create(b, hit, minusOne, p);
           return arith::MulFOp::create(b, d, factor);
@@ -348,22 +348,24 @@ struct GateGradient
       dscores = tensor::CollapseShapeOp::create(b, dscores, flat);
     }
     AffineMap id = b.getMultiDimIdentityMap(2);
-    Value dz = generic(
-        b, {dscores, scores},
-        tensor::EmptyOp::create(b, sizesOf(b, scores), b.getF32Type()),
-        {id, id, id}, iterators(2),
-        [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-          Value slope = arith::MulFOp::create(
-              b, args[1],
-              arith::SubFOp::create(b, f32Constant(b, 1.0), args[1]));
-          return arith::MulFOp::create(b, args[0], slope);
-        });
-    Value dx = contractF32(b, dz, dimsMap(ctx, 3, {0, 2}), w,
-                           dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
-                           iterators(2, 1), {sizesOf(b, x)[0], sizesOf(b, x)[1]});
-    Value dw = contractF32(b, dz, dimsMap(ctx, 3, {2, 0}), x,
-                           dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
-                           iterators(2, 1), {sizesOf(b, w)[0], sizesOf(b, w)[1]});
+    Value dz =
+        generic(b, {dscores, scores},
+                tensor::EmptyOp::create(b, sizesOf(b, scores), b.getF32Type()),
+                {id, id, id}, iterators(2),
+                [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                  Value slope = arith::MulFOp::create(
+                      b, args[1],
+                      arith::SubFOp::create(b, f32Constant(b, 1.0), args[1]));
+                  return arith::MulFOp::create(b, args[0], slope);
+                });
+    Value dx =
+        contractF32(b, dz, dimsMap(ctx, 3, {0, 2}), w, dimsMap(ctx, 3, {2, 1}),
+                    dimsMap(ctx, 3, {0, 1}), iterators(2, 1),
+                    {sizesOf(b, x)[0], sizesOf(b, x)[1]});
+    Value dw =
+        contractF32(b, dz, dimsMap(ctx, 3, {2, 0}), x, dimsMap(ctx, 3, {2, 1}),
+                    dimsMap(ctx, 3, {0, 1}), iterators(2, 1),
+                    {sizesOf(b, w)[0], sizesOf(b, w)[1]});
     return {asTypeOf(b, dx, x), asTypeOf(b, dw, w)};
   }
 };
@@ -392,12 +394,12 @@ struct TopKGradient
     Value dscores = generic(
         b, {adjoints[0], topk.getIndices()},
         filled(b, sizesOf(b, scores), b.getF32Type(), 0.0),
-        {routeMap, routeMap, dimsMap(ctx, rank + 1, out)},
-        iterators(rank, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+        {routeMap, routeMap, dimsMap(ctx, rank + 1, out)}, iterators(rank, 1),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) {
           Value chosen =
               arith::IndexCastOp::create(b, b.getIndexType(), args[1]);
-          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                            chosen, loopIndex(b, rank - 1));
+          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, chosen,
+                                            loopIndex(b, rank - 1));
           Value added = arith::AddFOp::create(b, args[2], args[0]);
           return arith::SelectOp::create(b, hit, added, args[2]);
         });
@@ -602,8 +604,7 @@ struct ExpertMlpGradient
           Value active = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
                                                args[1], f32Constant(b, 0.0));
           Value gated = arith::MulFOp::create(b, args[0], args[2]);
-          return arith::SelectOp::create(b, active, gated,
-                                         f32Constant(b, 0.0));
+          return arith::SelectOp::create(b, active, gated, f32Constant(b, 0.0));
         });
     // dx[n, d] over (n, d | j, q).
     Value dx = generic(
@@ -627,20 +628,18 @@ struct ExpertMlpGradient
                           return relu(b, tensor::ExtractOp::create(
                                              b, hpre, ValueRange{n, j, q}));
                         });
-    Value ddown = contractF32(b, c, dimsMap(ctx, 4, {3, 0, 1}), dy,
-                              dimsMap(ctx, 4, {3, 2}),
-                              dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1),
-                              downSizes);
-    Value c2 = routeSums(b, Value(), idx, experts, upSizes[0], upSizes[2],
-                         [&](ImplicitLocOpBuilder &b, Value n, Value, Value j,
-                             Value q) -> Value {
-                           return tensor::ExtractOp::create(
-                               b, dhpre, ValueRange{n, j, q});
-                         });
-    Value dup = contractF32(b, x, dimsMap(ctx, 4, {3, 1}), c2,
-                            dimsMap(ctx, 4, {3, 0, 2}),
-                            dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1),
-                            upSizes);
+    Value ddown = contractF32(
+        b, c, dimsMap(ctx, 4, {3, 0, 1}), dy, dimsMap(ctx, 4, {3, 2}),
+        dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1), downSizes);
+    Value c2 = routeSums(
+        b, Value(), idx, experts, upSizes[0], upSizes[2],
+        [&](ImplicitLocOpBuilder &b, Value n, Value, Value j,
+            Value q) -> Value {
+          return tensor::ExtractOp::create(b, dhpre, ValueRange{n, j, q});
+        });
+    Value dup = contractF32(
+        b, x, dimsMap(ctx, 4, {3, 1}), c2, dimsMap(ctx, 4, {3, 0, 2}),
+        dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1), upSizes);
     return {asTypeOf(b, dx, x), asTypeOf(b, dup, up), asTypeOf(b, ddown, down),
             dg, Value()};
   }
@@ -674,23 +673,23 @@ struct AttentionGradient
                            dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
                            sizesOf(b, v));
     // dP[b, t, u, a] over (b, t, u, a | f).
-    Value dp = contractF32(b, dout, dimsMap(ctx, 5, {0, 1, 3, 4}), v,
-                           dimsMap(ctx, 5, {0, 2, 3, 4}),
-                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
-                           pSizes);
+    Value dp =
+        contractF32(b, dout, dimsMap(ctx, 5, {0, 1, 3, 4}), v,
+                    dimsMap(ctx, 5, {0, 2, 3, 4}),
+                    dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), pSizes);
     // Row sums Σ_u P·dP over (b, t, a | u), then ds.
-    Value rowSums = contractF32(b, p, dimsMap(ctx, 4, {0, 1, 3, 2}), dp,
-                                dimsMap(ctx, 4, {0, 1, 3, 2}),
-                                dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1),
-                                {pSizes[0], pSizes[1], pSizes[3]});
+    Value rowSums =
+        contractF32(b, p, dimsMap(ctx, 4, {0, 1, 3, 2}), dp,
+                    dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2}),
+                    iterators(3, 1), {pSizes[0], pSizes[1], pSizes[3]});
     AffineMap id4 = b.getMultiDimIdentityMap(4);
-    Value ds = generic(
-        b, {p, dp, rowSums}, tensor::EmptyOp::create(b, pSizes, f32),
-        {id4, id4, dimsMap(ctx, 4, {0, 1, 3}), id4}, iterators(4),
-        [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-          return arith::MulFOp::create(
-              b, args[0], arith::SubFOp::create(b, args[1], args[2]));
-        });
+    Value ds =
+        generic(b, {p, dp, rowSums}, tensor::EmptyOp::create(b, pSizes, f32),
+                {id4, id4, dimsMap(ctx, 4, {0, 1, 3}), id4}, iterators(4),
+                [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                  return arith::MulFOp::create(
+                      b, args[0], arith::SubFOp::create(b, args[1], args[2]));
+                });
     // dq[b, t, a, f] over (b, t, a, f | u), with the relative keys.
     Value dq = generic(
         b, {ds, k}, filled(b, sizesOf(b, q), f32, 0.0),
@@ -711,10 +710,9 @@ struct AttentionGradient
                                        arith::MulFOp::create(b, args[0], key));
         });
     // dk[b, u, a, f] over (b, u, a, f | t).
-    Value dk = contractF32(b, ds, dimsMap(ctx, 5, {0, 4, 1, 2}), q,
-                           dimsMap(ctx, 5, {0, 4, 2, 3}),
-                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
-                           sizesOf(b, k));
+    Value dk = contractF32(
+        b, ds, dimsMap(ctx, 5, {0, 4, 1, 2}), q, dimsMap(ctx, 5, {0, 4, 2, 3}),
+        dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), sizesOf(b, k));
     Value drel;
     if (rel) {
       // drel[δ, a, f] over (δ, a, f | b, t), u = t + shift - δ.
@@ -732,8 +730,9 @@ struct AttentionGradient
                                       indexConstant(b, 0)),
                 arith::CmpIOp::create(b, arith::CmpIPredicate::slt, u, keys));
             Value clamped = arith::MaxSIOp::create(
-                b, arith::MinSIOp::create(
-                       b, u, arith::SubIOp::create(b, keys, indexConstant(b, 1))),
+                b,
+                arith::MinSIOp::create(
+                    b, u, arith::SubIOp::create(b, keys, indexConstant(b, 1))),
                 indexConstant(b, 0));
             Value dsv = tensor::ExtractOp::create(
                 b, ds,
@@ -776,9 +775,9 @@ struct CollapseGradient
                                    ValueRange adjoints) const {
     auto collapse = cast<tensor::CollapseShapeOp>(op);
     Value source = collapse.getSrc();
-    return {tensor::ExpandShapeOp::create(
-        b, source.getType(), adjoints[0], collapse.getReassociationIndices(),
-        sizesOf(b, source))};
+    return {tensor::ExpandShapeOp::create(b, source.getType(), adjoints[0],
+                                          collapse.getReassociationIndices(),
+                                          sizesOf(b, source))};
   }
 };
 
