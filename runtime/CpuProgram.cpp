@@ -210,8 +210,17 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
       if (!arg)
         return arg.takeError();
       if (auto param =
-              func.getArgAttrOfType<mlir::StringAttr>(index, "lm.param"))
+              func.getArgAttrOfType<mlir::StringAttr>(index, "lm.param")) {
         arg->param = param.str();
+        arg->role = ArgRole::param;
+      }
+      static constexpr std::pair<llvm::StringLiteral, ArgRole> kRoles[] = {
+          {"lm.targets", ArgRole::targets}, {"lm.seed", ArgRole::seed},
+          {"lm.adam_m", ArgRole::adamM},    {"lm.adam_v", ArgRole::adamV},
+          {"lm.hyper", ArgRole::hyper}};
+      for (const auto &[attr, role] : kRoles)
+        if (func.getArgAttr(index, attr))
+          arg->role = role;
       if (auto vocab =
               func.getArgAttrOfType<mlir::IntegerAttr>(index, "lm.vocab"))
         arg->vocab = vocab.getInt();

@@ -30,6 +30,24 @@
 
 namespace switchyard::runtime {
 
+/// What an argument of a generated function is for (from the `lm.*`
+/// argument attributes of lm-differentiate and lm-build-train-step).
+enum class ArgRole : uint8_t {
+  /// Token ids, XL memories, or any argument of a plain function.
+  data,
+  /// A model parameter (`param` names it).
+  param,
+  /// Next-token targets of a `_grad` or `_train_step` function.
+  targets,
+  /// The per-step dropout seed, an i64 scalar.
+  seed,
+  /// AdamW's first and second moments of a parameter.
+  adamM,
+  adamV,
+  /// The optimizer hyperparameters of a `_train_step`.
+  hyper,
+};
+
 /// The type of one function argument or result.
 struct TensorSpec {
   ElementType type = ElementType::f32;
@@ -39,6 +57,8 @@ struct TensorSpec {
   std::string param;
   /// For token-id arguments: ids must lie in [0, vocab).
   std::optional<int64_t> vocab;
+  /// For arguments: what the argument is for.
+  ArgRole role = ArgRole::data;
 };
 
 /// The signature of one callable function.

@@ -33,18 +33,28 @@ llvm::Error failure(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// The model a program trains or evaluates.
+struct ModelInfo {
+  const FunctionSpec *forward = nullptr;
+  /// Window length T.
+  int64_t time = 0;
+  /// Transformer-XL memories: arguments after the tokens, fed from as many
+  /// results after the logits.
+  size_t memories = 0;
+};
+
 /// The model a program trains: the function with a `_train_step` sibling
-/// (or, for evaluation, with parameters and logits), taking token ids and
-/// parameters only.
-Expected<const FunctionSpec *> modelOf(CpuProgram &program, bool training,
-                                       int64_t corpusVocab) {
+/// (or, for evaluation, with parameters and logits), taking token ids, XL
+/// memories and parameters.
+Expected<ModelInfo> modelOf(CpuProgram &program, bool training,
+                            int64_t corpusVocab) {
   const FunctionSpec *found = nullptr;
   for (const FunctionSpec &function : program.functions()) {
     llvm::StringRef name = function.name;
     if (name.ends_with("_grad") || name.ends_with("_train_step"))
       continue;
     bool hasParams = llvm::any_of(function.arguments, [](const TensorSpec &a) {
-      return !a.param.empty();
+      return a.role == ArgRole::param;
     });
     if (!hasParams ||
         (training && !program.lookup(function.name + "_train_step")))
@@ -57,13 +67,6 @@ Expected<const FunctionSpec *> modelOf(CpuProgram &program, bool training,
   if (!found)
     return failure(training ? "no model with a train step in the module"
                             : "no model in the module");
-  size_t data = 0;
-  for (const TensorSpec &argument : found->arguments)
-    data += argument.param.empty();
-  if (data != 1)
-    return failure("@" + found->name +
-                   " takes Transformer-XL memories: training XL models is not "
-                   "supported yet");
   const TensorSpec &tokens = found->arguments.front();
   if (!tokens.vocab || tokens.shape.size() != 2 || tokens.shape[1] < 1)
     return failure("@" + found->name +
@@ -72,7 +75,58 @@ Expected<const FunctionSpec *> modelOf(CpuProgram &program, bool training,
     return failure(llvm::formatv("@{0}: the corpus has {1} token ids, but the "
                                  "model's vocabulary is {2}",
                                  found->name, corpusVocab, *tokens.vocab));
-  return found;
+  ModelInfo info;
+  info.forward = found;
+  info.time = tokens.shape[1];
+  for (size_t a = 1; a < found->arguments.size(); ++a) {
+    const TensorSpec &memory = found->arguments[a];
+    if (memory.role != ArgRole::data)
+      continue;
+    size_t result = 1 + info.memories++;
+    if (result >= found->results.size() ||
+        found->results[result].shape != memory.shape ||
+        found->results[result].type != memory.type)
+      return failure(llvm::formatv(
+          "@{0}: argument #{1} is a Transformer-XL memory, so result #{2} must "
+          "be the next memory, of the same type and shape",
+          found->name, a, result));
+  }
+  return info;
+}
+
+/// Zero memories [batch, M, D] for the start of every stream.
+std::vector<HostTensor> freshMemories(const ModelInfo &model, int64_t batch) {
+  std::vector<HostTensor> memories;
+  for (const TensorSpec &spec : model.forward->arguments)
+    if (&spec != &model.forward->arguments.front() &&
+        spec.role == ArgRole::data) {
+      std::vector<int64_t> shape = spec.shape;
+      if (shape[0] < 0)
+        shape[0] = batch;
+      int64_t count = 1;
+      for (int64_t size : shape)
+        count *= size;
+      memories.push_back(HostTensor::fromValues<float>(
+          "memory", spec.type, shape, std::vector<float>(size_t(count), 0.f)));
+    }
+  return memories;
+}
+
+/// XL models read contiguous streams: stream i of `batch` covers
+/// [i·L, (i+1)·L) of the text, L = size / batch, and segment q starts at
+/// i·L + q·T. The number of whole segments per stream.
+int64_t segmentsPerStream(size_t size, int64_t batch, int64_t time) {
+  size_t length = size / size_t(batch);
+  return length < size_t(time) + 1 ? 0 : int64_t((length - 1) / size_t(time));
+}
+
+std::vector<size_t> segmentOffsets(size_t size, int64_t batch, int64_t time,
+                                   int64_t segment) {
+  size_t length = size / size_t(batch);
+  std::vector<size_t> offsets;
+  for (int64_t i = 0; i < batch; ++i)
+    offsets.push_back(size_t(i) * length + size_t(segment * time));
+  return offsets;
 }
 
 /// Token ids and next-token targets of `count` windows starting at
@@ -137,7 +191,8 @@ llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
                            const std::map<std::string, std::string> &settings,
                            const std::vector<HostTensor> &params,
                            const std::vector<HostTensor> &m,
-                           const std::vector<HostTensor> &v) {
+                           const std::vector<HostTensor> &v,
+                           const std::vector<HostTensor> &memories) {
   std::vector<HostTensor> tensors;
   for (size_t p = 0; p < params.size(); ++p) {
     tensors.push_back(params[p]);
@@ -149,6 +204,10 @@ llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
       tensors.push_back((*state)[p]);
       tensors.back().name = prefix + table.params[p].name;
     }
+  for (size_t i = 0; i < memories.size(); ++i) {
+    tensors.push_back(memories[i]);
+    tensors.back().name = "state.memory." + std::to_string(i);
+  }
   std::map<std::string, std::string> metadata = settings;
   metadata["format"] = kFormat;
   metadata["model"] = model;
@@ -157,13 +216,15 @@ llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
 }
 
 /// Reads a checkpoint of `model`: parameters, and the optimizer state when
-/// `m` and `v` are given; every entry of `settings` must match the
-/// checkpoint's. Returns the step it was written at.
+/// `m` and `v` are given, and XL memories when `memories` is (as many as it
+/// holds, which must match in shape); every entry of `settings` must match
+/// the checkpoint's. Returns the step it was written at.
 Expected<int64_t>
 readCheckpoint(const std::string &path, const std::string &model,
                const std::map<std::string, std::string> &settings,
                const ParamTable &table, std::vector<HostTensor> &params,
-               std::vector<HostTensor> *m, std::vector<HostTensor> *v) {
+               std::vector<HostTensor> *m, std::vector<HostTensor> *v,
+               std::vector<HostTensor> *memories = nullptr) {
   TensorMetadata metadata;
   Expected<std::vector<HostTensor>> tensors = readSafetensors(path, &metadata);
   if (!tensors)
@@ -188,19 +249,20 @@ readCheckpoint(const std::string &path, const std::string &model,
   std::map<std::string, HostTensor *> byName;
   for (HostTensor &tensor : *tensors)
     byName[tensor.name] = &tensor;
-  auto take = [&](const std::string &name,
-                  const ParamSpec &spec) -> Expected<HostTensor> {
+  auto take = [&](const std::string &name, const std::vector<int64_t> &shape,
+                  ElementType type) -> Expected<HostTensor> {
     auto it = byName.find(name);
     if (it == byName.end())
       return failure(path + ": tensor '" + name + "' is missing");
-    if (it->second->shape != spec.shape || it->second->type != ElementType::f32)
+    if (it->second->shape != shape || it->second->type != type)
       return failure(path + ": tensor '" + name +
                      "' does not have the shape and type the model declares");
     return *it->second;
   };
   params.clear();
   for (const ParamSpec &spec : table.params) {
-    Expected<HostTensor> tensor = take(spec.name, spec);
+    Expected<HostTensor> tensor =
+        take(spec.name, spec.shape, ElementType::f32);
     if (!tensor)
       return tensor.takeError();
     params.push_back(std::move(*tensor));
@@ -211,12 +273,22 @@ readCheckpoint(const std::string &path, const std::string &model,
       continue;
     state->clear();
     for (const ParamSpec &spec : table.params) {
-      Expected<HostTensor> tensor = take(prefix + spec.name, spec);
+      Expected<HostTensor> tensor =
+          take(prefix + spec.name, spec.shape, ElementType::f32);
       if (!tensor)
         return tensor.takeError();
       state->push_back(std::move(*tensor));
     }
   }
+  if (memories)
+    for (size_t i = 0; i < memories->size(); ++i) {
+      HostTensor &memory = (*memories)[i];
+      Expected<HostTensor> tensor = take("state.memory." + std::to_string(i),
+                                         memory.shape, memory.type);
+      if (!tensor)
+        return tensor.takeError();
+      memory = std::move(*tensor);
+    }
   int64_t step = 0;
   if (llvm::StringRef(meta("step")).getAsInteger(10, step) || step < 0)
     return failure(path + ": metadata step is not a step number ('" +
@@ -368,41 +440,77 @@ switchyard::runtime::evaluate(CpuProgram &program, const TokenCorpus &corpus,
   if (windowCount < 1 || batch < 1)
     return failure("evaluation needs at least one window and a positive "
                    "batch");
-  Expected<const FunctionSpec *> model =
+  Expected<ModelInfo> model =
       modelOf(program, /*training=*/false, corpus.vocab);
   if (!model)
     return model.takeError();
-  int64_t time = (*model)->arguments.front().shape[1];
+  int64_t time = model->time;
   if (corpus.valid.size() < size_t(time + 1))
     return failure(llvm::formatv("the validation text ({0} tokens) is shorter "
                                  "than one window of {1} tokens",
                                  corpus.valid.size(), time + 1));
   // A model with a static batch size takes exactly that many windows.
-  if ((*model)->arguments.front().shape[0] > 0)
-    batch = (*model)->arguments.front().shape[0];
-  // Evenly spaced, fixed windows over the validation text.
-  size_t span = corpus.valid.size() - size_t(time) - 1;
-  double total = 0;
-  int64_t done = 0;
-  while (done < windowCount) {
-    int64_t count = std::min(batch, windowCount - done);
-    std::vector<size_t> offsets;
-    for (int64_t i = 0; i < count; ++i)
-      offsets.push_back(size_t(double(span) * double(done + i) /
-                               double(std::max<int64_t>(windowCount - 1, 1))));
+  const TensorSpec &tokenSpec = model->forward->arguments.front();
+  if (tokenSpec.shape[0] > 0)
+    batch = tokenSpec.shape[0];
+  auto run = [&](llvm::ArrayRef<size_t> offsets,
+                 std::vector<HostTensor> &memories) -> Expected<double> {
     auto [tokens, targets] = windows(corpus.valid, offsets, time);
     std::vector<const HostTensor *> args = {&tokens};
+    for (const HostTensor &memory : memories)
+      args.push_back(&memory);
     for (const HostTensor &p : params)
       args.push_back(&p);
-    Expected<std::vector<HostTensor>> logits =
-        program.call((*model)->name, args);
-    if (!logits)
-      return logits.takeError();
-    total += crossEntropy((*logits)[0], targets) * double(count);
-    done += count;
+    Expected<std::vector<HostTensor>> out =
+        program.call(model->forward->name, args);
+    if (!out)
+      return out.takeError();
+    for (size_t i = 0; i < memories.size(); ++i)
+      memories[i] = std::move((*out)[1 + i]);
+    return crossEntropy((*out)[0], targets);
+  };
+
+  double total = 0;
+  int64_t done = 0;
+  if (model->memories > 0) {
+    // XL: `batch` contiguous streams, segment after segment, memories
+    // carried; at least one segment, at most the streams' length.
+    int64_t segments = segmentsPerStream(corpus.valid.size(), batch, time);
+    if (segments < 1)
+      return failure(llvm::formatv(
+          "the validation text ({0} tokens) is too short for {1} streams of "
+          "one window of {2} tokens",
+          corpus.valid.size(), batch, time + 1));
+    segments = std::min(segments, (windowCount + batch - 1) / batch);
+    std::vector<HostTensor> memories = freshMemories(*model, batch);
+    for (int64_t q = 0; q < segments; ++q) {
+      Expected<double> loss = run(
+          segmentOffsets(corpus.valid.size(), batch, time, q), memories);
+      if (!loss)
+        return loss.takeError();
+      total += *loss * double(batch);
+      done += batch;
+    }
+  } else {
+    // Evenly spaced, fixed windows over the validation text.
+    size_t span = corpus.valid.size() - size_t(time) - 1;
+    std::vector<HostTensor> none;
+    while (done < windowCount) {
+      int64_t count = std::min(batch, windowCount - done);
+      std::vector<size_t> offsets;
+      for (int64_t i = 0; i < count; ++i)
+        offsets.push_back(
+            size_t(double(span) * double(done + i) /
+                   double(std::max<int64_t>(windowCount - 1, 1))));
+      Expected<double> loss = run(offsets, none);
+      if (!loss)
+        return loss.takeError();
+      total += *loss * double(count);
+      done += count;
+    }
   }
   EvalRecord record;
-  record.loss = total / double(windowCount);
+  record.loss = total / double(done);
   record.bitsPerByte =
       record.loss / std::numbers::ln2 / corpus.validBytesPerToken;
   return record;
@@ -411,13 +519,13 @@ switchyard::runtime::evaluate(CpuProgram &program, const TokenCorpus &corpus,
 Expected<std::vector<HostTensor>>
 switchyard::runtime::loadParams(CpuProgram &program, llvm::StringRef path,
                                 llvm::StringRef tokenizer) {
-  Expected<const FunctionSpec *> model =
+  Expected<ModelInfo> model =
       modelOf(program, /*training=*/false, /*corpusVocab=*/0);
   if (!model)
     return model.takeError();
   std::vector<HostTensor> params;
   Expected<int64_t> step = readCheckpoint(
-      path.str(), (*model)->name, {{"tokenizer", tokenizer.str()}},
+      path.str(), model->forward->name, {{"tokenizer", tokenizer.str()}},
       program.params(), params, nullptr, nullptr);
   if (!step)
     return step.takeError();
@@ -430,12 +538,12 @@ Expected<TrainSummary> switchyard::runtime::train(
     llvm::function_ref<void(const EvalRecord &)> onEval) {
   if (config.steps < 1 || config.batch < 1 || config.evalBatches < 1)
     return failure("steps, batch and eval batches must be positive");
-  Expected<const FunctionSpec *> model =
-      modelOf(program, /*training=*/true, corpus.vocab);
+  Expected<ModelInfo> model = modelOf(program, /*training=*/true, corpus.vocab);
   if (!model)
     return model.takeError();
-  const std::string name = (*model)->name;
-  int64_t time = (*model)->arguments.front().shape[1];
+  const std::string name = model->forward->name;
+  const FunctionSpec &stepFunction = *program.lookup(name + "_train_step");
+  int64_t time = model->time;
   if (corpus.train.size() < size_t(time + 1))
     return failure(llvm::formatv("the training text ({0} tokens) is shorter "
                                  "than one window of {1} tokens",
@@ -444,16 +552,23 @@ Expected<TrainSummary> switchyard::runtime::train(
     return failure(llvm::formatv("the validation text ({0} tokens) is shorter "
                                  "than one window of {1} tokens",
                                  corpus.valid.size(), time + 1));
+  int64_t segments = segmentsPerStream(corpus.train.size(), config.batch, time);
+  if (model->memories > 0 && segments < 1)
+    return failure(llvm::formatv(
+        "the training text ({0} tokens) is too short for {1} streams of one "
+        "window of {2} tokens",
+        corpus.train.size(), config.batch, time + 1));
   const ParamTable &table = program.params();
   std::map<std::string, std::string> settings =
       runSettings(config, corpus.tokenizer);
 
   // State: fresh, or from the checkpoint to resume.
   std::vector<HostTensor> params, m, v;
+  std::vector<HostTensor> memories = freshMemories(*model, config.batch);
   int64_t start = 0;
   if (!config.resume.empty()) {
-    Expected<int64_t> step =
-        readCheckpoint(config.resume, name, settings, table, params, &m, &v);
+    Expected<int64_t> step = readCheckpoint(config.resume, name, settings,
+                                            table, params, &m, &v, &memories);
     if (!step)
       return step.takeError();
     start = *step;
@@ -491,13 +606,23 @@ Expected<TrainSummary> switchyard::runtime::train(
   size_t count = params.size();
   for (int64_t step = start + 1; step <= config.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
-    // The batch depends on (seed, step) only.
+    // The batch depends on (seed, step) only: random windows, or for XL
+    // models the next segment of every stream (memories reset at the start
+    // of the streams).
     std::vector<size_t> offsets;
-    for (int64_t i = 0; i < config.batch; ++i)
-      offsets.push_back(
-          size_t(splitMix64(config.seed ^
-                            splitMix64(uint64_t(step) * 1315423911u + i)) %
-                 (span + 1)));
+    if (model->memories > 0) {
+      int64_t segment = (step - 1) % segments;
+      offsets = segmentOffsets(corpus.train.size(), config.batch, time,
+                               segment);
+      if (segment == 0)
+        memories = freshMemories(*model, config.batch);
+    } else {
+      for (int64_t i = 0; i < config.batch; ++i)
+        offsets.push_back(
+            size_t(splitMix64(config.seed ^
+                              splitMix64(uint64_t(step) * 1315423911u + i)) %
+                   (span + 1)));
+    }
     auto [tokens, targets] = windows(corpus.train, offsets, time);
     double lr = scheduledLr(config, step);
     std::vector<float> hyper = {
@@ -511,15 +636,38 @@ Expected<TrainSummary> switchyard::runtime::train(
         float(1 - std::pow(config.beta2, double(step)))};
     HostTensor hyperTensor =
         HostTensor::fromValues<float>("hyper", ElementType::f32, {8}, hyper);
-    std::vector<const HostTensor *> args = {&tokens};
-    for (const HostTensor &p : params)
-      args.push_back(&p);
-    args.push_back(&targets);
-    for (const HostTensor &t : m)
-      args.push_back(&t);
-    for (const HostTensor &t : v)
-      args.push_back(&t);
-    args.push_back(&hyperTensor);
+    // Dropout masks draw from a seed of (seed, step).
+    HostTensor seedTensor = HostTensor::fromValues<int64_t>(
+        "seed", ElementType::i64, {},
+        {int64_t(splitMix64(splitMix64(config.seed) + uint64_t(step)))});
+    std::vector<const HostTensor *> args;
+    size_t data = 0, param = 0, adamM = 0, adamV = 0;
+    for (const TensorSpec &spec : stepFunction.arguments) {
+      switch (spec.role) {
+      case ArgRole::data:
+        args.push_back(data == 0 ? &tokens : &memories.at(data - 1));
+        ++data;
+        break;
+      case ArgRole::param:
+        args.push_back(&params.at(param++));
+        break;
+      case ArgRole::targets:
+        args.push_back(&targets);
+        break;
+      case ArgRole::seed:
+        args.push_back(&seedTensor);
+        break;
+      case ArgRole::adamM:
+        args.push_back(&m.at(adamM++));
+        break;
+      case ArgRole::adamV:
+        args.push_back(&v.at(adamV++));
+        break;
+      case ArgRole::hyper:
+        args.push_back(&hyperTensor);
+        break;
+      }
+    }
     Expected<std::vector<HostTensor>> out =
         program.call(name + "_train_step", args);
     if (!out)
@@ -534,6 +682,8 @@ Expected<TrainSummary> switchyard::runtime::train(
       m[p] = std::move((*out)[2 + count + p]);
       v[p] = std::move((*out)[2 + 2 * count + p]);
     }
+    for (size_t i = 0; i < memories.size(); ++i)
+      memories[i] = std::move((*out)[2 + 3 * count + i]);
     record.seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - stepBegin)
                          .count();
@@ -554,7 +704,8 @@ Expected<TrainSummary> switchyard::runtime::train(
         (last ||
          (config.checkpointEvery > 0 && step % config.checkpointEvery == 0)))
       if (llvm::Error error = saveCheckpoint(config.checkpoint, name, table,
-                                             step, settings, params, m, v))
+                                             step, settings, params, m, v,
+                                             memories))
         return std::move(error);
     if (stopping)
       break;

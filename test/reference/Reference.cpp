@@ -629,3 +629,24 @@ double switchyard::reference::crossEntropy(const Tensor &logits,
   }
   return total / double(rows);
 }
+
+namespace {
+uint64_t splitMix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+} // namespace
+
+std::vector<bool> switchyard::reference::dropoutMask(int64_t seed,
+                                                     int64_t stream,
+                                                     double rate,
+                                                     int64_t count) {
+  uint64_t key = splitMix64(uint64_t(seed) + uint64_t(stream));
+  auto threshold = uint64_t(std::floor(rate * double(1 << 24)));
+  std::vector<bool> mask;
+  for (int64_t i = 0; i < count; ++i)
+    mask.push_back((splitMix64(key + uint64_t(i)) >> 40) < threshold);
+  return mask;
+}

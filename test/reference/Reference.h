@@ -177,6 +177,12 @@ Tensor output(const Tensor &x, const Tensor &w);
 /// `logsumexp(logits[b, t]) − logits[b, t, targets[b, t]]`.
 double crossEntropy(const Tensor &logits, const IndexTensor &targets);
 
+/// moe.dropout_mask: whether each of `count` elements (row-major) is
+/// dropped: splitmix64(splitmix64(seed + stream) + i) >> 40 below
+/// floor(rate · 2^24).
+std::vector<bool> dropoutMask(int64_t seed, int64_t stream, double rate,
+                              int64_t count);
+
 } // namespace switchyard::reference
 
 #endif // SWITCHYARD_TEST_REFERENCE_REFERENCE_H

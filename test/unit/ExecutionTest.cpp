@@ -241,6 +241,45 @@ void checkProjections(int64_t tokens, int64_t k, const ref::IndexTensor &idx,
             kTolerance);
 }
 
+TEST(ExecutionTest, DropoutMaskAndDropout) {
+  // The counter-based mask bit for bit against the reference, its rate,
+  // distinct streams, and inverted dropout applied with it.
+  std::unique_ptr<rt::CpuProgram> program = compile(R"mlir(
+    func.func @f(%x: tensor<?x40xf32>, %s: tensor<i64>) -> (tensor<?x40xi1>, tensor<?x40xi1>, tensor<?x40xf32>) {
+      %m = moe.dropout_mask %x seed(%s) {rate = 0.3 : f64, stream = 5 : i64} : tensor<?x40xf32>, tensor<i64> -> tensor<?x40xi1>
+      %n = moe.dropout_mask %x seed(%s) {rate = 0.3 : f64, stream = 6 : i64} : tensor<?x40xf32>, tensor<i64> -> tensor<?x40xi1>
+      %y = moe.dropout %x, %m {rate = 0.3 : f64} : tensor<?x40xf32>, tensor<?x40xi1>
+      return %m, %n, %y : tensor<?x40xi1>, tensor<?x40xi1>, tensor<?x40xf32>
+    })mlir");
+  ref::Tensor x = random({50, 40}, 90);
+  rt::HostTensor xHost = toHost(x);
+  int64_t seed = -77; // any i64, negative included
+  rt::HostTensor seedHost =
+      rt::HostTensor::fromValues<int64_t>("seed", rt::ElementType::i64, {},
+                                          {seed});
+  std::vector<rt::HostTensor> out =
+      callOrFail(*program, "f", {xHost, seedHost});
+  std::vector<bool> expected = ref::dropoutMask(seed, 5, 0.3, 2000);
+  std::vector<bool> other = ref::dropoutMask(seed, 6, 0.3, 2000);
+  std::span<const bool> mask = out[0].values<bool>();
+  std::span<const bool> mask6 = out[1].values<bool>();
+  std::span<const float> y = out[2].values<float>();
+  ASSERT_EQ(mask.size(), expected.size());
+  int64_t dropped = 0, differ = 0;
+  for (size_t i = 0; i < mask.size(); ++i) {
+    EXPECT_EQ(mask[i], bool(expected[i])) << "element " << i;
+    EXPECT_EQ(mask6[i], bool(other[i])) << "element " << i;
+    dropped += mask[i];
+    differ += mask[i] != mask6[i];
+    float want = mask[i] ? 0.0f : x.data[i] / 0.7f;
+    EXPECT_NEAR(y[i], want, 1e-6 * std::abs(want) + 1e-7) << "element " << i;
+  }
+  // 2000 Bernoulli(0.3) draws: 600 ± 20.5 (sd); 5 sd either side.
+  EXPECT_NEAR(double(dropped), 600.0, 103.0);
+  // Two streams agree on about 0.58 of the elements (0.3² + 0.7²).
+  EXPECT_GT(differ, 600);
+}
+
 TEST(ExecutionTest, ExpertProjectionsAwkwardShapes) {
   // One token; k = 1; k = E; random routes.
   checkProjections(1, 1, randomIndices({1, 2, 1}, 3, 5), 10);

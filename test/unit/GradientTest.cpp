@@ -104,7 +104,10 @@ void checkGradients(const std::string &source, const std::string &name,
 
   auto evaluate = [&]() { return callOrFail(program, grad->name, arguments); };
   std::vector<rt::HostTensor> analytic = evaluate();
-  ASSERT_EQ(analytic.size(), paramArgs.size() + 1);
+  // The loss, the gradients, then the forward function's other results.
+  const rt::FunctionSpec *forward = program.lookup(name);
+  ASSERT_TRUE(forward);
+  ASSERT_EQ(analytic.size(), paramArgs.size() + forward->results.size());
 
   std::mt19937 generator(seed);
   for (auto [p, argIndex] : llvm::enumerate(paramArgs)) {
@@ -272,6 +275,89 @@ TEST(GradientTest, CrossEntropy) {
       "f", {indices({2, 3}, 5, 15)}, 110, 2.0f, 30);
 }
 
+TEST(GradientTest, RoutingEntropy) {
+  // The entropy itself is the loss; logits spread enough that P is not flat.
+  checkGradients(R"mlir(
+    func.func @f(%z: tensor<6x5xf32> {lm.param = "z"}) -> tensor<f32> {
+      %h = moe.routing_entropy %z : tensor<6x5xf32> -> tensor<f32>
+      return %h : tensor<f32>
+    })mlir",
+                 "f", {}, 60, 2.0f, 30);
+}
+
+TEST(GradientTest, DropoutWithAFixedSeed) {
+  // With its seed fixed the mask is a constant, so the function is smooth:
+  // dropout's rule must apply the same mask and 1/(1 - rate).
+  checkGradients(
+      R"mlir(
+    func.func @f(%x: tensor<4x5xf32> {lm.param = "x"}, %t: tensor<1x4xi32>, %s: tensor<i64>) -> tensor<f32> {
+      %m = moe.dropout_mask %x seed(%s) {rate = 0.4 : f64, stream = 2 : i64} : tensor<4x5xf32>, tensor<i64> -> tensor<4x5xi1>
+      %y = moe.dropout %x, %m {rate = 0.4 : f64} : tensor<4x5xf32>, tensor<4x5xi1>
+      %logits = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 4, 5] : tensor<4x5xf32> into tensor<1x4x5xf32>
+      %loss = moe.cross_entropy %logits, %t : tensor<1x4x5xf32>, tensor<1x4xi32> -> tensor<f32>
+      return %loss : tensor<f32>
+    })mlir",
+      "f",
+      {indices({1, 4}, 5, 61),
+       rt::HostTensor::fromValues<int64_t>("seed", rt::ElementType::i64, {},
+                                           {12345})},
+      62, 2.0f, 20);
+}
+
+TEST(GradientTest, AddLossAddsTheWeightedAuxiliaryGradient) {
+  // d(loss with add_loss)/dp = d(loss)/dp + weight · d(aux)/dp, where the
+  // three functions share their parameters.
+  const char *source = R"mlir(
+    func.func @plain(%x: tensor<4x6xf32> {lm.param = "x"}, %w: tensor<5x6xf32> {lm.param = "w"}, %s: tensor<3x6xf32> {lm.param = "s"}, %t: tensor<1x4xi32>) -> tensor<f32> {
+      %y = moe.linear %x, %w : tensor<4x6xf32>, tensor<5x6xf32> -> tensor<4x5xf32>
+      %l = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 4, 5] : tensor<4x5xf32> into tensor<1x4x5xf32>
+      %loss = moe.cross_entropy %l, %t : tensor<1x4x5xf32>, tensor<1x4xi32> -> tensor<f32>
+      return %loss : tensor<f32>
+    }
+    func.func @aux(%x: tensor<4x6xf32> {lm.param = "x"}, %w: tensor<5x6xf32> {lm.param = "w"}, %s: tensor<3x6xf32> {lm.param = "s"}, %t: tensor<1x4xi32>) -> tensor<f32> {
+      %z = moe.linear %x, %s : tensor<4x6xf32>, tensor<3x6xf32> -> tensor<4x3xf32>
+      %h = moe.routing_entropy %z : tensor<4x3xf32> -> tensor<f32>
+      return %h : tensor<f32>
+    }
+    func.func @both(%x: tensor<4x6xf32> {lm.param = "x"}, %w: tensor<5x6xf32> {lm.param = "w"}, %s: tensor<3x6xf32> {lm.param = "s"}, %t: tensor<1x4xi32>) -> tensor<f32> {
+      %z = moe.linear %x, %s : tensor<4x6xf32>, tensor<3x6xf32> -> tensor<4x3xf32>
+      %h = moe.routing_entropy %z : tensor<4x3xf32> -> tensor<f32>
+      %y0 = moe.linear %x, %w : tensor<4x6xf32>, tensor<5x6xf32> -> tensor<4x5xf32>
+      %y = moe.add_loss %y0, %h {weight = -0.3 : f64} : tensor<4x5xf32>, tensor<f32>
+      %l = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 4, 5] : tensor<4x5xf32> into tensor<1x4x5xf32>
+      %loss = moe.cross_entropy %l, %t : tensor<1x4x5xf32>, tensor<1x4xi32> -> tensor<f32>
+      return %loss : tensor<f32>
+    })mlir";
+  rt::CompileOptions options;
+  options.gradients = true;
+  llvm::Expected<std::unique_ptr<rt::CpuProgram>> compiled =
+      rt::CpuProgram::compile(source, "add-loss.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(compiled))
+      << llvm::toString(compiled.takeError());
+  std::vector<rt::HostTensor> args = {
+      randomTensor({4, 6}, 70, 1.0f), randomTensor({5, 6}, 71, 1.0f),
+      randomTensor({3, 6}, 72, 1.0f), indices({1, 4}, 5, 73)};
+  std::vector<rt::HostTensor> plain = callOrFail(**compiled, "plain_grad", args);
+  std::vector<rt::HostTensor> aux = callOrFail(**compiled, "aux_grad", args);
+  std::vector<rt::HostTensor> both = callOrFail(**compiled, "both_grad", args);
+  ASSERT_EQ(both.size(), 4u);
+  // The reported loss is the cross-entropy alone.
+  EXPECT_FLOAT_EQ(both[0].values<float>()[0], plain[0].values<float>()[0]);
+  double largestAux = 0;
+  for (size_t p = 1; p < 4; ++p) {
+    std::span<const float> b = both[p].values<float>();
+    std::span<const float> expectPlain = plain[p].values<float>();
+    std::span<const float> expectAux = aux[p].values<float>();
+    for (size_t i = 0; i < b.size(); ++i) {
+      double expected = expectPlain[i] - 0.3 * expectAux[i];
+      largestAux = std::max(largestAux, std::abs(double(expectAux[i])));
+      EXPECT_NEAR(b[i], expected, 1e-5 + 1e-4 * std::abs(expected))
+          << "parameter #" << p << " element " << i;
+    }
+  }
+  EXPECT_GT(largestAux, 1e-4) << "the auxiliary gradient vanished";
+}
+
 //===----------------------------------------------------------------------===//
 // Layers, through models (loss against targets added by lm-differentiate)
 //===----------------------------------------------------------------------===//
@@ -294,6 +380,27 @@ TEST(GradientTest, SwitchAllLayersWithXlMemory) {
                  {indices({2, 4}, 11, 16), randomTensor({2, 4, 12}, 17, 1.0f),
                   randomTensor({2, 4, 12}, 18, 1.0f), indices({2, 4}, 11, 19)},
                  120);
+}
+
+TEST(GradientTest, TrainingModeLayersWithDropout) {
+  // Residual dropout on every block, expert dropout on SwitchHead's two
+  // selections and the sigma-MoE's: for a fixed step seed, exact gradients.
+  const char *model = R"mlir(
+    lm.model @m(%t: tensor<?x4xi32>) -> tensor<?x4x11xf32> {
+      %x0 = lm.embed "embed" %t {vocab = 11} : tensor<?x4xi32> -> tensor<?x4x12xf32>
+      %a0 = lm.switchhead "layers.0.att" %x0 {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<rope>, expert_dropout = 0.3, dropout = 0.2} : tensor<?x4x12xf32>
+      %x1 = lm.sigma_moe "layers.0.ffn" %a0 {experts = 4, k = 2, expert_dim = 5, expert_dropout = 0.3, dropout = 0.2} : tensor<?x4x12xf32>
+      %a1 = lm.mha "layers.1.att" %x1 {heads = 2, head_dim = 4, dropout = 0.2} : tensor<?x4x12xf32>
+      %x2 = lm.ffn "layers.1.ffn" %a1 {d_ff = 7, dropout = 0.2} : tensor<?x4x12xf32>
+      %l = lm.output "out" %x2 {vocab = 11} : tensor<?x4x12xf32> -> tensor<?x4x11xf32>
+      lm.return %l : tensor<?x4x11xf32>
+    })mlir";
+  checkGradients(
+      model, "m",
+      {indices({2, 4}, 11, 80), indices({2, 4}, 11, 81),
+       rt::HostTensor::fromValues<int64_t>("seed", rt::ElementType::i64, {},
+                                           {987654321})},
+      140);
 }
 
 TEST(GradientTest, RopeLayers) {

@@ -36,9 +36,20 @@ std::pair<Value, Value> layerNormStatistics(ImplicitLocOpBuilder &b, Value x,
 Value rotary(ImplicitLocOpBuilder &b, Value x, int64_t offset, bool inverse);
 
 /// Row maxima and Σ exp(logit - max) over the last dimension of logits
-/// [B, T, V], as f32 [B, T] tensors: logsumexp = log(sum) + max.
+/// (e.g. [B, T, V]), as f32 tensors of the leading dimensions ([B, T]):
+/// logsumexp = log(sum) + max.
 std::pair<Value, Value> softmaxStatistics(ImplicitLocOpBuilder &b,
                                           Value logits);
+
+/// The token-averaged softmax of router logits z [N, E] and the row
+/// statistics it came from.
+struct RoutingMean {
+  /// P [E] = mean over n of softmax(z[n, :]), f32.
+  Value mean;
+  /// Row maxima and exp-sums [N] (see softmaxStatistics).
+  Value maxima, sums;
+};
+RoutingMean routingMean(ImplicitLocOpBuilder &b, Value logits);
 
 /// Whether key u is visible to query t when the keys run `shift` positions
 /// ahead of the queries (u <= t + shift).
@@ -48,6 +59,10 @@ Value attentionVisible(ImplicitLocOpBuilder &b, Value t, Value u, Value shift);
 /// queries q [B, T, H, F] over keys k [B, S, H, F], with the optional
 /// relative keys rel [S, H, F] added at distance t + (S - T) - u.
 Value attentionWeights(ImplicitLocOpBuilder &b, Value q, Value k, Value rel);
+
+/// mask ? 0 : x / (1 - rate), element-wise, in x's element type: the
+/// forward dropout and its gradient.
+Value applyDropout(ImplicitLocOpBuilder &b, Value x, Value mask, double rate);
 
 } // namespace mlir::switchyard
 

@@ -38,6 +38,10 @@ def Lm_Probability : ConfinedAttr<DefaultValuedAttr<F64Attr, "0.0">,
                           "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() < 1.0">,
                     "whose value is a probability in [0, 1)">]>;
 
+def Lm_NonNegativeF64 : ConfinedAttr<DefaultValuedAttr<F64Attr, "0.0">,
+    [AttrConstraint<CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0">,
+                    "whose value is non-negative">]>;
+
 class Lm_LayerOp<string mnemonic, list<Trait> traits = []>
     : Lm_Op<mnemonic, !listconcat(traits, [Pure,
         DeclareOpInterfaceMethods<Lm_ParamOwnerOpInterface, ["getParams"]>])>;
@@ -231,6 +235,9 @@ def Lm_MhaOp : Lm_LayerOp<"mha", [AllTypesMatch<["input", "result"]>]> {
     holds the previous segment's block inputs `[batch, time_mem, D]`; keys and
     values then cover memory and current tokens.
 
+    Residual dropout `dropout` (default 0) applies to the branch before the
+    addition, in training only.
+
     ```mlir
     %y = lm.mha "layers.0.att" %x {heads = 4, head_dim = 8, pos = #lm.pos<rope>} : tensor<?x16x32xf32>
     %z = lm.mha "layers.1.att" %y memory(%m : tensor<?x16x32xf32>) {heads = 4, head_dim = 8, pos = #lm.pos<xl>} : tensor<?x16x32xf32>
@@ -240,7 +247,8 @@ def Lm_MhaOp : Lm_LayerOp<"mha", [AllTypesMatch<["input", "result"]>]> {
                        Optional<Lm_Hidden>:$memory,
                        Lm_PositiveI64:$heads, Lm_PositiveI64:$head_dim,
                        DefaultValuedAttr<Lm_PosEncodingAttr,
-                                         "PosEncoding::none">:$pos);
+                                         "PosEncoding::none">:$pos,
+                       Lm_Probability:$dropout);
   let results = (outs Lm_Hidden:$result);
   let assemblyFormat = [{
     $layer_name $input (`memory` `(` $memory^ `:` type($memory) `)`)?
@@ -269,6 +277,9 @@ def Lm_SwitchHeadOp : Lm_LayerOp<"switchhead", [AllTypesMatch<["input", "result"
     positions, `<layer>.pos` `[heads·head_dim, D]`. `memory` is as for
     `lm.mha`.
 
+    Residual dropout `dropout` (default 0) applies to the branch before the
+    addition, in training only.
+
     ```mlir
     %y = lm.switchhead "layers.0.att" %x {heads = 2, experts = 5, k = 3, head_dim = 8, pos = #lm.pos<rope>} : tensor<?x16x32xf32>
     %z = lm.switchhead "layers.1.att" %y {heads = 2, experts = 4, k = 2, head_dim = 8, expert_dropout = 1.000000e-01 : f64} : tensor<?x16x32xf32>
@@ -280,7 +291,8 @@ def Lm_SwitchHeadOp : Lm_LayerOp<"switchhead", [AllTypesMatch<["input", "result"
                        Lm_PositiveI64:$k, Lm_PositiveI64:$head_dim,
                        DefaultValuedAttr<Lm_PosEncodingAttr,
                                          "PosEncoding::none">:$pos,
-                       Lm_Probability:$expert_dropout);
+                       Lm_Probability:$expert_dropout,
+                       Lm_Probability:$dropout);
   let results = (outs Lm_Hidden:$result);
   let assemblyFormat = [{
     $layer_name $input (`memory` `(` $memory^ `:` type($memory) `)`)?
@@ -300,12 +312,15 @@ def Lm_FfnOp : Lm_LayerOp<"ffn", [AllTypesMatch<["input", "result"]>]> {
     no biases. Owns `<layer>.norm.weight`, `<layer>.norm.bias` `[D]`,
     `<layer>.up` `[d_ff, D]` and `<layer>.down` `[D, d_ff]`.
 
+    Residual dropout `dropout` (default 0) applies to the branch before the
+    addition, in training only.
+
     ```mlir
     %y = lm.ffn "layers.0.ffn" %x {d_ff = 128} : tensor<?x16x32xf32>
     ```
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Hidden:$input,
-                       Lm_PositiveI64:$d_ff);
+                       Lm_PositiveI64:$d_ff, Lm_Probability:$dropout);
   let results = (outs Lm_Hidden:$result);
   let assemblyFormat = "$layer_name $input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -319,19 +334,27 @@ def Lm_SigmaMoeOp : Lm_LayerOp<"sigma_moe", [AllTypesMatch<["input", "result"]>]
     `s = sigmoid(h·W_selᵀ)` and the top-`k` experts of `s`,
     `y = x + Σ_e s_e·ReLU(h·W_up[e])·W_down[e]`. With expert dropout `p`,
     experts are masked with probability `p` before the top-k in training.
+    With `entropy_reg` λ > 0, training adds `-λ·H(P)` to the objective, `P`
+    the batch mean of `softmax(h·W_selᵀ)` (the σ-MoE balancing term).
 
     Owns `<layer>.norm.weight`, `<layer>.norm.bias` `[D]`, `<layer>.sel`
     `[experts, D]`, `<layer>.up` `[experts, D, expert_dim]` and
     `<layer>.down` `[experts, expert_dim, D]`.
 
+    Residual dropout `dropout` (default 0) applies to the branch before the
+    addition, in training only.
+
     ```mlir
     %y = lm.sigma_moe "layers.0.ffn" %x {experts = 8, k = 2, expert_dim = 16} : tensor<?x16x32xf32>
+    %z = lm.sigma_moe "layers.1.ffn" %y {experts = 8, k = 2, expert_dim = 16, expert_dropout = 0.1, entropy_reg = 0.001, dropout = 0.1} : tensor<?x16x32xf32>
     ```
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Hidden:$input,
                        Lm_PositiveI64:$experts, Lm_PositiveI64:$k,
                        Lm_PositiveI64:$expert_dim,
-                       Lm_Probability:$expert_dropout);
+                       Lm_Probability:$expert_dropout,
+                       Lm_NonNegativeF64:$entropy_reg,
+                       Lm_Probability:$dropout);
   let results = (outs Lm_Hidden:$result);
   let assemblyFormat = "$layer_name $input attr-dict `:` type($input)";
   let hasVerifier = 1;

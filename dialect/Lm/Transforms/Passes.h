@@ -25,6 +25,9 @@ class MathDialect;
 namespace moe {
 class MoeDialect;
 } // namespace moe
+namespace scf {
+class SCFDialect;
+} // namespace scf
 namespace tensor {
 class TensorDialect;
 } // namespace tensor

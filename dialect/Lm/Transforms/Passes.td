@@ -65,6 +65,11 @@ def LmDecomposeLayersPass : Pass<"lm-decompose-layers", "ModuleOp"> {
     parameters must be declared (run `lm-materialize-params` first); a layer
     whose parameter is missing is reported.
 
+    Training options become inference-mode ops that `lm-differentiate`
+    activates: residual and expert dropout as unseeded `moe.dropout_mask`
+    (with `moe.dropout`, or as the `moe.topk` mask), the σ-MoE entropy
+    regulariser as `moe.routing_entropy` attached by `moe.add_loss`.
+
     Before:
 
     ```mlir
@@ -120,14 +125,21 @@ def LmDifferentiatePass : Pass<"lm-differentiate", "ModuleOp"> {
     Reverse-mode differentiation. For every function taking parameters
     (arguments marked `lm.param`, as `convert-lm-to-func` makes them), adds
     `<name>_grad`, which runs the forward computation, the loss, and the
-    backward pass, and returns the loss followed by the gradient of every
-    parameter, in argument order.
+    backward pass, and returns the loss, the gradient of every parameter in
+    argument order, then the function's results after the first (XL
+    memories for the next segment).
 
     If the function's first result is a scalar `tensor<f32>`, it is the
     loss. If it is logits `[B, T, V]`, the loss is their mean cross-entropy
     (`moe.cross_entropy`) against a new last argument, the targets
-    `[B, T]` (marked `lm.vocab = V`); further results (XL memories) are not
-    differentiated: memories are detached, as in Transformer-XL.
+    `[B, T]` (marked `lm.vocab = V` and `lm.targets`); further results (XL
+    memories) are not differentiated: memories are detached, as in
+    Transformer-XL.
+
+    `<name>_grad` is the model in training mode: if it contains unseeded
+    `moe.dropout_mask` ops (residual and expert dropout), it takes one more
+    argument, the step's seed `tensor<i64>` (marked `lm.seed`), and each
+    mask draws from it with its own `stream` number.
 
     The backward pass visits the ops between the parameters and the loss in
     reverse order and asks each for its gradient rule
@@ -148,9 +160,11 @@ def LmDifferentiatePass : Pass<"lm-differentiate", "ModuleOp"> {
         -> (tensor<f32>, tensor<64x8xf32>, ...)
     ```
   }];
+  // The gradient rules build linalg generics with scf loops and math ops.
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
-    "::mlir::linalg::LinalgDialect", "::mlir::moe::MoeDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
+    "::mlir::moe::MoeDialect", "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect"
   ];
 }
@@ -165,7 +179,8 @@ def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
     `[lr, beta1, beta2, eps, weight_decay, clip, 1 - beta1^t, 1 - beta2^t]`
     (the runtime computes the schedule and the bias corrections per step).
     It returns the loss, the global gradient norm before clipping, then the
-    new parameters, moments `m` and moments `v`.
+    new parameters, moments `m` and moments `v`, then `_grad`'s results
+    after the gradients (XL memories).
 
     The step: `g ← g · min(1, clip / ‖g‖)` over all parameters together
     when `clip > 0`; `m ← β1·m + (1-β1)·g`; `v ← β2·v + (1-β2)·g²`;

@@ -423,4 +423,98 @@ def Moe_CrossEntropyOp : Moe_Op<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Training-only ops: dropout and auxiliary losses
+//===----------------------------------------------------------------------===//
+
+def Moe_DropoutMaskOp : Moe_Op<"dropout_mask", [Pure]> {
+  let summary = "a seeded Bernoulli(rate) mask shaped like a tensor";
+  let description = [{
+    `true` marks a dropped element. Without a `seed` the op is in inference
+    mode and the mask is all `false`; `lm-differentiate` seeds every
+    unseeded mask of a training function with the step's seed argument and
+    a distinct `stream`.
+
+    Counter-based, so the mask depends on `(seed, stream, element)` only and
+    recomputing it (in the backward pass, after a resume, on another target)
+    gives the same bits: element `i` (row-major) is dropped when
+    `splitmix64(splitmix64(seed + stream) + i) >> 40` is less than
+    `floor(rate · 2^24)` (docs/Semantics.md).
+
+    ```mlir
+    %m = moe.dropout_mask %x {rate = 0.1 : f64} : tensor<?x64xf32> -> tensor<?x64xi1>
+    %n = moe.dropout_mask %x seed(%s) {rate = 0.1 : f64, stream = 3 : i64} : tensor<?x64xf32>, tensor<i64> -> tensor<?x64xi1>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<Moe_ActivationTypes>:$like,
+                       Optional<0DTensorOf<[I64]>>:$seed,
+                       F64Attr:$rate,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs RankedTensorOf<[I1]>:$mask);
+  let assemblyFormat = [{
+    $like (`seed` `(` $seed^ `)`)? attr-dict `:` type($like)
+    (`,` type($seed)^)? `->` type($mask)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_DropoutOp : Moe_Op<"dropout", [Pure,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "inverted dropout: zero where masked, scale the rest";
+  let description = [{
+    `result = mask ? 0 : input / (1 - rate)`, with the mask of a
+    `moe.dropout_mask` of the same `rate`. An unseeded mask makes the op the
+    identity. The gradient applies the same mask and scale.
+
+    ```mlir
+    %y = moe.dropout %x, %m {rate = 0.1 : f64} : tensor<?x64xf32>, tensor<?x64xi1>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<Moe_ActivationTypes>:$input,
+                       RankedTensorOf<[I1]>:$mask, F64Attr:$rate);
+  let results = (outs RankedTensorOf<Moe_ActivationTypes>:$result);
+  let assemblyFormat = [{
+    $input `,` $mask attr-dict `:` type($input) `,` type($mask)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_RoutingEntropyOp : Moe_Op<"routing_entropy", [Pure]> {
+  let summary = "entropy of the token-averaged softmax of router logits";
+  let description = [{
+    `H(P) = -Σ_e P_e log P_e` with `P = mean over tokens n of
+    softmax(logits[n, :])`: the σ-MoE balancing term (large when the
+    tokens of the batch spread over the experts). In f32.
+
+    ```mlir
+    %h = moe.routing_entropy %z : tensor<?x16xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$logits);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($result)";
+}
+
+def Moe_AddLossOp : Moe_Op<"add_loss", [Pure,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "passes a tensor through and adds a weighted auxiliary loss";
+  let description = [{
+    The identity on `input`; differentiation adds `weight · aux` to the
+    training objective (the adjoint of `aux` is `weight`), as Megatron's
+    auxiliary-loss scaler does. Outside a gradient function it lowers to
+    its input and `aux` is dead code. The reported loss stays the
+    cross-entropy.
+
+    ```mlir
+    %y = moe.add_loss %x, %h {weight = -1.0e-04 : f64} : tensor<?x64xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<Moe_ActivationTypes>:$input,
+                       0DTensorOf<[F32]>:$aux, F64Attr:$weight);
+  let results = (outs RankedTensorOf<Moe_ActivationTypes>:$result);
+  let assemblyFormat = [{
+    $input `,` $aux attr-dict `:` type($input) `,` type($aux)
+  }];
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

@@ -127,24 +127,49 @@ std::pair<Value, Value>
 mlir::switchyard::softmaxStatistics(ImplicitLocOpBuilder &b, Value logits) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type();
-  SmallVector<OpFoldResult> sizes = sizesOf(b, logits);
-  SmallVector<OpFoldResult> rows = {sizes[0], sizes[1]};
-  AffineMap all = dimsMap(ctx, 3, {0, 1, 2}), row = dimsMap(ctx, 3, {0, 1});
+  unsigned rank = cast<RankedTensorType>(logits.getType()).getRank();
+  SmallVector<OpFoldResult> rows = sizesOf(b, logits);
+  rows.pop_back();
+  AffineMap all = b.getMultiDimIdentityMap(rank), row = rowMap(ctx, rank);
   Value maxima = generic(
       b, {logits},
       filled(b, rows, f32, -std::numeric_limits<double>::infinity()),
-      {all, row}, iterators(2, 1),
+      {all, row}, iterators(rank - 1, 1),
       [](ImplicitLocOpBuilder &b, ValueRange args) {
         return arith::MaximumFOp::create(b, args[1], toF32(b, args[0]));
       });
   Value sums = generic(
       b, {logits, maxima}, filled(b, rows, f32, 0.0), {all, row, row},
-      iterators(2, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+      iterators(rank - 1, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
         Value shifted = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
         return arith::AddFOp::create(b, args[2],
                                      math::ExpOp::create(b, shifted));
       });
   return {maxima, sums};
+}
+
+RoutingMean mlir::switchyard::routingMean(ImplicitLocOpBuilder &b,
+                                          Value logits) {
+  MLIRContext *ctx = b.getContext();
+  auto [maxima, sums] = softmaxStatistics(b, logits);
+  // P[e] = Σ_n exp(z[n, e] - max[n]) / sum[n], over dims (e | n).
+  Value total = generic(
+      b, {logits, maxima, sums}, filled(b, {sizesOf(b, logits)[1]},
+                                        b.getF32Type(), 0.0),
+      {dimsMap(ctx, 2, {1, 0}), dimsMap(ctx, 2, {1}), dimsMap(ctx, 2, {1}),
+       dimsMap(ctx, 2, {0})},
+      iterators(1, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value shifted = arith::SubFOp::create(b, toF32(b, args[0]), args[1]);
+        Value p = arith::DivFOp::create(b, math::ExpOp::create(b, shifted),
+                                        args[2]);
+        return arith::AddFOp::create(b, args[3], p);
+      });
+  Value count = indexToF32(b, dimOf(b, logits, 0));
+  Value mean = mapElements(b, total, b.getF32Type(),
+                           [&](ImplicitLocOpBuilder &b, Value v) -> Value {
+                             return arith::DivFOp::create(b, v, count);
+                           });
+  return {mean, maxima, sums};
 }
 
 Value mlir::switchyard::attentionVisible(ImplicitLocOpBuilder &b, Value t,
@@ -227,5 +252,21 @@ Value mlir::switchyard::attentionWeights(ImplicitLocOpBuilder &b, Value q,
                   dimsMap(ctx, 4, {0, 1, 2, 3})},
                  iterators(4), [](ImplicitLocOpBuilder &b, ValueRange args) {
                    return arith::DivFOp::create(b, args[0], args[1]);
+                 });
+}
+
+Value mlir::switchyard::applyDropout(ImplicitLocOpBuilder &b, Value x,
+                                     Value mask, double rate) {
+  auto type = cast<RankedTensorType>(x.getType());
+  unsigned rank = type.getRank();
+  AffineMap id = b.getMultiDimIdentityMap(rank);
+  Value init = tensor::EmptyOp::create(b, sizesOf(b, x), type.getElementType());
+  return generic(b, {x, mask}, init, {id, id, id}, iterators(rank),
+                 [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                   Value kept = arith::MulFOp::create(
+                       b, toF32(b, args[0]), f32Constant(b, 1.0 / (1.0 - rate)));
+                   Value y = arith::SelectOp::create(b, args[1],
+                                                     f32Constant(b, 0.0), kept);
+                   return fromF32(b, y, type.getElementType());
                  });
 }

@@ -565,6 +565,142 @@ struct CrossEntropyLowering : public OpRewritePattern<moe::CrossEntropyOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Training-only ops
+//===----------------------------------------------------------------------===//
+
+/// SplitMix64's finaliser on an i64 value (wrapping arithmetic).
+Value splitMix64(ImplicitLocOpBuilder &b, Value z) {
+  Type i64 = b.getI64Type();
+  auto constant = [&](uint64_t v) -> Value {
+    return arith::ConstantOp::create(b, i64, b.getI64IntegerAttr(int64_t(v)));
+  };
+  auto mix = [&](Value v, uint64_t shift, uint64_t multiplier) -> Value {
+    Value shifted = arith::ShRUIOp::create(b, v, constant(shift));
+    return arith::MulIOp::create(b, arith::XOrIOp::create(b, v, shifted),
+                                 constant(multiplier));
+  };
+  z = arith::AddIOp::create(b, z, constant(0x9e3779b97f4a7c15ULL));
+  z = mix(z, 30, 0xbf58476d1ce4e5b9ULL);
+  z = mix(z, 27, 0x94d049bb133111ebULL);
+  return arith::XOrIOp::create(b, z,
+                               arith::ShRUIOp::create(b, z, constant(31)));
+}
+
+/// All false without a seed; else element i (row-major) is dropped when
+/// splitmix64(splitmix64(seed + stream) + i) >> 40 < floor(rate · 2^24).
+struct DropoutMaskLowering : public OpRewritePattern<moe::DropoutMaskOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::DropoutMaskOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value like = op.getLike();
+    unsigned rank = op.getLike().getType().getRank();
+    Type i1 = b.getI1Type(), i64 = b.getI64Type();
+    Value init = tensor::EmptyOp::create(b, sizesOf(b, like), i1);
+    AffineMap id = b.getMultiDimIdentityMap(rank);
+    Value seed = op.getSeed();
+    if (!seed) {
+      Value none = arith::ConstantOp::create(b, b.getBoolAttr(false));
+      replaceCast(rewriter, b, op,
+                  linalg::FillOp::create(b, none, init).getResult(0));
+      return success();
+    }
+    Value stream = arith::ConstantOp::create(
+        b, b.getI64IntegerAttr(op.getStream()));
+    Value key = splitMix64(
+        b, arith::AddIOp::create(
+               b, tensor::ExtractOp::create(b, seed, ValueRange{}), stream));
+    auto threshold = static_cast<int64_t>(
+        std::floor(op.getRate().convertToDouble() * double(1 << 24)));
+    SmallVector<Value> dims;
+    for (unsigned d = 0; d < rank; ++d)
+      dims.push_back(dimOf(b, like, d));
+    Value mask = generic(
+        b, {}, init, {id}, iterators(rank),
+        [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+          Value linear = loopIndex(b, 0);
+          for (unsigned d = 1; d < rank; ++d)
+            linear = arith::AddIOp::create(
+                b, arith::MulIOp::create(b, linear, dims[d]), loopIndex(b, d));
+          Value counter = arith::AddIOp::create(
+              b, key, arith::IndexCastUIOp::create(b, i64, linear));
+          Value bits = arith::ShRUIOp::create(
+              b, splitMix64(b, counter),
+              arith::ConstantOp::create(b, b.getI64IntegerAttr(40)));
+          return arith::CmpIOp::create(
+              b, arith::CmpIPredicate::ult, bits,
+              arith::ConstantOp::create(b, b.getI64IntegerAttr(threshold)));
+        });
+    replaceCast(rewriter, b, op, mask);
+    return success();
+  }
+};
+
+/// Whether `mask` is an inference-mode (unseeded) dropout mask.
+bool isInferenceMask(Value mask) {
+  auto source = mask.getDefiningOp<moe::DropoutMaskOp>();
+  return source && !source.getSeed();
+}
+
+/// mask ? 0 : x / (1 - rate); the identity for an unseeded mask.
+struct DropoutLowering : public OpRewritePattern<moe::DropoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::DropoutOp op,
+                                PatternRewriter &rewriter) const override {
+    double rate = op.getRate().convertToDouble();
+    if (rate == 0.0 || isInferenceMask(op.getMask())) {
+      rewriter.replaceOp(op, op.getInput());
+      return success();
+    }
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    replaceCast(rewriter, b, op,
+                applyDropout(b, op.getInput(), op.getMask(), rate));
+    return success();
+  }
+};
+
+/// -Σ_e P_e log P_e of the token-averaged softmax P.
+struct RoutingEntropyLowering
+    : public OpRewritePattern<moe::RoutingEntropyOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::RoutingEntropyOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    Type f32 = b.getF32Type();
+    Value mean = routingMean(b, op.getLogits()).mean;
+    Value entropy = generic(
+        b, {mean}, filled(b, {}, f32, 0.0),
+        {dimsMap(ctx, 1, {0}), AffineMap::get(1, 0, {}, ctx)}, iterators(0, 1),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          // 0 · log 0 = 0.
+          Value p = args[0];
+          Value term = arith::MulFOp::create(b, p, math::LogOp::create(b, p));
+          Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
+                                                 p, f32Constant(b, 0.0));
+          term = arith::SelectOp::create(b, positive, term, f32Constant(b, 0.0));
+          return arith::SubFOp::create(b, args[1], term);
+        });
+    replaceCast(rewriter, b, op, entropy);
+    return success();
+  }
+};
+
+/// The auxiliary loss only matters to differentiation.
+struct AddLossLowering : public OpRewritePattern<moe::AddLossOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::AddLossOp op,
+                                PatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, op.getInput());
+    return success();
+  }
+};
+
 /// Rewrites every moe op; any left over is a legalisation error.
 struct ConvertMoeToLinalgPass
     : public switchyard::impl::ConvertMoeToLinalgPassBase<
@@ -589,6 +725,8 @@ void mlir::switchyard::populateMoeToLinalgPatterns(
   patterns.add<GateLowering, TopKLowering, ExpertProjLowering,
                ExpertMergeLowering, ExpertMlpLowering, AttentionLowering,
                LinearLowering, LayerNormLowering, RopeLowering, EmbedLowering,
-               ConcatLowering, CrossEntropyLowering, ReluLowering>(
+               ConcatLowering, CrossEntropyLowering, ReluLowering,
+               DropoutMaskLowering, DropoutLowering, RoutingEntropyLowering,
+               AddLossLowering>(
       patterns.getContext());
 }

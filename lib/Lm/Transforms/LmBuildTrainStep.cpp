@@ -102,12 +102,14 @@ struct LmBuildTrainStepPass
     for (Operation &op : grad.getBody().front().without_terminator())
       inner.clone(op, mapping);
     Value loss = mapping.lookup(gradReturn.getOperand(0));
-    SmallVector<Value> gradients;
-    for (Value g : gradReturn.getOperands().drop_front())
+    unsigned numParams = paramArgs.size();
+    SmallVector<Value> gradients, state;
+    for (Value g : gradReturn.getOperands().slice(1, numParams))
       gradients.push_back(mapping.lookup(g));
+    for (Value v : gradReturn.getOperands().drop_front(1 + numParams))
+      state.push_back(mapping.lookup(v));
 
     ImplicitLocOpBuilder b(loc, inner);
-    unsigned numParams = paramArgs.size();
     Value hyper = body->getArguments().back();
     auto hyperAt = [&](int64_t index) -> Value {
       return tensor::ExtractOp::create(b, hyper,
@@ -200,6 +202,7 @@ struct LmBuildTrainStepPass
     llvm::append_range(results, newParams);
     llvm::append_range(results, newM);
     llvm::append_range(results, newV);
+    llvm::append_range(results, state);
     func::ReturnOp::create(b, results);
     step.setFunctionType(builder.getFunctionType(
         inputs, TypeRange(ValueRange(results))));

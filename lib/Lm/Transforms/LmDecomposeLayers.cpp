@@ -121,6 +121,24 @@ public:
   /// Element-wise a + b of two tensors of one type.
   Value add(Value lhs, Value rhs) { return arith::AddFOp::create(b, lhs, rhs); }
 
+  /// An inference-mode (unseeded) dropout mask shaped like `like`;
+  /// lm-differentiate seeds it in the training function.
+  Value dropoutMask(Value like, double rate) {
+    auto type = cast<RankedTensorType>(like.getType());
+    return moe::DropoutMaskOp::create(
+        b, RankedTensorType::get(type.getShape(), b.getI1Type()), like,
+        /*seed=*/Value(), b.getF64FloatAttr(rate), /*stream=*/0);
+  }
+
+  /// The residual addition x + branch, with dropout `rate` on the branch.
+  Value residual(Value x, Value branch, double rate) {
+    if (rate > 0.0)
+      branch = moe::DropoutOp::create(b, branch.getType(), branch,
+                                      dropoutMask(branch, rate),
+                                      b.getF64FloatAttr(rate));
+    return add(x, branch);
+  }
+
   /// Concatenates [B, M, D] and [B, T, D] along the time dimension.
   Value concatTime(Value first, Value second) {
     auto a = cast<RankedTensorType>(first.getType());
@@ -220,22 +238,37 @@ Value buildAttention(AttentionOp op, LayerBuilder &lb,
   Value headsFlat = tensor::CollapseShapeOp::create(
       b, attended, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
   Value branch = project(headsFlat, hFlat);
-  return lb.add(x, lb.unflatten(branch, x));
+  return lb.residual(x, lb.unflatten(branch, x),
+                     op.getDropout().convertToDouble());
+}
+
+/// The top-k of router scores, experts masked with probability
+/// `expertDropout` in training.
+moe::TopKOp topK(LayerBuilder &lb, Value scores, int64_t k,
+                 double expertDropout) {
+  auto type = cast<RankedTensorType>(scores.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = k;
+  Value mask =
+      expertDropout > 0.0 ? lb.dropoutMask(scores, expertDropout) : Value();
+  return moe::TopKOp::create(
+      lb.b,
+      TypeRange{RankedTensorType::get(shape, lb.b.getF32Type()),
+                RankedTensorType::get(shape, lb.b.getI32Type())},
+      scores, k, mask);
 }
 
 /// `[N, H, E]` router scores and their top-k for a SwitchHead selection.
-std::pair<Value, Value> route(ImplicitLocOpBuilder &b, Value input,
-                              Value weight, int64_t heads, int64_t experts,
-                              int64_t k) {
+std::pair<Value, Value> route(LayerBuilder &lb, Value input, Value weight,
+                              int64_t heads, int64_t experts, int64_t k,
+                              double expertDropout) {
+  ImplicitLocOpBuilder &b = lb.b;
   auto inputType = cast<RankedTensorType>(input.getType());
   int64_t tokens = inputType.getDimSize(0);
   Type f32 = b.getF32Type();
   auto scoresType = RankedTensorType::get({tokens, heads, experts}, f32);
   Value scores = moe::GateOp::create(b, scoresType, input, weight);
-  auto topType = RankedTensorType::get({tokens, heads, k}, f32);
-  auto indexType = RankedTensorType::get({tokens, heads, k}, b.getI32Type());
-  auto topk = moe::TopKOp::create(b, TypeRange{topType, indexType}, scores, k,
-                                  /*mask=*/Value());
+  moe::TopKOp topk = topK(lb, scores, k, expertDropout);
   return {topk.getValues(), topk.getIndices()};
 }
 
@@ -270,12 +303,13 @@ struct SwitchHeadDecomposition : public OpRewritePattern<SwitchHeadOp> {
     ImplicitLocOpBuilder &b = lb.b;
     int64_t heads = op.getHeads(), experts = op.getExperts(), k = op.getK();
     int64_t width = op.getHeadDim();
+    double expertDropout = op.getExpertDropout().convertToDouble();
     Value result = buildAttention(
         op, lb,
         [&](Value source) -> Value {
           // Source-side selection over memory and current tokens.
-          auto [gates, indices] =
-              route(b, source, lb.param("sel_v"), heads, experts, k);
+          auto [gates, indices] = route(lb, source, lb.param("sel_v"), heads,
+                                        experts, k, expertDropout);
           auto sourceType = cast<RankedTensorType>(source.getType());
           auto type =
               RankedTensorType::get({sourceType.getDimSize(0), heads, width},
@@ -285,8 +319,8 @@ struct SwitchHeadDecomposition : public OpRewritePattern<SwitchHeadOp> {
         },
         [&](Value attended, Value queries) -> Value {
           // Destination-side selection from the current tokens.
-          auto [gates, indices] =
-              route(b, queries, lb.param("sel_o"), heads, experts, k);
+          auto [gates, indices] = route(lb, queries, lb.param("sel_o"),
+                                        heads, experts, k, expertDropout);
           return moe::ExpertMergeOp::create(b, queries.getType(), attended,
                                             lb.param("o"), gates, indices);
         });
@@ -310,7 +344,8 @@ struct FfnDecomposition : public OpRewritePattern<FfnOp> {
     Value up = lb.linear(h, lb.param("up"));
     Value hidden = moe::ReluOp::create(lb.b, up.getType(), up);
     Value branch = lb.linear(hidden, lb.param("down"));
-    rewriter.replaceOp(op, lb.add(x, lb.unflatten(branch, x)));
+    rewriter.replaceOp(op, lb.residual(x, lb.unflatten(branch, x),
+                                       op.getDropout().convertToDouble()));
     return success();
   }
 };
@@ -329,15 +364,21 @@ struct SigmaMoeDecomposition : public OpRewritePattern<SigmaMoeOp> {
     Type f32 = b.getF32Type();
     Value scores = moe::GateOp::create(
         b, RankedTensorType::get({tokens, experts}, f32), h, lb.param("sel"));
-    auto topk = moe::TopKOp::create(
-        b,
-        TypeRange{RankedTensorType::get({tokens, k}, f32),
-                  RankedTensorType::get({tokens, k}, b.getI32Type())},
-        scores, k, /*mask=*/Value());
+    moe::TopKOp topk =
+        topK(lb, scores, k, op.getExpertDropout().convertToDouble());
     Value branch = moe::ExpertMlpOp::create(b, h.getType(), h, lb.param("up"),
                                             lb.param("down"), topk.getValues(),
                                             topk.getIndices());
-    rewriter.replaceOp(op, lb.add(x, lb.unflatten(branch, x)));
+    // The balancing term: -λ·H(batch mean of softmax(router logits)).
+    if (double lambda = op.getEntropyReg().convertToDouble(); lambda > 0.0) {
+      Value logits = lb.linear(h, lb.param("sel"));
+      Value entropy = moe::RoutingEntropyOp::create(
+          b, RankedTensorType::get({}, f32), logits);
+      branch = moe::AddLossOp::create(b, branch.getType(), branch, entropy,
+                                      b.getF64FloatAttr(-lambda));
+    }
+    rewriter.replaceOp(op, lb.residual(x, lb.unflatten(branch, x),
+                                       op.getDropout().convertToDouble()));
     return success();
   }
 };

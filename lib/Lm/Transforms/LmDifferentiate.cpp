@@ -4,6 +4,8 @@
 // `<name>_grad` function computing the loss and the gradient of every
 // parameter, by a reverse sweep over the ops between the parameters and the
 // loss that calls each op's gradient rule (DifferentiableOpInterface).
+// The gradient function is the training mode of the model: its dropout
+// masks are seeded from a new `lm.seed` argument.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -111,9 +115,30 @@ struct LmDifferentiatePass
       (void)grad.insertArgument(grad.getNumArguments(), tokens,
                                 b.getDictionaryAttr(targetAttrs),
                                 grad.getLoc());
+      grad.setArgAttr(grad.getNumArguments() - 1, "lm.targets",
+                      b.getUnitAttr());
       lossValue = moe::CrossEntropyOp::create(
           b, RankedTensorType::get({}, b.getF32Type()), lossValue,
           body.getArguments().back());
+    }
+
+    // Training mode: dropout masks draw from a per-step seed argument, each
+    // mask from its own stream.
+    SmallVector<moe::DropoutMaskOp> masks;
+    grad.walk([&](moe::DropoutMaskOp mask) {
+      if (!mask.getSeed())
+        masks.push_back(mask);
+    });
+    if (!masks.empty()) {
+      auto seedType = RankedTensorType::get({}, b.getI64Type());
+      (void)grad.insertArgument(
+          grad.getNumArguments(), seedType,
+          b.getDictionaryAttr(b.getNamedAttr("lm.seed", b.getUnitAttr())),
+          grad.getLoc());
+      for (auto [stream, mask] : llvm::enumerate(masks)) {
+        mask.getSeedMutable().assign(body.getArguments().back());
+        mask.setStream(int64_t(stream));
+      }
     }
 
     // Activity: values that depend on a parameter.
@@ -164,7 +189,8 @@ struct LmDifferentiatePass
       }
     }
 
-    // Return the loss and one gradient per parameter.
+    // Return the loss, one gradient per parameter, then the forward
+    // function's other results (XL memories for the next segment).
     SmallVector<Value> results = {lossValue};
     for (unsigned i = 0; i < grad.getNumArguments(); ++i) {
       if (!isParam(grad, i))
@@ -178,6 +204,7 @@ struct LmDifferentiatePass
                                       0.0);
       results.push_back(gradient);
     }
+    llvm::append_range(results, returnOp.getOperands().drop_front());
     func::ReturnOp::create(b, results);
     returnOp.erase();
     grad.setFunctionType(b.getFunctionType(grad.getArgumentTypes(),

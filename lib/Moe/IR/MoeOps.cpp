@@ -284,3 +284,40 @@ LogicalResult CrossEntropyOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialect/Moe/IR/MoeOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// DropoutMaskOp and DropoutOp
+//===----------------------------------------------------------------------===//
+
+/// A dropout probability must lie in [0, 1).
+static LogicalResult verifyRate(Operation *op, double rate) {
+  if (rate >= 0.0 && rate < 1.0)
+    return success();
+  return op->emitOpError() << "expected a rate in [0, 1), found " << rate;
+}
+
+LogicalResult DropoutMaskOp::verify() {
+  if (failed(verifyRate(*this, getRate().convertToDouble())))
+    return failure();
+  // The I64Attr getter reads the value as unsigned.
+  if (auto stream = static_cast<int64_t>(getStream()); stream < 0)
+    return emitOpError() << "expected a non-negative stream, found " << stream;
+  return switchyard::verifyShape(*this, "mask", getMask().getType(),
+                                 getLike().getType().getShape(),
+                                 "the shape of the like operand");
+}
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (failed(verifyRate(*this, rate)) ||
+      failed(switchyard::verifyShape(*this, "mask", getMask().getType(),
+                                     getInput().getType().getShape(),
+                                     "the shape of the input")))
+    return failure();
+  if (auto source = getMask().getDefiningOp<DropoutMaskOp>())
+    if (source.getRate().convertToDouble() != rate)
+      return emitOpError() << "has rate " << rate
+                           << " but its mask was drawn with rate "
+                           << source.getRate().convertToDouble();
+  return success();
+}

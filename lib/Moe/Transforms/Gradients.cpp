@@ -797,6 +797,93 @@ struct ExpandGradient
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// Training-only ops
+//===----------------------------------------------------------------------===//
+
+/// The same mask and scale on the adjoint; none for the mask.
+struct DropoutGradient
+    : public DifferentiableOpInterface::ExternalModel<DropoutGradient,
+                                                      DropoutOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto dropout = cast<DropoutOp>(op);
+    double rate = dropout.getRate().convertToDouble();
+    if (rate == 0.0)
+      return {adjoints[0], Value()};
+    return {applyDropout(b, adjoints[0], dropout.getMask(), rate), Value()};
+  }
+};
+
+/// H = -Σ_e P_e log P_e, P = mean_n p[n], p[n] = softmax(z[n]):
+/// g_e = ∂H/∂p[n, e] = -(log P_e + 1) / N, and the softmax backward
+/// dz[n, e] = p[n, e] · (g_e - Σ_e' p[n, e'] g_e'), times the adjoint.
+struct RoutingEntropyGradient
+    : public DifferentiableOpInterface::ExternalModel<RoutingEntropyGradient,
+                                                      RoutingEntropyOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    Value z = cast<RoutingEntropyOp>(op).getLogits();
+    MLIRContext *ctx = b.getContext();
+    Type f32 = b.getF32Type();
+    auto [mean, maxima, sums] = routingMean(b, z);
+    Value upstream = tensor::ExtractOp::create(b, adjoints[0], ValueRange{});
+    Value count = indexToF32(b, dimOf(b, z, 0));
+    // g_e, already scaled by the adjoint. P_e > 0 always (softmax).
+    Value g = mapElements(b, mean, f32,
+                          [&](ImplicitLocOpBuilder &b, Value p) -> Value {
+                            Value d = arith::AddFOp::create(
+                                b, math::LogOp::create(b, p),
+                                f32Constant(b, 1.0));
+                            Value scaled = arith::DivFOp::create(
+                                b, arith::MulFOp::create(b, d, upstream),
+                                count);
+                            return arith::NegFOp::create(b, scaled);
+                          });
+    AffineMap all = dimsMap(ctx, 2, {0, 1}), row = dimsMap(ctx, 2, {0}),
+              column = dimsMap(ctx, 2, {1});
+    auto probability = [](ImplicitLocOpBuilder &b, Value logit, Value max,
+                          Value sum) -> Value {
+      Value shifted = arith::SubFOp::create(b, toF32(b, logit), max);
+      return arith::DivFOp::create(b, math::ExpOp::create(b, shifted), sum);
+    };
+    // s[n] = Σ_e p[n, e] g_e.
+    Value dot = generic(
+        b, {z, maxima, sums, g}, filled(b, {sizesOf(b, z)[0]}, f32, 0.0),
+        {all, row, row, column, row}, iterators(1, 1),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value p = probability(b, args[0], args[1], args[2]);
+          return arith::AddFOp::create(b, args[4],
+                                       arith::MulFOp::create(b, p, args[3]));
+        });
+    Value dz = generic(
+        b, {z, maxima, sums, g, dot},
+        tensor::EmptyOp::create(b, sizesOf(b, z), f32),
+        {all, row, row, column, row, all}, iterators(2),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value p = probability(b, args[0], args[1], args[2]);
+          return arith::MulFOp::create(
+              b, p, arith::SubFOp::create(b, args[3], args[4]));
+        });
+    return {asTypeOf(b, dz, z)};
+  }
+};
+
+/// Identity on the input; the auxiliary loss gets its weight.
+struct AddLossGradient
+    : public DifferentiableOpInterface::ExternalModel<AddLossGradient,
+                                                      AddLossOp> {
+  SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
+                                   ValueRange adjoints) const {
+    auto addLoss = cast<AddLossOp>(op);
+    Value weight = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(
+               RankedTensorType::get({}, b.getF32Type()),
+               b.getF32FloatAttr(addLoss.getWeight().convertToDouble())));
+    return {adjoints[0], weight};
+  }
+};
+
 void mlir::moe::registerGradientModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, MoeDialect *) {
     LinearOp::attachInterface<LinearGradient>(*ctx);
@@ -812,6 +899,9 @@ void mlir::moe::registerGradientModels(DialectRegistry &registry) {
     ExpertMergeOp::attachInterface<ExpertMergeGradient>(*ctx);
     ExpertMlpOp::attachInterface<ExpertMlpGradient>(*ctx);
     AttentionOp::attachInterface<AttentionGradient>(*ctx);
+    DropoutOp::attachInterface<DropoutGradient>(*ctx);
+    RoutingEntropyOp::attachInterface<RoutingEntropyGradient>(*ctx);
+    AddLossOp::attachInterface<AddLossGradient>(*ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, arith::ArithDialect *) {
     arith::AddFOp::attachInterface<AddGradient>(*ctx);

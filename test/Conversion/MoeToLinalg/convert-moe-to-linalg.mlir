@@ -109,3 +109,51 @@ func.func @building_blocks(%x: tensor<?x16xf32>, %w: tensor<8x16xf32>,
   %loss = moe.cross_entropy %l, %t : tensor<?x4x256xf32>, tensor<?x4xi32> -> tensor<f32>
   return %r, %n, %p, %e, %c, %loss : tensor<?x8xf32>, tensor<?x4x16xf32>, tensor<?x4x2x8xf32>, tensor<?x4x16xf32>, tensor<?x10x16xf32>, tensor<f32>
 }
+
+// Inference mode: an unseeded mask is all false and its dropout the
+// identity; add_loss passes its input through and the entropy is dead code.
+// CHECK-LABEL: func.func @inference_dropout
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<?x8xf32>
+// CHECK-NOT: moe.
+// CHECK: return %[[X]]
+func.func @inference_dropout(%x: tensor<?x8xf32>, %z: tensor<?x4xf32>) -> tensor<?x8xf32> {
+  %m = moe.dropout_mask %x {rate = 0.1 : f64} : tensor<?x8xf32> -> tensor<?x8xi1>
+  %y = moe.dropout %x, %m {rate = 0.1 : f64} : tensor<?x8xf32>, tensor<?x8xi1>
+  %h = moe.routing_entropy %z : tensor<?x4xf32> -> tensor<f32>
+  %r = moe.add_loss %y, %h {weight = -1.0e-3 : f64} : tensor<?x8xf32>, tensor<f32>
+  return %r : tensor<?x8xf32>
+}
+
+// Training mode: the mask hashes (seed + stream, element index) with
+// SplitMix64 and compares the top 24 bits with floor(rate · 2^24); dropout
+// selects 0 or x / (1 - rate).
+// CHECK-LABEL: func.func @training_dropout
+// CHECK: %[[SEED:.*]] = tensor.extract
+// CHECK: arith.addi %[[SEED]], %{{.*}} : i64
+// CHECK: linalg.generic
+// CHECK: %[[ROW:.*]] = linalg.index 0 : index
+// CHECK: %[[SCALED:.*]] = arith.muli %[[ROW]], %{{.*}} : index
+// CHECK: %[[COL:.*]] = linalg.index 1 : index
+// CHECK: arith.addi %[[SCALED]], %[[COL]] : index
+// CHECK: arith.constant -4658895280553007687 : i64
+// CHECK: arith.shrui %{{.*}}, %{{.*}} : i64
+// CHECK: %[[THRESHOLD:.*]] = arith.constant 1677721 : i64
+// CHECK: arith.cmpi ult, %{{.*}}, %[[THRESHOLD]] : i64
+// CHECK: linalg.generic
+// CHECK: arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+func.func @training_dropout(%x: tensor<?x8xf32>, %s: tensor<i64>) -> tensor<?x8xf32> {
+  %m = moe.dropout_mask %x seed(%s) {rate = 0.1 : f64, stream = 1 : i64} : tensor<?x8xf32>, tensor<i64> -> tensor<?x8xi1>
+  %y = moe.dropout %x, %m {rate = 0.1 : f64} : tensor<?x8xf32>, tensor<?x8xi1>
+  return %y : tensor<?x8xf32>
+}
+
+// The entropy of the token-averaged softmax: row statistics, the mean over
+// tokens, then -sum p log p.
+// CHECK-LABEL: func.func @routing_entropy
+// CHECK-COUNT-4: linalg.generic
+// CHECK: math.log
+// CHECK-NOT: moe.
+func.func @routing_entropy(%z: tensor<?x4xf32>) -> tensor<f32> {
+  %h = moe.routing_entropy %z : tensor<?x4xf32> -> tensor<f32>
+  return %h : tensor<f32>
+}

@@ -368,7 +368,7 @@ func.func @xl_odd_width(%x: tensor<?x16x41xf32>) {
 // -----
 
 func.func @unknown_attribute(%x: tensor<?x16x32xf32>) {
-  // expected-error @+1 {{'lm.switchhead' op has no attribute 'expert' (it takes: expert_dropout, experts, head_dim, heads, k, pos)}}
+  // expected-error @+1 {{'lm.switchhead' op has no attribute 'expert' (it takes: dropout, expert_dropout, experts, head_dim, heads, k, pos)}}
   %y = lm.switchhead "att" %x {heads = 2, experts = 5, k = 3, head_dim = 8, expert = 4} : tensor<?x16x32xf32>
   return
 }

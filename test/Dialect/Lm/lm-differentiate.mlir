@@ -30,13 +30,13 @@ func.func @f(%x: tensor<4x6xf32> {lm.param = "x"}, %w: tensor<5x6xf32> {lm.param
 // against a new last argument, the targets; the memory gets no gradient.
 // A parameter the loss does not use gets a zero gradient.
 // CHECK-LABEL: func.func @m_grad(
-// CHECK-SAME: %[[T:.*]]: tensor<?x4xi32>, %[[E:.*]]: tensor<16x8xf32> {lm.param = "embed.weight"}, %[[U:.*]]: tensor<3xf32> {lm.param = "unused"}, %[[TG:.*]]: tensor<?x4xi32> {lm.vocab = 16 : i64})
-// CHECK-SAME: -> (tensor<f32>, tensor<16x8xf32>, tensor<3xf32>)
+// CHECK-SAME: %[[T:.*]]: tensor<?x4xi32>, %[[E:.*]]: tensor<16x8xf32> {lm.param = "embed.weight"}, %[[U:.*]]: tensor<3xf32> {lm.param = "unused"}, %[[TG:.*]]: tensor<?x4xi32> {lm.targets, lm.vocab = 16 : i64})
+// CHECK-SAME: -> (tensor<f32>, tensor<16x8xf32>, tensor<3xf32>, tensor<?x4x8xf32>)
 // CHECK: %[[LOSS:.*]] = moe.cross_entropy %{{.*}}, %[[TG]]
 // The embedding table is used twice (embed and tied output): its adjoints add.
 // CHECK: %[[SUM:.*]] = arith.addf %{{.*}}, %{{.*}} : tensor<16x8xf32>
 // CHECK: %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<3xf32>)
-// CHECK: return %[[LOSS]], %[[SUM]], %[[ZERO]] : tensor<f32>, tensor<16x8xf32>, tensor<3xf32>
+// CHECK: return %[[LOSS]], %[[SUM]], %[[ZERO]], %{{.*}} : tensor<f32>, tensor<16x8xf32>, tensor<3xf32>, tensor<?x4x8xf32>
 func.func @m(%t: tensor<?x4xi32>, %e: tensor<16x8xf32> {lm.param = "embed.weight"}, %u: tensor<3xf32> {lm.param = "unused"}) -> (tensor<?x4x16xf32>, tensor<?x4x8xf32>) {
   %x = moe.embed %e, %t : tensor<16x8xf32>, tensor<?x4xi32> -> tensor<?x4x8xf32>
   %f = tensor.collapse_shape %x [[0, 1], [2]] : tensor<?x4x8xf32> into tensor<?x8xf32>

@@ -522,3 +522,36 @@ func.func @rope_dynamic_width(%q: tensor<?x4x2x?xf32>) {
   %y = moe.rope %q : tensor<?x4x2x?xf32>
   return
 }
+
+// -----
+
+func.func @dropout_mask_rate(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'moe.dropout_mask' op expected a rate in [0, 1), found 1.000000e+00}}
+  %m = moe.dropout_mask %x {rate = 1.0 : f64} : tensor<?x8xf32> -> tensor<?x8xi1>
+  return
+}
+
+// -----
+
+func.func @dropout_mask_stream(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'moe.dropout_mask' op expected a non-negative stream, found -1}}
+  %m = moe.dropout_mask %x {rate = 0.1 : f64, stream = -1 : i64} : tensor<?x8xf32> -> tensor<?x8xi1>
+  return
+}
+
+// -----
+
+func.func @dropout_mask_shape(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'moe.dropout_mask' op expected mask of shape ?x8 (the shape of the like operand), found ?x9}}
+  %m = moe.dropout_mask %x {rate = 0.1 : f64} : tensor<?x8xf32> -> tensor<?x9xi1>
+  return
+}
+
+// -----
+
+func.func @dropout_rate_mismatch(%x: tensor<?x8xf32>) {
+  %m = moe.dropout_mask %x {rate = 0.1 : f64} : tensor<?x8xf32> -> tensor<?x8xi1>
+  // expected-error @+1 {{'moe.dropout' op has rate 2.000000e-01 but its mask was drawn with rate 1.000000e-01}}
+  %y = moe.dropout %x, %m {rate = 0.2 : f64} : tensor<?x8xf32>, tensor<?x8xi1>
+  return
+}

@@ -94,3 +94,20 @@ func.func @building_blocks(%x: tensor<?x16xf32>, %w: tensor<8x16xf32>,
   %loss = moe.cross_entropy %l, %t : tensor<?x4x256xf32>, tensor<?x4xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// Training-only ops: seeded and unseeded dropout masks, dropout, the routing
+// entropy and an auxiliary loss.
+// CHECK-LABEL: func.func @training_ops
+func.func @training_ops(%x: tensor<?x8xf32>, %z: tensor<?x4xf32>, %s: tensor<i64>) -> (tensor<?x8xf32>, tensor<?x4xi1>) {
+  // CHECK: moe.dropout_mask %{{.*}} {rate = 1.000000e-01 : f64} : tensor<?x8xf32> -> tensor<?x8xi1>
+  %m = moe.dropout_mask %x {rate = 0.1 : f64} : tensor<?x8xf32> -> tensor<?x8xi1>
+  // CHECK: moe.dropout_mask %{{.*}} seed(%{{.*}}) {rate = 2.500000e-01 : f64, stream = 3 : i64} : tensor<?x4xf32>, tensor<i64> -> tensor<?x4xi1>
+  %n = moe.dropout_mask %z seed(%s) {rate = 0.25 : f64, stream = 3 : i64} : tensor<?x4xf32>, tensor<i64> -> tensor<?x4xi1>
+  // CHECK: moe.dropout %{{.*}}, %{{.*}} {rate = 1.000000e-01 : f64} : tensor<?x8xf32>, tensor<?x8xi1>
+  %y = moe.dropout %x, %m {rate = 0.1 : f64} : tensor<?x8xf32>, tensor<?x8xi1>
+  // CHECK: moe.routing_entropy %{{.*}} : tensor<?x4xf32> -> tensor<f32>
+  %h = moe.routing_entropy %z : tensor<?x4xf32> -> tensor<f32>
+  // CHECK: moe.add_loss %{{.*}}, %{{.*}} {weight = -1.000000e-03 : f64} : tensor<?x8xf32>, tensor<f32>
+  %r = moe.add_loss %y, %h {weight = -1.0e-3 : f64} : tensor<?x8xf32>, tensor<f32>
+  return %r, %n : tensor<?x8xf32>, tensor<?x4xi1>
+}
