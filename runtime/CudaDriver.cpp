@@ -1,0 +1,540 @@
+//===- CudaDriver.cpp - the CUDA driver API behind dlopen -----------------===//
+//
+// cuda.h provides the types and the versioned entry-point names (cuMemAlloc
+// is cuMemAlloc_v2, ...); the functions themselves come from dlsym on
+// libcuda.so.1, resolved once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/CudaDriver.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <bit>
+#include <map>
+#include <mutex>
+
+using namespace switchyard::runtime::cuda;
+using llvm::Expected;
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+#define SWITCHYARD_STR(x) #x
+#define SWITCHYARD_XSTR(x) SWITCHYARD_STR(x)
+
+/// The driver entry points Switchyard uses. Each member has the type of the
+/// function it names; cuda.h's macros give the versioned symbol names.
+#define SWITCHYARD_CUDA_ENTRY_POINTS(X)                                        \
+  X(cuInit)                                                                    \
+  X(cuDriverGetVersion)                                                        \
+  X(cuGetErrorName)                                                            \
+  X(cuGetErrorString)                                                          \
+  X(cuDeviceGetCount)                                                          \
+  X(cuDeviceGet)                                                               \
+  X(cuDeviceGetName)                                                           \
+  X(cuDeviceGetAttribute)                                                      \
+  X(cuDeviceTotalMem)                                                          \
+  X(cuDevicePrimaryCtxRetain)                                                  \
+  X(cuCtxSetCurrent)                                                           \
+  X(cuModuleLoadDataEx)                                                        \
+  X(cuModuleUnload)                                                            \
+  X(cuModuleGetFunction)                                                       \
+  X(cuLaunchKernel)                                                            \
+  X(cuStreamCreate)                                                            \
+  X(cuStreamSynchronize)                                                       \
+  X(cuStreamDestroy)                                                           \
+  X(cuMemAlloc)                                                                \
+  X(cuMemFree)                                                                 \
+  X(cuMemcpyHtoDAsync)                                                         \
+  X(cuMemcpyDtoHAsync)                                                         \
+  X(cuMemcpyDtoDAsync)                                                         \
+  X(cuMemcpyAsync)                                                             \
+  X(cuMemsetD32Async)                                                          \
+  X(cuMemsetD16Async)
+
+struct EntryPoints {
+#define SWITCHYARD_MEMBER(name) decltype(&::name) name = nullptr;
+  SWITCHYARD_CUDA_ENTRY_POINTS(SWITCHYARD_MEMBER)
+#undef SWITCHYARD_MEMBER
+};
+
+/// Pool size classes: powers of two from 256 bytes.
+uint64_t sizeClass(uint64_t bytes) {
+  return std::bit_ceil(std::max<uint64_t>(bytes, 256));
+}
+
+} // namespace
+
+struct Driver::Impl {
+  void *library = nullptr;
+  EntryPoints cu;
+  CUcontext context = nullptr;
+  DeviceInfo info;
+  std::mutex poolMutex;
+  /// Free blocks by size class, and the class of every live block.
+  std::map<uint64_t, std::vector<DevicePtr>> freeBlocks;
+  llvm::DenseMap<DevicePtr, uint64_t> liveBlocks;
+  uint64_t held = 0;
+
+  /// An error naming the call, the driver's error and the context.
+  llvm::Error check(CUresult result, llvm::StringRef call,
+                    const llvm::Twine &what) const {
+    if (result == CUDA_SUCCESS)
+      return llvm::Error::success();
+    const char *name = nullptr, *text = nullptr;
+    if (cu.cuGetErrorName)
+      cu.cuGetErrorName(result, &name);
+    if (cu.cuGetErrorString)
+      cu.cuGetErrorString(result, &text);
+    return failure(llvm::formatv("CUDA: {0} failed with {1} ({2}) while {3}",
+                                 call, name ? name : "an unknown error",
+                                 text ? text : "no description", what.str()));
+  }
+
+  /// Makes the primary context current on the calling thread.
+  llvm::Error makeCurrent() const {
+    return check(cu.cuCtxSetCurrent(context), "cuCtxSetCurrent",
+                 "making the device context current");
+  }
+
+  llvm::Error open();
+};
+
+llvm::Error Driver::Impl::open() {
+  library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!library)
+    return failure(llvm::formatv(
+        "no CUDA driver: cannot open libcuda.so.1 ({0}); GPU execution needs "
+        "an NVIDIA driver, everything else runs on the CPU",
+        dlerror()));
+#define SWITCHYARD_RESOLVE(name)                                               \
+  cu.name = reinterpret_cast<decltype(cu.name)>(                              \
+      dlsym(library, SWITCHYARD_XSTR(name)));                                  \
+  if (!cu.name)                                                                \
+    return failure("the CUDA driver lacks " SWITCHYARD_XSTR(                   \
+        name) "; update the NVIDIA driver");
+  SWITCHYARD_CUDA_ENTRY_POINTS(SWITCHYARD_RESOLVE)
+#undef SWITCHYARD_RESOLVE
+
+  if (llvm::Error error = check(cu.cuInit(0), "cuInit",
+                                "initialising the driver"))
+    return error;
+  int count = 0;
+  if (llvm::Error error = check(cu.cuDeviceGetCount(&count),
+                                "cuDeviceGetCount", "counting devices"))
+    return error;
+  if (count < 1)
+    return failure("CUDA: the driver reports no device");
+  CUdevice device;
+  if (llvm::Error error =
+          check(cu.cuDeviceGet(&device, 0), "cuDeviceGet", "opening device 0"))
+    return error;
+  char name[256] = {};
+  int major = 0, minor = 0;
+  size_t memory = 0;
+  if (llvm::Error error = check(cu.cuDeviceGetName(name, sizeof(name), device),
+                                "cuDeviceGetName", "naming device 0"))
+    return error;
+  (void)cu.cuDeviceGetAttribute(
+      &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  (void)cu.cuDeviceGetAttribute(
+      &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  (void)cu.cuDeviceGetAttribute(&info.multiprocessors,
+                                CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                device);
+  (void)cu.cuDeviceTotalMem(&memory, device);
+  (void)cu.cuDriverGetVersion(&info.driverVersion);
+  info.name = name;
+  info.computeCapability = major * 10 + minor;
+  info.totalMemory = memory;
+  if (llvm::Error error =
+          check(cu.cuDevicePrimaryCtxRetain(&context, device),
+                "cuDevicePrimaryCtxRetain", "creating the device context"))
+    return error;
+  return makeCurrent();
+}
+
+Driver::Driver() : impl(std::make_unique<Impl>()) {}
+
+// The process-wide driver lives until exit; the OS reclaims the context.
+Driver::~Driver() = default;
+
+Expected<Driver &> Driver::get() {
+  static Driver *driver = nullptr;
+  static std::string openError;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto *candidate = new Driver();
+    if (llvm::Error error = candidate->impl->open()) {
+      openError = llvm::toString(std::move(error));
+      delete candidate;
+      return;
+    }
+    driver = candidate;
+  });
+  if (!driver)
+    return failure(openError);
+  if (llvm::Error error = driver->impl->makeCurrent())
+    return std::move(error);
+  return *driver;
+}
+
+bool Driver::available() {
+  Expected<Driver &> driver = get();
+  if (!driver) {
+    llvm::consumeError(driver.takeError());
+    return false;
+  }
+  return true;
+}
+
+const DeviceInfo &Driver::device() const { return impl->info; }
+
+Expected<Module> Driver::loadModule(llvm::StringRef image) {
+  // PTX must be NUL-terminated text; cubins and fatbins are binary.
+  std::string ptx;
+  const void *data = image.data();
+  if (image.starts_with("//") || image.contains(".version")) {
+    ptx = image.str();
+    data = ptx.c_str();
+  }
+  char log[8192] = {};
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof(log)))};
+  CUmodule module = nullptr;
+  CUresult result =
+      impl->cu.cuModuleLoadDataEx(&module, data, 2, options, values);
+  if (llvm::Error error =
+          impl->check(result, "cuModuleLoadDataEx",
+                      llvm::formatv("loading a GPU module for sm_{0}{1}{2}",
+                                    impl->info.computeCapability,
+                                    log[0] ? ": " : "", log)))
+    return std::move(error);
+  return static_cast<Module>(module);
+}
+
+llvm::Error Driver::unloadModule(Module module) {
+  return impl->check(impl->cu.cuModuleUnload(static_cast<CUmodule>(module)),
+                     "cuModuleUnload", "unloading a GPU module");
+}
+
+Expected<Function> Driver::getFunction(Module module, llvm::StringRef name) {
+  CUfunction function = nullptr;
+  std::string symbol = name.str();
+  if (llvm::Error error = impl->check(
+          impl->cu.cuModuleGetFunction(&function, static_cast<CUmodule>(module),
+                                       symbol.c_str()),
+          "cuModuleGetFunction", "looking up kernel '" + name + "'"))
+    return std::move(error);
+  return static_cast<Function>(function);
+}
+
+llvm::Error Driver::launch(Function function, const uint32_t grid[3],
+                           const uint32_t block[3], uint32_t sharedBytes,
+                           Stream stream, void **params, llvm::StringRef what) {
+  return impl->check(
+      impl->cu.cuLaunchKernel(static_cast<CUfunction>(function), grid[0],
+                              grid[1], grid[2], block[0], block[1], block[2],
+                              sharedBytes, static_cast<CUstream>(stream),
+                              params, nullptr),
+      "cuLaunchKernel",
+      llvm::formatv("launching {0} on ({1}, {2}, {3}) blocks of ({4}, {5}, "
+                    "{6}) threads",
+                    what, grid[0], grid[1], grid[2], block[0], block[1],
+                    block[2]));
+}
+
+Expected<Stream> Driver::createStream() {
+  CUstream stream = nullptr;
+  if (llvm::Error error = impl->check(
+          impl->cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+          "cuStreamCreate", "creating a stream"))
+    return std::move(error);
+  return static_cast<Stream>(stream);
+}
+
+llvm::Error Driver::synchronize(Stream stream) {
+  return impl->check(
+      impl->cu.cuStreamSynchronize(static_cast<CUstream>(stream)),
+      "cuStreamSynchronize",
+      "waiting for the GPU (a kernel before this point failed)");
+}
+
+llvm::Error Driver::destroyStream(Stream stream) {
+  return impl->check(impl->cu.cuStreamDestroy(static_cast<CUstream>(stream)),
+                     "cuStreamDestroy", "destroying a stream");
+}
+
+Expected<DevicePtr> Driver::allocate(uint64_t bytes) {
+  uint64_t size = sizeClass(bytes);
+  std::lock_guard<std::mutex> lock(impl->poolMutex);
+  std::vector<DevicePtr> &free = impl->freeBlocks[size];
+  if (!free.empty()) {
+    DevicePtr pointer = free.back();
+    free.pop_back();
+    impl->liveBlocks[pointer] = size;
+    return pointer;
+  }
+  CUdeviceptr pointer = 0;
+  CUresult result = impl->cu.cuMemAlloc(&pointer, size);
+  if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+    // Give the cached blocks back and try once more.
+    for (auto &[blockSize, blocks] : impl->freeBlocks)
+      for (DevicePtr block : blocks) {
+        (void)impl->cu.cuMemFree(block);
+        impl->held -= blockSize;
+      }
+    impl->freeBlocks.clear();
+    result = impl->cu.cuMemAlloc(&pointer, size);
+  }
+  if (llvm::Error error = impl->check(
+          result, "cuMemAlloc",
+          llvm::formatv("allocating {0} bytes of device memory ({1} held)",
+                        size, impl->held)))
+    return std::move(error);
+  impl->held += size;
+  impl->liveBlocks[pointer] = size;
+  return DevicePtr(pointer);
+}
+
+void Driver::release(DevicePtr pointer) {
+  if (!pointer)
+    return;
+  std::lock_guard<std::mutex> lock(impl->poolMutex);
+  auto it = impl->liveBlocks.find(pointer);
+  if (it == impl->liveBlocks.end())
+    return;
+  impl->freeBlocks[it->second].push_back(pointer);
+  impl->liveBlocks.erase(it);
+}
+
+llvm::Error Driver::trimPool() {
+  std::lock_guard<std::mutex> lock(impl->poolMutex);
+  for (auto &[size, blocks] : impl->freeBlocks)
+    for (DevicePtr block : blocks) {
+      if (llvm::Error error = impl->check(impl->cu.cuMemFree(block),
+                                          "cuMemFree", "trimming the pool"))
+        return error;
+      impl->held -= size;
+    }
+  impl->freeBlocks.clear();
+  return llvm::Error::success();
+}
+
+uint64_t Driver::poolBytes() const { return impl->held; }
+
+llvm::Error Driver::copyToDevice(DevicePtr destination, const void *source,
+                                 uint64_t bytes, Stream stream) {
+  return impl->check(
+      impl->cu.cuMemcpyHtoDAsync(destination, source, bytes,
+                                 static_cast<CUstream>(stream)),
+      "cuMemcpyHtoDAsync",
+      llvm::formatv("copying {0} bytes to the device", bytes));
+}
+
+llvm::Error Driver::copyToHost(void *destination, DevicePtr source,
+                               uint64_t bytes, Stream stream) {
+  return impl->check(
+      impl->cu.cuMemcpyDtoHAsync(destination, source, bytes,
+                                 static_cast<CUstream>(stream)),
+      "cuMemcpyDtoHAsync",
+      llvm::formatv("copying {0} bytes to the host", bytes));
+}
+
+llvm::Error Driver::copyOnDevice(DevicePtr destination, DevicePtr source,
+                                 uint64_t bytes, Stream stream) {
+  return impl->check(
+      impl->cu.cuMemcpyDtoDAsync(destination, source, bytes,
+                                 static_cast<CUstream>(stream)),
+      "cuMemcpyDtoDAsync",
+      llvm::formatv("copying {0} bytes on the device", bytes));
+}
+
+llvm::Error Driver::copy(void *destination, const void *source,
+                         uint64_t bytes, Stream stream) {
+  return impl->check(
+      impl->cu.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(destination),
+                             reinterpret_cast<CUdeviceptr>(source), bytes,
+                             static_cast<CUstream>(stream)),
+      "cuMemcpyAsync", llvm::formatv("copying {0} bytes", bytes));
+}
+
+llvm::Error Driver::fill32(DevicePtr destination, uint32_t value,
+                           uint64_t count, Stream stream) {
+  return impl->check(impl->cu.cuMemsetD32Async(destination, value, count,
+                                               static_cast<CUstream>(stream)),
+                     "cuMemsetD32Async",
+                     llvm::formatv("filling {0} words", count));
+}
+
+//===----------------------------------------------------------------------===//
+// The mgpu* wrapper ABI
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The first error met inside a wrapper, kept for takeDeferredError().
+std::mutex deferredMutex;
+std::string deferred;
+
+void defer(llvm::Error error) {
+  if (!error)
+    return;
+  std::string message = llvm::toString(std::move(error));
+  std::lock_guard<std::mutex> lock(deferredMutex);
+  if (deferred.empty())
+    deferred = std::move(message);
+}
+
+/// The driver for a wrapper, or null with the error deferred.
+Driver *driverOrDefer() {
+  Expected<Driver &> driver = Driver::get();
+  if (!driver) {
+    defer(driver.takeError());
+    return nullptr;
+  }
+  return &*driver;
+}
+
+extern "C" void *mgpuModuleLoad(void *data, size_t size) {
+  Driver *driver = driverOrDefer();
+  if (!driver)
+    return nullptr;
+  Expected<Module> module = driver->loadModule(
+      llvm::StringRef(static_cast<const char *>(data), size));
+  if (!module) {
+    defer(module.takeError());
+    return nullptr;
+  }
+  return *module;
+}
+
+extern "C" void mgpuModuleUnload(void *module) {
+  if (Driver *driver = driverOrDefer(); driver && module)
+    defer(driver->unloadModule(module));
+}
+
+extern "C" void *mgpuModuleGetFunction(void *module, const char *name) {
+  Driver *driver = driverOrDefer();
+  if (!driver || !module)
+    return nullptr;
+  Expected<Function> function = driver->getFunction(module, name);
+  if (!function) {
+    defer(function.takeError());
+    return nullptr;
+  }
+  return *function;
+}
+
+/// LLVM 22's host code passes the parameter count last.
+extern "C" void mgpuLaunchKernel(void *function, intptr_t gridX,
+                                 intptr_t gridY, intptr_t gridZ,
+                                 intptr_t blockX, intptr_t blockY,
+                                 intptr_t blockZ, int32_t sharedBytes,
+                                 void *stream, void **params, void **,
+                                 size_t) {
+  Driver *driver = driverOrDefer();
+  if (!driver || !function)
+    return;
+  uint32_t grid[3] = {uint32_t(gridX), uint32_t(gridY), uint32_t(gridZ)};
+  uint32_t block[3] = {uint32_t(blockX), uint32_t(blockY), uint32_t(blockZ)};
+  defer(driver->launch(function, grid, block, uint32_t(sharedBytes), stream,
+                       params, "a generated kernel"));
+}
+
+extern "C" void *mgpuStreamCreate() {
+  Driver *driver = driverOrDefer();
+  if (!driver)
+    return nullptr;
+  Expected<Stream> stream = driver->createStream();
+  if (!stream) {
+    defer(stream.takeError());
+    return nullptr;
+  }
+  return *stream;
+}
+
+extern "C" void mgpuStreamSynchronize(void *stream) {
+  if (Driver *driver = driverOrDefer())
+    defer(driver->synchronize(stream));
+}
+
+extern "C" void mgpuStreamDestroy(void *stream) {
+  if (Driver *driver = driverOrDefer())
+    defer(driver->destroyStream(stream));
+}
+
+extern "C" void *mgpuMemAlloc(uint64_t bytes, void *, bool) {
+  Driver *driver = driverOrDefer();
+  if (!driver)
+    return nullptr;
+  Expected<DevicePtr> pointer = driver->allocate(bytes);
+  if (!pointer) {
+    defer(pointer.takeError());
+    return nullptr;
+  }
+  return reinterpret_cast<void *>(*pointer);
+}
+
+extern "C" void mgpuMemFree(void *pointer, void *) {
+  if (Driver *driver = driverOrDefer())
+    driver->release(reinterpret_cast<DevicePtr>(pointer));
+}
+
+extern "C" void *mgpuModuleLoadJIT(void *data, int, size_t size) {
+  // PTX: the driver JIT-compiles it for the device at hand.
+  return mgpuModuleLoad(data, size);
+}
+
+extern "C" void mgpuMemcpy(void *destination, void *source, size_t bytes,
+                           void *stream) {
+  if (Driver *driver = driverOrDefer())
+    defer(driver->copy(destination, source, bytes, stream));
+}
+
+extern "C" void mgpuMemset32(void *destination, unsigned value, size_t count,
+                             void *stream) {
+  if (Driver *driver = driverOrDefer())
+    defer(driver->fill32(reinterpret_cast<DevicePtr>(destination), value,
+                         count, stream));
+}
+
+} // namespace
+
+std::vector<std::pair<std::string, void *>> switchyard::runtime::cuda::
+    mgpuSymbols() {
+  return {
+      {"mgpuModuleLoad", reinterpret_cast<void *>(&mgpuModuleLoad)},
+      {"mgpuModuleLoadJIT", reinterpret_cast<void *>(&mgpuModuleLoadJIT)},
+      {"mgpuModuleUnload", reinterpret_cast<void *>(&mgpuModuleUnload)},
+      {"mgpuModuleGetFunction",
+       reinterpret_cast<void *>(&mgpuModuleGetFunction)},
+      {"mgpuLaunchKernel", reinterpret_cast<void *>(&mgpuLaunchKernel)},
+      {"mgpuStreamCreate", reinterpret_cast<void *>(&mgpuStreamCreate)},
+      {"mgpuStreamSynchronize",
+       reinterpret_cast<void *>(&mgpuStreamSynchronize)},
+      {"mgpuStreamDestroy", reinterpret_cast<void *>(&mgpuStreamDestroy)},
+      {"mgpuMemAlloc", reinterpret_cast<void *>(&mgpuMemAlloc)},
+      {"mgpuMemFree", reinterpret_cast<void *>(&mgpuMemFree)},
+      {"mgpuMemcpy", reinterpret_cast<void *>(&mgpuMemcpy)},
+      {"mgpuMemset32", reinterpret_cast<void *>(&mgpuMemset32)},
+  };
+}
+
+llvm::Error switchyard::runtime::cuda::takeDeferredError() {
+  std::lock_guard<std::mutex> lock(deferredMutex);
+  if (deferred.empty())
+    return llvm::Error::success();
+  std::string message = std::move(deferred);
+  deferred.clear();
+  return failure(message);
+}

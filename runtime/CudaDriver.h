@@ -1,0 +1,125 @@
+//===- CudaDriver.h - the CUDA driver API behind dlopen ---------*- C++ -*-===//
+//
+// The runtime's CUDA backend at its lowest level: libcuda.so.1 is opened
+// with dlopen on first use, so every Switchyard binary starts (and reports
+// "no driver") on machines without an NVIDIA driver, and nothing links
+// against CUDA at build time. On top of the driver: module loading from
+// cubin, fatbin or PTX, kernel launches, streams, and a caching device
+// memory pool. Every failure is an llvm::Error naming the driver call, the
+// driver's error name and text, and what was being done.
+//
+// The host code that Switchyard's GPU pipeline generates calls MLIR's
+// `mgpu*` wrapper ABI (mgpuModuleLoad, mgpuLaunchKernel, mgpuMemAlloc, ...).
+// `mgpuSymbols()` returns this backend's implementations of that ABI for the
+// JIT; errors raised inside them are kept and returned by
+// `takeDeferredError()` after the generated function returns.
+//
+// No CUDA header crosses this file: handles are opaque.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_RUNTIME_CUDADRIVER_H
+#define SWITCHYARD_RUNTIME_CUDADRIVER_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace switchyard::runtime::cuda {
+
+/// Opaque driver handles.
+using Module = void *;
+using Function = void *;
+using Stream = void *;
+using DevicePtr = uint64_t;
+
+/// What the runtime knows about the device it uses.
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  /// Compute capability, e.g. 90 for sm_90.
+  int computeCapability = 0;
+  int multiprocessors = 0;
+  uint64_t totalMemory = 0;
+  /// The driver's CUDA version, e.g. 13000.
+  int driverVersion = 0;
+};
+
+/// The CUDA driver with device 0's primary context current on the calling
+/// thread. One per process; created on first use.
+class Driver {
+public:
+  /// Opens libcuda.so.1, initialises the driver and device 0. Fails with a
+  /// clear message where there is no driver or no device.
+  static llvm::Expected<Driver &> get();
+
+  /// Whether a driver and at least one device are present (never fails).
+  static bool available();
+
+  const DeviceInfo &device() const;
+
+  /// Loads a module from a cubin, a fatbin, or PTX text (JIT-compiled by
+  /// the driver; its log is part of the error on failure).
+  llvm::Expected<Module> loadModule(llvm::StringRef image);
+  llvm::Error unloadModule(Module module);
+  llvm::Expected<Function> getFunction(Module module, llvm::StringRef name);
+
+  /// Launches `function` on `grid` × `block` threads with `sharedBytes` of
+  /// dynamic shared memory; `params` points at each kernel argument.
+  llvm::Error launch(Function function, const uint32_t grid[3],
+                     const uint32_t block[3], uint32_t sharedBytes,
+                     Stream stream, void **params, llvm::StringRef what);
+
+  llvm::Expected<Stream> createStream();
+  llvm::Error synchronize(Stream stream);
+  llvm::Error destroyStream(Stream stream);
+
+  /// Device memory from the pool: freed blocks are kept per size class and
+  /// reused, so a training loop allocates from the driver only in its first
+  /// steps.
+  llvm::Expected<DevicePtr> allocate(uint64_t bytes);
+  void release(DevicePtr pointer);
+  /// Returns every cached block to the driver.
+  llvm::Error trimPool();
+  /// Bytes held from the driver (in use and cached).
+  uint64_t poolBytes() const;
+
+  llvm::Error copyToDevice(DevicePtr destination, const void *source,
+                           uint64_t bytes, Stream stream);
+  llvm::Error copyToHost(void *destination, DevicePtr source, uint64_t bytes,
+                         Stream stream);
+  llvm::Error copyOnDevice(DevicePtr destination, DevicePtr source,
+                           uint64_t bytes, Stream stream);
+  /// Any direction; unified addressing tells host from device pointers.
+  llvm::Error copy(void *destination, const void *source, uint64_t bytes,
+                   Stream stream);
+  llvm::Error fill32(DevicePtr destination, uint32_t value, uint64_t count,
+                     Stream stream);
+
+  ~Driver();
+  Driver(const Driver &) = delete;
+  Driver &operator=(const Driver &) = delete;
+
+  struct Impl;
+
+private:
+  Driver();
+  std::unique_ptr<Impl> impl;
+};
+
+/// The `mgpu*` wrapper ABI of MLIR's gpu-to-llvm host code, implemented on
+/// the Driver: (symbol name, address) pairs for the JIT's symbol map.
+std::vector<std::pair<std::string, void *>> mgpuSymbols();
+
+/// The first error an `mgpu*` wrapper met since the last call (they cannot
+/// return errors to generated code), or success.
+llvm::Error takeDeferredError();
+
+} // namespace switchyard::runtime::cuda
+
+#endif // SWITCHYARD_RUNTIME_CUDADRIVER_H
