@@ -43,10 +43,10 @@ struct SwitchyardGpuMapParallelLoopsPass
 
   void runOnOperation() override {
     if (blockSize < 1 || blockSize > 1024) {
-      getOperation().emitError()
+      emitError(getOperation().getLoc())
           << "switchyard-gpu-map-parallel-loops: block-size must be in "
              "[1, 1024], found "
-          << blockSize;
+          << int64_t(blockSize);
       return signalPassFailure();
     }
     // The outermost parallel loops; nested ones stay sequential.
