@@ -55,6 +55,8 @@ void mlir::switchyard::registerDialects(DialectRegistry &registry) {
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
   // The gradient rules of reverse-mode differentiation.
   moe::registerGradientModels(registry);
+  // What the GPU target produces.
+  registerGpuDialects(registry);
 }
 
 void mlir::switchyard::registerPassesAndPipelines() {

@@ -3,6 +3,9 @@
 # dialects, passes, pipelines, tools and example models.
 
 import os
+import shutil
+import subprocess
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -38,3 +41,23 @@ tools = [
     "FileCheck", "count", "not",
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# The GPU target. Tests of emitted PTX need no GPU: `ptxas` (feature and
+# %ptxas) is the CUDA toolkit's assembler that the pipeline also uses for
+# format=bin and fatbin. `cuda-gpu` marks machines where a GPU is visible,
+# for execution tests.
+config.substitutions.append(("%python", sys.executable))
+cuda_root = getattr(config, "cuda_toolkit_dir", "") or "/usr/local/cuda"
+ptxas = os.path.join(cuda_root, "bin", "ptxas")
+if os.path.exists(ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+nvidia_smi = shutil.which("nvidia-smi")
+if nvidia_smi:
+    try:
+        listing = subprocess.run([nvidia_smi, "-L"], capture_output=True,
+                                 text=True, timeout=30)
+        if listing.returncode == 0 and "GPU" in listing.stdout:
+            config.available_features.add("cuda-gpu")
+    except (OSError, subprocess.SubprocessError):
+        pass

@@ -12,6 +12,7 @@
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir {
+class DialectRegistry;
 class OpPassManager;
 } // namespace mlir
 
@@ -68,6 +69,73 @@ void buildCpuCodegenPipeline(OpPassManager &pm);
 /// The whole CPU target: the front end, the lowering to linalg, and CPU
 /// code generation.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
+
+/// Options of the GPU target (NVIDIA, through NVVM).
+struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("Target chip: sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, "
+                     "sm_90a, sm_100, sm_100a, sm_103, sm_103a, sm_120, "
+                     "sm_120a, sm_121, sm_121a"),
+      llvm::cl::init("sm_80")};
+  PassOptions::Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("NVPTX target features, e.g. +ptx80; empty picks the "
+                     "lowest PTX version that the chip needs"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What gpu.binary holds: isa (PTX text), bin (cubin, "
+                     "through ptxas) or fatbin (through ptxas and "
+                     "fatbinary)"),
+      llvm::cl::init("bin")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit root (ptxas, fatbinary, libdevice); "
+                     "empty means the one found when Switchyard was built"),
+      llvm::cl::init("")};
+  PassOptions::Option<unsigned> optLevel{
+      *this, "opt-level",
+      llvm::cl::desc("LLVM optimisation level of the kernels (0-3)"),
+      llvm::cl::init(3)};
+  PassOptions::Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block of the SIMT fallback kernels"),
+      llvm::cl::init(256)};
+  PassOptions::Option<int64_t> numLayers{
+      *this, "num-layers",
+      llvm::cl::desc("Model depth L for the scaled initialisers; 0 counts "
+                     "the attention blocks of each model"),
+      llvm::cl::init(0)};
+  PassOptions::Option<bool> gradients{
+      *this, "gradients",
+      llvm::cl::desc("Also build each model's loss-and-gradient function "
+                     "(<model>_grad)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> trainStep{
+      *this, "train-step",
+      llvm::cl::desc("Also build each model's AdamW train step "
+                     "(<model>_train_step; implies gradients)"),
+      llvm::cl::init(false)};
+};
+
+/// Stages 5-6 for NVIDIA GPUs: linalg on tensors (with arith, math, scf,
+/// tensor) in func.func, to host code in the LLVM dialect that launches
+/// kernels (gpu.launch_func) and one gpu.binary of kernels per function.
+/// Buffers live in device memory; see lib/Pipelines/GpuPipeline.cpp.
+void buildGpuCodegenPipeline(OpPassManager &pm,
+                             const GpuPipelineOptions &options);
+
+/// The whole GPU target: the front end, the lowering to linalg, and GPU
+/// code generation.
+void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
+
+/// Adds the dialects and interfaces the GPU pipeline produces and needs
+/// (gpu, nvvm, the NVVM target, LLVM IR translations) to `registry`.
+void registerGpuDialects(DialectRegistry &registry);
+
+/// Registers the GPU pipelines and the Switchyard GPU passes.
+void registerGpuPipelines();
 
 /// Registers every Switchyard pipeline with the global pass registry.
 void registerPipelines();

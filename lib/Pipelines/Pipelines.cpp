@@ -90,4 +90,5 @@ void switchyard::registerPipelines() {
       "switchyard-cpu-pipeline",
       "CPU target: front end, reference lowering of moe ops, LLVM dialect",
       buildCpuPipeline);
+  registerGpuPipelines();
 }

@@ -1,0 +1,187 @@
+//===- Passes.td - Switchyard GPU code generation passes ---*- tablegen -*-===//
+//
+// The passes of the GPU target that upstream MLIR does not provide: device
+// memory placement, the mapping of parallel loops to blocks and threads, and
+// the move of the host's leftover memory accesses into kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_DIALECT_GPU_TRANSFORMS_PASSES_TD
+#define SWITCHYARD_DIALECT_GPU_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SwitchyardGpuDeviceMemoryPass
+    : Pass<"switchyard-gpu-device-memory", "::mlir::func::FuncOp"> {
+  let summary = "Place the host function's buffers in device memory";
+  let description = [{
+    Runs on bufferized host functions, before any kernel exists. Every
+    buffer that host code allocates becomes device memory, and copies become
+    `linalg.copy` so that they turn into kernels with the rest of linalg:
+
+    - `memref.alloc` becomes `gpu.alloc`, `memref.dealloc` becomes
+      `gpu.dealloc`;
+    - `memref.copy` becomes `linalg.copy` (it may copy strided views, so a
+      plain `gpu.memcpy` would not do).
+
+    Buffers that live inside a linalg body, a `scf.parallel` or a
+    `gpu.launch` are left alone. Host-side `memref.alloca`,
+    `memref.get_global` and `memref.realloc` have no device equivalent here
+    and are reported as errors.
+
+    Before:
+
+    ```mlir
+    %a = memref.alloc(%n) {alignment = 64 : i64} : memref<?x128xf32>
+    memref.copy %b, %a : memref<?x128xf32> to memref<?x128xf32>
+    memref.dealloc %a : memref<?x128xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %a = gpu.alloc (%n) : memref<?x128xf32>
+    linalg.copy ins(%b : memref<?x128xf32>) outs(%a : memref<?x128xf32>)
+    gpu.dealloc %a : memref<?x128xf32>
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::linalg::LinalgDialect"
+  ];
+}
+
+def SwitchyardGpuParallelDimsFirstPass
+    : Pass<"switchyard-gpu-parallel-dims-first", "::mlir::func::FuncOp"> {
+  let summary = "Interchange linalg loops so that parallel dimensions come first";
+  let description = [{
+    `convert-linalg-to-parallel-loops` nests the loops in the order of the
+    iteration dimensions: a reduction dimension before a parallel one (the
+    batch and time sums of a norm's weight gradient,
+    `["reduction", "reduction", "parallel"]`) would leave a host `scf.for`
+    around a kernel, launched once per reduction step. This pass moves the
+    parallel dimensions of every linalg op to the front, keeping the relative
+    order of the parallel and of the reduction dimensions, so each op becomes
+    one kernel whose threads run the reductions in the original order. Named
+    ops that need it are generalized first.
+
+    Before:
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>,
+                                     affine_map<(d0, d1, d2) -> (d2)>],
+                    iterator_types = ["reduction", "reduction", "parallel"]} ...
+    ```
+
+    After:
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d1, d2, d0)>,
+                                     affine_map<(d0, d1, d2) -> (d0)>],
+                    iterator_types = ["parallel", "reduction", "reduction"]} ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def SwitchyardGpuMapParallelLoopsPass
+    : Pass<"switchyard-gpu-map-parallel-loops", "::mlir::func::FuncOp"> {
+  let summary = "Map each outermost scf.parallel to a 1-D grid of blocks";
+  let description = [{
+    The SIMT fallback's mapping. Each outermost `scf.parallel` (one per
+    linalg op after `convert-linalg-to-parallel-loops`) is collapsed into a
+    single dimension, tiled by `block-size` with an in-bounds check instead
+    of `affine.min` bounds, and annotated for `convert-parallel-loops-to-gpu`:
+    the tile loop to `block_x`, the loop within a tile to `thread_x`. Nested
+    parallel loops stay sequential in each thread. Every element of the
+    iteration space thus gets one thread, whatever the rank, and the grid
+    never exceeds its x limit for any realistic size.
+
+    Before:
+
+    ```mlir
+    scf.parallel (%i, %j) = (%c0, %c0) to (%n, %c6) step (%c1, %c1) {...}
+    ```
+
+    After (abridged):
+
+    ```mlir
+    scf.parallel (%b) = (%c0) to (%n6) step (%c256) {
+      scf.parallel (%t) = (%c0) to (%c256) step (%c1) {
+        scf.if %in_bounds {...}
+      } {mapping = [#gpu.loop_dim_map<processor = thread_x, ...>]}
+    } {mapping = [#gpu.loop_dim_map<processor = block_x, ...>]}
+    ```
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block (1 to 1024)">
+  ];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect"
+  ];
+}
+
+def SwitchyardGpuLaunchHostComputePass
+    : Pass<"switchyard-gpu-launch-host-compute", "::mlir::func::FuncOp"> {
+  let summary = "Move the host's remaining memory accesses into 1-thread kernels";
+  let description = [{
+    Runs after `convert-parallel-loops-to-gpu`. What is still on the host
+    and reads or writes a buffer cannot run there, because buffers live in
+    device memory: scalar reads (`tensor.extract` of a loss or of the
+    optimizer's hyper-parameters), 0-d linalg ops, and the `scf.for` nests of
+    linalg ops with no parallel dimension. Such ops, and every host op that
+    uses their results, are gathered into runs of consecutive ops and each
+    run becomes a `gpu.launch` with one block of one thread. A scalar that a
+    run computes and later code uses is passed through a 0-d device buffer:
+    stored at the end of the run, loaded at the start of each later kernel
+    that uses it.
+
+    Host ops without memory effects (constants, `memref.dim`, index
+    arithmetic) stay on the host; any other host op (a launch, a
+    deallocation) ends a run, so memory order is kept. A device value that
+    only the host could use (a grid size, an allocation size) is an error.
+
+    Before:
+
+    ```mlir
+    %l = memref.load %loss[] : memref<f32>
+    %s = math.sqrt %l : f32
+    gpu.launch blocks(...) threads(...) { ... %s ... }
+    ```
+
+    After (abridged):
+
+    ```mlir
+    %buf = gpu.alloc () : memref<f32>
+    gpu.launch blocks(%bx, %by, %bz) in (%c1, %c1, %c1) threads(...) in (%c1, %c1, %c1) {
+      %l = memref.load %loss[] : memref<f32>
+      %s = math.sqrt %l : f32
+      memref.store %s, %buf[] : memref<f32>
+      gpu.terminator
+    }
+    gpu.launch blocks(...) threads(...) { %s2 = memref.load %buf[] ... %s2 ... }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
+def SwitchyardGpuNameKernelsPass
+    : Pass<"switchyard-gpu-name-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Name each launch's kernel and give a function one gpu.module";
+  let description = [{
+    Sets the `module` and `function` attributes of every `gpu.launch` in a
+    host function `@f` to `@f_kernels` and `@f_kernel_<i>` (in launch order)
+    so that `gpu-kernel-outlining` puts all kernels of `@f` into one
+    `gpu.module` with stable names, instead of one module per kernel: one
+    binary to load per entry point, and the device libraries are linked once
+    per function rather than once per kernel. Launches that already name
+    their module or function keep those names.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+#endif // SWITCHYARD_DIALECT_GPU_TRANSFORMS_PASSES_TD

@@ -1,0 +1,314 @@
+//===- GpuPipeline.cpp - the NVIDIA GPU target ----------------------------===//
+//
+// Builds and registers the GPU pipeline: linalg on tensors in func.func to
+// host code in the LLVM dialect that launches kernels, and one gpu.binary
+// per host function with the kernels as PTX, cubin or fatbin for one chip.
+//
+// This is the SIMT fallback route, which handles everything a train step
+// contains (linalg.generic with reductions, linalg.index, tensor.extract
+// gathers, reshapes, math ops): every linalg op becomes one kernel with one
+// thread per element of its parallel iteration space, reductions running
+// sequentially in each thread.
+//
+// Device memory design
+// --------------------
+// Every buffer that generated code touches lives in device memory, and host
+// code never dereferences one:
+// - Function arguments and results are device pointers (memref descriptors
+//   whose pointers come from cuMemAlloc). The caller (the runtime) owns the
+//   arguments and frees the results, as on the CPU target.
+// - Buffers allocated by host code are `gpu.alloc` / `gpu.dealloc` (through
+//   gpu-to-llvm: mgpuMemAlloc / mgpuMemFree, i.e. cuMemAlloc / cuMemFree),
+//   placed by ownership-based buffer deallocation exactly as on the CPU.
+//   Copies are `linalg.copy` and become kernels (switchyard-gpu-device-memory).
+// - Host code that would read or write a buffer (a tensor.extract of a loss,
+//   the optimizer's hyper-parameters, 0-d or reduction-only linalg ops) runs
+//   instead in a single-thread kernel; scalars it computes reach later kernels
+//   through 0-d device buffers (switchyard-gpu-launch-host-compute). The host
+//   only computes shapes, grid sizes and allocation sizes.
+// - There is no managed (host-shared) memory and no implicit copy: moving
+//   data between host and device is the runtime's job.
+// Launches are synchronous (gpu-to-llvm's lowering of a gpu.launch_func
+// without async token synchronises its stream), so kernels run in program
+// order. Streams and a memory pool are left to later work.
+//
+// Stages, by function:
+//   1. buildBufferizationStages: tensors to buffers in device memory.
+//   2. buildKernelFormationStages: linalg to parallel loops to gpu.launch,
+//      host leftovers into kernels, outlining into one gpu.module per function.
+//   3. buildDeviceStages: gpu.module to NVVM for the chip.
+//   4. buildHostStages: host code to the LLVM dialect.
+//   5. gpu-module-to-binary: PTX (LLVM's NVPTX backend), then ptxas /
+//      fatbinary from the CUDA toolkit for bin / fatbin.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Gpu/Transforms/Passes.h"
+#include "dialect/Pipelines/Pipelines.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
+#include "mlir/Conversion/GPUCommon/GPUToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FileSystem.h"
+
+#ifndef SWITCHYARD_CUDA_TOOLKIT_DIR
+#define SWITCHYARD_CUDA_TOOLKIT_DIR "/usr/local/cuda"
+#endif
+
+using namespace mlir;
+
+namespace {
+/// The lowest PTX ISA version that `chip` needs (PTX ISA manual, "Release
+/// Notes"), or nullopt for a chip the GPU target does not support. The
+/// lowest version keeps the PTX loadable by the oldest driver that knows the
+/// chip; ptxas of CUDA 13 reads all of them.
+std::optional<StringRef> defaultPtxFeature(StringRef chip) {
+  return llvm::StringSwitch<std::optional<StringRef>>(chip)
+      .Case("sm_75", "+ptx63")
+      .Case("sm_80", "+ptx70")
+      .Case("sm_86", "+ptx71")
+      .Case("sm_87", "+ptx74")
+      .Cases({"sm_89", "sm_90"}, "+ptx78")
+      .Case("sm_90a", "+ptx80")
+      .Cases({"sm_100", "sm_100a"}, "+ptx86")
+      .Cases({"sm_120", "sm_120a"}, "+ptx87")
+      .Cases({"sm_103", "sm_103a", "sm_121", "sm_121a"}, "+ptx88")
+      .Default(std::nullopt);
+}
+
+/// A pass that only reports a bad pipeline option: pipeline builders cannot
+/// fail, so the error surfaces when the pipeline runs, naming the option.
+struct ReportPipelineErrorPass
+    : public PassWrapper<ReportPipelineErrorPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ReportPipelineErrorPass)
+  explicit ReportPipelineErrorPass(std::string message)
+      : message(std::move(message)) {}
+  StringRef getArgument() const override {
+    return "switchyard-gpu-pipeline-error";
+  }
+  void runOnOperation() override {
+    // Not op.emitError(): the module itself would be printed as a note.
+    emitError(getOperation().getLoc()) << message;
+    signalPassFailure();
+  }
+  std::string message;
+};
+
+/// The CUDA toolkit root that `options` name.
+std::string toolkitDir(const switchyard::GpuPipelineOptions &options) {
+  return options.toolkit.empty() ? std::string(SWITCHYARD_CUDA_TOOLKIT_DIR)
+                                 : std::string(options.toolkit);
+}
+
+/// The option errors of `options`, or an empty string.
+std::string checkOptions(const switchyard::GpuPipelineOptions &options) {
+  std::string error;
+  llvm::raw_string_ostream os(error);
+  if (!defaultPtxFeature(options.chip))
+    os << "switchyard-gpu-pipeline: unsupported chip '" << options.chip
+       << "'; expected one of sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, "
+          "sm_90a, sm_100, sm_100a, sm_103, sm_103a, sm_120, sm_120a, "
+          "sm_121, sm_121a";
+  else if (!llvm::is_contained({"isa", "bin", "fatbin"},
+                               StringRef(options.format)))
+    os << "switchyard-gpu-pipeline: unsupported format '" << options.format
+       << "'; expected isa, bin or fatbin";
+  else if (options.optLevel > 3)
+    os << "switchyard-gpu-pipeline: opt-level must be 0 to 3, found "
+       << options.optLevel;
+  else if (options.blockSize < 1 || options.blockSize > 1024)
+    os << "switchyard-gpu-pipeline: block-size must be 1 to 1024, found "
+       << options.blockSize;
+  else if (!llvm::sys::fs::is_directory(toolkitDir(options)))
+    // Checked here because gpu-module-to-binary only warns in the form of an
+    // error diagnostic and goes on without libdevice (upstream, LLVM 22).
+    os << "switchyard-gpu-pipeline: toolkit '" << toolkitDir(options)
+       << "' is not a directory; expected the CUDA toolkit root (bin/ptxas, "
+          "nvvm/libdevice)";
+  return error;
+}
+
+/// Tensors to buffers, the buffers in device memory.
+void buildBufferizationStages(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // As on the CPU: public functions return fresh buffers the caller owns.
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createConvertBufferizationToMemRefPass());
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuDeviceMemoryPass());
+}
+
+/// Linalg to kernels: parallel loops, one thread per element, host
+/// leftovers in single-thread kernels, outlined into @<func>_kernels.
+void buildKernelFormationStages(OpPassManager &pm,
+                                const switchyard::GpuPipelineOptions &options) {
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuParallelDimsFirstPass());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+  switchyard::SwitchyardGpuMapParallelLoopsPassOptions map;
+  map.blockSize = options.blockSize;
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuMapParallelLoopsPass(map));
+  // No canonicalization here: it would merge the nested block and thread
+  // loops back into one scf.parallel and drop their mapping.
+  pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuLaunchHostComputePass());
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuNameKernelsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  // One stream per call: allocations, launches and frees in program order on
+  // it, one synchronisation before returning. gpu-to-llvm only lowers the
+  // async forms of gpu.alloc / gpu.dealloc.
+  pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
+}
+
+/// The kernels to NVVM for the chip.
+void buildDeviceStages(OpPassManager &pm,
+                       const switchyard::GpuPipelineOptions &options) {
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features.empty()
+                        ? defaultPtxFeature(options.chip)->str()
+                        : std::string(options.features);
+  target.optLevel = options.optLevel;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createStripDebugInfoPass());
+  kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  kernels.addPass(createLowerAffinePass());
+  kernels.addPass(arith::createArithExpandOpsPass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.indexBitwidth = 64;
+  kernels.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+}
+
+/// Host code to the LLVM dialect; kernel launches and device allocations
+/// become calls of the mgpu* wrappers that the runtime provides.
+void buildHostStages(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(createSCFToControlFlowPass());
+  pm.addNestedPass<func::FuncOp>(memref::createExpandStridedMetadataPass());
+  pm.addNestedPass<func::FuncOp>(createLowerAffinePass());
+  pm.addNestedPass<func::FuncOp>(arith::createArithExpandOpsPass());
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+} // namespace
+
+void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
+                                         const GpuPipelineOptions &options) {
+  std::string error = checkOptions(options);
+  if (!error.empty()) {
+    pm.addPass(std::make_unique<ReportPipelineErrorPass>(error));
+    return;
+  }
+  buildBufferizationStages(pm);
+  buildKernelFormationStages(pm, options);
+  buildDeviceStages(pm, options);
+  buildHostStages(pm);
+
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = options.format;
+  binary.toolkitPath = toolkitDir(options);
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+void switchyard::buildGpuPipeline(OpPassManager &pm,
+                                  const GpuPipelineOptions &options) {
+  FrontendPipelineOptions frontend;
+  frontend.numLayers = options.numLayers;
+  buildFrontendPipeline(pm, frontend);
+  buildLowerToLinalgPipeline(pm, options.gradients, options.trainStep);
+  buildGpuCodegenPipeline(pm, options);
+}
+
+void switchyard::registerGpuDialects(DialectRegistry &registry) {
+  registry.insert<affine::AffineDialect, gpu::GPUDialect, index::IndexDialect,
+                  NVVM::NVVMDialect, ub::UBDialect>();
+  // What convert-gpu-to-nvvm and gpu-to-llvm convert through the
+  // ConvertToLLVMPatternInterface of each dialect.
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  index::registerConvertIndexToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  NVVM::registerConvertGpuToNVVMInterface(registry);
+  gpu::registerConvertGpuToLLVMInterface(registry);
+  ub::registerConvertUBToLLVMInterface(registry);
+  // #nvvm.target serialises gpu.modules; that needs the LLVM IR
+  // translations of what the kernels contain.
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+}
+
+void switchyard::registerGpuPipelines() {
+  registerSwitchyardGpuPasses();
+  PassPipelineRegistration<GpuPipelineOptions>(
+      "switchyard-gpu-pipeline",
+      "NVIDIA GPU target: front end, reference lowering of moe ops, kernels "
+      "as PTX/cubin/fatbin for one chip, host code in the LLVM dialect",
+      buildGpuPipeline);
+  PassPipelineRegistration<GpuPipelineOptions>(
+      "switchyard-gpu-codegen-pipeline",
+      "NVIDIA GPU code generation from linalg on tensors (the last stages "
+      "of switchyard-gpu-pipeline; its model options are ignored)",
+      buildGpuCodegenPipeline);
+}

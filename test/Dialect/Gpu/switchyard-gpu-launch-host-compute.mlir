@@ -1,0 +1,90 @@
+// RUN: switchyard-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(switchyard-gpu-launch-host-compute))" --verify-diagnostics | FileCheck %s
+
+// A host scalar chain (a loss read back, its square root) and a
+// reduction-only loop nest run in one single-thread kernel; the scalar
+// reaches the later kernel through a 0-d device buffer, loaded at its start.
+// The host keeps its shape computations.
+// CHECK-LABEL: func.func @scalars
+// CHECK-SAME: (%[[LOSS:.*]]: memref<f32>, %[[X:.*]]: memref<?xf32>, %[[SUM:.*]]: memref<f32>)
+// CHECK: %[[N:.*]] = memref.dim %[[X]]
+// CHECK: %[[ONE:.*]] = arith.constant 1 : index
+// CHECK: %[[BUF:.*]] = gpu.alloc () : memref<f32>
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %[[ONE]], {{.*}} = %[[ONE]], {{.*}} = %[[ONE]]) threads({{.*}}) in ({{.*}} = %[[ONE]], {{.*}} = %[[ONE]], {{.*}} = %[[ONE]]) {
+// CHECK:   %[[L:.*]] = memref.load %[[LOSS]][]
+// CHECK:   %[[R:.*]] = math.sqrt %[[L]]
+// CHECK:   scf.for %{{.*}} = %{{.*}} to %[[N]]
+// CHECK:     memref.store %{{.*}}, %[[SUM]][]
+// CHECK:   memref.store %[[R]], %[[BUF]][]
+// CHECK:   gpu.terminator
+// CHECK: gpu.launch
+// CHECK:   %[[R2:.*]] = memref.load %[[BUF]][]
+// CHECK:   memref.store %[[R2]], %[[X]]
+// CHECK: gpu.dealloc %[[BUF]] : memref<f32>
+// CHECK-NEXT: return
+func.func @scalars(%loss: memref<f32>, %x: memref<?xf32>, %sum: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %l = memref.load %loss[] : memref<f32>
+  %r = math.sqrt %l : f32
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %x[%i] : memref<?xf32>
+    %s = memref.load %sum[] : memref<f32>
+    %t = arith.addf %s, %v : f32
+    memref.store %t, %sum[] : memref<f32>
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    memref.store %r, %x[%bx] : memref<?xf32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// A launch in between keeps the memory order: two kernels around it.
+// CHECK-LABEL: func.func @order
+// CHECK: gpu.launch
+// CHECK:   memref.store %{{.*}}, %[[A:.*]][]
+// CHECK: gpu.launch
+// CHECK:   memref.store %{{.*}}, %{{.*}}[%{{.*}}]
+// CHECK: gpu.launch
+// CHECK:   memref.load %[[A]][]
+func.func @order(%a: memref<f32>, %x: memref<4xf32>, %b: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %f = arith.constant 2.0 : f32
+  memref.store %f, %a[] : memref<f32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    memref.store %f, %x[%c0] : memref<4xf32>
+    gpu.terminator
+  }
+  %v = memref.load %a[] : memref<f32>
+  memref.store %v, %b[] : memref<f32>
+  return
+}
+
+// -----
+
+// The host cannot size an allocation with a value only the device can read.
+func.func @device_size(%n: memref<index>) {
+  %s = memref.load %n[] : memref<index>
+  // expected-error @below {{'gpu.alloc' op runs on the host but needs a value that only the device can compute or read (buffers live in device memory)}}
+  %b = gpu.alloc (%s) : memref<?xf32>
+  return
+}
+
+// -----
+
+// Parallel loops must have become launches first.
+func.func @unmapped(%x: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %f = arith.constant 0.0 : f32
+  // expected-error @below {{'scf.parallel' op was not mapped to blocks and threads; run convert-parallel-loops-to-gpu first}}
+  scf.parallel (%i) = (%c0) to (%c4) step (%c1) {
+    memref.store %f, %x[%i] : memref<4xf32>
+  }
+  return
+}

@@ -1,0 +1,53 @@
+// REQUIRES: ptxas
+// The routing of a SwitchHead value projection (gate, top-k, gathered expert
+// projection) through the GPU pipeline: host code in the LLVM dialect that
+// allocates device buffers and launches one kernel per linalg op on one
+// stream, and one gpu.binary whose PTX targets sm_80 and assembles.
+
+// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" -o %t.mlir
+// RUN: FileCheck %s --input-file=%t.mlir
+// RUN: FileCheck %s --input-file=%t.mlir --check-prefix=LOWERED
+// RUN: rm -rf %t.dir && mkdir -p %t.dir
+// RUN: %python %S/Inputs/extract_ptx.py %t.mlir %t.dir
+// RUN: FileCheck %s --input-file=%t.dir/route_kernels.ptx --check-prefix=PTX
+// RUN: %ptxas -arch=sm_80 %t.dir/route_kernels.ptx -o %t.dir/route_kernels.cubin
+
+// Host: one stream per call; the three result-sized buffers and the scores
+// are device allocations; fill, logits, sigmoid, top-k, fill, projection are
+// six launches in order on that stream; temporaries are freed on it; the
+// result is returned (the caller owns it) after one synchronisation.
+// CHECK-LABEL: llvm.func @route(
+// CHECK: %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
+// CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_0 blocks in
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_1 blocks in
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_2 blocks in
+// CHECK-COUNT-2: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_3 blocks in
+// CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_4 blocks in
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_5 blocks in
+// CHECK-COUNT-3: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
+// CHECK: llvm.call @mgpuStreamSynchronize(%[[STREAM]])
+// CHECK: llvm.call @mgpuStreamDestroy(%[[STREAM]])
+// CHECK: llvm.return
+// CHECK: gpu.binary @route_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx70">, properties = {{.*}}, assembly = "
+
+// Nothing but the LLVM dialect and the launches is left, and the host reads
+// no buffer: its only loads are in the C interface wrapper, if any.
+// LOWERED-NOT: {{^ *(%[^ ]+ = )?(linalg|memref|scf|cf|arith|math|tensor|func|affine|bufferization)\.}}
+// LOWERED-NOT: llvm.load
+
+// The kernels: PTX 7.0 for sm_80 (the lowest that knows the chip), six
+// entries, libdevice's expf linked in (no external __nv_ symbol left).
+// PTX: .version 7.0
+// PTX: .target sm_80
+// PTX-COUNT-6: .visible .entry route_kernel_{{[0-5]}}(
+// PTX-NOT: .entry
+// PTX-NOT: __nv_
+func.func @route(%x: tensor<?x16xf32>, %ws: tensor<6x16xf32>, %wv: tensor<6x16x8xf32>) -> tensor<?x2x8xf32> {
+  %s = moe.gate %x, %ws : tensor<?x16xf32>, tensor<6x16xf32> -> tensor<?x2x3xf32>
+  %g, %i = moe.topk %s k(2) : tensor<?x2x3xf32> -> tensor<?x2x2xf32>, tensor<?x2x2xi32>
+  %p = moe.expert_proj %x, %wv, %g, %i : tensor<?x16xf32>, tensor<6x16x8xf32>, tensor<?x2x2xf32>, tensor<?x2x2xi32> -> tensor<?x2x8xf32>
+  return %p : tensor<?x2x8xf32>
+}

@@ -1,0 +1,19 @@
+// Bad options of the GPU pipeline are reported, naming the option and what
+// it accepts; nothing is emitted.
+
+// RUN: not switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_70" 2>&1 | FileCheck %s --check-prefix=CHIP
+// RUN: not switchyard-opt %s --switchyard-gpu-pipeline="format=elf" 2>&1 | FileCheck %s --check-prefix=FORMAT
+// RUN: not switchyard-opt %s --switchyard-gpu-pipeline="block-size=2048" 2>&1 | FileCheck %s --check-prefix=BLOCK
+// RUN: not switchyard-opt %s --switchyard-gpu-pipeline="opt-level=4" 2>&1 | FileCheck %s --check-prefix=OPT
+// RUN: not switchyard-opt %s --switchyard-gpu-pipeline="toolkit=%t.missing format=bin" 2>&1 | FileCheck %s --check-prefix=TOOLKIT
+
+// CHIP: error: switchyard-gpu-pipeline: unsupported chip 'sm_70'; expected one of sm_75, sm_80,
+// CHIP-NOT: gpu.binary
+// FORMAT: error: switchyard-gpu-pipeline: unsupported format 'elf'; expected isa, bin or fatbin
+// BLOCK: error: switchyard-gpu-pipeline: block-size must be 1 to 1024, found 2048
+// OPT: error: switchyard-gpu-pipeline: opt-level must be 0 to 3, found 4
+// TOOLKIT: error: switchyard-gpu-pipeline: toolkit '{{.*}}.missing' is not a directory; expected the CUDA toolkit root (bin/ptxas, nvvm/libdevice)
+func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = arith.addf %x, %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
