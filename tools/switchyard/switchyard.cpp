@@ -690,8 +690,13 @@ int runTrain(int argc, char **argv) {
       "cosine decay, gradient clipping and validation in bits per byte;\n"
       "--tokenizer sentencepiece trains (or loads) a subword vocabulary\n"
       "instead.\n"
-      "Batches depend only on the seed and the step, and checkpoints hold the\n"
-      "optimizer state, so --resume continues a run exactly.\n");
+      "Batches and dropout masks depend only on the seed and the step, and\n"
+      "checkpoints hold the optimizer state (and XL memories), so --resume\n"
+      "continues a run exactly.\n"
+      "Regularisation is part of the model definition: 'dropout' (residual),\n"
+      "'expert_dropout' and the sigma-MoE 'entropy_reg' on each block.\n"
+      "Transformer-XL models read the text as --batch contiguous streams and\n"
+      "carry their memories from step to step.\n");
 
   llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
