@@ -61,6 +61,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 void buildLowerToLinalgPipeline(OpPassManager &pm, bool gradients,
                                 bool trainStep = false);
 
+/// Linalg on tensors to buffers: one-shot bufferization across function
+/// boundaries (identity layouts) and ownership-based deallocation; public
+/// functions return fresh buffers their caller owns. Shared by the targets.
+void buildBufferizePipeline(OpPassManager &pm);
+
 /// Stages 5-6 for the CPU: linalg on tensors (with arith, math, scf,
 /// tensor) in func.func, to the LLVM dialect. Public functions return
 /// freshly allocated result buffers that the caller owns.

@@ -42,13 +42,12 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
   pm.addPass(createConvertElementwiseToLinalgPass());
 }
 
-void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
+void switchyard::buildBufferizePipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-
-  // Tensors to buffers. Public functions return freshly allocated buffers
-  // that the caller owns and frees (the ownership-based deallocation clones
-  // results it does not own, such as returned arguments).
+  // Public functions return freshly allocated buffers that the caller owns
+  // and frees (the ownership-based deallocation clones results it does not
+  // own, such as returned arguments).
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -56,6 +55,10 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createConvertBufferizationToMemRefPass());
+}
+
+void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
+  buildBufferizePipeline(pm);
 
   // Loops, then the LLVM dialect.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
