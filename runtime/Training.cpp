@@ -94,6 +94,58 @@ Expected<ModelInfo> modelOf(CpuProgram &program, bool training,
   return info;
 }
 
+/// What a call binds to each argument role; training-only roles stay null
+/// for the forward function.
+struct Bindings {
+  const HostTensor *tokens;
+  /// XL memories (the data arguments after the tokens), parameters.
+  const std::vector<HostTensor> *memories, *params;
+  const HostTensor *targets = nullptr, *seed = nullptr, *hyper = nullptr;
+  const std::vector<HostTensor> *adamM = nullptr, *adamV = nullptr;
+};
+
+/// The arguments of `function` in order, chosen by their roles.
+Expected<std::vector<const HostTensor *>> bind(const FunctionSpec &function,
+                                               const Bindings &bindings) {
+  std::vector<const HostTensor *> args;
+  size_t memory = 0, param = 0, adamM = 0, adamV = 0;
+  auto next = [](const std::vector<HostTensor> *list,
+                 size_t &index) -> const HostTensor * {
+    return list && index < list->size() ? &(*list)[index++] : nullptr;
+  };
+  for (const TensorSpec &spec : function.arguments) {
+    const HostTensor *arg = nullptr;
+    switch (spec.role) {
+    case ArgRole::data:
+      arg = args.empty() ? bindings.tokens : next(bindings.memories, memory);
+      break;
+    case ArgRole::param:
+      arg = next(bindings.params, param);
+      break;
+    case ArgRole::targets:
+      arg = bindings.targets;
+      break;
+    case ArgRole::seed:
+      arg = bindings.seed;
+      break;
+    case ArgRole::adamM:
+      arg = next(bindings.adamM, adamM);
+      break;
+    case ArgRole::adamV:
+      arg = next(bindings.adamV, adamV);
+      break;
+    case ArgRole::hyper:
+      arg = bindings.hyper;
+      break;
+    }
+    if (!arg)
+      return failure(llvm::formatv("@{0}: nothing to bind to argument #{1}",
+                                   function.name, args.size()));
+    args.push_back(arg);
+  }
+  return args;
+}
+
 /// Zero memories [batch, M, D] for the start of every stream.
 std::vector<HostTensor> freshMemories(const ModelInfo &model, int64_t batch) {
   std::vector<HostTensor> memories;
@@ -456,13 +508,12 @@ switchyard::runtime::evaluate(CpuProgram &program, const TokenCorpus &corpus,
   auto run = [&](llvm::ArrayRef<size_t> offsets,
                  std::vector<HostTensor> &memories) -> Expected<double> {
     auto [tokens, targets] = windows(corpus.valid, offsets, time);
-    std::vector<const HostTensor *> args = {&tokens};
-    for (const HostTensor &memory : memories)
-      args.push_back(&memory);
-    for (const HostTensor &p : params)
-      args.push_back(&p);
+    Expected<std::vector<const HostTensor *>> args =
+        bind(*model->forward, {&tokens, &memories, &params});
+    if (!args)
+      return args.takeError();
     Expected<std::vector<HostTensor>> out =
-        program.call(model->forward->name, args);
+        program.call(model->forward->name, *args);
     if (!out)
       return out.takeError();
     for (size_t i = 0; i < memories.size(); ++i)
@@ -640,36 +691,18 @@ Expected<TrainSummary> switchyard::runtime::train(
     HostTensor seedTensor = HostTensor::fromValues<int64_t>(
         "seed", ElementType::i64, {},
         {int64_t(splitMix64(splitMix64(config.seed) + uint64_t(step)))});
-    std::vector<const HostTensor *> args;
-    size_t data = 0, param = 0, adamM = 0, adamV = 0;
-    for (const TensorSpec &spec : stepFunction.arguments) {
-      switch (spec.role) {
-      case ArgRole::data:
-        args.push_back(data == 0 ? &tokens : &memories.at(data - 1));
-        ++data;
-        break;
-      case ArgRole::param:
-        args.push_back(&params.at(param++));
-        break;
-      case ArgRole::targets:
-        args.push_back(&targets);
-        break;
-      case ArgRole::seed:
-        args.push_back(&seedTensor);
-        break;
-      case ArgRole::adamM:
-        args.push_back(&m.at(adamM++));
-        break;
-      case ArgRole::adamV:
-        args.push_back(&v.at(adamV++));
-        break;
-      case ArgRole::hyper:
-        args.push_back(&hyperTensor);
-        break;
-      }
-    }
+    Bindings bindings{&tokens, &memories, &params};
+    bindings.targets = &targets;
+    bindings.seed = &seedTensor;
+    bindings.adamM = &m;
+    bindings.adamV = &v;
+    bindings.hyper = &hyperTensor;
+    Expected<std::vector<const HostTensor *>> args =
+        bind(stepFunction, bindings);
+    if (!args)
+      return args.takeError();
     Expected<std::vector<HostTensor>> out =
-        program.call(name + "_train_step", args);
+        program.call(name + "_train_step", *args);
     if (!out)
       return out.takeError();
     StepRecord record;

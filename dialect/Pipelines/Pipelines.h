@@ -21,7 +21,7 @@ namespace mlir::switchyard {
 /// Options of the front end: model definition in, parameters declared.
 struct FrontendPipelineOptions
     : public PassPipelineOptions<FrontendPipelineOptions> {
-  PassOptions::Option<int64_t> numLayers{
+  detail::PassOptions::Option<int64_t> numLayers{
       *this, "num-layers",
       llvm::cl::desc("Model depth L for the scaled initialisers; 0 counts "
                      "the attention blocks of each model"),
@@ -33,24 +33,29 @@ struct FrontendPipelineOptions
 void buildFrontendPipeline(OpPassManager &pm,
                            const FrontendPipelineOptions &options);
 
-/// Options of the CPU target.
-struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
-  PassOptions::Option<int64_t> numLayers{
+/// The options every target shares: which functions to build from each
+/// model (its forward pass always; gradients and train step on request).
+template <typename Derived>
+struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
+  detail::PassOptions::Option<int64_t> numLayers{
       *this, "num-layers",
       llvm::cl::desc("Model depth L for the scaled initialisers; 0 counts "
                      "the attention blocks of each model"),
       llvm::cl::init(0)};
-  PassOptions::Option<bool> gradients{
+  detail::PassOptions::Option<bool> gradients{
       *this, "gradients",
       llvm::cl::desc("Also build each model's loss-and-gradient function "
                      "(<model>_grad)"),
       llvm::cl::init(false)};
-  PassOptions::Option<bool> trainStep{
+  detail::PassOptions::Option<bool> trainStep{
       *this, "train-step",
       llvm::cl::desc("Also build each model's AdamW train step "
                      "(<model>_train_step; implies gradients)"),
       llvm::cl::init(false)};
 };
+
+/// Options of the CPU target.
+struct CpuPipelineOptions : public ModelPipelineOptions<CpuPipelineOptions> {};
 
 /// Stages 2-3 and the reference lowering: lm layers decomposed into moe
 /// ops, models turned into functions taking their parameters, with
@@ -60,6 +65,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 /// optimizer step (lm-build-train-step).
 void buildLowerToLinalgPipeline(OpPassManager &pm, bool gradients,
                                 bool trainStep = false);
+
+/// The front end with `numLayers`, then buildLowerToLinalgPipeline: what
+/// every target runs before its own code generation.
+void buildModelToLinalgPipeline(OpPassManager &pm, int64_t numLayers,
+                                bool gradients, bool trainStep);
 
 /// Linalg on tensors to buffers: one-shot bufferization across function
 /// boundaries (identity layouts) and ownership-based deallocation; public
@@ -76,52 +86,37 @@ void buildCpuCodegenPipeline(OpPassManager &pm);
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
 /// Options of the GPU target (NVIDIA, through NVVM).
-struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
-  PassOptions::Option<std::string> chip{
+struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
+  detail::PassOptions::Option<std::string> chip{
       *this, "chip",
       llvm::cl::desc("Target chip: sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, "
                      "sm_90a, sm_100, sm_100a, sm_103, sm_103a, sm_120, "
                      "sm_120a, sm_121, sm_121a"),
       llvm::cl::init("sm_80")};
-  PassOptions::Option<std::string> features{
+  detail::PassOptions::Option<std::string> features{
       *this, "features",
       llvm::cl::desc("NVPTX target features, e.g. +ptx80; empty picks the "
                      "lowest PTX version that the chip needs"),
       llvm::cl::init("")};
-  PassOptions::Option<std::string> format{
+  detail::PassOptions::Option<std::string> format{
       *this, "format",
       llvm::cl::desc("What gpu.binary holds: isa (PTX text), bin (cubin, "
                      "through ptxas) or fatbin (through ptxas and "
                      "fatbinary)"),
       llvm::cl::init("bin")};
-  PassOptions::Option<std::string> toolkit{
+  detail::PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root (ptxas, fatbinary, libdevice); "
                      "empty means the one found when Switchyard was built"),
       llvm::cl::init("")};
-  PassOptions::Option<unsigned> optLevel{
+  detail::PassOptions::Option<unsigned> optLevel{
       *this, "opt-level",
       llvm::cl::desc("LLVM optimisation level of the kernels (0-3)"),
       llvm::cl::init(3)};
-  PassOptions::Option<int64_t> blockSize{
+  detail::PassOptions::Option<int64_t> blockSize{
       *this, "block-size",
       llvm::cl::desc("Threads per block of the SIMT fallback kernels"),
       llvm::cl::init(256)};
-  PassOptions::Option<int64_t> numLayers{
-      *this, "num-layers",
-      llvm::cl::desc("Model depth L for the scaled initialisers; 0 counts "
-                     "the attention blocks of each model"),
-      llvm::cl::init(0)};
-  PassOptions::Option<bool> gradients{
-      *this, "gradients",
-      llvm::cl::desc("Also build each model's loss-and-gradient function "
-                     "(<model>_grad)"),
-      llvm::cl::init(false)};
-  PassOptions::Option<bool> trainStep{
-      *this, "train-step",
-      llvm::cl::desc("Also build each model's AdamW train step "
-                     "(<model>_train_step; implies gradients)"),
-      llvm::cl::init(false)};
 };
 
 /// Stages 5-6 for NVIDIA GPUs: linalg on tensors (with arith, math, scf,

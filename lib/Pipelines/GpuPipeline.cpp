@@ -257,10 +257,8 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
 
 void switchyard::buildGpuPipeline(OpPassManager &pm,
                                   const GpuPipelineOptions &options) {
-  FrontendPipelineOptions frontend;
-  frontend.numLayers = options.numLayers;
-  buildFrontendPipeline(pm, frontend);
-  buildLowerToLinalgPipeline(pm, options.gradients, options.trainStep);
+  buildModelToLinalgPipeline(pm, options.numLayers, options.gradients,
+                             options.trainStep);
   buildGpuCodegenPipeline(pm, options);
 }
 

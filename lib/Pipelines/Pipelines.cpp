@@ -57,6 +57,15 @@ void switchyard::buildBufferizePipeline(OpPassManager &pm) {
   pm.addPass(createConvertBufferizationToMemRefPass());
 }
 
+void switchyard::buildModelToLinalgPipeline(OpPassManager &pm,
+                                            int64_t numLayers, bool gradients,
+                                            bool trainStep) {
+  FrontendPipelineOptions frontend;
+  frontend.numLayers = numLayers;
+  buildFrontendPipeline(pm, frontend);
+  buildLowerToLinalgPipeline(pm, gradients, trainStep);
+}
+
 void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
   buildBufferizePipeline(pm);
 
@@ -77,10 +86,8 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
 
 void switchyard::buildCpuPipeline(OpPassManager &pm,
                                   const CpuPipelineOptions &options) {
-  FrontendPipelineOptions frontend;
-  frontend.numLayers = options.numLayers;
-  buildFrontendPipeline(pm, frontend);
-  buildLowerToLinalgPipeline(pm, options.gradients, options.trainStep);
+  buildModelToLinalgPipeline(pm, options.numLayers, options.gradients,
+                             options.trainStep);
   buildCpuCodegenPipeline(pm);
 }
 
