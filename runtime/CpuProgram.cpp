@@ -194,8 +194,11 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   }
   // Stage 2: lower to linalg; the functions' tensor signatures are final.
   mlir::PassManager lowering(&context);
-  mlir::switchyard::buildLowerToLinalgPipeline(lowering, options.gradients,
-                                               options.trainStep);
+  mlir::switchyard::LoweringOptions loweringOptions;
+  loweringOptions.gradients = options.gradients;
+  loweringOptions.trainStep = options.trainStep;
+  loweringOptions.fusion = options.fusion;
+  mlir::switchyard::buildLowerToLinalgPipeline(lowering, loweringOptions);
   if (failed(lowering.run(*module)))
     return compileError("lowering to linalg");
   for (mlir::func::FuncOp func : module->getOps<mlir::func::FuncOp>()) {

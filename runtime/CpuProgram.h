@@ -16,6 +16,7 @@
 #ifndef SWITCHYARD_RUNTIME_CPUPROGRAM_H
 #define SWITCHYARD_RUNTIME_CPUPROGRAM_H
 
+#include "dialect/Pipelines/FusionOptions.h"
 #include "runtime/Params.h"
 #include "runtime/TensorFile.h"
 
@@ -79,6 +80,8 @@ struct CompileOptions {
   /// Also compile each model's AdamW step `<model>_train_step` (see
   /// lm-build-train-step); implies `gradients`.
   bool trainStep = false;
+  /// Which fusions to apply (all by default).
+  mlir::switchyard::FusionOptions fusion;
   /// LLVM optimisation level of the JIT (0-3).
   unsigned optLevel = 2;
 };

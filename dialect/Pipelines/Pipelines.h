@@ -9,6 +9,8 @@
 #ifndef SWITCHYARD_DIALECT_PIPELINES_PIPELINES_H
 #define SWITCHYARD_DIALECT_PIPELINES_PIPELINES_H
 
+#include "dialect/Pipelines/FusionOptions.h"
+
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir {
@@ -33,8 +35,18 @@ struct FrontendPipelineOptions
 void buildFrontendPipeline(OpPassManager &pm,
                            const FrontendPipelineOptions &options);
 
+/// What the lowering to linalg builds from each model.
+struct LoweringOptions {
+  /// Also each model's loss-and-gradient function `<model>_grad`.
+  bool gradients = false;
+  /// Also each model's AdamW step `<model>_train_step` (implies gradients).
+  bool trainStep = false;
+  FusionOptions fusion;
+};
+
 /// The options every target shares: which functions to build from each
-/// model (its forward pass always; gradients and train step on request).
+/// model (its forward pass always; gradients and train step on request),
+/// and which fusions to apply.
 template <typename Derived>
 struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
   detail::PassOptions::Option<int64_t> numLayers{
@@ -52,24 +64,51 @@ struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
       llvm::cl::desc("Also build each model's AdamW train step "
                      "(<model>_train_step; implies gradients)"),
       llvm::cl::init(false)};
+  detail::PassOptions::Option<bool> fuseRouter{
+      *this, "fuse-router",
+      llvm::cl::desc("Fuse the router's matmul, sigmoid and top-k into one "
+                     "kernel (moe-fuse-router)"),
+      llvm::cl::init(true)};
+  detail::PassOptions::Option<bool> fuseExpertProjection{
+      *this, "fuse-expert-projection",
+      llvm::cl::desc("Fuse gather, matmul, gate scaling and route reduction "
+                     "of the expert projections and their gradients "
+                     "(moe-fuse-expert-projection)"),
+      llvm::cl::init(true)};
+  detail::PassOptions::Option<bool> fuseAttention{
+      *this, "fuse-attention",
+      llvm::cl::desc("Flash-style attention forward and backward "
+                     "(moe-fuse-attention)"),
+      llvm::cl::init(true)};
+
+  /// The lowering these options select.
+  LoweringOptions lowering() const {
+    LoweringOptions result;
+    result.gradients = gradients;
+    result.trainStep = trainStep;
+    result.fusion.router = fuseRouter;
+    result.fusion.expertProjection = fuseExpertProjection;
+    result.fusion.attention = fuseAttention;
+    return result;
+  }
 };
 
 /// Options of the CPU target.
 struct CpuPipelineOptions : public ModelPipelineOptions<CpuPipelineOptions> {};
 
-/// Stages 2-3 and the reference lowering: lm layers decomposed into moe
-/// ops, models turned into functions taking their parameters, with
-/// `gradients` their loss-and-gradient functions (lm-differentiate), and moe
-/// ops lowered to linalg on tensors.
-/// With `trainStep` (which implies `gradients`), also each model's
-/// optimizer step (lm-build-train-step).
-void buildLowerToLinalgPipeline(OpPassManager &pm, bool gradients,
-                                bool trainStep = false);
+/// Stages 2-4: lm layers decomposed into moe ops, models turned into
+/// functions taking their parameters, with `options.gradients` their
+/// loss-and-gradient functions (lm-differentiate), with `options.trainStep`
+/// (which implies gradients) each model's optimizer step
+/// (lm-build-train-step), the fusions `options.fusion` selects, and moe ops
+/// lowered to linalg on tensors.
+void buildLowerToLinalgPipeline(OpPassManager &pm,
+                                const LoweringOptions &options);
 
 /// The front end with `numLayers`, then buildLowerToLinalgPipeline: what
 /// every target runs before its own code generation.
 void buildModelToLinalgPipeline(OpPassManager &pm, int64_t numLayers,
-                                bool gradients, bool trainStep);
+                                const LoweringOptions &options);
 
 /// Linalg on tensors to buffers: one-shot bufferization across function
 /// boundaries (identity layouts) and ownership-based deallocation; public

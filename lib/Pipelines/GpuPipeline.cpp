@@ -257,8 +257,7 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
 
 void switchyard::buildGpuPipeline(OpPassManager &pm,
                                   const GpuPipelineOptions &options) {
-  buildModelToLinalgPipeline(pm, options.numLayers, options.gradients,
-                             options.trainStep);
+  buildModelToLinalgPipeline(pm, options.numLayers, options.lowering());
   buildGpuCodegenPipeline(pm, options);
 }
 

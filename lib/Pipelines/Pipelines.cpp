@@ -30,13 +30,15 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
 }
 
 void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
-                                            bool gradients, bool trainStep) {
+                                            const LoweringOptions &options) {
   pm.addPass(lm::createLmDecomposeLayersPass());
   pm.addPass(lm::createConvertLmToFuncPass());
-  if (gradients || trainStep)
+  if (options.gradients || options.trainStep)
     pm.addPass(lm::createLmDifferentiatePass());
-  if (trainStep)
+  if (options.trainStep)
     pm.addPass(lm::createLmBuildTrainStepPass());
+  // Fusions (options.fusion) are added here, between differentiation (which
+  // sees the plain moe ops and their gradient rules) and the lowering.
   pm.addPass(createConvertMoeToLinalgPass());
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());
@@ -58,12 +60,12 @@ void switchyard::buildBufferizePipeline(OpPassManager &pm) {
 }
 
 void switchyard::buildModelToLinalgPipeline(OpPassManager &pm,
-                                            int64_t numLayers, bool gradients,
-                                            bool trainStep) {
+                                            int64_t numLayers,
+                                            const LoweringOptions &options) {
   FrontendPipelineOptions frontend;
   frontend.numLayers = numLayers;
   buildFrontendPipeline(pm, frontend);
-  buildLowerToLinalgPipeline(pm, gradients, trainStep);
+  buildLowerToLinalgPipeline(pm, options);
 }
 
 void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
@@ -86,8 +88,7 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
 
 void switchyard::buildCpuPipeline(OpPassManager &pm,
                                   const CpuPipelineOptions &options) {
-  buildModelToLinalgPipeline(pm, options.numLayers, options.gradients,
-                             options.trainStep);
+  buildModelToLinalgPipeline(pm, options.numLayers, options.lowering());
   buildCpuCodegenPipeline(pm);
 }
 
