@@ -32,6 +32,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -40,7 +42,8 @@ void mlir::switchyard::registerDialects(DialectRegistry &registry) {
                   func::FuncDialect, linalg::LinalgDialect, math::MathDialect,
                   scf::SCFDialect, tensor::TensorDialect,
                   bufferization::BufferizationDialect, cf::ControlFlowDialect,
-                  LLVM::LLVMDialect, memref::MemRefDialect>();
+                  LLVM::LLVMDialect, memref::MemRefDialect,
+                  vector::VectorDialect>();
   // What one-shot bufferization and buffer deallocation need to know about
   // the dialects the lowerings produce.
   arith::registerBufferizableOpInterfaceExternalModels(registry);
@@ -53,6 +56,7 @@ void mlir::switchyard::registerDialects(DialectRegistry &registry) {
   scf::registerBufferizableOpInterfaceExternalModels(registry);
   scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
+  vector::registerBufferizableOpInterfaceExternalModels(registry);
   // The gradient rules of reverse-mode differentiation.
   moe::registerGradientModels(registry);
   // What the GPU target produces.
