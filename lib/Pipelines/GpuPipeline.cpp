@@ -64,6 +64,7 @@
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -73,7 +74,9 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -152,6 +155,10 @@ std::string checkOptions(const switchyard::GpuPipelineOptions &options) {
   else if (options.blockSize < 1 || options.blockSize > 1024)
     os << "switchyard-gpu-pipeline: block-size must be 1 to 1024, found "
        << options.blockSize;
+  else if (!llvm::is_contained({"f32", "bf16", "f16"},
+                               StringRef(options.elementType)))
+    os << "switchyard-gpu-pipeline: unsupported element-type '"
+       << options.elementType << "'; expected f32, bf16 or f16";
   else if (!llvm::sys::fs::is_directory(toolkitDir(options)))
     // Checked here because gpu-module-to-binary only warns in the form of an
     // error diagnostic and goes on without libdevice (upstream, LLVM 22).
@@ -169,10 +176,24 @@ void buildBufferizationStages(OpPassManager &pm) {
       switchyard::createSwitchyardGpuDeviceMemoryPass());
 }
 
-/// Linalg to kernels: parallel loops, one thread per element, host
-/// leftovers in single-thread kernels, outlined into @<func>_kernels.
+/// Whether matmuls run on tensor cores: a 16-bit element type and a chip
+/// with bf16/f16 mma.sync m16n8k16 (sm_80 and newer: all but sm_75).
+bool usesTensorCores(const switchyard::GpuPipelineOptions &options) {
+  return options.elementType != "f32" && options.chip != "sm_75";
+}
+
+/// Linalg to kernels: tensor-core kernels for matmuls (16-bit element types
+/// only), parallel loops, one thread per element, host leftovers in
+/// single-thread kernels, outlined into @<func>_kernels.
 void buildKernelFormationStages(OpPassManager &pm,
                                 const switchyard::GpuPipelineOptions &options) {
+  if (options.elementType != "f32") {
+    switchyard::SwitchyardGpuTensorCoreMatmulPassOptions matmul;
+    matmul.elementType = options.elementType;
+    matmul.tensorCores = usesTensorCores(options);
+    pm.addNestedPass<func::FuncOp>(
+        switchyard::createSwitchyardGpuTensorCoreMatmulPass(matmul));
+  }
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuParallelDimsFirstPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
@@ -211,6 +232,8 @@ void buildDeviceStages(OpPassManager &pm,
   kernels.addPass(memref::createExpandStridedMetadataPass());
   kernels.addPass(createLowerAffinePass());
   kernels.addPass(arith::createArithExpandOpsPass());
+  if (usesTensorCores(options))
+    kernels.addPass(createConvertNVGPUToNVVMPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.indexBitwidth = 64;
   kernels.addPass(createConvertGpuOpsToNVVMOps(nvvm));
@@ -263,7 +286,8 @@ void switchyard::buildGpuPipeline(OpPassManager &pm,
 
 void switchyard::registerGpuDialects(DialectRegistry &registry) {
   registry.insert<affine::AffineDialect, gpu::GPUDialect, index::IndexDialect,
-                  NVVM::NVVMDialect, ub::UBDialect>();
+                  nvgpu::NVGPUDialect, NVVM::NVVMDialect, ub::UBDialect,
+                  vector::VectorDialect>();
   // What convert-gpu-to-nvvm and gpu-to-llvm convert through the
   // ConvertToLLVMPatternInterface of each dialect.
   arith::registerConvertArithToLLVMInterface(registry);
@@ -276,6 +300,8 @@ void switchyard::registerGpuDialects(DialectRegistry &registry) {
   NVVM::registerConvertGpuToNVVMInterface(registry);
   gpu::registerConvertGpuToLLVMInterface(registry);
   ub::registerConvertUBToLLVMInterface(registry);
+  // The tensor-core kernels' fragment shuffles (vector.extract / bitcast).
+  vector::registerConvertVectorToLLVMInterface(registry);
   // #nvvm.target serialises gpu.modules; that needs the LLVM IR
   // translations of what the kernels contain.
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
