@@ -209,7 +209,9 @@ def SwitchyardGpuTensorCoreMatmulPass
       four 16 x 8 tiles; the grid is (N/32, M/16, batch), rounded up, so
       every size may be dynamic (the token count is). For each K step of 16
       the warp stages the A tile (16 x 16, M-major) and the B tile (32 x 16,
-      N-major: Bᵀ, whatever the operand's layout) in workgroup memory,
+      N-major: Bᵀ, whatever the operand's layout) in dynamic shared memory
+      (16-byte aligned, as ldmatrix needs; workgroup attributions are only
+      element-aligned),
       converted to the element type, with guarded loads that zero-fill rows
       and columns outside the operands; `nvgpu.ldmatrix` loads the
       fragments (x4 for A, x2 for B, no transpose: the staging layout is
@@ -247,8 +249,10 @@ def SwitchyardGpuTensorCoreMatmulPass
     ```mlir
     gpu.launch blocks(%bx, %by, %bz) in (%gx = %n32, %gy = %m16, %gz = %c1)
                threads(%lane, %ty, %tz) in (%c32, %c1, %c1)
-               workgroup(%sa : memref<16x16xbf16, #gpu.address_space<workgroup>>,
-                         %sb : memref<32x16xbf16, #gpu.address_space<workgroup>>) {
+               dynamic_shared_memory_size %c1536_i32 {
+      %smem = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+      %sa = memref.view %smem[%c0][] : ... to memref<16x16xbf16, #gpu.address_space<workgroup>>
+      %sb = memref.view %smem[%c512][] : ... to memref<32x16xbf16, #gpu.address_space<workgroup>>
       // guarded loads of the C fragments
       scf.for %k0 = %c0 to %c64 step %c16 iter_args(...) {
         gpu.barrier

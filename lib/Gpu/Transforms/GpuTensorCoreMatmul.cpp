@@ -170,7 +170,9 @@ private:
   Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
   /// Result `r` of `map` applied to `operands`.
   Value apply(AffineMap map, unsigned r, ValueRange operands) {
-    return affine::AffineApplyOp::create(b, loc, map.getSubMap({r}), operands);
+    OpFoldResult result = affine::makeComposedFoldedAffineApply(
+        b, loc, map.getSubMap({r}), getAsOpFoldResult(operands));
+    return getValueOrCreateConstantIndexOp(b, loc, result);
   }
   /// The indices of operand `operand` at the loop indices `loops`.
   SmallVector<Value> indicesOf(OpOperand *operand, ArrayRef<Value> loops);
