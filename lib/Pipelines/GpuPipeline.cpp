@@ -10,6 +10,17 @@
 // thread per element of its parallel iteration space, reductions running
 // sequentially in each thread.
 //
+// Tensor cores: with element-type=bf16 or f16 (the default f32 leaves the
+// SIMT route as it is), switchyard-gpu-tensor-core-matmul first turns every
+// matmul-like contraction with one M, N and K dimension into a gpu.launch of
+// one warp per 16 x 32 tile of C: guarded, zero-filling staging of the A and
+// Bᵀ tiles in dynamic shared memory, nvgpu.ldmatrix, mma.sync m16n8k16 with
+// f32 accumulators, guarded stores. That needs sm_80 (bf16 mma.sync); on
+// sm_75 the contractions stay SIMT with their factors rounded to the element
+// type, so both chips compute the same products. The PTX of this route is
+// checked with ptxas for sm_80 … sm_120; its numerics have not been run on a
+// GPU yet. wgmma + TMA (sm_90a) are not used.
+//
 // Device memory design
 // --------------------
 // Every buffer that generated code touches lives in device memory, and host
@@ -34,9 +45,10 @@
 //
 // Stages, by function:
 //   1. buildBufferizationStages: tensors to buffers in device memory.
-//   2. buildKernelFormationStages: linalg to parallel loops to gpu.launch,
-//      host leftovers into kernels, outlining into one gpu.module per function.
-//   3. buildDeviceStages: gpu.module to NVVM for the chip.
+//   2. buildKernelFormationStages: (bf16/f16) matmuls to tensor-core
+//      launches, linalg to parallel loops to gpu.launch, host leftovers into
+//      kernels, outlining into one gpu.module per function.
+//   3. buildDeviceStages: gpu.module to NVVM for the chip (nvgpu first).
 //   4. buildHostStages: host code to the LLVM dialect.
 //   5. gpu-module-to-binary: PTX (LLVM's NVPTX backend), then ptxas /
 //      fatbinary from the CUDA toolkit for bin / fatbin.
