@@ -333,6 +333,10 @@ void KernelBuilder::build() {
   // attributions would only get the element's alignment (2 bytes in LLVM
   // 22), and ldmatrix needs 16-byte aligned row addresses. The tiles' rows
   // are 32 bytes and tile B starts at byte 512, so every row is aligned.
+  // (Upstream lowers gpu.dynamic_shared_memory to an internal zero-sized
+  // .shared global, as in its sm90 integration tests: ptxas reports 1 byte
+  // of static shared memory and the tiles lie in the dynamic bytes after
+  // it. Nothing else in the kernel uses shared memory.)
   int64_t bytesA = kTileM * kTileK * elementType.getWidth() / 8;
   int64_t bytesB = kTileN * kNTiles * kTileK * elementType.getWidth() / 8;
   Value sharedBytes =
