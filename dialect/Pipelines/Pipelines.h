@@ -156,6 +156,12 @@ struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
       *this, "block-size",
       llvm::cl::desc("Threads per block of the SIMT fallback kernels"),
       llvm::cl::init(256)};
+  detail::PassOptions::Option<std::string> elementType{
+      *this, "element-type",
+      llvm::cl::desc("Element type of matmul multiplicands in kernels: f32 "
+                     "(exact, SIMT), bf16 or f16 (tensor cores on sm_80 and "
+                     "newer, rounded SIMT on sm_75); accumulation is f32"),
+      llvm::cl::init("f32")};
 };
 
 /// Stages 5-6 for NVIDIA GPUs: linalg on tensors (with arith, math, scf,

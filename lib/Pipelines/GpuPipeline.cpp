@@ -8,7 +8,19 @@
 // contains (linalg.generic with reductions, linalg.index, tensor.extract
 // gathers, reshapes, math ops): every linalg op becomes one kernel with one
 // thread per element of its parallel iteration space, reductions running
-// sequentially in each thread.
+// sequentially in each thread. The fused kernels of the moe fusion passes
+// arrive as scf.forall row kernels on vectors: one thread per iteration.
+//
+// Tensor cores: with element-type=bf16 or f16 (the default f32 leaves the
+// SIMT route as it is), switchyard-gpu-tensor-core-matmul first turns every
+// matmul-like contraction with one M, N and K dimension into a gpu.launch of
+// one warp per 16 x 32 tile of C: guarded, zero-filling staging of the A and
+// Bᵀ tiles in dynamic shared memory, nvgpu.ldmatrix, mma.sync m16n8k16 with
+// f32 accumulators, guarded stores. That needs sm_80 (bf16 mma.sync); on
+// sm_75 the contractions stay SIMT with their factors rounded to the element
+// type, so both chips compute the same products. The PTX of this route is
+// checked with ptxas for sm_80 … sm_120; its numerics have not been run on a
+// GPU yet. wgmma + TMA (sm_90a) are not used.
 //
 // Device memory design
 // --------------------
@@ -28,15 +40,17 @@
 //   only computes shapes, grid sizes and allocation sizes.
 // - There is no managed (host-shared) memory and no implicit copy: moving
 //   data between host and device is the runtime's job.
-// Launches are synchronous (gpu-to-llvm's lowering of a gpu.launch_func
-// without async token synchronises its stream), so kernels run in program
-// order. Streams and a memory pool are left to later work.
+// Each call runs on one stream of its own (gpu-async-region): allocations,
+// launches and frees in program order on it, one synchronisation before
+// returning. The runtime's mgpuMemAlloc / mgpuMemFree draw on its caching
+// device pool (runtime/CudaDriver.h).
 //
 // Stages, by function:
 //   1. buildBufferizationStages: tensors to buffers in device memory.
-//   2. buildKernelFormationStages: linalg to parallel loops to gpu.launch,
-//      host leftovers into kernels, outlining into one gpu.module per function.
-//   3. buildDeviceStages: gpu.module to NVVM for the chip.
+//   2. buildKernelFormationStages: (bf16/f16) matmuls to tensor-core
+//      launches, linalg to parallel loops to gpu.launch, host leftovers into
+//      kernels, outlining into one gpu.module per function.
+//   3. buildDeviceStages: gpu.module to NVVM for the chip (nvgpu first).
 //   4. buildHostStages: host code to the LLVM dialect.
 //   5. gpu-module-to-binary: PTX (LLVM's NVPTX backend), then ptxas /
 //      fatbinary from the CUDA toolkit for bin / fatbin.
@@ -76,7 +90,9 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -155,6 +171,10 @@ std::string checkOptions(const switchyard::GpuPipelineOptions &options) {
   else if (options.blockSize < 1 || options.blockSize > 1024)
     os << "switchyard-gpu-pipeline: block-size must be 1 to 1024, found "
        << options.blockSize;
+  else if (!llvm::is_contained({"f32", "bf16", "f16"},
+                               StringRef(options.elementType)))
+    os << "switchyard-gpu-pipeline: unsupported element-type '"
+       << options.elementType << "'; expected f32, bf16 or f16";
   else if (!llvm::sys::fs::is_directory(toolkitDir(options)))
     // Checked here because gpu-module-to-binary only warns in the form of an
     // error diagnostic and goes on without libdevice (upstream, LLVM 22).
@@ -172,10 +192,24 @@ void buildBufferizationStages(OpPassManager &pm) {
       switchyard::createSwitchyardGpuDeviceMemoryPass());
 }
 
-/// Linalg to kernels: parallel loops, one thread per element, host
-/// leftovers in single-thread kernels, outlined into @<func>_kernels.
+/// Whether matmuls run on tensor cores: a 16-bit element type and a chip
+/// with bf16/f16 mma.sync m16n8k16 (sm_80 and newer: all but sm_75).
+bool usesTensorCores(const switchyard::GpuPipelineOptions &options) {
+  return options.elementType != "f32" && options.chip != "sm_75";
+}
+
+/// Linalg to kernels: tensor-core kernels for matmuls (16-bit element types
+/// only), parallel loops, one thread per element, host leftovers in
+/// single-thread kernels, outlined into @<func>_kernels.
 void buildKernelFormationStages(OpPassManager &pm,
                                 const switchyard::GpuPipelineOptions &options) {
+  if (options.elementType != "f32") {
+    switchyard::SwitchyardGpuTensorCoreMatmulPassOptions matmul;
+    matmul.elementType = options.elementType;
+    matmul.tensorCores = usesTensorCores(options);
+    pm.addNestedPass<func::FuncOp>(
+        switchyard::createSwitchyardGpuTensorCoreMatmulPass(matmul));
+  }
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuParallelDimsFirstPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
@@ -217,6 +251,8 @@ void buildDeviceStages(OpPassManager &pm,
   kernels.addPass(memref::createExpandStridedMetadataPass());
   kernels.addPass(createLowerAffinePass());
   kernels.addPass(arith::createArithExpandOpsPass());
+  if (usesTensorCores(options))
+    kernels.addPass(createConvertNVGPUToNVVMPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.indexBitwidth = 64;
   kernels.addPass(createConvertGpuOpsToNVVMOps(nvvm));
@@ -270,7 +306,8 @@ void switchyard::buildGpuPipeline(OpPassManager &pm,
 
 void switchyard::registerGpuDialects(DialectRegistry &registry) {
   registry.insert<affine::AffineDialect, gpu::GPUDialect, index::IndexDialect,
-                  NVVM::NVVMDialect, ub::UBDialect>();
+                  nvgpu::NVGPUDialect, NVVM::NVVMDialect, ub::UBDialect,
+                  vector::VectorDialect>();
   // What convert-gpu-to-nvvm and gpu-to-llvm convert through the
   // ConvertToLLVMPatternInterface of each dialect.
   arith::registerConvertArithToLLVMInterface(registry);
@@ -283,6 +320,7 @@ void switchyard::registerGpuDialects(DialectRegistry &registry) {
   NVVM::registerConvertGpuToNVVMInterface(registry);
   gpu::registerConvertGpuToLLVMInterface(registry);
   ub::registerConvertUBToLLVMInterface(registry);
+  // Row kernels' vectors and the tensor-core kernels' fragment shuffles.
   vector::registerConvertVectorToLLVMInterface(registry);
   // #nvvm.target serialises gpu.modules; that needs the LLVM IR
   // translations of what the kernels contain.

@@ -21,15 +21,27 @@ class ArithDialect;
 namespace gpu {
 class GPUDialect;
 } // namespace gpu
+namespace LLVM {
+class LLVMDialect;
+} // namespace LLVM
+namespace NVVM {
+class NVVMDialect;
+} // namespace NVVM
 namespace linalg {
 class LinalgDialect;
 } // namespace linalg
 namespace memref {
 class MemRefDialect;
 } // namespace memref
+namespace nvgpu {
+class NVGPUDialect;
+} // namespace nvgpu
 namespace scf {
 class SCFDialect;
 } // namespace scf
+namespace vector {
+class VectorDialect;
+} // namespace vector
 } // namespace mlir
 
 namespace mlir::switchyard {

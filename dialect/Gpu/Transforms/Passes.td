@@ -184,4 +184,103 @@ def SwitchyardGpuNameKernelsPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def SwitchyardGpuTensorCoreMatmulPass
+    : Pass<"switchyard-gpu-tensor-core-matmul", "::mlir::func::FuncOp"> {
+  let summary = "Run matmul-like linalg ops on tensor cores (mma.sync m16n8k16)";
+  let description = [{
+    Runs on bufferized host functions, before
+    `convert-linalg-to-parallel-loops`. It finds the matmul-like linalg ops:
+    two inputs and one f32 output on buffers, indexing maps that
+    `linalg::inferContractionDims` splits into batch, M, N and K dimensions,
+    and a body that is exactly `out + x * y` in f32, where `x` and `y` are
+    the two inputs (f32, bf16 or f16), possibly read through `arith.extf` /
+    `arith.truncf`. Accumulation is always f32.
+
+    With `element-type=f32` the pass does nothing. With `bf16` or `f16`:
+
+    - every such op has its multiplicands rounded to the element type
+      (`arith.truncf` then `arith.extf` before the multiplication), so the
+      SIMT fallback computes what the tensor cores compute, up to the order
+      of the f32 accumulation;
+    - with `tensor-cores` (sm_80 and newer), each op with exactly one M, one
+      N and one K dimension, at most one batch dimension and projected
+      permutation maps becomes an explicit `gpu.launch` instead. One warp
+      (one block of 32 threads) computes a 16 x 32 tile of the output, as
+      four 16 x 8 tiles; the grid is (N/32, M/16, batch), rounded up, so
+      every size may be dynamic (the token count is). For each K step of 16
+      the warp stages the A tile (16 x 16, M-major) and the B tile (32 x 16,
+      N-major: Bᵀ, whatever the operand's layout) in dynamic shared memory
+      (16-byte aligned, as ldmatrix needs; workgroup attributions are only
+      element-aligned),
+      converted to the element type, with guarded loads that zero-fill rows
+      and columns outside the operands; `nvgpu.ldmatrix` loads the
+      fragments (x4 for A, x2 for B, no transpose: the staging layout is
+      already the one `mma.sync .row.col` wants) and the accumulators are
+      updated with `mma.sync m16n8k16` in f32. C is loaded and stored with
+      guards, so both `C = A·B` after a fill and `C += A·B` are right.
+
+    The lane-to-fragment and lane-to-ldmatrix-row maps come from upstream's
+    `nvgpu::getLaneIdAndValueIdToOperandCoord` and
+    `nvgpu::getLaneIdToLdMatrixMatrixCoord` (MMAUtils), which upstream's
+    sm80 integration tests exercise on hardware; the maps are computed for
+    f16 and used for bf16 too (same 16-bit layout). f16 uses
+    `nvgpu.mma.sync`; bf16 uses `nvvm.mma.sync` directly, because
+    `convert-nvgpu-to-nvvm` (LLVM 22) rejects bf16 `nvgpu.mma.sync`
+    operands.
+
+    Before:
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                                     affine_map<(m, n, k) -> (n, k)>,
+                                     affine_map<(m, n, k) -> (m, n)>],
+                    iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : memref<?x64xf32>, memref<48x64xf32>)
+        outs(%y : memref<?x48xf32>) {
+    ^bb0(%a: f32, %b: f32, %c: f32):
+      %p = arith.mulf %a, %b : f32
+      %s = arith.addf %c, %p : f32
+      linalg.yield %s : f32
+    }
+    ```
+
+    After, with `element-type=bf16 tensor-cores=true` (abridged):
+
+    ```mlir
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %n32, %gy = %m16, %gz = %c1)
+               threads(%lane, %ty, %tz) in (%c32, %c1, %c1)
+               dynamic_shared_memory_size %c1536_i32 {
+      %smem = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+      %sa = memref.view %smem[%c0][] : ... to memref<16x16xbf16, #gpu.address_space<workgroup>>
+      %sb = memref.view %smem[%c512][] : ... to memref<32x16xbf16, #gpu.address_space<workgroup>>
+      // guarded loads of the C fragments
+      scf.for %k0 = %c0 to %c64 step %c16 iter_args(...) {
+        gpu.barrier
+        // guarded, zero-filling loads of A and B, truncf to bf16, into %sa, %sb
+        gpu.barrier
+        %a = nvgpu.ldmatrix %sa[...] {numTiles = 4 : i32, transpose = false} ...
+        %b0 = nvgpu.ldmatrix %sb[...] {numTiles = 2 : i32, transpose = false} ...
+        %d0 = nvvm.mma.sync A[...] B[...] C[...] {... shape = #nvvm.shape<m = 16, n = 8, k = 16>} ...
+        ...
+      }
+      // guarded stores of the C fragments
+      gpu.terminator
+    }
+    ```
+  }];
+  let options = [
+    Option<"elementType", "element-type", "std::string", /*default=*/"\"f32\"",
+           "Element type of the multiplicands: f32, bf16 or f16">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
+           "Use mma.sync (sm_80 and newer); otherwise only round the "
+           "multiplicands">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
+  ];
+}
+
 #endif // SWITCHYARD_DIALECT_GPU_TRANSFORMS_PASSES_TD

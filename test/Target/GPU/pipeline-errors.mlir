@@ -6,12 +6,15 @@
 // RUN: not switchyard-opt %s --switchyard-gpu-pipeline="block-size=2048" 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: not switchyard-opt %s --switchyard-gpu-pipeline="opt-level=4" 2>&1 | FileCheck %s --check-prefix=OPT
 // RUN: not switchyard-opt %s --switchyard-gpu-pipeline="toolkit=%t.missing format=bin" 2>&1 | FileCheck %s --check-prefix=TOOLKIT
+// RUN: not switchyard-opt %s --switchyard-gpu-pipeline="element-type=f64" 2>&1 | FileCheck %s --check-prefix=ELEMENT
 
 // CHIP: error: switchyard-gpu-pipeline: unsupported chip 'sm_70'; expected one of sm_75, sm_80,
 // CHIP-NOT: gpu.binary
 // FORMAT: error: switchyard-gpu-pipeline: unsupported format 'elf'; expected isa, bin or fatbin
 // BLOCK: error: switchyard-gpu-pipeline: block-size must be 1 to 1024, found 2048
 // OPT: error: switchyard-gpu-pipeline: opt-level must be 0 to 3, found 4
+// ELEMENT: error: switchyard-gpu-pipeline: unsupported element-type 'f64'; expected f32, bf16 or f16
+// ELEMENT-NOT: gpu.binary
 // TOOLKIT: error: switchyard-gpu-pipeline: toolkit '{{.*}}.missing' is not a directory; expected the CUDA toolkit root (bin/ptxas, nvvm/libdevice)
 func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = arith.addf %x, %x : tensor<4xf32>

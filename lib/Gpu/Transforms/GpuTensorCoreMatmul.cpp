@@ -1,0 +1,508 @@
+//===- GpuTensorCoreMatmul.cpp - matmul-like linalg ops on tensor cores ---===//
+//
+// Implements `switchyard-gpu-tensor-core-matmul`: with a 16-bit element type
+// the multiplicands of every matmul-like linalg op are rounded to it, and on
+// sm_80+ the ops with one M, one N and one K dimension become explicit
+// `gpu.launch`es in which each warp computes a 16 x 32 tile of the f32
+// result with ldmatrix and mma.sync m16n8k16.
+//
+// The fragment layouts are not derived here: the lane -> ldmatrix row
+// address map and the lane/value -> accumulator element map are upstream's
+// (mlir/Dialect/NVGPU/Utils/MMAUtils.h, the maps convert-vector-to-gpu
+// uses, exercised by upstream's sm80 integration tests on hardware). This
+// file has not been run on a GPU; only its PTX has been assembled (ptxas).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Gpu/Transforms/Passes.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/NVGPU/Utils/MMAUtils.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::switchyard {
+#define GEN_PASS_DEF_SWITCHYARDGPUTENSORCOREMATMULPASS
+#include "dialect/Gpu/Transforms/Passes.h.inc"
+} // namespace mlir::switchyard
+
+using namespace mlir;
+
+namespace {
+/// The mma.sync shape (m16n8k16, 16-bit multiplicands, f32 accumulators)
+/// and the warp tile: one warp computes kTileM x (kTileN * kNTiles) of C.
+constexpr int64_t kTileM = 16;
+constexpr int64_t kTileN = 8;
+constexpr int64_t kTileK = 16;
+constexpr int64_t kNTiles = 4;
+constexpr int64_t kWarpSize = 32;
+/// Accumulator values per lane and 16 x 8 tile (c0..c3).
+constexpr int64_t kAccValues = 4;
+
+/// A matmul-like linalg op: `out += x * y` over the contraction dimensions
+/// that `linalg::inferContractionDims` finds, in f32.
+struct Contraction {
+  linalg::LinalgOp op;
+  linalg::ContractionDimensions dims;
+  arith::MulFOp mul;
+  /// The multiplication's operand that derives from input i, as f32.
+  std::array<Value, 2> factors;
+};
+
+/// Returns the contraction that `op` is, or failure. The body must be
+/// exactly `yield(addf(out, mulf(cast*(in0), cast*(in1))))` (either order),
+/// the casts being arith.extf / arith.truncf, the product and output f32,
+/// the inputs f32, bf16 or f16, on buffers.
+FailureOr<Contraction> matchContraction(linalg::LinalgOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1)
+    return failure();
+  if (!getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType()).isF32())
+    return failure();
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    Type type = getElementTypeOrSelf(input->get().getType());
+    if (!type.isF32() && !type.isBF16() && !type.isF16())
+      return failure();
+  }
+
+  Block *body = op.getBlock();
+  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
+  if (!yield || yield.getNumOperands() != 1)
+    return failure();
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return failure();
+  Value acc = body->getArgument(2);
+  Value product = add.getLhs() == acc   ? add.getRhs()
+                  : add.getRhs() == acc ? add.getLhs()
+                                        : Value();
+  auto mul = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!mul || !mul.getType().isF32())
+    return failure();
+
+  Contraction c{op, {}, mul, {}};
+  size_t bodyOps = 3; // addf, mulf, yield
+  for (Value factor : {mul.getLhs(), mul.getRhs()}) {
+    Value v = factor;
+    while (Operation *def = v.getDefiningOp()) {
+      if (!isa<arith::ExtFOp, arith::TruncFOp>(def) || def->getBlock() != body)
+        return failure();
+      ++bodyOps;
+      v = def->getOperand(0);
+    }
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != body || arg.getArgNumber() >= 2 ||
+        c.factors[arg.getArgNumber()])
+      return failure();
+    c.factors[arg.getArgNumber()] = factor;
+  }
+  // Nothing else in the body (a linalg.index, a second use of a cast).
+  if (body->getOperations().size() != bodyOps)
+    return failure();
+
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || dims->k.empty())
+    return failure();
+  c.dims = *dims;
+  return c;
+}
+
+/// Whether `c` has the shape the tensor-core kernel handles: one M, N and K
+/// dimension, at most one batch dimension, and projected permutation maps
+/// (every operand index is a loop index).
+bool fitsTensorCores(Contraction &c) {
+  const linalg::ContractionDimensions &d = c.dims;
+  if (d.m.size() != 1 || d.n.size() != 1 || d.k.size() != 1 ||
+      d.batch.size() > 1)
+    return false;
+  if (c.op.getNumLoops() != 3 + d.batch.size())
+    return false;
+  return llvm::all_of(c.op.getIndexingMapsArray(), [](AffineMap map) {
+    return map.isProjectedPermutation(/*allowZeroInResults=*/false);
+  });
+}
+
+/// Rounds both multiplicands of `c` to `elementType` (and back to f32), as
+/// the tensor cores see them.
+void roundFactors(RewriterBase &rewriter, Contraction &c,
+                  FloatType elementType) {
+  Location loc = c.mul.getLoc();
+  rewriter.setInsertionPoint(c.mul);
+  for (Value &factor : c.factors) {
+    Value rounded = arith::TruncFOp::create(rewriter, loc, elementType, factor);
+    Value back =
+        arith::ExtFOp::create(rewriter, loc, rewriter.getF32Type(), rounded);
+    rewriter.modifyOpInPlace(
+        c.mul, [&] { c.mul->replaceUsesOfWith(factor, back); });
+    factor = back;
+  }
+}
+
+/// Builds the tensor-core kernel of one contraction.
+class KernelBuilder {
+public:
+  KernelBuilder(RewriterBase &rewriter, Contraction &c,
+                FloatType elementType)
+      : b(rewriter), c(c), loc(c.op.getLoc()), elementType(elementType) {}
+
+  void build();
+
+private:
+  Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, int64_t y) {
+    return arith::MulIOp::create(b, loc, x, cst(y));
+  }
+  Value less(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  /// Result `r` of `map` applied to `operands`.
+  Value apply(AffineMap map, unsigned r, ValueRange operands) {
+    OpFoldResult result = affine::makeComposedFoldedAffineApply(
+        b, loc, map.getSubMap({r}), getAsOpFoldResult(operands));
+    return getValueOrCreateConstantIndexOp(b, loc, result);
+  }
+  /// The indices of operand `operand` at the loop indices `loops`.
+  SmallVector<Value> indicesOf(OpOperand *operand, ArrayRef<Value> loops);
+  /// Input `input` of the contraction at `loops`, read through the body's
+  /// casts and rounded to the element type; zero where `inBounds` is false.
+  Value loadFactor(unsigned input, Value inBounds, ArrayRef<Value> loops);
+  /// Copies the current K step of input `input` (a rows x kTileK tile,
+  /// rows along `rowDim` from `rowStart`) into `tile`, zero-filled outside.
+  void stage(unsigned input, Value tile, unsigned rowDim, Value rowStart,
+             Value rowSize, int64_t rows, Value k0);
+  /// acc + a * b on the tensor cores, four f32 per lane.
+  SmallVector<Value> mma(Value a, Value bFrag, ValueRange acc);
+
+  RewriterBase &b;
+  Contraction &c;
+  Location loc;
+  FloatType elementType;
+  // Inside the kernel: the lane, the batch index, the sizes of K and of
+  // the loop dimensions, all loop indices (set per use).
+  Value lane, batchIndex, sizeK;
+  SmallVector<Value> loopIndices;
+};
+
+SmallVector<Value> KernelBuilder::indicesOf(OpOperand *operand,
+                                            ArrayRef<Value> loops) {
+  AffineMap map = c.op.getMatchingIndexingMap(operand);
+  SmallVector<Value> indices;
+  for (unsigned r = 0; r < map.getNumResults(); ++r)
+    indices.push_back(loops[map.getDimPosition(r)]);
+  return indices;
+}
+
+Value KernelBuilder::loadFactor(unsigned input, Value inBounds,
+                                ArrayRef<Value> loops) {
+  OpOperand *operand = c.op.getDpsInputOperand(input);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{elementType}, inBounds,
+                                /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value raw = memref::LoadOp::create(b, loc, operand->get(),
+                                       indicesOf(operand, loops));
+    // Replay the body's casts from the block argument to the factor.
+    IRMapping mapping;
+    mapping.map(c.op.getMatchingBlockArgument(operand), raw);
+    SmallVector<Operation *> casts;
+    for (Value v = c.factors[input]; Operation *def = v.getDefiningOp();
+         v = def->getOperand(0))
+      casts.push_back(def);
+    for (Operation *cast : llvm::reverse(casts))
+      b.clone(*cast, mapping);
+    Value factor = mapping.lookupOrDefault(c.factors[input]);
+    scf::YieldOp::create(
+        b, loc, Value(arith::TruncFOp::create(b, loc, elementType, factor)));
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    Value zero = arith::ConstantOp::create(b, loc, elementType,
+                                           b.getFloatAttr(elementType, 0.0));
+    scf::YieldOp::create(b, loc, zero);
+  }
+  return ifOp.getResult(0);
+}
+
+void KernelBuilder::stage(unsigned input, Value tile, unsigned rowDim,
+                          Value rowStart, Value rowSize, int64_t rows,
+                          Value k0) {
+  // Lane l copies elements l, l + 32, ... of the row-major tile: a warp
+  // reads two rows of 16 consecutive K indices per step.
+  int64_t steps = rows * kTileK / kWarpSize;
+  auto loop = scf::ForOp::create(b, loc, cst(0), cst(steps), cst(1));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value linear = add(lane, mul(loop.getInductionVar(), kWarpSize));
+  Value row = arith::DivUIOp::create(b, loc, linear, cst(kTileK));
+  Value col = arith::RemUIOp::create(b, loc, linear, cst(kTileK));
+  Value rowIndex = add(rowStart, row);
+  Value kIndex = add(k0, col);
+  SmallVector<Value> loops = loopIndices;
+  loops[rowDim] = rowIndex;
+  loops[c.dims.k[0]] = kIndex;
+  Value inBounds = both(less(rowIndex, rowSize), less(kIndex, sizeK));
+  Value value = loadFactor(input, inBounds, loops);
+  memref::StoreOp::create(b, loc, value, tile, ValueRange{row, col});
+}
+
+SmallVector<Value> KernelBuilder::mma(Value a, Value bFrag, ValueRange acc) {
+  Type f32 = b.getF32Type();
+  if (elementType.isF16()) {
+    // Upstream's nvgpu.mma.sync lowering handles f16 x f16 -> f32.
+    auto accType = VectorType::get({2, 2}, f32);
+    Value cVec = vector::FromElementsOp::create(b, loc, accType, acc);
+    Value d = nvgpu::MmaSyncOp::create(b, loc, a, bFrag, cVec,
+                                       ArrayRef<int64_t>{kTileM, kTileN, kTileK});
+    SmallVector<Value> out;
+    for (int64_t v = 0; v < kAccValues; ++v)
+      out.push_back(vector::ExtractOp::create(b, loc, d,
+                                              ArrayRef<int64_t>{v / 2, v % 2}));
+    return out;
+  }
+  // bf16: convert-nvgpu-to-nvvm (LLVM 22) cannot type bf16 multiplicands,
+  // so issue nvvm.mma.sync on the i32 registers (two bf16 each) that
+  // nvgpu.ldmatrix filled: row r of the fragment vector is register r.
+  auto registers = [&](Value fragment) {
+    auto type = cast<VectorType>(fragment.getType());
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < type.getDimSize(0); ++r) {
+      Value pair = vector::ExtractOp::create(b, loc, fragment, r);
+      Value word = vector::BitCastOp::create(
+          b, loc, VectorType::get({1}, b.getI32Type()), pair);
+      regs.push_back(vector::ExtractOp::create(b, loc, word, 0));
+    }
+    return regs;
+  };
+  auto resultType =
+      LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+  Value d = NVVM::MmaOp::create(
+      b, loc, resultType, registers(a), registers(bFrag), acc,
+      {kTileM, kTileN, kTileK}, /*b1Op=*/std::nullopt,
+      /*intOverflow=*/std::nullopt,
+      std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                    NVVM::MMATypes::bf16},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value> out;
+  for (int64_t v = 0; v < kAccValues; ++v)
+    out.push_back(LLVM::ExtractValueOp::create(b, loc, d, v));
+  return out;
+}
+
+void KernelBuilder::build() {
+  linalg::LinalgOp op = c.op;
+  MLIRContext *ctx = b.getContext();
+  unsigned dimM = c.dims.m[0], dimN = c.dims.n[0], dimK = c.dims.k[0];
+  std::optional<unsigned> dimBatch;
+  if (!c.dims.batch.empty())
+    dimBatch = c.dims.batch[0];
+
+  // Host side: the sizes (M is the token count, often dynamic) and a grid
+  // of one warp per 16 x 32 tile of C, per batch.
+  b.setInsertionPoint(op);
+  SmallVector<Range> ranges = op.createLoopRanges(b, loc);
+  auto size = [&](unsigned dim) {
+    return getValueOrCreateConstantIndexOp(b, loc, ranges[dim].size);
+  };
+  Value sizeM = size(dimM), sizeN = size(dimN);
+  sizeK = size(dimK);
+  Value batches = dimBatch ? size(*dimBatch) : cst(1);
+  Value gridX =
+      arith::CeilDivUIOp::create(b, loc, sizeN, cst(kTileN * kNTiles));
+  Value gridY = arith::CeilDivUIOp::create(b, loc, sizeM, cst(kTileM));
+  Attribute workgroup =
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto tileA = MemRefType::get({kTileM, kTileK}, elementType, AffineMap(),
+                               workgroup);
+  auto tileB = MemRefType::get({kTileN * kNTiles, kTileK}, elementType,
+                               AffineMap(), workgroup);
+  // The tiles live in dynamic shared memory, which convert-gpu-to-nvvm
+  // aligns to 16 bytes (NVVM::kSharedMemoryAlignmentBit); workgroup
+  // attributions would only get the element's alignment (2 bytes in LLVM
+  // 22), and ldmatrix needs 16-byte aligned row addresses. The tiles' rows
+  // are 32 bytes and tile B starts at byte 512, so every row is aligned.
+  // (Upstream lowers gpu.dynamic_shared_memory to an internal zero-sized
+  // .shared global, as in its sm90 integration tests: ptxas reports 1 byte
+  // of static shared memory and the tiles lie in the dynamic bytes after
+  // it. Nothing else in the kernel uses shared memory.)
+  int64_t bytesA = kTileM * kTileK * elementType.getWidth() / 8;
+  int64_t bytesB = kTileN * kNTiles * kTileK * elementType.getWidth() / 8;
+  Value sharedBytes =
+      arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytesA + bytesB);
+  Value one = cst(1);
+  auto launch = gpu::LaunchOp::create(b, loc, gridX, gridY, batches,
+                                      cst(kWarpSize), one, one, sharedBytes);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                                   AffineMap(), workgroup);
+  Value shared = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
+  Value smemA = memref::ViewOp::create(b, loc, tileA, shared, cst(0),
+                                       ValueRange{});
+  Value smemB = memref::ViewOp::create(b, loc, tileB, shared, cst(bytesA),
+                                       ValueRange{});
+  lane = launch.getThreadIds().x;
+  Value m0 = mul(launch.getBlockIds().y, kTileM);
+  Value n0 = mul(launch.getBlockIds().x, kTileN * kNTiles);
+  loopIndices.assign(op.getNumLoops(), Value());
+  if (dimBatch)
+    loopIndices[*dimBatch] = launch.getBlockIds().z;
+
+  // Upstream's maps (MMAUtils): lane and value id to the (row, col) of the
+  // 16 x 8 f32 accumulator element, lane to the row address of ldmatrix.
+  // They are computed for f16 fragments; bf16 has the same 16-bit layout.
+  Type f16 = b.getF16Type();
+  nvgpu::WarpMatrixInfo accInfo{VectorType::get({kTileM, kTileN}, b.getF32Type()),
+                                nvgpu::MatMulOperandRole::C};
+  nvgpu::WarpMatrixInfo aInfo{VectorType::get({kTileM, kTileK}, f16),
+                              nvgpu::MatMulOperandRole::A};
+  nvgpu::WarpMatrixInfo bInfo{VectorType::get({kTileN, kTileK}, f16),
+                              nvgpu::MatMulOperandRole::B};
+  FailureOr<AffineMap> accMap =
+      nvgpu::getLaneIdAndValueIdToOperandCoord(b, loc, accInfo);
+  FailureOr<nvgpu::LdMatrixParams> aParams =
+      nvgpu::getLdMatrixParams(aInfo, /*transpose=*/false);
+  FailureOr<nvgpu::LdMatrixParams> bParams =
+      nvgpu::getLdMatrixParams(bInfo, /*transpose=*/false);
+  assert(succeeded(accMap) && succeeded(aParams) && succeeded(bParams) &&
+         "MMAUtils handles f16 x f16 -> f32 m16n8k16");
+  FailureOr<AffineMap> aLdMap =
+      nvgpu::getLaneIdToLdMatrixMatrixCoord(b, loc, *aParams);
+  FailureOr<AffineMap> bLdMap =
+      nvgpu::getLaneIdToLdMatrixMatrixCoord(b, loc, *bParams);
+  assert(succeeded(aLdMap) && succeeded(bLdMap) && "ldmatrix x4 / x2 maps");
+
+  // The output position of accumulator value v of tile j, and whether it
+  // lies inside C.
+  OpOperand *out = op.getDpsInitOperand(0);
+  auto accPosition = [&](int64_t j, int64_t v) {
+    Value vId = cst(v);
+    Value row = add(m0, apply(*accMap, 0, {lane, vId}));
+    Value col = add(n0, add(cst(j * kTileN), apply(*accMap, 1, {lane, vId})));
+    SmallVector<Value> loops = loopIndices;
+    loops[dimM] = row;
+    loops[dimN] = col;
+    Value inBounds = both(less(row, sizeM), less(col, sizeN));
+    return std::make_pair(indicesOf(out, loops), inBounds);
+  };
+
+  // C's current values (zero outside C), so that C += A·B.
+  Type f32 = b.getF32Type();
+  SmallVector<Value> init;
+  for (int64_t j = 0; j < kNTiles; ++j) {
+    for (int64_t v = 0; v < kAccValues; ++v) {
+      auto [indices, inBounds] = accPosition(j, v);
+      auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, inBounds,
+                                    /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(
+          b, loc, Value(memref::LoadOp::create(b, loc, out->get(), indices)));
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(
+          b, loc,
+          Value(arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(0))));
+      init.push_back(ifOp.getResult(0));
+    }
+  }
+
+  auto kLoop = scf::ForOp::create(b, loc, cst(0), sizeK, cst(kTileK), init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(kLoop.getBody());
+    Value k0 = kLoop.getInductionVar();
+    // The previous step's ldmatrix must be done before the tiles change.
+    gpu::BarrierOp::create(b, loc);
+    stage(/*input=*/0, smemA, dimM, m0, sizeM, kTileM, k0);
+    stage(/*input=*/1, smemB, dimN, n0, sizeN, kTileN * kNTiles, k0);
+    gpu::BarrierOp::create(b, loc);
+
+    Value a = nvgpu::LdMatrixOp::create(
+        b, loc, VectorType::get({4, 2}, elementType), smemA,
+        ValueRange{apply(*aLdMap, 0, lane), apply(*aLdMap, 1, lane)},
+        /*transpose=*/false, aParams->numTiles);
+    // ldmatrix .x2 uses the addresses of lanes 0-15 only; lane % 16 keeps
+    // the others' inside the tile too.
+    Value lane16 = arith::RemUIOp::create(b, loc, lane, cst(16));
+    SmallVector<Value> results;
+    for (int64_t j = 0; j < kNTiles; ++j) {
+      Value bFrag = nvgpu::LdMatrixOp::create(
+          b, loc, VectorType::get({2, 2}, elementType), smemB,
+          ValueRange{add(cst(j * kTileN), apply(*bLdMap, 0, lane16)),
+                     apply(*bLdMap, 1, lane16)},
+          /*transpose=*/false, bParams->numTiles);
+      ValueRange acc =
+          kLoop.getRegionIterArgs().slice(j * kAccValues, kAccValues);
+      llvm::append_range(results, mma(a, bFrag, acc));
+    }
+    scf::YieldOp::create(b, loc, results);
+  }
+
+  // Store the accumulators inside C.
+  for (int64_t j = 0; j < kNTiles; ++j) {
+    for (int64_t v = 0; v < kAccValues; ++v) {
+      auto [indices, inBounds] = accPosition(j, v);
+      auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, inBounds,
+                                    /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      memref::StoreOp::create(b, loc, kLoop.getResult(j * kAccValues + v),
+                              out->get(), indices);
+    }
+  }
+  gpu::TerminatorOp::create(b, loc);
+}
+
+struct SwitchyardGpuTensorCoreMatmulPass
+    : public switchyard::impl::SwitchyardGpuTensorCoreMatmulPassBase<
+          SwitchyardGpuTensorCoreMatmulPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    MLIRContext *ctx = &getContext();
+    FloatType type;
+    if (elementType == "f32")
+      return;
+    if (elementType == "bf16")
+      type = BFloat16Type::get(ctx);
+    else if (elementType == "f16")
+      type = Float16Type::get(ctx);
+    else {
+      func.emitError() << "switchyard-gpu-tensor-core-matmul: unsupported "
+                          "element-type '"
+                       << elementType << "'; expected f32, bf16 or f16";
+      return signalPassFailure();
+    }
+
+    SmallVector<Contraction> contractions;
+    func.walk([&](linalg::LinalgOp op) {
+      if (op->getParentOfType<gpu::LaunchOp>())
+        return;
+      if (FailureOr<Contraction> c = matchContraction(op); succeeded(c))
+        contractions.push_back(*c);
+    });
+
+    IRRewriter rewriter(ctx);
+    for (Contraction &c : contractions) {
+      if (tensorCores && fitsTensorCores(c)) {
+        KernelBuilder(rewriter, c, type).build();
+        rewriter.eraseOp(c.op);
+      } else {
+        roundFactors(rewriter, c, type);
+      }
+    }
+  }
+};
+} // namespace

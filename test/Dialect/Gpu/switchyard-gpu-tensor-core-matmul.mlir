@@ -1,0 +1,196 @@
+// RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=bf16 tensor-cores=true}))' | FileCheck %s
+// RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=f16 tensor-cores=true}))' | FileCheck %s --check-prefix=F16
+// RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=bf16}))' | FileCheck %s --check-prefix=SIMT
+// RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=f32 tensor-cores=true}))' | FileCheck %s --check-prefix=F32
+
+// x·wᵀ with a dynamic token count (moe.linear): one warp per 16 x 32 tile
+// of y, a grid of ceil(48 / 32) x ceil(M / 16) blocks, the tiles in 1536
+// bytes of dynamic shared memory.
+// CHECK-LABEL: func.func @linear(
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x64xf32>, %[[W:[^:]*]]: memref<48x64xf32>, %[[Y:[^:]*]]: memref<?x48xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: %[[M:.*]] = memref.dim %[[X]], %{{.*}} : memref<?x64xf32>
+// CHECK: %[[GX:.*]] = arith.ceildivui %c48, %c32 : index
+// CHECK: %[[GY:.*]] = arith.ceildivui %[[M]], %c16 : index
+// CHECK: gpu.launch blocks(%[[BX:.*]], %[[BY:.*]], %{{.*}}) in (%{{.*}} = %[[GX]], %{{.*}} = %[[GY]], %{{.*}} = %c1)
+// CHECK-SAME: threads(%[[LANE:[^,]*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c32{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
+// CHECK-SAME: dynamic_shared_memory_size %c1536_i32
+// CHECK: %[[SMEM:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK: %[[SA:.*]] = memref.view %[[SMEM]][%c0{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16x16xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[SB:.*]] = memref.view %[[SMEM]][%c512][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<32x16xbf16, #gpu.address_space<workgroup>>
+// The accumulators start from y (C += A·B), zero outside it: 4 values x 4
+// tiles per lane.
+// CHECK: %[[IN_C:.*]] = arith.andi
+// CHECK-NEXT: scf.if %[[IN_C]] -> (f32) {
+// CHECK-NEXT: memref.load %[[Y]]
+// CHECK: } else {
+// CHECK-NEXT: arith.constant 0.000000e+00 : f32
+// CHECK-COUNT-15: memref.load %[[Y]]
+// K steps of 16; the tiles are staged between barriers, rows and columns
+// outside the operands zero-filled, the factors rounded to bf16.
+// CHECK: %[[ACC:.*]]:16 = scf.for %[[K0:.*]] = %c0{{.*}} to %c64 step %c16{{.*}} iter_args(
+// CHECK-NEXT: gpu.barrier
+// CHECK: scf.for
+// CHECK: %[[IN_A:.*]] = arith.andi
+// CHECK-NEXT: %[[A:.*]] = scf.if %[[IN_A]] -> (bf16) {
+// CHECK-NEXT: %[[RAW_A:.*]] = memref.load %[[X]]
+// CHECK-NEXT: %[[TA:.*]] = arith.truncf %[[RAW_A]] : f32 to bf16
+// CHECK-NEXT: scf.yield %[[TA]] : bf16
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[ZA:.*]] = arith.constant 0.000000e+00 : bf16
+// CHECK-NEXT: scf.yield %[[ZA]] : bf16
+// CHECK: memref.store %[[A]], %[[SA]]
+// CHECK: scf.for
+// CHECK: scf.if %{{.*}} -> (bf16) {
+// CHECK-NEXT: memref.load %[[W]]
+// CHECK: memref.store %{{.*}}, %[[SB]]
+// CHECK: gpu.barrier
+// CHECK: %[[FA:.*]] = nvgpu.ldmatrix %[[SA]][%{{.*}}, %{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<16x16xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: %[[FB:.*]] = nvgpu.ldmatrix %[[SB]][%{{.*}}, %{{.*}}] {numTiles = 2 : i32, transpose = false} : memref<32x16xbf16, #gpu.address_space<workgroup>> -> vector<2x2xbf16>
+// CHECK: vector.bitcast %{{.*}} : vector<2xbf16> to vector<1xi32>
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK-COUNT-3: nvvm.mma.sync
+// CHECK: scf.yield
+// Guarded stores of the 16 accumulators.
+// CHECK: scf.if %{{.*}} {
+// CHECK-NEXT: memref.store %[[ACC]]#0, %[[Y]]
+// CHECK-COUNT-15: memref.store %[[ACC]]#{{[0-9]+}}, %[[Y]]
+// CHECK: gpu.terminator
+
+// f16 goes through nvgpu.mma.sync (upstream lowers it).
+// F16-LABEL: func.func @linear(
+// F16: nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x16xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// F16: nvgpu.ldmatrix %{{.*}} {numTiles = 2 : i32, transpose = false} : memref<32x16xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
+// F16: nvgpu.mma.sync(%{{.*}}, %{{.*}}, %{{.*}}) {mmaShape = [16, 8, 16]} : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
+// F16-NOT: nvvm.mma.sync
+
+// Without tensor cores (sm_75) the factors are rounded in the body.
+// SIMT-LABEL: func.func @linear(
+// SIMT: linalg.generic
+// SIMT: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[C:.*]]: f32):
+// SIMT-NEXT: %[[TA:.*]] = arith.truncf %[[A]] : f32 to bf16
+// SIMT-NEXT: %[[EA:.*]] = arith.extf %[[TA]] : bf16 to f32
+// SIMT-NEXT: %[[TB:.*]] = arith.truncf %[[B]] : f32 to bf16
+// SIMT-NEXT: %[[EB:.*]] = arith.extf %[[TB]] : bf16 to f32
+// SIMT-NEXT: %[[P:.*]] = arith.mulf %[[EA]], %[[EB]] : f32
+// SIMT-NEXT: %[[S:.*]] = arith.addf %[[C]], %[[P]] : f32
+// SIMT-NEXT: linalg.yield %[[S]] : f32
+// SIMT-NOT: gpu.launch
+
+// f32 changes nothing.
+// F32-LABEL: func.func @linear(
+// F32: linalg.generic
+// F32-NEXT: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[C:.*]]: f32):
+// F32-NEXT: arith.mulf %[[A]], %[[B]] : f32
+// F32-NOT: gpu.launch
+func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xf32>, %y: memref<?x48xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                                   affine_map<(m, n, k) -> (n, k)>,
+                                   affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x64xf32>, memref<48x64xf32>)
+      outs(%y : memref<?x48xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A plain A·B (B is K x N) with bf16 operands read through arith.extf, the
+// product first in the addition, and a batch dimension mapped to blocks z.
+// The B tile is still staged N-major: B is read at (k, n).
+// CHECK-LABEL: func.func @batched(
+// CHECK-SAME: %[[A:[^:]*]]: memref<?x?x40xbf16>, %[[B:[^:]*]]: memref<?x40x24xbf16>, %[[C:[^:]*]]: memref<?x?x24xf32>)
+// CHECK-DAG: %[[BATCH:.*]] = memref.dim %[[A]], %c0
+// CHECK-DAG: %[[M:.*]] = memref.dim %[[A]], %c1
+// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %[[BZ:.*]]) in (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %[[BATCH]])
+// CHECK: scf.for %[[K0:.*]] = %c0{{.*}} to %c40 step %c16
+// CHECK: scf.if %{{.*}} -> (bf16) {
+// CHECK-NEXT: %[[RAW:.*]] = memref.load %[[A]][%[[BZ]], %{{.*}}, %{{.*}}] : memref<?x?x40xbf16>
+// CHECK-NEXT: %[[E:.*]] = arith.extf %[[RAW]] : bf16 to f32
+// CHECK-NEXT: arith.truncf %[[E]] : f32 to bf16
+// CHECK: scf.if %{{.*}} -> (bf16) {
+// CHECK-NEXT: memref.load %[[B]][%[[BZ]], %[[KB:.*]], %[[NB:.*]]] : memref<?x40x24xbf16>
+// CHECK: nvvm.mma.sync
+// CHECK: memref.store %{{.*}}, %[[C]][%[[BZ]], %{{.*}}, %{{.*}}] : memref<?x?x24xf32>
+func.func @batched(%a: memref<?x?x40xbf16>, %b: memref<?x40x24xbf16>, %c: memref<?x?x24xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>,
+                                   affine_map<(b, m, n, k) -> (b, k, n)>,
+                                   affine_map<(b, m, n, k) -> (b, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<?x?x40xbf16>, memref<?x40x24xbf16>)
+      outs(%c : memref<?x?x24xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %p, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Two N dimensions (a gate's per-head scores): not a tensor-core shape, so
+// it stays a linalg op, its factors rounded like the tensor cores would.
+// CHECK-LABEL: func.func @two_n_dims(
+// CHECK-NOT: gpu.launch
+// CHECK: linalg.generic
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: arith.mulf
+func.func @two_n_dims(%x: memref<?x16xf32>, %w: memref<2x3x16xf32>, %y: memref<?x2x3xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, h, e, k) -> (m, k)>,
+                                   affine_map<(m, h, e, k) -> (h, e, k)>,
+                                   affine_map<(m, h, e, k) -> (m, h, e)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x16xf32>, memref<2x3x16xf32>)
+      outs(%y : memref<?x2x3xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Not a plain contraction (a scaled product, an elementwise product): left
+// alone, not rounded.
+// CHECK-LABEL: func.func @not_matmul(
+// CHECK-NOT: gpu.launch
+// CHECK-NOT: arith.truncf
+// CHECK: return
+func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8xf32>, %z: memref<?x16xf32>) {
+  %scale = arith.constant 0.5 : f32
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                                   affine_map<(m, n, k) -> (n, k)>,
+                                   affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x16xf32>, memref<8x16xf32>)
+      outs(%y : memref<?x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %q = arith.mulf %p, %scale : f32
+    %s = arith.addf %c, %q : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(m, k) -> (m, k)>,
+                                   affine_map<(m, k) -> (m, k)>,
+                                   affine_map<(m, k) -> (m, k)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %x : memref<?x16xf32>, memref<?x16xf32>)
+      outs(%z : memref<?x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
