@@ -9,12 +9,14 @@
 #include "runtime/CudaDriver.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
 
 #include <bit>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -490,9 +492,10 @@ extern "C" void mgpuMemFree(void *pointer, void *) {
     driver->release(reinterpret_cast<DevicePtr>(pointer));
 }
 
-extern "C" void *mgpuModuleLoadJIT(void *data, int, size_t size) {
+/// LLVM 22's host code passes no size here: the PTX is NUL-terminated.
+extern "C" void *mgpuModuleLoadJIT(void *data, int) {
   // PTX: the driver JIT-compiles it for the device at hand.
-  return mgpuModuleLoad(data, size);
+  return mgpuModuleLoad(data, std::strlen(static_cast<const char *>(data)));
 }
 
 extern "C" void mgpuMemcpy(void *destination, void *source, size_t bytes,
@@ -528,6 +531,28 @@ std::vector<std::pair<std::string, void *>> switchyard::runtime::cuda::
       {"mgpuMemcpy", reinterpret_cast<void *>(&mgpuMemcpy)},
       {"mgpuMemset32", reinterpret_cast<void *>(&mgpuMemset32)},
   };
+}
+
+llvm::StringRef switchyard::runtime::cuda::mgpuLlvmType(llvm::StringRef name) {
+  // The declarations gpu-to-llvm and the gpu.binary translation of LLVM 22
+  // emit (mlir/lib/Conversion/GPUCommon/GPUToLLVMConversion.cpp,
+  // mlir/lib/Target/LLVMIR/Dialect/GPU/SelectObjectAttr.cpp), as LLVM IR
+  // prints their function types; the wrappers above match them.
+  return llvm::StringSwitch<llvm::StringRef>(name)
+      .Case("mgpuModuleLoad", "ptr (ptr, i64)")
+      .Case("mgpuModuleLoadJIT", "ptr (ptr, i32)")
+      .Case("mgpuModuleUnload", "void (ptr)")
+      .Case("mgpuModuleGetFunction", "ptr (ptr, ptr)")
+      .Case("mgpuLaunchKernel",
+            "void (ptr, i64, i64, i64, i64, i64, i64, i32, ptr, ptr, ptr, i64)")
+      .Case("mgpuStreamCreate", "ptr ()")
+      .Case("mgpuStreamSynchronize", "void (ptr)")
+      .Case("mgpuStreamDestroy", "void (ptr)")
+      .Case("mgpuMemAlloc", "ptr (i64, ptr, i8)")
+      .Case("mgpuMemFree", "void (ptr, ptr)")
+      .Case("mgpuMemcpy", "void (ptr, ptr, i64, ptr)")
+      .Case("mgpuMemset32", "void (ptr, i32, i64, ptr)")
+      .Default("");
 }
 
 llvm::Error switchyard::runtime::cuda::takeDeferredError() {

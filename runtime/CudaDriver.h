@@ -116,6 +116,11 @@ private:
 /// the Driver: (symbol name, address) pairs for the JIT's symbol map.
 std::vector<std::pair<std::string, void *>> mgpuSymbols();
 
+/// The LLVM IR function type (as `llvm::FunctionType` prints it, e.g.
+/// "void (ptr)") that generated host code declares for the wrapper `name`
+/// and that mgpuSymbols() implements; empty for a name it does not provide.
+llvm::StringRef mgpuLlvmType(llvm::StringRef name);
+
 /// The first error an `mgpu*` wrapper met since the last call (they cannot
 /// return errors to generated code), or success.
 llvm::Error takeDeferredError();

@@ -46,7 +46,7 @@ struct ModelInfo {
 /// The model a program trains: the function with a `_train_step` sibling
 /// (or, for evaluation, with parameters and logits), taking token ids, XL
 /// memories and parameters.
-Expected<ModelInfo> modelOf(CpuProgram &program, bool training,
+Expected<ModelInfo> modelOf(Program &program, bool training,
                             int64_t corpusVocab) {
   const FunctionSpec *found = nullptr;
   for (const FunctionSpec &function : program.functions()) {
@@ -486,7 +486,7 @@ double switchyard::runtime::scheduledLr(const TrainConfig &config,
 }
 
 Expected<EvalRecord>
-switchyard::runtime::evaluate(CpuProgram &program, const TokenCorpus &corpus,
+switchyard::runtime::evaluate(Program &program, const TokenCorpus &corpus,
                               const std::vector<HostTensor> &params,
                               int64_t windowCount, int64_t batch) {
   if (windowCount < 1 || batch < 1)
@@ -568,7 +568,7 @@ switchyard::runtime::evaluate(CpuProgram &program, const TokenCorpus &corpus,
 }
 
 Expected<std::vector<HostTensor>>
-switchyard::runtime::loadParams(CpuProgram &program, llvm::StringRef path,
+switchyard::runtime::loadParams(Program &program, llvm::StringRef path,
                                 llvm::StringRef tokenizer) {
   Expected<ModelInfo> model =
       modelOf(program, /*training=*/false, /*corpusVocab=*/0);
@@ -584,7 +584,7 @@ switchyard::runtime::loadParams(CpuProgram &program, llvm::StringRef path,
 }
 
 Expected<TrainSummary> switchyard::runtime::train(
-    CpuProgram &program, const TokenCorpus &corpus, const TrainConfig &config,
+    Program &program, const TokenCorpus &corpus, const TrainConfig &config,
     llvm::function_ref<void(const StepRecord &)> onStep,
     llvm::function_ref<void(const EvalRecord &)> onEval) {
   if (config.steps < 1 || config.batch < 1 || config.evalBatches < 1)

@@ -1,10 +1,11 @@
 //===- Training.h - training and evaluation loops ---------------*- C++ -*-===//
 //
-// Trains and evaluates language models compiled for the CPU: byte-level
-// corpora, deterministic batches, the cosine learning-rate schedule with
-// linear warm-up, the compiled AdamW step (<model>_train_step), validation
-// in bits per byte, and checkpoints (parameters and optimizer state in one
-// safetensors file, written atomically) that resume exactly.
+// Trains and evaluates compiled language models on any backend (a Program:
+// CpuProgram or GpuProgram): byte-level corpora, deterministic batches, the
+// cosine learning-rate schedule with linear warm-up, the compiled AdamW step
+// (<model>_train_step), validation in bits per byte, and checkpoints
+// (parameters and optimizer state in one safetensors file, written
+// atomically) that resume exactly.
 //
 // Batches depend only on (seed, step), and the state is fully in the
 // checkpoint, so a resumed run repeats an uninterrupted one bit for bit.
@@ -14,7 +15,7 @@
 #ifndef SWITCHYARD_RUNTIME_TRAINING_H
 #define SWITCHYARD_RUNTIME_TRAINING_H
 
-#include "runtime/CpuProgram.h"
+#include "runtime/Program.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 
@@ -140,20 +141,20 @@ double scheduledLr(const TrainConfig &config, int64_t step);
 /// Trains the model of `program` (compiled with `trainStep`) on `corpus`.
 /// `onStep` and `onEval` report progress.
 llvm::Expected<TrainSummary>
-train(CpuProgram &program, const TokenCorpus &corpus, const TrainConfig &config,
+train(Program &program, const TokenCorpus &corpus, const TrainConfig &config,
       llvm::function_ref<void(const StepRecord &)> onStep,
       llvm::function_ref<void(const EvalRecord &)> onEval);
 
 /// The mean validation loss of `params` (by name) on `corpus`, over
 /// `windows` sequences.
-llvm::Expected<EvalRecord> evaluate(CpuProgram &program,
+llvm::Expected<EvalRecord> evaluate(Program &program,
                                     const TokenCorpus &corpus,
                                     const std::vector<HostTensor> &params,
                                     int64_t windows, int64_t batch);
 
 /// Reads the parameters of a checkpoint written by `train`, checking that it
 /// belongs to `program` and was trained with `tokenizer`.
-llvm::Expected<std::vector<HostTensor>> loadParams(CpuProgram &program,
+llvm::Expected<std::vector<HostTensor>> loadParams(Program &program,
                                                    llvm::StringRef path,
                                                    llvm::StringRef tokenizer);
 

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/CpuProgram.h"
 #include "runtime/Training.h"
 
 #include "llvm/ADT/SmallString.h"

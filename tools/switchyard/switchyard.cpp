@@ -11,6 +11,10 @@
 #include "dialect/Lm/IR/LmOps.h"
 #include "dialect/Pipelines/Pipelines.h"
 #include "runtime/CpuProgram.h"
+#ifdef SWITCHYARD_HAVE_GPU_RUNTIME
+#include "runtime/CudaDriver.h"
+#include "runtime/GpuProgram.h"
+#endif
 #include "runtime/Params.h"
 #include "runtime/TensorFile.h"
 #include "runtime/Training.h"
@@ -266,6 +270,60 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// Where a command runs the compiled model.
+enum class Device { cpu, gpu };
+
+/// The --device option of the commands that run a model.
+struct DeviceOption {
+  cl::opt<Device> device;
+  explicit DeviceOption(cl::OptionCategory &category)
+      : device("device",
+               cl::desc("Where to run the compiled model (default: cpu)"),
+               cl::values(clEnumValN(Device::cpu, "cpu",
+                                     "the CPU target, JIT-compiled here"),
+                          clEnumValN(Device::gpu, "gpu",
+                                     "the GPU target (NVIDIA, through the "
+                                     "CUDA driver) on device 0")),
+               cl::init(Device::cpu), cl::cat(category)) {}
+};
+
+/// Compiles the model at `path` for `device`. For the GPU, checks first
+/// that a driver and a device are there, so that a machine without one
+/// fails before the compilation, with the driver layer's reason.
+llvm::Expected<std::unique_ptr<rt::Program>>
+compileFor(Device device, StringRef path, const rt::CompileOptions &options) {
+  if (device == Device::cpu) {
+    llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
+        rt::CpuProgram::compileFile(path, options);
+    if (!program)
+      return program.takeError();
+    return std::unique_ptr<rt::Program>(std::move(*program));
+  }
+#ifdef SWITCHYARD_HAVE_GPU_RUNTIME
+  llvm::Expected<rt::cuda::Driver &> driver = rt::cuda::Driver::get();
+  if (!driver)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--device gpu: " + llvm::toString(driver.takeError()));
+  llvm::errs() << llvm::formatv(
+      "device: {0} (sm_{1}, {2} multiprocessors, {3:f1} GiB, driver {4})\n",
+      driver->device().name, driver->device().computeCapability,
+      driver->device().multiprocessors,
+      double(driver->device().totalMemory) / double(1ull << 30),
+      driver->device().driverVersion);
+  llvm::Expected<std::unique_ptr<rt::GpuProgram>> program =
+      rt::GpuProgram::compileFile(path, options);
+  if (!program)
+    return program.takeError();
+  return std::unique_ptr<rt::Program>(std::move(*program));
+#else
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "--device gpu: this switchyard was built without the CUDA toolkit, so "
+      "it has no GPU backend; rebuild where CMake finds the toolkit");
+#endif
+}
+
 std::string describe(rt::ElementType type, llvm::ArrayRef<int64_t> shape) {
   std::string text = std::string(rt::toString(type)) + " [";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -331,12 +389,13 @@ int runRun(int argc, char **argv) {
       cl::desc("The function to run when the module has several (default: "
                "the only one)"),
       cl::cat(model.category));
+  static DeviceOption device(model.category);
   registerCommandOptions(model.category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "switchyard run: compile a model for the CPU and run its forward pass\n\n"
+      "switchyard run: compile a model and run its forward pass\n\n"
       "Compiles MODEL.mlir with the CPU pipeline (--switchyard-cpu-pipeline\n"
-      "in switchyard-opt), binds the parameters by name (from --params, or\n"
+      "in switchyard-opt; with --device gpu, the GPU pipeline), binds the parameters by name (from --params, or\n"
       "initialised from --seed), binds each --input .npy to the next\n"
       "non-parameter argument (int64 token ids are narrowed to the model's\n"
       "i32), runs, and writes each result to the next --output .npy; without\n"
@@ -345,11 +404,11 @@ int runRun(int argc, char **argv) {
 
   rt::CompileOptions options;
   options.numLayers = model.numLayers;
-  llvm::Expected<std::unique_ptr<rt::CpuProgram>> compiled =
-      rt::CpuProgram::compileFile(model.input, options);
+  llvm::Expected<std::unique_ptr<rt::Program>> compiled =
+      compileFor(device.device, model.input, options);
   if (!compiled)
     return fail(compiled.takeError());
-  rt::CpuProgram &program = **compiled;
+  rt::Program &program = **compiled;
 
   const rt::FunctionSpec *callee = nullptr;
   if (!function.empty()) {
@@ -680,13 +739,15 @@ int runTrain(int argc, char **argv) {
   static cl::opt<std::string> curvePath(
       "curve", cl::desc("Draw the loss curve here (SVG)"),
       cl::value_desc("file.svg"), cl::cat(model.category));
+  static DeviceOption device(model.category);
   registerCommandOptions(model.category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "switchyard train: train a language model on text, on the CPU\n\n"
+      "switchyard train: train a language model on text, on the CPU or GPU\n\n"
       "Compiles MODEL.mlir with its gradients and AdamW step\n"
-      "(--switchyard-cpu-pipeline=train-step=1), then trains it on a byte-\n"
-      "level corpus (default: Debian's fortunes) with a linear warm-up and\n"
+      "(--switchyard-cpu-pipeline=train-step=1; with --device gpu, the GPU\n"
+      "pipeline), then trains it on a byte-level corpus (default: Debian's\n"
+      "fortunes) with a linear warm-up and\n"
       "cosine decay, gradient clipping and validation in bits per byte;\n"
       "--tokenizer sentencepiece trains (or loads) a subword vocabulary\n"
       "instead.\n"
@@ -705,8 +766,8 @@ int runTrain(int argc, char **argv) {
   options.numLayers = model.numLayers;
   options.trainStep = true;
   llvm::errs() << "compiling " << model.input << " with its train step\n";
-  llvm::Expected<std::unique_ptr<rt::CpuProgram>> compiled =
-      rt::CpuProgram::compileFile(model.input, options);
+  llvm::Expected<std::unique_ptr<rt::Program>> compiled =
+      compileFor(device.device, model.input, options);
   if (!compiled)
     return fail(compiled.takeError());
   double unigram = text->unigramEntropyBits();
@@ -821,17 +882,19 @@ int runEval(int argc, char **argv) {
   static cl::opt<int64_t> windows(
       "windows", cl::desc("Validation sequences to score (64)"), cl::init(64),
       cl::cat(model.category));
+  static DeviceOption device(model.category);
   registerCommandOptions(model.category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "switchyard eval: validation loss of a trained model, in bits per byte\n");
+      "switchyard eval: validation loss of a trained model, in bits per byte\n"
+      "(on the CPU, or the GPU with --device gpu)\n");
   llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
   rt::CompileOptions options;
   options.numLayers = model.numLayers;
-  llvm::Expected<std::unique_ptr<rt::CpuProgram>> compiled =
-      rt::CpuProgram::compileFile(model.input, options);
+  llvm::Expected<std::unique_ptr<rt::Program>> compiled =
+      compileFor(device.device, model.input, options);
   if (!compiled)
     return fail(compiled.takeError());
   llvm::Expected<std::vector<rt::HostTensor>> loaded =
@@ -865,9 +928,9 @@ const Command commands[] = {
      runCompile},
     {"params", "list a model's parameters: names, shapes, initialisers",
      runParams},
-    {"run", "compile a model for the CPU and run it on .npy inputs",
+    {"run", "compile a model and run it on .npy inputs (CPU or GPU)",
      runRun},
-    {"train", "train a model on text (bytes or subwords), on the CPU",
+    {"train", "train a model on text (bytes or subwords), on the CPU or GPU",
      runTrain},
     {"eval", "validation bits per byte of a trained checkpoint", runEval},
 };

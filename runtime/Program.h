@@ -1,0 +1,112 @@
+//===- Program.h - compiled programs, on any backend ------------*- C++ -*-===//
+//
+// What every backend of the runtime offers: a module compiled ahead of time,
+// its functions' signatures (with the `lm.*` roles of their arguments), the
+// parameters its models declared, and calls on HostTensors. CpuProgram
+// (runtime/CpuProgram.h) and GpuProgram (runtime/GpuProgram.h) implement it,
+// so the training and evaluation loops (runtime/Training.h) run on either
+// unchanged. No MLIR type crosses this header.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_RUNTIME_PROGRAM_H
+#define SWITCHYARD_RUNTIME_PROGRAM_H
+
+#include "dialect/Pipelines/FusionOptions.h"
+#include "runtime/Params.h"
+#include "runtime/TensorFile.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace switchyard::runtime {
+
+/// What an argument of a generated function is for (from the `lm.*`
+/// argument attributes of lm-differentiate and lm-build-train-step).
+enum class ArgRole : uint8_t {
+  /// Token ids, XL memories, or any argument of a plain function.
+  data,
+  /// A model parameter (`param` names it).
+  param,
+  /// Next-token targets of a `_grad` or `_train_step` function.
+  targets,
+  /// The per-step dropout seed, an i64 scalar.
+  seed,
+  /// AdamW's first and second moments of a parameter.
+  adamM,
+  adamV,
+  /// The optimizer hyperparameters of a `_train_step`.
+  hyper,
+};
+
+/// The type of one function argument or result.
+struct TensorSpec {
+  ElementType type = ElementType::f32;
+  /// Sizes; -1 marks a dynamic size.
+  std::vector<int64_t> shape;
+  /// For a model's parameter arguments: the parameter name.
+  std::string param;
+  /// For token-id arguments: ids must lie in [0, vocab).
+  std::optional<int64_t> vocab;
+  /// For arguments: what the argument is for.
+  ArgRole role = ArgRole::data;
+};
+
+/// The signature of one callable function.
+struct FunctionSpec {
+  std::string name;
+  std::vector<TensorSpec> arguments;
+  std::vector<TensorSpec> results;
+};
+
+/// How to compile.
+struct CompileOptions {
+  /// Model depth L for the scaled initialisers (0: count attention blocks).
+  int64_t numLayers = 0;
+  /// Also compile each model's loss-and-gradient function `<model>_grad`
+  /// (see lm-differentiate): it takes the model's arguments and then the
+  /// targets, and returns the loss and each parameter's gradient.
+  bool gradients = false;
+  /// Also compile each model's AdamW step `<model>_train_step` (see
+  /// lm-build-train-step); implies `gradients`.
+  bool trainStep = false;
+  /// Which fusions to apply (all by default).
+  mlir::switchyard::FusionOptions fusion;
+  /// LLVM optimisation level of the JIT (0-3).
+  unsigned optLevel = 2;
+};
+
+/// A compiled module, ready to call, on some backend.
+class Program {
+public:
+  virtual ~Program();
+
+  /// The callable functions, in module order.
+  virtual const std::vector<FunctionSpec> &functions() const = 0;
+
+  /// The function called `name`, or null.
+  const FunctionSpec *lookup(llvm::StringRef name) const;
+
+  /// The parameters the compiled models declared, in declaration order.
+  virtual const ParamTable &params() const = 0;
+
+  /// Calls `name` with one tensor per argument. Element types, ranks and
+  /// static sizes are checked against the signature, token ids against the
+  /// vocabulary; errors name the argument (and the tensor's `name`, say the
+  /// file it came from, when set). Arguments are read-only. Returns the
+  /// results, in host memory, owned by the caller.
+  virtual llvm::Expected<std::vector<HostTensor>>
+  call(llvm::StringRef name, llvm::ArrayRef<const HostTensor *> arguments) = 0;
+
+  /// Which backend this is, for messages ("cpu" or "gpu").
+  virtual llvm::StringRef backend() const = 0;
+};
+
+} // namespace switchyard::runtime
+
+#endif // SWITCHYARD_RUNTIME_PROGRAM_H

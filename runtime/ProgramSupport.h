@@ -1,0 +1,113 @@
+//===- ProgramSupport.h - what every backend's Program shares ---*- C++ -*-===//
+//
+// Internal to the runtime (only backends include it; it uses MLIR): the
+// compilation up to linalg on tensors, which records the signatures, the
+// `lm.*` argument roles and the declared parameters, the checking of call
+// arguments against a signature, and the memref descriptors of the C
+// interface that generated functions are called through. CpuProgram and
+// GpuProgram differ only in code generation and in where buffers live.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_RUNTIME_PROGRAMSUPPORT_H
+#define SWITCHYARD_RUNTIME_PROGRAMSUPPORT_H
+
+#include "runtime/Program.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <memory>
+
+namespace mlir {
+class ExecutionEngine;
+class MLIRContext;
+class PassManager;
+class SourceMgrDiagnosticHandler;
+} // namespace mlir
+
+namespace switchyard::runtime::detail {
+
+/// An llvm::Error with `message`.
+llvm::Error failure(const llvm::Twine &message);
+
+/// One module on its way through the compiler: parsed from source text,
+/// with every diagnostic (and its location) collected for the error that a
+/// failing stage returns.
+class Compilation {
+public:
+  /// Parses nothing yet; `context` must have the dialects registered.
+  Compilation(mlir::MLIRContext &context, llvm::StringRef source,
+              llvm::StringRef bufferName);
+  ~Compilation();
+
+  /// Parses and verifies the source, runs the front end (declaring the
+  /// parameters, recorded into `params`) and the lowering to linalg on
+  /// tensors that `options` selects, and records the signature of every
+  /// public function into `functions` with its arguments' roles. Marks the
+  /// public functions for the runtime: arguments are never written
+  /// (bufferization.writable = false) and each gets its C interface.
+  llvm::Error lowerToLinalg(const CompileOptions &options, ParamTable &params,
+                            std::vector<FunctionSpec> &functions);
+
+  /// Runs `pm` on the module; a failure names `stage`.
+  llvm::Error run(mlir::PassManager &pm, llvm::StringRef stage);
+
+  /// An error saying that `stage` failed, with the diagnostics so far.
+  llvm::Error stageFailed(llvm::StringRef stage) const;
+
+  mlir::ModuleOp module() { return *moduleOp; }
+  llvm::StringRef bufferName() const { return name; }
+  const std::string &diagnostics() const { return diagnosticText; }
+
+private:
+  mlir::MLIRContext &context;
+  std::string name;
+  std::string diagnosticText;
+  llvm::raw_string_ostream diagnosticStream;
+  llvm::SourceMgr sources;
+  std::unique_ptr<mlir::SourceMgrDiagnosticHandler> handler;
+  mlir::OwningOpRef<mlir::ModuleOp> moduleOp;
+};
+
+/// Finds `name` in `functions` and checks `arguments` against its signature:
+/// count, element types, ranks, static sizes, byte counts and token ids.
+/// Errors name the argument.
+llvm::Expected<const FunctionSpec *>
+checkCall(const std::vector<FunctionSpec> &functions, llvm::StringRef name,
+          llvm::ArrayRef<const HostTensor *> arguments);
+
+/// The memref descriptor of a dense row-major tensor of `shape` at `data`:
+/// {allocated, aligned, offset, sizes[rank], strides[rank]}, 8-byte words.
+std::vector<int64_t> denseDescriptor(const void *data,
+                                     llvm::ArrayRef<int64_t> shape);
+
+/// One memref descriptor a generated function returned.
+struct ResultDescriptor {
+  void *allocated = nullptr;
+  uint8_t *aligned = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+
+  int64_t numElements() const;
+  /// Elements from the first one of the view to its last, inclusive (0 for
+  /// an empty view): what a copy of the whole view has to read.
+  int64_t spanElements() const;
+};
+
+/// Calls `_mlir_ciface_<function.name>` in `engine` with one descriptor per
+/// argument, and decodes the descriptors it returns.
+llvm::Expected<std::vector<ResultDescriptor>>
+invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
+       std::vector<std::vector<int64_t>> &arguments);
+
+/// Copies the elements of `result` into a dense HostTensor of `type`;
+/// `first` points at its first element (`aligned + offset` elements) in host
+/// memory, followed by at least spanElements() elements.
+HostTensor gather(const ResultDescriptor &result, ElementType type,
+                  const uint8_t *first);
+
+} // namespace switchyard::runtime::detail
+
+#endif // SWITCHYARD_RUNTIME_PROGRAMSUPPORT_H

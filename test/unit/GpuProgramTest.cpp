@@ -1,0 +1,162 @@
+//===- GpuProgramTest.cpp - the GPU backend without and with a GPU --------===//
+//
+// Compiling for the GPU needs no GPU: the tiny SwitchHead model's train step
+// compiles through GpuProgram on any machine with the CUDA toolkit, with the
+// same signatures, argument roles and parameters as through CpuProgram (both
+// come from the one shared compilation to linalg), and its host code's
+// mgpu* declarations match the runtime's wrappers. Without a driver a call
+// fails with a message saying so, before running anything. With a GPU, a
+// small function's results are compared with the CPU backend's; those tests
+// are SKIPPED, never passed, where no GPU is present. (The full comparison
+// of every op and of training is test/Integration/CUDA.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/CpuProgram.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/GpuProgram.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+
+namespace rt = switchyard::runtime;
+namespace cuda = switchyard::runtime::cuda;
+
+namespace {
+
+const char *kModel = SWITCHYARD_SOURCE_DIR "/examples/models/switchhead-tiny.mlir";
+
+/// Equal signatures: names, argument and result types, shapes, roles,
+/// parameter names and vocabularies.
+void expectSameSignatures(const rt::Program &cpu, const rt::Program &gpu) {
+  ASSERT_EQ(cpu.functions().size(), gpu.functions().size());
+  for (size_t f = 0; f < cpu.functions().size(); ++f) {
+    const rt::FunctionSpec &a = cpu.functions()[f], &b = gpu.functions()[f];
+    EXPECT_EQ(a.name, b.name);
+    ASSERT_EQ(a.arguments.size(), b.arguments.size()) << a.name;
+    for (size_t i = 0; i < a.arguments.size(); ++i) {
+      const rt::TensorSpec &x = a.arguments[i], &y = b.arguments[i];
+      EXPECT_EQ(x.type, y.type) << a.name << " argument #" << i;
+      EXPECT_EQ(x.shape, y.shape) << a.name << " argument #" << i;
+      EXPECT_EQ(x.role, y.role) << a.name << " argument #" << i;
+      EXPECT_EQ(x.param, y.param) << a.name << " argument #" << i;
+      EXPECT_EQ(x.vocab, y.vocab) << a.name << " argument #" << i;
+    }
+    ASSERT_EQ(a.results.size(), b.results.size()) << a.name;
+    for (size_t i = 0; i < a.results.size(); ++i) {
+      EXPECT_EQ(a.results[i].type, b.results[i].type) << a.name;
+      EXPECT_EQ(a.results[i].shape, b.results[i].shape) << a.name;
+    }
+  }
+  ASSERT_EQ(cpu.params().params.size(), gpu.params().params.size());
+  for (size_t p = 0; p < cpu.params().params.size(); ++p) {
+    EXPECT_EQ(cpu.params().params[p].name, gpu.params().params[p].name);
+    EXPECT_EQ(cpu.params().params[p].shape, gpu.params().params[p].shape);
+  }
+}
+
+TEST(GpuProgramTest, TinyTrainStepCompilesWithoutAGpuWithTheCpuSignatures) {
+  rt::CompileOptions options;
+  options.trainStep = true;
+  llvm::Expected<std::unique_ptr<rt::CpuProgram>> cpu =
+      rt::CpuProgram::compileFile(kModel, options);
+  ASSERT_TRUE(static_cast<bool>(cpu)) << llvm::toString(cpu.takeError());
+  // ptxas at -O0 keeps the test short; the chip is fixed so that the test
+  // means the same on every machine.
+  rt::GpuCompileOptions gpuOptions;
+  gpuOptions.chip = "sm_80";
+  gpuOptions.kernelOptLevel = 0;
+  llvm::Expected<std::unique_ptr<rt::GpuProgram>> gpu =
+      rt::GpuProgram::compileFile(kModel, options, gpuOptions);
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  EXPECT_EQ((*gpu)->chip(), "sm_80");
+  EXPECT_EQ((*gpu)->backend(), "gpu");
+  EXPECT_EQ((*cpu)->backend(), "cpu");
+  ASSERT_NE((*gpu)->lookup("switchhead_tiny_train_step"), nullptr);
+  expectSameSignatures(**cpu, **gpu);
+}
+
+const char *kAdd = R"mlir(
+  func.func @add(%a: tensor<5xf32>, %b: tensor<5xf32>) -> tensor<5xf32> {
+    %e = tensor.empty() : tensor<5xf32>
+    %r = linalg.add ins(%a, %b : tensor<5xf32>, tensor<5xf32>) outs(%e : tensor<5xf32>) -> tensor<5xf32>
+    return %r : tensor<5xf32>
+  }
+  func.func @same(%a: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+    return %a, %a : tensor<3xf32>, tensor<3xf32>
+  })mlir";
+
+TEST(GpuProgramTest, CallsFailCleanlyWithoutADriver) {
+  if (cuda::Driver::available())
+    GTEST_SKIP() << "a CUDA driver and device are present";
+  llvm::Expected<std::unique_ptr<rt::GpuProgram>> gpu =
+      rt::GpuProgram::compile(kAdd, "add.mlir");
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  EXPECT_EQ((*gpu)->chip(), "sm_80") << "the default without a device";
+  rt::HostTensor a = rt::HostTensor::fromValues<float>(
+      "", rt::ElementType::f32, {5}, {1, 2, 3, 4, 5});
+  // Argument checks come first and need no driver.
+  llvm::Expected<std::vector<rt::HostTensor>> wrong = (*gpu)->call("add", {&a});
+  ASSERT_FALSE(static_cast<bool>(wrong));
+  EXPECT_EQ(llvm::toString(wrong.takeError()), "@add takes 2 arguments, 1 given");
+  llvm::Expected<std::vector<rt::HostTensor>> result =
+      (*gpu)->call("add", {&a, &a});
+  ASSERT_FALSE(static_cast<bool>(result));
+  std::string message = llvm::toString(result.takeError());
+  EXPECT_NE(message.find("calling @add on the GPU: "), std::string::npos)
+      << message;
+  EXPECT_TRUE(message.find("no CUDA driver") != std::string::npos ||
+              message.find("CUDA:") != std::string::npos)
+      << message;
+  // Nothing was left deferred for the next caller.
+  llvm::Error deferred = cuda::takeDeferredError();
+  EXPECT_FALSE(static_cast<bool>(deferred)) << llvm::toString(std::move(deferred));
+}
+
+TEST(GpuProgramTest, UnsupportedChipsAreCompileErrors) {
+  rt::GpuCompileOptions gpuOptions;
+  gpuOptions.chip = "sm_61";
+  llvm::Expected<std::unique_ptr<rt::GpuProgram>> gpu =
+      rt::GpuProgram::compile(kAdd, "add.mlir", {}, gpuOptions);
+  ASSERT_FALSE(static_cast<bool>(gpu));
+  std::string message = llvm::toString(gpu.takeError());
+  EXPECT_NE(message.find("unsupported chip 'sm_61'"), std::string::npos)
+      << message;
+}
+
+// With a GPU: results against the CPU backend, including results that alias
+// an argument (returned as they are, and not released twice).
+TEST(GpuProgramTest, SmallFunctionsMatchTheCpuBackend) {
+  llvm::Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    GTEST_SKIP() << llvm::toString(driver.takeError());
+  auto cpu = rt::CpuProgram::compile(kAdd, "add.mlir");
+  ASSERT_TRUE(static_cast<bool>(cpu)) << llvm::toString(cpu.takeError());
+  auto gpu = rt::GpuProgram::compile(kAdd, "add.mlir");
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  rt::HostTensor a = rt::HostTensor::fromValues<float>(
+      "", rt::ElementType::f32, {5}, {1, 2, 3, 4, 5});
+  rt::HostTensor b = rt::HostTensor::fromValues<float>(
+      "", rt::ElementType::f32, {5}, {0.5f, -2, 7, 1e3f, -1e-3f});
+  rt::HostTensor c = rt::HostTensor::fromValues<float>(
+      "", rt::ElementType::f32, {3}, {9, 8, 7});
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    auto expected = (*cpu)->call("add", {&a, &b});
+    auto actual = (*gpu)->call("add", {&a, &b});
+    ASSERT_TRUE(static_cast<bool>(expected))
+        << llvm::toString(expected.takeError());
+    ASSERT_TRUE(static_cast<bool>(actual)) << llvm::toString(actual.takeError());
+    ASSERT_EQ(actual->size(), 1u);
+    EXPECT_EQ((*actual)[0].shape, std::vector<int64_t>{5});
+    // One f32 addition each: both backends round the same way.
+    EXPECT_EQ((*actual)[0].bytes, (*expected)[0].bytes);
+    auto same = (*gpu)->call("same", {&c});
+    ASSERT_TRUE(static_cast<bool>(same)) << llvm::toString(same.takeError());
+    ASSERT_EQ(same->size(), 2u);
+    EXPECT_EQ((*same)[0].bytes, c.bytes);
+    EXPECT_EQ((*same)[1].bytes, c.bytes);
+  }
+}
+
+} // namespace

@@ -1,0 +1,252 @@
+//===- switchyard-gpu-check.cpp - the GPU backend against the CPU backend -===//
+//
+// `switchyard-gpu-check FILE.mlir` compiles FILE with both runtime backends
+// (CpuProgram and GpuProgram: independent code generation from the same
+// linalg), calls every public function (or those --function names) on the
+// same seeded random inputs, and compares each result. Exit status 0 only
+// when every result of every function matches; one line per result says
+// how close it was. It needs a GPU; test/Integration/CUDA runs it.
+//
+// Inputs: parameters (`lm.param`) get their declared initialisers where the
+// module declares them, other floats are uniform in [-1, 1]; integer
+// arguments are uniform in [0, lm.vocab) where the argument has `lm.vocab`,
+// else in [0, --index-range); i1 arguments are fair coin flips; dynamic
+// sizes are --dynamic-size.
+//
+// Tolerance: a float result matches when every element has
+// |gpu - cpu| <= atol + rtol * |cpu| (defaults 1e-4 and 1e-3, for f32 sums
+// accumulated in a different order), and NaN or infinity where the other
+// has the same; integer and i1 results must be equal.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/CpuProgram.h"
+#include "runtime/GpuProgram.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <random>
+
+namespace cl = llvm::cl;
+namespace rt = switchyard::runtime;
+
+namespace {
+
+cl::opt<std::string> input(cl::Positional, cl::desc("<file.mlir>"),
+                           cl::Required);
+cl::list<std::string> functionNames(
+    "function", cl::desc("Check this function (repeatable; default: all)"));
+cl::opt<bool> gradients("gradients",
+                        cl::desc("Also compile and check the <model>_grad "
+                                 "functions (lm-differentiate)"));
+cl::opt<bool> trainStep("train-step",
+                        cl::desc("Also compile the <model>_train_step "
+                                 "functions (checked only if named)"));
+cl::opt<int64_t> numLayers("num-layers", cl::desc("As in switchyard"),
+                           cl::init(0));
+cl::opt<int64_t> dynamicSize("dynamic-size",
+                             cl::desc("Size of every dynamic dimension (3)"),
+                             cl::init(3));
+cl::opt<int64_t> indexRange(
+    "index-range",
+    cl::desc("Integer arguments without lm.vocab lie in [0, N) (2)"),
+    cl::init(2));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of the inputs (0)"),
+                       cl::init(0));
+cl::opt<double> absoluteTolerance("atol", cl::desc("Absolute tolerance (1e-4)"),
+                     cl::init(1e-4));
+cl::opt<double> relativeTolerance("rtol", cl::desc("Relative tolerance (1e-3)"),
+                     cl::init(1e-3));
+cl::opt<std::string> chip("chip",
+                          cl::desc("GPU chip (default: the device's)"));
+
+/// Seeded random inputs for `function`.
+llvm::Expected<std::vector<rt::HostTensor>>
+makeInputs(const rt::FunctionSpec &function, const rt::ParamTable &params,
+           std::mt19937_64 &generator) {
+  std::vector<rt::HostTensor> inputs;
+  for (auto [index, spec] : llvm::enumerate(function.arguments)) {
+    std::vector<int64_t> shape = spec.shape;
+    for (int64_t &size : shape)
+      if (size < 0)
+        size = dynamicSize;
+    int64_t count = 1;
+    for (int64_t size : shape)
+      count *= size;
+    const rt::ParamSpec *param =
+        spec.param.empty() ? nullptr : params.find(spec.param);
+    switch (spec.type) {
+    case rt::ElementType::f32: {
+      std::vector<float> values(static_cast<size_t>(count));
+      if (param && param->shape == shape) {
+        rt::initialize(*param, generator(), values);
+      } else {
+        std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+        for (float &v : values)
+          v = uniform(generator);
+      }
+      inputs.push_back(rt::HostTensor::fromValues<float>(
+          spec.param, spec.type, shape, values));
+      break;
+    }
+    case rt::ElementType::i32:
+    case rt::ElementType::i64: {
+      int64_t range = spec.vocab ? *spec.vocab : int64_t(indexRange);
+      // Seeds (0-d i64) take any value.
+      if (shape.empty() && spec.type == rt::ElementType::i64 && !spec.vocab)
+        range = int64_t(1) << 40;
+      std::uniform_int_distribution<int64_t> uniform(0, range - 1);
+      std::vector<int64_t> wide(static_cast<size_t>(count));
+      for (int64_t &v : wide)
+        v = uniform(generator);
+      if (spec.type == rt::ElementType::i64) {
+        inputs.push_back(
+            rt::HostTensor::fromValues<int64_t>("", spec.type, shape, wide));
+      } else {
+        std::vector<int32_t> narrow(wide.begin(), wide.end());
+        inputs.push_back(
+            rt::HostTensor::fromValues<int32_t>("", spec.type, shape, narrow));
+      }
+      break;
+    }
+    case rt::ElementType::bool_: {
+      std::vector<uint8_t> bits(static_cast<size_t>(count));
+      for (uint8_t &v : bits)
+        v = uint8_t(generator() & 1);
+      inputs.push_back(
+          rt::HostTensor::fromValues<uint8_t>("", spec.type, shape, bits));
+      break;
+    }
+    default:
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("@{0} argument #{1}: the checker makes f32, i32, i64 "
+                        "and i1 inputs only, not {2}",
+                        function.name, index, rt::toString(spec.type)));
+    }
+  }
+  return inputs;
+}
+
+/// Compares one result; prints a line; returns whether it matches.
+bool compare(llvm::StringRef function, size_t index, const rt::HostTensor &cpu,
+             const rt::HostTensor &gpu) {
+  std::string where =
+      llvm::formatv("@{0} result #{1} ({2}", function, index,
+                    rt::toString(cpu.type))
+          .str();
+  for (int64_t size : cpu.shape)
+    where += " " + std::to_string(size);
+  where += ")";
+  if (cpu.type != gpu.type || cpu.shape != gpu.shape ||
+      cpu.bytes.size() != gpu.bytes.size()) {
+    llvm::outs() << where << ": MISMATCH: different type or shape\n";
+    return false;
+  }
+  if (cpu.type != rt::ElementType::f32 && cpu.type != rt::ElementType::f64) {
+    bool equal = cpu.bytes == gpu.bytes;
+    llvm::outs() << where << (equal ? ": equal\n" : ": MISMATCH: not equal\n");
+    return equal;
+  }
+  auto value = [](const rt::HostTensor &t, size_t i) -> double {
+    return t.type == rt::ElementType::f32 ? double(t.values<float>()[i])
+                                          : t.values<double>()[i];
+  };
+  size_t count = size_t(cpu.numElements());
+  double worst = 0, worstRatio = 0;
+  size_t worstAt = 0;
+  bool ok = true;
+  for (size_t i = 0; i < count; ++i) {
+    double c = value(cpu, i), g = value(gpu, i);
+    if (!std::isfinite(c) || !std::isfinite(g)) {
+      bool same = (std::isnan(c) && std::isnan(g)) || c == g;
+      if (!same && ok) {
+        llvm::outs() << llvm::formatv(
+            "{0}: MISMATCH at element {1}: cpu {2}, gpu {3}\n", where, i, c,
+            g);
+      }
+      ok &= same;
+      continue;
+    }
+    double error = std::abs(g - c);
+    double ratio = error / (absoluteTolerance + relativeTolerance * std::abs(c));
+    if (ratio > worstRatio) {
+      worstRatio = ratio;
+      worst = error;
+      worstAt = i;
+    }
+  }
+  ok &= worstRatio <= 1.0;
+  llvm::outs() << llvm::formatv(
+      "{0}: max |gpu - cpu| {1:e2} at element {2} ({3:f2} of the tolerance)"
+      "{4}\n",
+      where, worst, worstAt, worstRatio, ok ? ": ok" : ": MISMATCH");
+  return ok;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "switchyard-gpu-check: run a module on the GPU and the CPU backend and "
+      "compare\n");
+  auto fail = [](llvm::Error error) {
+    llvm::errs() << "switchyard-gpu-check: " << llvm::toString(std::move(error))
+                 << "\n";
+    return 2;
+  };
+  rt::CompileOptions options;
+  options.numLayers = numLayers;
+  options.gradients = gradients;
+  options.trainStep = trainStep;
+  auto cpu = rt::CpuProgram::compileFile(input, options);
+  if (!cpu)
+    return fail(cpu.takeError());
+  rt::GpuCompileOptions gpuOptions;
+  gpuOptions.chip = chip;
+  auto gpu = rt::GpuProgram::compileFile(input, options, gpuOptions);
+  if (!gpu)
+    return fail(gpu.takeError());
+  llvm::outs() << "compiled " << input << " for the CPU and for "
+               << (*gpu)->chip() << "\n";
+
+  std::vector<const rt::FunctionSpec *> selected;
+  for (const rt::FunctionSpec &function : (*cpu)->functions())
+    if (functionNames.empty()
+            ? !llvm::StringRef(function.name).ends_with("_train_step")
+            : llvm::is_contained(functionNames, function.name))
+      selected.push_back(&function);
+  if (selected.empty()) {
+    llvm::errs() << "switchyard-gpu-check: no function to check\n";
+    return 2;
+  }
+  std::mt19937_64 generator(seed);
+  int mismatches = 0;
+  for (const rt::FunctionSpec *function : selected) {
+    llvm::Expected<std::vector<rt::HostTensor>> inputs =
+        makeInputs(*function, (*cpu)->params(), generator);
+    if (!inputs)
+      return fail(inputs.takeError());
+    std::vector<const rt::HostTensor *> pointers;
+    for (const rt::HostTensor &tensor : *inputs)
+      pointers.push_back(&tensor);
+    auto expected = (*cpu)->call(function->name, pointers);
+    if (!expected)
+      return fail(expected.takeError());
+    auto actual = (*gpu)->call(function->name, pointers);
+    if (!actual)
+      return fail(actual.takeError());
+    for (size_t i = 0; i < expected->size(); ++i)
+      mismatches += !compare(function->name, i, (*expected)[i], (*actual)[i]);
+  }
+  llvm::outs() << llvm::formatv(
+      "{0} functions checked, {1} mismatching results (atol {2}, rtol {3})\n",
+      selected.size(), mismatches, double(absoluteTolerance), double(relativeTolerance));
+  return mismatches ? 1 : 0;
+}
