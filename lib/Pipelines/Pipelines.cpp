@@ -8,6 +8,7 @@
 #include "dialect/Pipelines/Pipelines.h"
 #include "dialect/Conversion/Passes.h"
 #include "dialect/Lm/Transforms/Passes.h"
+#include "dialect/Moe/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
@@ -39,8 +40,12 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
     pm.addPass(lm::createLmDifferentiatePass());
   if (options.trainStep)
     pm.addPass(lm::createLmBuildTrainStepPass());
-  // Fusions (options.fusion) are added here, between differentiation (which
-  // sees the plain moe ops and their gradient rules) and the lowering.
+  // Fusions, between differentiation (which sees the plain moe ops and their
+  // gradient rules) and the lowering; each can be switched off.
+  if (options.fusion.router)
+    pm.addPass(moe::createMoeFuseRouterPass());
+  if (options.fusion.expertProjection)
+    pm.addPass(moe::createMoeFuseExpertProjectionPass());
   pm.addPass(createConvertMoeToLinalgPass());
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());

@@ -14,7 +14,14 @@ class RewritePatternSet;
 namespace mlir::switchyard {
 
 /// Adds the patterns that rewrite each `moe` op into linalg.generic ops.
+/// Includes the row kernels of the fused ops (populateFusedKernelPatterns).
 void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
+
+/// Adds the patterns that rewrite each fused moe op (moe.fused_router,
+/// moe.fused_expert_proj, ...) into one row kernel: an scf.forall on
+/// tensors over scalars and vectors (lib/Conversion/MoeToLinalg/
+/// FusedKernels.cpp).
+void populateFusedKernelPatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::switchyard
 

@@ -517,4 +517,136 @@ def Moe_AddLossOp : Moe_Op<"add_loss", [Pure,
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Fused kernels
+//
+// Kernel-level ops produced by the fusion passes (moe-fuse-router,
+// moe-fuse-expert-projection) after differentiation. Each computes exactly
+// what the ops it replaces compute and lowers, in convert-moe-to-linalg, to
+// ONE row kernel: an `scf.forall` on tensors whose iterations (one per
+// token, head or output chunk) keep their state in scalars and vectors and
+// write disjoint slices of the results. The unfused ops lower to linalg
+// with intermediate tensors instead; see docs/Semantics.md.
+//===----------------------------------------------------------------------===//
+
+def Moe_FusedRouterOp : Moe_Op<"fused_router", [Pure,
+    AllElementTypesMatch<["input", "weight"]>,
+    AllShapesMatch<["values", "indices"]>]> {
+  let summary = "router matmul, sigmoid and top-k in one kernel";
+  let description = [{
+    `moe.gate` followed by `moe.topk` on its scores, in one kernel:
+
+    ```
+    scores[n, (h,) e]      = sigmoid(Σ_d input[n, d] · weight[h·E + e, d])
+    values, indices[n, (h)] = top-k of scores[n, (h,) :] (moe.topk semantics)
+    ```
+
+    One row kernel iteration per token (and head) computes the `E` dot
+    products in f32 in the order `moe.gate` does (so the scores are the
+    same bits), applies the sigmoid and keeps a running top-k in `k` scalar
+    slots: descending order, ties to the lower index. The optional `mask`
+    is expert dropout exactly as in `moe.topk`: a masked expert has key
+    `-inf` for the selection but reports its unmasked score, and if fewer
+    than `k` experts are unmasked the remaining slots take masked experts
+    in index order.
+
+    `scores` is the full score tensor `moe.gate` produced, for users other
+    than the top-k (the gate's gradient); the kernel writes it only when it
+    has uses.
+
+    ```mlir
+    %v, %i, %s = moe.fused_router %x, %w k(3) : tensor<?x128xf32>, tensor<10x128xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
+    %mv, %mi, %ms = moe.fused_router %x, %w k(2) mask(%drop) : tensor<?x128xf32>, tensor<8x128xf32>, tensor<?x8xi1> -> tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x8xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$input,
+                       Moe_ValueTensorOfRank<[2]>:$weight,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$k,
+                       Optional<TensorRankOf<[I1], [2, 3]>>:$mask);
+  let results = (outs Moe_ScoreTensorOfRank<[2, 3]>:$values,
+                      Moe_IndexTensorOfRank<[2, 3]>:$indices,
+                      Moe_ScoreTensorOfRank<[2, 3]>:$scores);
+
+  let assemblyFormat = [{
+    $input `,` $weight `k` `(` $k `)` (`mask` `(` $mask^ `)`)? attr-dict `:`
+    type($input) `,` type($weight) (`,` type($mask)^)? `->` type($values)
+    `,` type($indices) `,` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_FusedExpertProjOp : Moe_Op<"fused_expert_proj", [Pure,
+    AllElementTypesMatch<["input", "weight", "result"]>,
+    AllShapesMatch<["gates", "indices"]>]> {
+  let summary = "moe.expert_proj as one kernel: gather, matmul, gate "
+                "scaling and the sum over routes";
+  let description = [{
+    Computes exactly `moe.expert_proj` (same operands, same result):
+
+    ```
+    result[n, h, :] = Σ_j gates[n, h, j] · input[n, :] · weight[h·E + indices[n, h, j]]
+    ```
+
+    One row kernel iteration per token, head and chunk of `C` output
+    columns (`C` the largest divisor of the head width `F` that is at most
+    64) gathers the selected expert matrices, accumulates each route's
+    projection in a `vector<C x f32>` register and adds it, scaled by its
+    gate, to the result: no `[N, H, K, F]` per-route tensor exists. The
+    head width must be static.
+
+    ```mlir
+    %v = moe.fused_expert_proj %x, %w_v, %g, %i : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x32xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$input,
+                       Moe_ValueTensorOfRank<[3]>:$weight,
+                       Moe_ScoreTensorOfRank<[3]>:$gates,
+                       Moe_IndexTensorOfRank<[3]>:$indices);
+  let results = (outs Moe_ValueTensorOfRank<[3]>:$result);
+
+  let assemblyFormat = [{
+    $input `,` $weight `,` $gates `,` $indices attr-dict `:` type($input) `,`
+    type($weight) `,` type($gates) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_FusedExpertMergeOp : Moe_Op<"fused_expert_merge", [Pure,
+    AllElementTypesMatch<["heads", "weight", "result"]>,
+    AllShapesMatch<["gates", "indices"]>]> {
+  let summary = "moe.expert_merge as one kernel: gather, matmul, gate "
+                "scaling and the sum over heads × k routes";
+  let description = [{
+    Computes exactly `moe.expert_merge` (same operands, same result):
+
+    ```
+    result[n, :] = Σ_h Σ_j gates[n, h, j] · heads[n, h, :] · weight[h·E + indices[n, h, j]]
+    ```
+
+    One row kernel iteration per token and chunk of `C` output columns
+    (`C` the largest divisor of the model width `D` that is at most 64)
+    walks the `H·K` routes, accumulating each route's projection in a
+    `vector<C x f32>` register and adding it, scaled by its gate: no
+    `[N, H, K, D]` per-route tensor exists. The model width must be static.
+
+    ```mlir
+    %y = moe.fused_expert_merge %o, %w_o, %g, %i : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x128xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[3]>:$heads,
+                       Moe_ValueTensorOfRank<[3]>:$weight,
+                       Moe_ScoreTensorOfRank<[3]>:$gates,
+                       Moe_IndexTensorOfRank<[3]>:$indices);
+  let results = (outs Moe_ValueTensorOfRank<[2]>:$result);
+
+  let assemblyFormat = [{
+    $heads `,` $weight `,` $gates `,` $indices attr-dict `:` type($heads) `,`
+    type($weight) `,` type($gates) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

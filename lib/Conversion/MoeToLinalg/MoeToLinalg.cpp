@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <cmath>
@@ -185,83 +186,86 @@ struct TopKLowering : public OpRewritePattern<moe::TopKOp> {
 // moe.expert_proj and moe.expert_merge
 //===----------------------------------------------------------------------===//
 
-/// The loop shape of one gathered per-head expert product: which loop
-/// dimensions give the head and the two weight coordinates after the row.
-struct GatheredLoop {
-  AffineMap inputMap, routeMap, outMap;
-  SmallVector<utils::IteratorType> iterators;
-  unsigned headDim, weightDim1, weightDim2;
-};
-
-/// Σ gate · input · W[h·E + index, i1, i2] over the reduction dims of
-/// `loop`, into a new f32 tensor of `sizes`; gates and indices share
-/// `routeMap`.
-Value gatheredProduct(ImplicitLocOpBuilder &b, const GatheredLoop &loop,
-                      Value input, Value w, Value gates, Value indices,
-                      ArrayRef<OpFoldResult> sizes) {
+/// The unfused route, as PyTorch implementations compute it: each route's
+/// projection into an f32 tensor [N, H, K, W] (one generic gathering the
+/// selected expert matrices), then the gated sum over the routes (a second
+/// generic). moe-fuse-expert-projection replaces both by one row kernel
+/// (FusedKernels.cpp).
+///
+/// routes[n, h, j, w] = Σ_r source[n, (h,) r] · W[h·E + i[n, h, j], r, w]
+/// over (n, h, j, w | r); `headed` says whether source has the head dim.
+Value routeProjections(ImplicitLocOpBuilder &b, Value source, bool headed,
+                       Value w, Value gates, Value indices) {
+  MLIRContext *ctx = b.getContext();
   Value perHead = expertsPerHead(b, w, gates);
-  Value init = filled(b, sizes, b.getF32Type(), 0.0);
+  SmallVector<OpFoldResult> sizes = sizesOf(b, gates);
+  sizes.push_back(sizesOf(b, w)[2]);
+  AffineMap sourceMap = headed ? dimsMap(ctx, 5, {0, 1, 4})
+                               : dimsMap(ctx, 5, {0, 4});
   return generic(
-      b, {input, gates, indices}, init,
-      {loop.inputMap, loop.routeMap, loop.routeMap, loop.outMap},
-      loop.iterators, [&](ImplicitLocOpBuilder &b, ValueRange args) {
-        Value row = expertRow(b, loopIndex(b, loop.headDim), perHead, args[2]);
+      b, {source, indices}, filled(b, sizes, b.getF32Type(), 0.0),
+      {sourceMap, dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2, 3})},
+      iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value row = expertRow(b, loopIndex(b, 1), perHead, args[1]);
         Value weight = tensor::ExtractOp::create(
-            b, w,
-            ValueRange{row, loopIndex(b, loop.weightDim1),
-                       loopIndex(b, loop.weightDim2)});
-        Value product = arith::MulFOp::create(
-            b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, weight)),
-            args[1]);
-        return arith::AddFOp::create(b, args[3], product);
+            b, w, ValueRange{row, loopIndex(b, 4), loopIndex(b, 3)});
+        Value product =
+            arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, weight));
+        return arith::AddFOp::create(b, args[2], product);
       });
 }
 
-/// out[n, h, f] = Σ_j Σ_d g[n, h, j] · x[n, d] · W[h·E + i[n, h, j], d, f]
-/// over the loop (n, h, f | j, d).
+/// routes[n, h, j, f] = Σ_d x[n, d] · W[h·E + i[n, h, j], d, f], then
+/// out[n, h, f] = Σ_j g[n, h, j] · routes[n, h, j, f].
 struct ExpertProjLowering : public OpRewritePattern<moe::ExpertProjOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(moe::ExpertProjOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    MLIRContext *ctx = b.getContext();
-    GatheredLoop loop{dimsMap(ctx, 5, {0, 4}),
-                      dimsMap(ctx, 5, {0, 1, 3}),
-                      dimsMap(ctx, 5, {0, 1, 2}),
-                      iterators(3, 2),
-                      /*headDim=*/1,
-                      /*weightDim1=*/4,
-                      /*weightDim2=*/2};
+    Value routes = routeProjections(b, op.getInput(), /*headed=*/false,
+                                    op.getWeight(), op.getGates(),
+                                    op.getIndices());
+    // Loop dims (n, h, f, j) with j reduced: routes read (n, h, j, f).
     SmallVector<OpFoldResult> sizes = sizesOf(b, op.getGates());
     sizes[2] = sizesOf(b, op.getWeight())[2];
-    Value acc = gatheredProduct(b, loop, op.getInput(), op.getWeight(),
-                                op.getGates(), op.getIndices(), sizes);
+    MLIRContext *ctx = b.getContext();
+    Value acc = generic(
+        b, {routes, op.getGates()}, filled(b, sizes, b.getF32Type(), 0.0),
+        {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 3}),
+         dimsMap(ctx, 4, {0, 1, 2})},
+        iterators(3, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value gated = arith::MulFOp::create(b, args[1], args[0]);
+          return arith::AddFOp::create(b, args[2], gated);
+        });
     rewriter.replaceOp(op, finish(b, acc, op.getResult()));
     return success();
   }
 };
 
-/// y[n, o] = Σ_h Σ_j Σ_f g[n, h, j] · heads[n, h, f] · W[h·E + i[n, h, j], f, o]
-/// over the loop (n, o | h, j, f).
+/// routes[n, h, j, o] = Σ_f heads[n, h, f] · W[h·E + i[n, h, j], f, o],
+/// then y[n, o] = Σ_h Σ_j g[n, h, j] · routes[n, h, j, o].
 struct ExpertMergeLowering : public OpRewritePattern<moe::ExpertMergeOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(moe::ExpertMergeOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    MLIRContext *ctx = b.getContext();
-    GatheredLoop loop{dimsMap(ctx, 5, {0, 2, 4}),
-                      dimsMap(ctx, 5, {0, 2, 3}),
-                      dimsMap(ctx, 5, {0, 1}),
-                      iterators(2, 3),
-                      /*headDim=*/2,
-                      /*weightDim1=*/4,
-                      /*weightDim2=*/1};
+    Value routes = routeProjections(b, op.getHeads(), /*headed=*/true,
+                                    op.getWeight(), op.getGates(),
+                                    op.getIndices());
     SmallVector<OpFoldResult> sizes = {sizesOf(b, op.getHeads())[0],
                                        sizesOf(b, op.getWeight())[2]};
-    Value acc = gatheredProduct(b, loop, op.getHeads(), op.getWeight(),
-                                op.getGates(), op.getIndices(), sizes);
+    // Loop dims (n, o, h, j) with h, j reduced: routes read (n, h, j, o).
+    MLIRContext *ctx = b.getContext();
+    Value acc = generic(
+        b, {routes, op.getGates()}, filled(b, sizes, b.getF32Type(), 0.0),
+        {dimsMap(ctx, 4, {0, 2, 3, 1}), dimsMap(ctx, 4, {0, 2, 3}),
+         dimsMap(ctx, 4, {0, 1})},
+        iterators(2, 2), [](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value gated = arith::MulFOp::create(b, args[1], args[0]);
+          return arith::AddFOp::create(b, args[2], gated);
+        });
     rewriter.replaceOp(op, finish(b, acc, op.getResult()));
     return success();
   }
@@ -729,4 +733,5 @@ void mlir::switchyard::populateMoeToLinalgPatterns(
                DropoutMaskLowering, DropoutLowering, RoutingEntropyLowering,
                AddLossLowering>(
       patterns.getContext());
+  populateFusedKernelPatterns(patterns);
 }

@@ -108,49 +108,59 @@ LogicalResult TopKOp::verify() {
 // ExpertProjOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult ExpertProjOp::verify() {
-  Value x = getInput(), w = getWeight(), g = getGates(), y = getResult();
-  if (failed(verifySameDim(*this, "the token count", {"input", x, 0},
+/// The shape rules of moe.expert_proj, shared with moe.fused_expert_proj.
+template <typename OpTy>
+static LogicalResult verifyExpertProj(OpTy op) {
+  Value x = op.getInput(), w = op.getWeight(), g = op.getGates();
+  Value y = op.getResult();
+  if (failed(verifySameDim(op, "the token count", {"input", x, 0},
                            {"gates", g, 0})) ||
-      failed(verifySameDim(*this, "the token count", {"input", x, 0},
+      failed(verifySameDim(op, "the token count", {"input", x, 0},
                            {"result", y, 0})) ||
-      failed(verifySameDim(*this, "the model width", {"input", x, 1},
+      failed(verifySameDim(op, "the model width", {"input", x, 1},
                            {"weight", w, 1})) ||
-      failed(verifySameDim(*this, "the head count", {"gates", g, 1},
+      failed(verifySameDim(op, "the head count", {"gates", g, 1},
                            {"result", y, 1})) ||
-      failed(verifySameDim(*this, "the head width", {"weight", w, 2},
+      failed(verifySameDim(op, "the head width", {"weight", w, 2},
                            {"result", y, 2})))
     return failure();
-  FailureOr<int64_t> experts = expertsPerHead(*this, w, dimOf(g, 1));
+  FailureOr<int64_t> experts = expertsPerHead(op, w, dimOf(g, 1));
   if (failed(experts))
     return failure();
-  return verifyKFits(*this, "gates dim 2", dimOf(g, 2), *experts,
+  return verifyKFits(op, "gates dim 2", dimOf(g, 2), *experts,
                      "weight dim 0 / heads");
 }
+
+LogicalResult ExpertProjOp::verify() { return verifyExpertProj(*this); }
 
 //===----------------------------------------------------------------------===//
 // ExpertMergeOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult ExpertMergeOp::verify() {
-  Value o = getHeads(), w = getWeight(), g = getGates(), y = getResult();
-  if (failed(verifySameDim(*this, "the token count", {"heads", o, 0},
+/// The shape rules of moe.expert_merge, shared with moe.fused_expert_merge.
+template <typename OpTy>
+static LogicalResult verifyExpertMerge(OpTy op) {
+  Value o = op.getHeads(), w = op.getWeight(), g = op.getGates();
+  Value y = op.getResult();
+  if (failed(verifySameDim(op, "the token count", {"heads", o, 0},
                            {"gates", g, 0})) ||
-      failed(verifySameDim(*this, "the token count", {"heads", o, 0},
+      failed(verifySameDim(op, "the token count", {"heads", o, 0},
                            {"result", y, 0})) ||
-      failed(verifySameDim(*this, "the head count", {"heads", o, 1},
+      failed(verifySameDim(op, "the head count", {"heads", o, 1},
                            {"gates", g, 1})) ||
-      failed(verifySameDim(*this, "the head width", {"heads", o, 2},
+      failed(verifySameDim(op, "the head width", {"heads", o, 2},
                            {"weight", w, 1})) ||
-      failed(verifySameDim(*this, "the model width", {"weight", w, 2},
+      failed(verifySameDim(op, "the model width", {"weight", w, 2},
                            {"result", y, 1})))
     return failure();
-  FailureOr<int64_t> experts = expertsPerHead(*this, w, dimOf(g, 1));
+  FailureOr<int64_t> experts = expertsPerHead(op, w, dimOf(g, 1));
   if (failed(experts))
     return failure();
-  return verifyKFits(*this, "gates dim 2", dimOf(g, 2), *experts,
+  return verifyKFits(op, "gates dim 2", dimOf(g, 2), *experts,
                      "weight dim 0 / heads");
 }
+
+LogicalResult ExpertMergeOp::verify() { return verifyExpertMerge(*this); }
 
 //===----------------------------------------------------------------------===//
 // ExpertMlpOp
@@ -319,5 +329,69 @@ LogicalResult DropoutOp::verify() {
       return emitOpError() << "has rate " << rate
                            << " but its mask was drawn with rate "
                            << source.getRate().convertToDouble();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fused kernels
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedRouterOp::verify() {
+  Value x = getInput(), w = getWeight(), s = getScores();
+  if (failed(verifySameDim(*this, "the model width", {"input", x, 1},
+                           {"weight", w, 1})) ||
+      failed(verifySameDim(*this, "the token count", {"input", x, 0},
+                           {"scores", s, 0})))
+    return failure();
+  // Scores are [N, G] or [N, H, E] with static trailing dims covering the
+  // router rows, as for moe.gate.
+  ArrayRef<int64_t> shape = getScores().getType().getShape();
+  int64_t routed = 1;
+  for (int64_t dim : shape.drop_front()) {
+    if (ShapedType::isDynamic(dim))
+      return emitOpError() << "expected static expert dimensions (scores "
+                              "dims after the first), found "
+                           << getScores().getType();
+    routed *= dim;
+  }
+  int64_t rows = dimOf(w, 0);
+  if (!ShapedType::isDynamic(rows) && rows != routed)
+    return emitOpError() << "expected weight dim 0 (" << rows
+                         << " router rows) to equal the experts scored per "
+                            "token (scores dims after the first: "
+                         << routed << ")";
+  if (failed(verifyKFits(*this, "the k attribute", getK(), shape.back(),
+                         "the last dimension of scores")))
+    return failure();
+  if (Value mask = getMask())
+    if (failed(switchyard::verifyShape(*this, "mask", mask.getType(), shape,
+                                       "the shape of scores")))
+      return failure();
+  SmallVector<int64_t> expected(shape);
+  expected.back() = getK();
+  return switchyard::verifyShape(
+      *this, "values", getValues().getType(), expected,
+      "the shape of scores with the last dimension replaced by k");
+}
+
+LogicalResult FusedExpertProjOp::verify() {
+  if (failed(verifyExpertProj(*this)))
+    return failure();
+  if (getResult().getType().isDynamicDim(2))
+    return emitOpError() << "expected a static head width (result dim 2): "
+                            "it is the width of the kernel's accumulator, "
+                            "found "
+                         << getResult().getType();
+  return success();
+}
+
+LogicalResult FusedExpertMergeOp::verify() {
+  if (failed(verifyExpertMerge(*this)))
+    return failure();
+  if (getResult().getType().isDynamicDim(1))
+    return emitOpError() << "expected a static model width (result dim 1): "
+                            "it is the width of the kernel's accumulator, "
+                            "found "
+                         << getResult().getType();
   return success();
 }

@@ -32,16 +32,22 @@ func.func @topk(%s: tensor<?x5xf32>, %m: tensor<?x5xi1>) -> (tensor<?x3xf32>, te
   return %v, %i : tensor<?x3xf32>, tensor<?x3xi64>
 }
 
-// The gathered projections read their expert weights with tensor.extract
-// at row h·E + e, inside one generic each.
+// The gathered projections (unfused) take two stages each, as PyTorch
+// implementations compute them: every route's projection into an
+// [N, H, K, width] tensor, reading the expert weights with tensor.extract at
+// row h·E + e, then the gated sum over the routes.
 // CHECK-LABEL: func.func @projections
-// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]
+// CHECK: %[[VR:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
 // CHECK: arith.index_cast
 // CHECK: arith.muli
 // CHECK: arith.addi
 // CHECK: tensor.extract %{{.*}} : tensor<10x16x8xf32>
-// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]
+// CHECK: } -> tensor<?x2x3x8xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[VR]], %{{.*}} : tensor<?x2x3x8xf32>, tensor<?x2x3xf32>)
+// CHECK: %[[OR:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
 // CHECK: tensor.extract %{{.*}} : tensor<10x8x16xf32>
+// CHECK: } -> tensor<?x2x3x16xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%[[OR]], %{{.*}} : tensor<?x2x3x16xf32>, tensor<?x2x3xf32>)
 // CHECK-NOT: moe.
 func.func @projections(%x: tensor<?x16xf32>, %wv: tensor<10x16x8xf32>, %wo: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) -> tensor<?x16xf32> {
   %p = moe.expert_proj %x, %wv, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>

@@ -555,3 +555,71 @@ func.func @dropout_rate_mismatch(%x: tensor<?x8xf32>) {
   %y = moe.dropout %x, %m {rate = 0.2 : f64} : tensor<?x8xf32>, tensor<?x8xi1>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Fused kernels
+//===----------------------------------------------------------------------===//
+
+func.func @fused_router_width(%x: tensor<?x16xf32>, %w: tensor<10x8xf32>) {
+  // expected-error @+1 {{'moe.fused_router' op expected the model width to agree: input dim 1 is 16 but weight dim 1 is 8}}
+  %v, %i, %s = moe.fused_router %x, %w k(3) : tensor<?x16xf32>, tensor<10x8xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @fused_router_dynamic_experts(%x: tensor<?x16xf32>, %w: tensor<10x16xf32>) {
+  // expected-error @+1 {{'moe.fused_router' op expected static expert dimensions (scores dims after the first), found 'tensor<?x2x?xf32>'}}
+  %v, %i, %s = moe.fused_router %x, %w k(3) : tensor<?x16xf32>, tensor<10x16xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x?xf32>
+  return
+}
+
+// -----
+
+func.func @fused_router_rows(%x: tensor<?x16xf32>, %w: tensor<12x16xf32>) {
+  // expected-error @+1 {{'moe.fused_router' op expected weight dim 0 (12 router rows) to equal the experts scored per token (scores dims after the first: 10)}}
+  %v, %i, %s = moe.fused_router %x, %w k(3) : tensor<?x16xf32>, tensor<12x16xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @fused_router_k(%x: tensor<?x16xf32>, %w: tensor<10x16xf32>) {
+  // expected-error @+1 {{'moe.fused_router' op expected k (the k attribute, 6) to be at most the number of experts (the last dimension of scores, 5)}}
+  %v, %i, %s = moe.fused_router %x, %w k(6) : tensor<?x16xf32>, tensor<10x16xf32> -> tensor<?x2x6xf32>, tensor<?x2x6xi32>, tensor<?x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @fused_router_values(%x: tensor<?x16xf32>, %w: tensor<10x16xf32>) {
+  // expected-error @+1 {{'moe.fused_router' op expected values of shape ?x2x2 (the shape of scores with the last dimension replaced by k), found ?x2x3}}
+  %v, %i, %s = moe.fused_router %x, %w k(2) : tensor<?x16xf32>, tensor<10x16xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @fused_proj_dynamic_width(%x: tensor<?x16xf32>, %w: tensor<10x16x?xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.fused_expert_proj' op expected a static head width (result dim 2): it is the width of the kernel's accumulator, found 'tensor<?x2x?xf32>'}}
+  %v = moe.fused_expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x?xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x?xf32>
+  return
+}
+
+// -----
+
+func.func @fused_proj_heads(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.fused_expert_proj' op expected the head count to agree: gates dim 1 is 2 but result dim 1 is 3}}
+  %v = moe.fused_expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @fused_merge_dynamic_width(%o: tensor<?x2x8xf32>, %w: tensor<10x8x?xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) {
+  // expected-error @+1 {{'moe.fused_expert_merge' op expected a static model width (result dim 1): it is the width of the kernel's accumulator, found 'tensor<?x?xf32>'}}
+  %y = moe.fused_expert_merge %o, %w, %g, %i : tensor<?x2x8xf32>, tensor<10x8x?xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x?xf32>
+  return
+}

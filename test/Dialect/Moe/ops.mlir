@@ -111,3 +111,18 @@ func.func @training_ops(%x: tensor<?x8xf32>, %z: tensor<?x4xf32>, %s: tensor<i64
   %r = moe.add_loss %y, %h {weight = -1.0e-3 : f64} : tensor<?x8xf32>, tensor<f32>
   return %r, %n : tensor<?x8xf32>, tensor<?x4xi1>
 }
+
+// The fused kernel-level ops of the fusion passes, with the examples of
+// their descriptions.
+// CHECK-LABEL: func.func @fused
+func.func @fused(%x: tensor<?x128xf32>, %w: tensor<10x128xf32>, %w8: tensor<8x128xf32>, %drop: tensor<?x8xi1>, %wv: tensor<10x128x32xf32>, %wo: tensor<10x32x128xf32>) -> (tensor<?x2x3xf32>, tensor<?x2xi64>, tensor<?x128xf32>) {
+  // CHECK: %[[V:.*]], %[[I:.*]], %{{.*}} = moe.fused_router %{{.*}}, %{{.*}} k(3) : tensor<?x128xf32>, tensor<10x128xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
+  %v, %i, %s = moe.fused_router %x, %w k(3) : tensor<?x128xf32>, tensor<10x128xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
+  // CHECK: moe.fused_router %{{.*}}, %{{.*}} k(2) mask(%{{.*}}) : tensor<?x128xf32>, tensor<8x128xf32>, tensor<?x8xi1> -> tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x8xf32>
+  %mv, %mi, %ms = moe.fused_router %x, %w8 k(2) mask(%drop) : tensor<?x128xf32>, tensor<8x128xf32>, tensor<?x8xi1> -> tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x8xf32>
+  // CHECK: %[[P:.*]] = moe.fused_expert_proj %{{.*}}, %{{.*}}, %[[V]], %[[I]] : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x32xf32>
+  %p = moe.fused_expert_proj %x, %wv, %v, %i : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x32xf32>
+  // CHECK: moe.fused_expert_merge %[[P]], %{{.*}}, %[[V]], %[[I]] : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x128xf32>
+  %y = moe.fused_expert_merge %p, %wo, %v, %i : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x128xf32>
+  return %v, %mi, %y : tensor<?x2x3xf32>, tensor<?x2xi64>, tensor<?x128xf32>
+}

@@ -1,10 +1,11 @@
 // REQUIRES: ptxas
 // The routing of a SwitchHead value projection (gate, top-k, gathered expert
-// projection) through the GPU pipeline: host code in the LLVM dialect that
-// allocates device buffers and launches one kernel per linalg op on one
-// stream, and one gpu.binary whose PTX targets sm_80 and assembles.
+// projection) through the GPU pipeline with the fusions off: host code in
+// the LLVM dialect that allocates device buffers and launches one kernel per
+// linalg op on one stream, and one gpu.binary whose PTX targets sm_80 and
+// assembles. (fused-routing.mlir: the same with the fusions on.)
 
-// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" -o %t.mlir
+// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse-router=false fuse-expert-projection=false" -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir --check-prefix=LOWERED
 // RUN: rm -rf %t.dir && mkdir -p %t.dir
@@ -12,10 +13,11 @@
 // RUN: FileCheck %s --input-file=%t.dir/route_kernels.ptx --check-prefix=PTX
 // RUN: %ptxas -arch=sm_80 %t.dir/route_kernels.ptx -o %t.dir/route_kernels.cubin
 
-// Host: one stream per call; the three result-sized buffers and the scores
-// are device allocations; fill, logits, sigmoid, top-k, fill, projection are
-// six launches in order on that stream; temporaries are freed on it; the
-// result is returned (the caller owns it) after one synchronisation.
+// Host: one stream per call; the result-sized buffers, the scores and the
+// per-route projections are device allocations; fill, logits, sigmoid,
+// top-k, fill, per-route projection, fill, gated sum are eight launches in
+// order on that stream; temporaries are freed on it; the result is returned
+// (the caller owns it) after one synchronisation.
 // CHECK-LABEL: llvm.func @route(
 // CHECK: %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
 // CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
@@ -27,7 +29,10 @@
 // CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
 // CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_4 blocks in
 // CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_5 blocks in
-// CHECK-COUNT-3: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
+// CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_6 blocks in
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_7 blocks in
+// CHECK-COUNT-4: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
 // CHECK: llvm.call @mgpuStreamSynchronize(%[[STREAM]])
 // CHECK: llvm.call @mgpuStreamDestroy(%[[STREAM]])
 // CHECK: llvm.return
@@ -38,11 +43,11 @@
 // LOWERED-NOT: {{^ *(%[^ ]+ = )?(linalg|memref|scf|cf|arith|math|tensor|func|affine|bufferization)\.}}
 // LOWERED-NOT: llvm.load
 
-// The kernels: PTX 7.0 for sm_80 (the lowest that knows the chip), six
+// The kernels: PTX 7.0 for sm_80 (the lowest that knows the chip), eight
 // entries, libdevice's expf linked in (no external __nv_ symbol left).
 // PTX: .version 7.0
 // PTX: .target sm_80
-// PTX-COUNT-6: .visible .entry route_kernel_{{[0-5]}}(
+// PTX-COUNT-8: .visible .entry route_kernel_{{[0-7]}}(
 // PTX-NOT: .entry
 // PTX-NOT: __nv_
 func.func @route(%x: tensor<?x16xf32>, %ws: tensor<6x16xf32>, %wv: tensor<6x16x8xf32>) -> tensor<?x2x8xf32> {

@@ -5,11 +5,17 @@
 // RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" \
 // RUN:   --mlir-print-ir-after-all -o /dev/null 2>&1 | FileCheck %s
 
+// CHECK: IR Dump After MoeFuseRouterPass (moe-fuse-router)
+// CHECK: moe.fused_router
+// CHECK: IR Dump After MoeFuseExpertProjectionPass (moe-fuse-expert-projection)
+// CHECK: moe.fused_expert_proj
 // CHECK: IR Dump After ConvertMoeToLinalgPass (convert-moe-to-linalg)
-// CHECK: linalg.generic
+// CHECK: scf.forall
 // CHECK: IR Dump After OneShotBufferizePass (one-shot-bufferize)
 // CHECK: IR Dump After SwitchyardGpuDeviceMemoryPass (switchyard-gpu-device-memory)
 // CHECK: gpu.alloc
+// CHECK: IR Dump After SCFForallToParallelLoop (scf-forall-to-parallel)
+// CHECK: scf.parallel
 // CHECK: IR Dump After ConvertParallelLoopToGpuPass (convert-parallel-loops-to-gpu)
 // CHECK: gpu.launch blocks
 // CHECK: IR Dump After GpuKernelOutliningPass (gpu-kernel-outlining)

@@ -1,0 +1,80 @@
+//===- Passes.td - moe dialect passes ----------------------*- tablegen -*-===//
+//
+// Passes over moe ops: the fusions that turn groups of moe ops (and the
+// moe-level ops of their gradients) into kernel-level ops, each lowered by
+// convert-moe-to-linalg to one row kernel. They run after differentiation
+// and before the lowering (buildLowerToLinalgPipeline), and each can be
+// switched off by a pipeline option (fuse-router, fuse-expert-projection,
+// ...): the unfused ops compute the same results.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD
+#define SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MoeFuseRouterPass : Pass<"moe-fuse-router"> {
+  let summary = "Fuse the router's matmul, sigmoid and top-k into "
+                "moe.fused_router";
+  let description = [{
+    Rewrites every `moe.topk` whose scores come from a `moe.gate` into one
+    `moe.fused_router`: per token and head, the `E` router dot products,
+    the sigmoid and a running top-k in `k` scalar registers, in one kernel,
+    without the `[N, H, E]` score tensor in memory. The top-k's mask
+    (expert dropout) moves to the fused op. If the gate's scores have other
+    users (in a gradient function, the gate's gradient reads them), the
+    fused op also writes the scores and those users read them instead. The
+    gate's gradient rule already ran: the pass belongs after
+    `lm-differentiate` (the fused op has no gradient rule).
+
+    The fused op computes the scores in the same order as `moe.gate`'s
+    lowering, so values and indices match the unfused route bit for bit.
+
+    Before:
+
+    ```mlir
+    %s = moe.gate %x, %w : tensor<?x16xf32>, tensor<10x16xf32> -> tensor<?x2x5xf32>
+    %v, %i = moe.topk %s k(3) : tensor<?x2x5xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>
+    ```
+
+    After:
+
+    ```mlir
+    %v, %i, %s = moe.fused_router %x, %w k(3) : tensor<?x16xf32>, tensor<10x16xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::moe::MoeDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MoeFuseExpertProjectionPass : Pass<"moe-fuse-expert-projection"> {
+  let summary = "Fuse the gathered expert projections of SwitchHead into "
+                "one kernel each";
+  let description = [{
+    Rewrites `moe.expert_proj` (the V projection, per head) into
+    `moe.fused_expert_proj` and `moe.expert_merge` (the O projection, one
+    reduction over heads × k routes) into `moe.fused_expert_merge`. Each
+    fused op lowers to one row kernel that gathers the selected expert
+    matrices, accumulates the projection in a vector register, scales by
+    the gate and sums over routes; the unfused ops lower in two stages
+    through a per-route `[N, H, K, width]` tensor, as PyTorch
+    implementations compute them. Ops whose accumulated width (the head
+    width for V, the model width for O) is dynamic are left unfused.
+
+    Before:
+
+    ```mlir
+    %v = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %v = moe.fused_expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::moe::MoeDialect"];
+}
+
+#endif // SWITCHYARD_DIALECT_MOE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,438 @@
+//===- FusedKernels.cpp - row kernels of the fused moe ops ----------------===//
+//
+// Lowers the kernel-level ops of the fusion passes (moe.fused_router,
+// moe.fused_expert_proj, moe.fused_expert_merge) to ONE row kernel each: an
+// `scf.forall` on tensors with `shared_outs`, whose iterations keep their
+// state in scalars and static-size vectors (scf.for iter_args), read inputs
+// with tensor.extract and vector.transfer_read, and write one disjoint
+// slice of each result with vector.transfer_write and
+// tensor.parallel_insert_slice. No tensor is created inside a kernel body:
+// on the GPU target each iteration is one thread and a tensor would be an
+// allocation in the kernel.
+//
+// The kernels accumulate in the order of the unfused lowerings in
+// MoeToLinalg.cpp (router dot products over d; each route's projection
+// over the reduced width, then the gated sum over routes), so the fused
+// and unfused routes agree to rounding, the router bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Conversion/MoeToLinalg/Kernels.h"
+#include "dialect/Conversion/MoeToLinalg/MoeToLinalg.h"
+#include "dialect/Moe/IR/MoeOps.h"
+#include "dialect/Support/TensorBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::switchyard;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Row kernel construction
+//===----------------------------------------------------------------------===//
+
+/// What one kernel iteration writes into one shared output: `tile` (a
+/// [1, ..., 1, W] tensor) at `offsets`.
+struct RowWrite {
+  Value tile;
+  SmallVector<OpFoldResult> offsets;
+};
+
+/// Builds the body of one iteration from the induction variables and the
+/// shared outputs; returns one write per shared output.
+using RowBody = function_ref<SmallVector<RowWrite>(
+    ImplicitLocOpBuilder &b, ValueRange ivs, ValueRange outs)>;
+
+/// `scf.forall (ivs) in (counts) shared_outs(inits)` with `body`; returns
+/// the results.
+SmallVector<Value> buildRowKernel(ImplicitLocOpBuilder &b,
+                                  ArrayRef<OpFoldResult> counts,
+                                  ValueRange inits, RowBody body) {
+  auto forall = scf::ForallOp::create(b, counts, inits, std::nullopt);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(forall.getTerminator());
+  SmallVector<RowWrite> writes =
+      body(b, forall.getInductionVars(), forall.getRegionIterArgs());
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  for (auto [write, dest] :
+       llvm::zip_equal(writes, forall.getRegionIterArgs())) {
+    auto tileType = cast<RankedTensorType>(write.tile.getType());
+    SmallVector<OpFoldResult> sizes, strides(tileType.getRank(),
+                                             b.getIndexAttr(1));
+    for (int64_t size : tileType.getShape())
+      sizes.push_back(b.getIndexAttr(size));
+    tensor::ParallelInsertSliceOp::create(b, write.tile, dest, write.offsets,
+                                          sizes, strides);
+  }
+  return forall.getResults();
+}
+
+/// Writes the 1-D `vector` (converted to `dest`'s element type) into the
+/// [1, ..., 1, W] slice of the shared output `dest` at `offsets`.
+RowWrite writeRow(ImplicitLocOpBuilder &b, Value vector, Value dest,
+                  ArrayRef<Value> offsets) {
+  auto destType = cast<RankedTensorType>(dest.getType());
+  auto vectorType = cast<VectorType>(vector.getType());
+  Type element = destType.getElementType();
+  if (vectorType.getElementType() != element) {
+    auto converted = VectorType::get(vectorType.getShape(), element);
+    vector = isa<FloatType>(element)
+                 ? arith::TruncFOp::create(b, converted, vector).getResult()
+                 : arith::IndexCastOp::create(b, converted, vector).getResult();
+  }
+  int64_t rank = destType.getRank();
+  SmallVector<OpFoldResult> at(getAsOpFoldResult(offsets)), sizes,
+      strides(rank, b.getIndexAttr(1));
+  for (int64_t dim = 0; dim + 1 < rank; ++dim)
+    sizes.push_back(b.getIndexAttr(1));
+  sizes.push_back(b.getIndexAttr(vectorType.getNumElements()));
+  Value slice = tensor::ExtractSliceOp::create(b, dest, at, sizes, strides);
+  SmallVector<Value> zeros(rank, indexConstant(b, 0));
+  Value tile = vector::TransferWriteOp::create(b, vector, slice, zeros,
+                                               ArrayRef<bool>{true})
+                   .getResult();
+  return {tile, std::move(at)};
+}
+
+/// A `vector<width x f32>` of zeros.
+Value zeroVector(ImplicitLocOpBuilder &b, int64_t width) {
+  auto type = VectorType::get({width}, b.getF32Type());
+  return arith::ConstantOp::create(
+      b, type, DenseElementsAttr::get(type, b.getF32FloatAttr(0.0f)));
+}
+
+/// `width` consecutive elements of `source` along its last dimension from
+/// `indices`, as f32.
+Value readRow(ImplicitLocOpBuilder &b, Value source, ValueRange indices,
+              int64_t width) {
+  Type element = cast<RankedTensorType>(source.getType()).getElementType();
+  Value padding = arith::ConstantOp::create(b, element,
+                                            b.getFloatAttr(element, 0.0));
+  Value row = vector::TransferReadOp::create(
+      b, VectorType::get({width}, element), source, indices, padding,
+      ArrayRef<bool>{true});
+  if (element.isF32())
+    return row;
+  return arith::ExtFOp::create(b, VectorType::get({width}, b.getF32Type()),
+                               row);
+}
+
+/// The widest chunk of a row of `width` columns that one kernel iteration
+/// accumulates: the largest divisor of `width` that is at most 64, so
+/// every chunk is in bounds and the accumulator stays in registers.
+int64_t chunkWidth(int64_t width) {
+  for (int64_t chunk = std::min<int64_t>(width, 64); chunk > 1; --chunk)
+    if (width % chunk == 0)
+      return chunk;
+  return 1;
+}
+
+/// An `scf.for` from 0 to `count` with `inits`; `body` returns the yielded
+/// values.
+ValueRange loop(ImplicitLocOpBuilder &b, Value count, ValueRange inits,
+                function_ref<SmallVector<Value>(ImplicitLocOpBuilder &,
+                                                Value iv, ValueRange iters)>
+                    body) {
+  auto forOp = scf::ForOp::create(
+      b, indexConstant(b, 0), count, indexConstant(b, 1), inits,
+      [&](OpBuilder &nested, Location loc, Value iv, ValueRange iters) {
+        ImplicitLocOpBuilder inner(loc, nested);
+        scf::YieldOp::create(inner, body(inner, iv, iters));
+      });
+  return forOp.getResults();
+}
+
+/// Σ_w broadcast(source[prefix..., w]) · weight[row, w, column : column+C]
+/// over the reduced width w in order: one route's projection, in f32.
+Value routeProjection(ImplicitLocOpBuilder &b, Value source,
+                      ValueRange prefix, Value weight, Value row, Value column,
+                      int64_t chunk) {
+  Value reduced = dimOf(b, weight, 1);
+  return loop(b, reduced, zeroVector(b, chunk),
+              [&](ImplicitLocOpBuilder &b, Value w,
+                  ValueRange acc) -> SmallVector<Value> {
+                SmallVector<Value> at(prefix);
+                at.push_back(w);
+                Value scalar =
+                    toF32(b, tensor::ExtractOp::create(b, source, at));
+                Value weights =
+                    readRow(b, weight, ValueRange{row, w, column}, chunk);
+                Value term = arith::MulFOp::create(
+                    b, vector::BroadcastOp::create(b, weights.getType(), scalar),
+                    weights);
+                return {arith::AddFOp::create(b, acc[0], term)};
+              })[0];
+}
+
+/// acc + broadcast(gate) · route.
+Value addGated(ImplicitLocOpBuilder &b, Value acc, Value gate, Value route) {
+  Value scaled = arith::MulFOp::create(
+      b, vector::BroadcastOp::create(b, route.getType(), gate), route);
+  return arith::AddFOp::create(b, acc, scaled);
+}
+
+//===----------------------------------------------------------------------===//
+// moe.fused_router
+//===----------------------------------------------------------------------===//
+
+/// One iteration per token (and head): E dot products over d, the sigmoid,
+/// and a running top-k in k (key, value, index) scalar slots, sorted by
+/// descending key with ties to the lower index. Empty slots hold
+/// (-inf, 0, E), so that masked experts (key -inf) still fill them in index
+/// order.
+struct FusedRouterLowering : public OpRewritePattern<moe::FusedRouterOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::FusedRouterOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value x = op.getInput(), w = op.getWeight(), mask = op.getMask();
+    RankedTensorType scoresType = op.getScores().getType();
+    RankedTensorType indicesType = op.getIndices().getType();
+    bool headed = scoresType.getRank() == 3;
+    int64_t experts = scoresType.getShape().back();
+    int64_t k = op.getK();
+    bool writeScores = !op.getScores().use_empty();
+    Type f32 = b.getF32Type();
+
+    OpFoldResult tokens = sizesOf(b, x)[0];
+    SmallVector<OpFoldResult> counts = {tokens};
+    if (headed)
+      counts.push_back(b.getIndexAttr(scoresType.getDimSize(1)));
+    SmallVector<OpFoldResult> slotSizes(counts), scoreSizes(counts);
+    slotSizes.push_back(b.getIndexAttr(k));
+    scoreSizes.push_back(b.getIndexAttr(experts));
+    SmallVector<Value> inits = {
+        tensor::EmptyOp::create(b, slotSizes, f32),
+        tensor::EmptyOp::create(b, slotSizes, indicesType.getElementType())};
+    if (writeScores)
+      inits.push_back(tensor::EmptyOp::create(b, scoreSizes, f32));
+
+    SmallVector<Value> results = buildRowKernel(
+        b, counts, inits,
+        [&](ImplicitLocOpBuilder &b, ValueRange ivs,
+            ValueRange outs) -> SmallVector<RowWrite> {
+          Value n = ivs[0];
+          Value h = headed ? ivs[1] : indexConstant(b, 0);
+          Value negInf = f32Constant(b, -std::numeric_limits<float>::infinity());
+          Value expertCount = indexConstant(b, experts);
+          Value width = dimOf(b, x, 1);
+          // Slots: k keys, k values, k indices, then the score vector.
+          SmallVector<Value> state;
+          state.append(k, negInf);
+          state.append(k, f32Constant(b, 0.0));
+          state.append(k, expertCount);
+          if (writeScores)
+            state.push_back(zeroVector(b, experts));
+
+          ValueRange final = loop(
+              b, expertCount, state,
+              [&](ImplicitLocOpBuilder &b, Value e,
+                  ValueRange slots) -> SmallVector<Value> {
+                Value row = arith::AddIOp::create(
+                    b, arith::MulIOp::create(b, h, expertCount), e);
+                Value dot = loop(b, width, ValueRange{f32Constant(b, 0.0)},
+                                 [&](ImplicitLocOpBuilder &b, Value d,
+                                     ValueRange acc) -> SmallVector<Value> {
+                                   Value xv = toF32(b, tensor::ExtractOp::create(
+                                                           b, x, ValueRange{n, d}));
+                                   Value wv = toF32(b, tensor::ExtractOp::create(
+                                                           b, w, ValueRange{row, d}));
+                                   return {arith::AddFOp::create(
+                                       b, acc[0], arith::MulFOp::create(b, xv, wv))};
+                                 })[0];
+                Value score = sigmoid(b, dot);
+                Value key = score;
+                if (mask) {
+                  SmallVector<Value> at = {n};
+                  if (headed)
+                    at.push_back(h);
+                  at.push_back(e);
+                  Value dropped = tensor::ExtractOp::create(b, mask, at);
+                  key = arith::SelectOp::create(b, dropped, negInf, score);
+                }
+                // Bubble the candidate down the sorted slots.
+                Value carryKey = key, carryValue = score, carryIndex = e;
+                SmallVector<Value> next(3 * k);
+                for (int64_t j = 0; j < k; ++j) {
+                  Value slotKey = slots[j], slotValue = slots[k + j];
+                  Value slotIndex = slots[2 * k + j];
+                  Value greater = arith::CmpFOp::create(
+                      b, arith::CmpFPredicate::OGT, carryKey, slotKey);
+                  Value equal = arith::CmpFOp::create(
+                      b, arith::CmpFPredicate::OEQ, carryKey, slotKey);
+                  Value lower = arith::CmpIOp::create(
+                      b, arith::CmpIPredicate::ult, carryIndex, slotIndex);
+                  Value better = arith::OrIOp::create(
+                      b, greater, arith::AndIOp::create(b, equal, lower));
+                  auto pick = [&](Value ifBetter, Value otherwise) -> Value {
+                    return arith::SelectOp::create(b, better, ifBetter,
+                                                   otherwise);
+                  };
+                  next[j] = pick(carryKey, slotKey);
+                  next[k + j] = pick(carryValue, slotValue);
+                  next[2 * k + j] = pick(carryIndex, slotIndex);
+                  carryKey = pick(slotKey, carryKey);
+                  carryValue = pick(slotValue, carryValue);
+                  carryIndex = pick(slotIndex, carryIndex);
+                }
+                if (writeScores)
+                  next.push_back(vector::InsertOp::create(
+                      b, score, slots[3 * k], OpFoldResult(e)));
+                return next;
+              });
+
+          SmallVector<Value> offsets = {n};
+          if (headed)
+            offsets.push_back(h);
+          offsets.push_back(indexConstant(b, 0));
+          Value values = vector::FromElementsOp::create(
+              b, VectorType::get({k}, f32), final.slice(k, k));
+          Value indices = vector::FromElementsOp::create(
+              b, VectorType::get({k}, b.getIndexType()), final.slice(2 * k, k));
+          SmallVector<RowWrite> writes = {
+              writeRow(b, values, outs[0], offsets),
+              writeRow(b, indices, outs[1], offsets)};
+          if (writeScores)
+            writes.push_back(writeRow(b, final[3 * k], outs[2], offsets));
+          return writes;
+        });
+
+    Value scores = writeScores
+                       ? results[2]
+                       : tensor::EmptyOp::create(b, scoreSizes, f32).getResult();
+    SmallVector<Value> computed = {results[0], results[1], scores};
+    SmallVector<Value> replacements;
+    for (auto [value, result] : llvm::zip_equal(computed, op->getResults()))
+      replacements.push_back(castTo(b, value, result.getType()));
+    rewriter.replaceOp(op, replacements);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.fused_expert_proj and moe.fused_expert_merge
+//===----------------------------------------------------------------------===//
+
+/// One iteration per (token n, head h, chunk c of the head width):
+///   acc = Σ_j g[n, h, j] · (Σ_d x[n, d] · W[h·E + i[n, h, j], d, chunk c])
+struct FusedExpertProjLowering
+    : public OpRewritePattern<moe::FusedExpertProjOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::FusedExpertProjOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value x = op.getInput(), w = op.getWeight(), g = op.getGates();
+    Value idx = op.getIndices();
+    RankedTensorType type = op.getResult().getType();
+    int64_t width = type.getDimSize(2), chunk = chunkWidth(width);
+    SmallVector<OpFoldResult> gateSizes = sizesOf(b, g);
+    Value init = tensor::EmptyOp::create(
+        b, {gateSizes[0], gateSizes[1], b.getIndexAttr(width)},
+        type.getElementType());
+    Value perHead = expertsPerHead(b, w, g);
+    Value routes = dimOf(b, g, 2);
+    // A chunk dimension only where the head width takes several chunks.
+    SmallVector<OpFoldResult> counts = {gateSizes[0], gateSizes[1]};
+    if (width > chunk)
+      counts.push_back(b.getIndexAttr(width / chunk));
+    Value result = buildRowKernel(
+        b, counts, init,
+        [&](ImplicitLocOpBuilder &b, ValueRange ivs,
+            ValueRange outs) -> SmallVector<RowWrite> {
+          Value n = ivs[0], h = ivs[1];
+          Value column =
+              width > chunk
+                  ? arith::MulIOp::create(b, ivs[2], indexConstant(b, chunk))
+                        .getResult()
+                  : indexConstant(b, 0);
+          Value acc = loop(
+              b, routes, zeroVector(b, chunk),
+              [&](ImplicitLocOpBuilder &b, Value j,
+                  ValueRange acc) -> SmallVector<Value> {
+                Value e = tensor::ExtractOp::create(b, idx, ValueRange{n, h, j});
+                Value row = expertRow(b, h, perHead, e);
+                Value route =
+                    routeProjection(b, x, ValueRange{n}, w, row, column, chunk);
+                Value gate = tensor::ExtractOp::create(b, g, ValueRange{n, h, j});
+                return {addGated(b, acc[0], gate, route)};
+              })[0];
+          return {writeRow(b, acc, outs[0], {n, h, column})};
+        })[0];
+    rewriter.replaceOp(op, castTo(b, result, type));
+    return success();
+  }
+};
+
+/// One iteration per (token n, chunk c of the model width):
+///   acc = Σ_h Σ_j g[n, h, j] · (Σ_f heads[n, h, f] · W[h·E + i, f, chunk c])
+struct FusedExpertMergeLowering
+    : public OpRewritePattern<moe::FusedExpertMergeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::FusedExpertMergeOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value heads = op.getHeads(), w = op.getWeight(), g = op.getGates();
+    Value idx = op.getIndices();
+    RankedTensorType type = op.getResult().getType();
+    int64_t width = type.getDimSize(1), chunk = chunkWidth(width);
+    OpFoldResult tokens = sizesOf(b, g)[0];
+    Value init = tensor::EmptyOp::create(
+        b, {tokens, b.getIndexAttr(width)}, type.getElementType());
+    Value perHead = expertsPerHead(b, w, g);
+    Value headCount = dimOf(b, g, 1), routes = dimOf(b, g, 2);
+    SmallVector<OpFoldResult> counts = {tokens};
+    if (width > chunk)
+      counts.push_back(b.getIndexAttr(width / chunk));
+    Value result = buildRowKernel(
+        b, counts, init,
+        [&](ImplicitLocOpBuilder &b, ValueRange ivs,
+            ValueRange outs) -> SmallVector<RowWrite> {
+          Value n = ivs[0];
+          Value column =
+              width > chunk
+                  ? arith::MulIOp::create(b, ivs[1], indexConstant(b, chunk))
+                        .getResult()
+                  : indexConstant(b, 0);
+          Value acc = loop(
+              b, headCount, zeroVector(b, chunk),
+              [&](ImplicitLocOpBuilder &b, Value h,
+                  ValueRange accHead) -> SmallVector<Value> {
+                return {loop(b, routes, accHead,
+                             [&](ImplicitLocOpBuilder &b, Value j,
+                                 ValueRange acc) -> SmallVector<Value> {
+                               Value e = tensor::ExtractOp::create(
+                                   b, idx, ValueRange{n, h, j});
+                               Value row = expertRow(b, h, perHead, e);
+                               Value route = routeProjection(
+                                   b, heads, ValueRange{n, h}, w, row, column,
+                                   chunk);
+                               Value gate = tensor::ExtractOp::create(
+                                   b, g, ValueRange{n, h, j});
+                               return {addGated(b, acc[0], gate, route)};
+                             })[0]};
+              })[0];
+          return {writeRow(b, acc, outs[0], {n, column})};
+        })[0];
+    rewriter.replaceOp(op, castTo(b, result, type));
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::switchyard::populateFusedKernelPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<FusedRouterLowering, FusedExpertProjLowering,
+               FusedExpertMergeLowering>(patterns.getContext());
+}

@@ -1,0 +1,78 @@
+// RUN: switchyard-opt %s --convert-moe-to-linalg | FileCheck %s
+// RUN: switchyard-opt %s --convert-moe-to-linalg --switchyard-cpu-pipeline -o /dev/null
+
+// Each fused op is ONE row kernel: an scf.forall on tensors over scalars and
+// vectors, with no tensor created inside it and no linalg op at all.
+
+// The router: one iteration per (token, head); E dot products, the sigmoid,
+// a running top-k of k = 3 slots (three f32 keys, three f32 values, three
+// indices) and the score vector, carried through the expert loop.
+// CHECK-LABEL: func.func @router
+// CHECK-NOT: linalg.
+// CHECK: %[[R:.*]]:3 = scf.forall (%[[N:.*]], %[[H:.*]]) in (%{{.*}}, 2) shared_outs(%[[VO:.*]] = %{{.*}}, %[[IO:.*]] = %{{.*}}, %[[SO:.*]] = %{{.*}}) -> (tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>)
+// CHECK-NOT: tensor.empty
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, index, index, index, vector<5xf32>)
+// CHECK: scf.for {{.*}} -> (f32)
+// CHECK: math.exp
+// CHECK: tensor.extract %{{.*}}[%[[N]], %[[H]], %{{.*}}] : tensor<?x2x5xi1>
+// CHECK: arith.cmpf ogt
+// CHECK: vector.insert
+// CHECK: vector.from_elements {{.*}} : vector<3xf32>
+// CHECK: vector.transfer_write
+// CHECK: scf.forall.in_parallel
+// CHECK-COUNT-3: tensor.parallel_insert_slice
+// CHECK-NOT: scf.forall
+// CHECK-NOT: moe.
+func.func @router(%x: tensor<?x16xf32>, %w: tensor<10x16xf32>, %m: tensor<?x2x5xi1>) -> (tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>) {
+  %v, %i, %s = moe.fused_router %x, %w k(3) mask(%m) : tensor<?x16xf32>, tensor<10x16xf32>, tensor<?x2x5xi1> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
+  return %v, %i, %s : tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
+}
+
+// Unused scores are not written: two shared outputs only.
+// CHECK-LABEL: func.func @router_no_scores
+// CHECK: scf.forall (%{{.*}}) in (%{{.*}}) shared_outs(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+// CHECK-NOT: vector.insert
+func.func @router_no_scores(%x: tensor<?x16xbf16>, %w: tensor<8x16xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi64>) {
+  %v, %i, %s = moe.fused_router %x, %w k(2) : tensor<?x16xbf16>, tensor<8x16xbf16> -> tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x8xf32>
+  return %v, %i : tensor<?x2xf32>, tensor<?x2xi64>
+}
+
+// The V projection: one iteration per (token, head); a vector<8xf32>
+// accumulator over the routes, each route's projection gathered from the
+// selected expert matrix row by row; no [N, H, K, F] tensor.
+// CHECK-LABEL: func.func @proj
+// CHECK-NOT: linalg.
+// CHECK-NOT: tensor<?x2x3x8xf32>
+// CHECK: scf.forall (%[[N:.*]], %[[H:.*]]) in (%{{.*}}, 2) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x2x8xf32>)
+// CHECK: scf.for {{.*}} -> (vector<8xf32>)
+// CHECK: tensor.extract %{{.*}}[%[[N]], %[[H]], %{{.*}}] : tensor<?x2x3xi32>
+// CHECK: scf.for {{.*}} -> (vector<8xf32>)
+// CHECK: vector.transfer_read {{.*}} : tensor<10x16x8xf32>, vector<8xf32>
+// CHECK: vector.broadcast
+// CHECK: tensor.extract %{{.*}}[%[[N]], %[[H]], %{{.*}}] : tensor<?x2x3xf32>
+// CHECK: tensor.parallel_insert_slice
+// CHECK-NOT: scf.forall
+// CHECK-NOT: tensor<?x2x3x8xf32>
+func.func @proj(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) -> tensor<?x2x8xf32> {
+  %v = moe.fused_expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>
+  return %v : tensor<?x2x8xf32>
+}
+
+// The O projection over a 96-wide model: one iteration per (token, chunk
+// of 48 columns), the routes of both heads reduced in registers; f16
+// weights are read as f16 vectors and extended.
+// CHECK-LABEL: func.func @merge
+// CHECK-NOT: linalg.
+// CHECK: scf.forall (%{{.*}}, %[[C:.*]]) in (%{{.*}}, 2) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x96xf16>)
+// CHECK: arith.muli %[[C]], %{{.*}} : index
+// CHECK: scf.for {{.*}} -> (vector<48xf32>)
+// CHECK: scf.for {{.*}} -> (vector<48xf32>)
+// CHECK: vector.transfer_read {{.*}} : tensor<10x8x96xf16>, vector<48xf16>
+// CHECK: arith.extf {{.*}} : vector<48xf16> to vector<48xf32>
+// CHECK: arith.truncf {{.*}} : vector<48xf32> to vector<48xf16>
+// CHECK: tensor.parallel_insert_slice {{.*}} [1, 48] [1, 1] : tensor<1x48xf16> into tensor<?x96xf16>
+// CHECK-NOT: scf.forall
+func.func @merge(%o: tensor<?x2x8xf16>, %w: tensor<10x8x96xf16>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) -> tensor<?x96xf16> {
+  %y = moe.fused_expert_merge %o, %w, %g, %i : tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x96xf16>
+  return %y : tensor<?x96xf16>
+}
