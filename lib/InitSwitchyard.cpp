@@ -11,6 +11,7 @@
 #include "dialect/Lm/Transforms/Passes.h"
 #include "dialect/Moe/IR/MoeDialect.h"
 #include "dialect/Moe/Transforms/Gradients.h"
+#include "dialect/Moe/Transforms/Passes.h"
 #include "dialect/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -65,6 +66,7 @@ void mlir::switchyard::registerDialects(DialectRegistry &registry) {
 
 void mlir::switchyard::registerPassesAndPipelines() {
   lm::registerLmPasses();
+  moe::registerMoePasses();
   registerConversionPasses();
   registerPipelines();
   // The upstream cleanups every pipeline uses.

@@ -8,6 +8,7 @@
 #include "dialect/Pipelines/Pipelines.h"
 #include "dialect/Conversion/Passes.h"
 #include "dialect/Lm/Transforms/Passes.h"
+#include "dialect/Moe/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
@@ -41,6 +42,8 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
     pm.addPass(lm::createLmBuildTrainStepPass());
   // Fusions (options.fusion) are added here, between differentiation (which
   // sees the plain moe ops and their gradient rules) and the lowering.
+  if (options.fusion.attention)
+    pm.addPass(moe::createMoeFuseAttentionPass());
   pm.addPass(createConvertMoeToLinalgPass());
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());

@@ -14,7 +14,13 @@ class RewritePatternSet;
 namespace mlir::switchyard {
 
 /// Adds the patterns that rewrite each `moe` op into linalg.generic ops.
+/// Includes populateFlashAttentionLoweringPatterns.
 void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
+
+/// Adds the lowerings of moe.flash_attention and moe.flash_attention_grad
+/// (the ops of moe-fuse-attention) to row kernels: scf.forall on tensors
+/// whose bodies work on scalars and vector<F> rows (FlashAttention.cpp).
+void populateFlashAttentionLoweringPatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::switchyard
 
