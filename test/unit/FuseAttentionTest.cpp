@@ -78,10 +78,10 @@ std::unique_ptr<rt::CpuProgram> compile(const std::string &source,
 /// The arguments of `function`: parameters from their declared initialisers
 /// (or uniform in [-scale, scale] for plain `lm.param` arguments), then
 /// `data` in order for the others.
-std::vector<rt::HostTensor> bindArguments(rt::CpuProgram &program,
-                                          const rt::FunctionSpec &function,
-                                          const std::vector<rt::HostTensor> &data,
-                                          unsigned seed, float scale) {
+std::vector<rt::HostTensor>
+bindArguments(rt::CpuProgram &program, const rt::FunctionSpec &function,
+              const std::vector<rt::HostTensor> &data, unsigned seed,
+              float scale) {
   std::vector<rt::HostTensor> arguments;
   size_t next = 0;
   for (auto [index, spec] : llvm::enumerate(function.arguments)) {
@@ -185,14 +185,14 @@ TEST(FuseAttentionTest, Causal) {
       "%o = moe.attention %q, %k, %v : tensor<2x5x2x3xf32>, "
       "tensor<2x5x2x3xf32>, tensor<2x5x2x3xf32> -> tensor<2x5x2x3xf32>",
       "tensor<2x5x2x3xf32>", "tensor<2x5x6xf32>", "tensor<2x5xi32>");
-  expectFusedMatchesUnfused(
-      source,
-      {{"attention",
-        {randomTensor({2, 5, 2, 3}, 1, 2.0f), randomTensor({2, 5, 2, 3}, 2, 2.0f),
-         randomTensor({2, 5, 2, 3}, 3, 2.0f)}},
-       {"f", {indices({2, 5}, 6, 4)}},
-       {"f_grad", {indices({2, 5}, 6, 5)}}},
-      10, 1.5f);
+  expectFusedMatchesUnfused(source,
+                            {{"attention",
+                              {randomTensor({2, 5, 2, 3}, 1, 2.0f),
+                               randomTensor({2, 5, 2, 3}, 2, 2.0f),
+                               randomTensor({2, 5, 2, 3}, 3, 2.0f)}},
+                             {"f", {indices({2, 5}, 6, 4)}},
+                             {"f_grad", {indices({2, 5}, 6, 5)}}},
+                            10, 1.5f);
 }
 
 TEST(FuseAttentionTest, XlMemoryWithRelativeKeys) {
@@ -205,13 +205,14 @@ TEST(FuseAttentionTest, XlMemoryWithRelativeKeys) {
       "tensor<2x3x2x6xf32>, tensor<2x8x2x6xf32>, tensor<2x8x2x6xf32> -> "
       "tensor<2x3x2x6xf32>",
       "tensor<2x3x2x6xf32>", "tensor<2x3x12xf32>", "tensor<2x3xi32>");
-  expectFusedMatchesUnfused(
-      source,
-      {{"attention",
-        {randomTensor({2, 3, 2, 6}, 6, 1.5f), randomTensor({2, 8, 2, 6}, 7, 1.5f),
-         randomTensor({2, 8, 2, 6}, 8, 1.5f), randomTensor({8, 2, 6}, 9, 1.5f)}},
-       {"f_grad", {indices({2, 3}, 12, 11)}}},
-      20, 1.5f);
+  expectFusedMatchesUnfused(source,
+                            {{"attention",
+                              {randomTensor({2, 3, 2, 6}, 6, 1.5f),
+                               randomTensor({2, 8, 2, 6}, 7, 1.5f),
+                               randomTensor({2, 8, 2, 6}, 8, 1.5f),
+                               randomTensor({8, 2, 6}, 9, 1.5f)}},
+                             {"f_grad", {indices({2, 3}, 12, 11)}}},
+                            20, 1.5f);
 }
 
 TEST(FuseAttentionTest, GradientWithoutItsForward) {
@@ -223,13 +224,14 @@ TEST(FuseAttentionTest, GradientWithoutItsForward) {
       %dq, %dk, %dv, %dr = moe.attention_grad %q, %k, %v, %do rel(%r : tensor<6x1x5xf32>) : tensor<2x4x1x5xf32>, tensor<2x6x1x5xf32>, tensor<2x6x1x5xf32>, tensor<2x4x1x5xf32> -> tensor<2x4x1x5xf32>, tensor<2x6x1x5xf32>, tensor<2x6x1x5xf32>, tensor<6x1x5xf32>
       return %dq, %dk, %dv, %dr : tensor<2x4x1x5xf32>, tensor<2x6x1x5xf32>, tensor<2x6x1x5xf32>, tensor<6x1x5xf32>
     })mlir";
-  expectFusedMatchesUnfused(
-      source,
-      {{"g",
-        {randomTensor({2, 4, 1, 5}, 30, 1.5f), randomTensor({2, 6, 1, 5}, 31, 1.5f),
-         randomTensor({2, 6, 1, 5}, 32, 1.5f), randomTensor({6, 1, 5}, 33, 1.5f),
-         randomTensor({2, 4, 1, 5}, 34, 1.0f)}}},
-      35);
+  expectFusedMatchesUnfused(source,
+                            {{"g",
+                              {randomTensor({2, 4, 1, 5}, 30, 1.5f),
+                               randomTensor({2, 6, 1, 5}, 31, 1.5f),
+                               randomTensor({2, 6, 1, 5}, 32, 1.5f),
+                               randomTensor({6, 1, 5}, 33, 1.5f),
+                               randomTensor({2, 4, 1, 5}, 34, 1.0f)}}},
+                            35);
 }
 
 //===----------------------------------------------------------------------===//

@@ -75,9 +75,8 @@ public:
     Slice slice = sliceOf(out, leading, width);
     Value zero = indexConstant(b, 0);
     SmallVector<Value> at(type.getRank(), zero);
-    slice.source = vector::TransferWriteOp::create(
-                       b, row, slice.source, at,
-                       ArrayRef<bool>{true})
+    slice.source = vector::TransferWriteOp::create(b, row, slice.source, at,
+                                                   ArrayRef<bool>{true})
                        .getResult();
     slices.push_back(std::move(slice));
   }
@@ -96,8 +95,8 @@ public:
     b.setInsertionPointToEnd(forall.getTerminator().getBody());
     for (Slice &slice : slices)
       tensor::ParallelInsertSliceOp::create(
-          b, slice.source, forall.getRegionIterArgs()[slice.out],
-          slice.offsets, slice.sizes, slice.strides);
+          b, slice.source, forall.getRegionIterArgs()[slice.out], slice.offsets,
+          slice.sizes, slice.strides);
     b.setInsertionPointAfter(forall);
     return forall.getResults();
   }
@@ -125,10 +124,9 @@ private:
       slice.sizes.push_back(b.getIndexAttr(width));
       slice.strides.push_back(b.getIndexAttr(1));
     }
-    slice.source =
-        tensor::ExtractSliceOp::create(b, forall.getRegionIterArgs()[out],
-                                       slice.offsets, slice.sizes,
-                                       slice.strides);
+    slice.source = tensor::ExtractSliceOp::create(
+        b, forall.getRegionIterArgs()[out], slice.offsets, slice.sizes,
+        slice.strides);
     return slice;
   }
 
@@ -173,11 +171,11 @@ struct Attention {
     Type element = elementTypeOf(tensor);
     SmallVector<Value> at(leading);
     at.push_back(indexConstant(b, 0));
-    Value pad = arith::ConstantOp::create(
-        b, cast<TypedAttr>(b.getZeroAttr(element)));
-    Value row = vector::TransferReadOp::create(
-        b, VectorType::get({width}, element), tensor, at, pad,
-        ArrayRef<bool>{true});
+    Value pad =
+        arith::ConstantOp::create(b, cast<TypedAttr>(b.getZeroAttr(element)));
+    Value row =
+        vector::TransferReadOp::create(b, VectorType::get({width}, element),
+                                       tensor, at, pad, ArrayRef<bool>{true});
     if (element != b.getF32Type())
       row = arith::ExtFOp::create(b, rowType(b), row);
     return row;
@@ -189,8 +187,8 @@ struct Attention {
     Value key = readRow(b, k, {bi, u, a});
     if (!rel)
       return key;
-    Value distance = arith::SubIOp::create(
-        b, arith::AddIOp::create(b, t, shift), u);
+    Value distance =
+        arith::SubIOp::create(b, arith::AddIOp::create(b, t, shift), u);
     return arith::AddFOp::create(b, key, readRow(b, rel, {distance, a}));
   }
 
@@ -215,9 +213,9 @@ struct Attention {
   /// The weight p = exp(q_t·key - lse[bi, t, a]) and ds = p·(dO_t·v_u - Δ)
   /// of query t for key u (the backward recomputation).
   std::pair<Value, Value> weightAndScoreGrad(ImplicitLocOpBuilder &b,
-                                             Value qRow, Value key,
-                                             Value lse, Value doRow,
-                                             Value vRow, Value delta) const {
+                                             Value qRow, Value key, Value lse,
+                                             Value doRow, Value vRow,
+                                             Value delta) const {
     Value score = dot(b, qRow, key);
     Value p = math::ExpOp::create(b, arith::SubFOp::create(b, score, lse));
     Value dp = dot(b, doRow, vRow);
@@ -228,11 +226,10 @@ struct Attention {
 
 /// An scf.for from `lb` to `ub` whose body `body(b, iv, iterArgs)` returns
 /// the next iter args; returns the loop's results.
-SmallVector<Value>
-forLoop(ImplicitLocOpBuilder &b, Value lb, Value ub, ValueRange inits,
-        function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value,
-                                        ValueRange)>
-            body) {
+SmallVector<Value> forLoop(
+    ImplicitLocOpBuilder &b, Value lb, Value ub, ValueRange inits,
+    function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, ValueRange)>
+        body) {
   auto loop = scf::ForOp::create(
       b, lb, ub, indexConstant(b, 1), inits,
       [&](OpBuilder &nested, Location loc, Value iv, ValueRange args) {
@@ -263,8 +260,7 @@ Value emptyLike(ImplicitLocOpBuilder &b, Value value) {
 
 /// One kernel over the query rows (b, t, a) with an online softmax over the
 /// visible keys.
-struct FlashAttentionLowering
-    : public OpRewritePattern<moe::FlashAttentionOp> {
+struct FlashAttentionLowering : public OpRewritePattern<moe::FlashAttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(moe::FlashAttentionOp op,
@@ -297,8 +293,8 @@ struct FlashAttentionLowering
               math::ExpOp::create(b, arith::SubFOp::create(b, m, mNew));
           Value p =
               math::ExpOp::create(b, arith::SubFOp::create(b, score, mNew));
-          Value lNew = arith::AddFOp::create(
-              b, arith::MulFOp::create(b, l, alpha), p);
+          Value lNew =
+              arith::AddFOp::create(b, arith::MulFOp::create(b, l, alpha), p);
           Value scaled = arith::MulFOp::create(
               b, acc, vector::BroadcastOp::create(b, att.rowType(b), alpha));
           Value accNew =
@@ -349,16 +345,16 @@ struct FlashAttentionGradLowering
       Value rowLse = tensor::ExtractOp::create(b, lse, ValueRange{bi, t, a});
       Value end = arith::AddIOp::create(
           b, arith::AddIOp::create(b, t, att.shift), indexConstant(b, 1));
-      SmallVector<Value> dq = forLoop(
-          b, zero, end, {att.zeroRow(b)},
-          [&](ImplicitLocOpBuilder &b, Value u,
-              ValueRange args) -> SmallVector<Value> {
-            Value key = att.keyRow(b, bi, t, u, a);
-            auto [p, ds] = att.weightAndScoreGrad(
-                b, qRow, key, rowLse, doRow,
-                att.readRow(b, att.v, {bi, u, a}), delta);
-            return {att.axpy(b, args[0], ds, key)};
-          });
+      SmallVector<Value> dq =
+          forLoop(b, zero, end, {att.zeroRow(b)},
+                  [&](ImplicitLocOpBuilder &b, Value u,
+                      ValueRange args) -> SmallVector<Value> {
+                    Value key = att.keyRow(b, bi, t, u, a);
+                    auto [p, ds] = att.weightAndScoreGrad(
+                        b, qRow, key, rowLse, doRow,
+                        att.readRow(b, att.v, {bi, u, a}), delta);
+                    return {att.axpy(b, args[0], ds, key)};
+                  });
       queryKernel.writeRow(0, {bi, t, a}, dq[0]);
       queryKernel.writeScalar(1, {bi, t, a}, delta);
     }
@@ -385,9 +381,9 @@ struct FlashAttentionGradLowering
                 tensor::ExtractOp::create(b, lse, ValueRange{bi, t, a});
             Value delta =
                 tensor::ExtractOp::create(b, deltas, ValueRange{bi, t, a});
-            auto [p, ds] = att.weightAndScoreGrad(
-                b, qRow, att.keyRow(b, bi, t, u, a), rowLse, doRow, vRow,
-                delta);
+            auto [p, ds] =
+                att.weightAndScoreGrad(b, qRow, att.keyRow(b, bi, t, u, a),
+                                       rowLse, doRow, vRow, delta);
             return {att.axpy(b, args[0], ds, qRow),
                     att.axpy(b, args[1], p, doRow)};
           });
@@ -419,8 +415,8 @@ struct FlashAttentionGradLowering
                       b, att.readRow(b, att.k, {bi, u, a}), relRow);
                   Value rowLse =
                       tensor::ExtractOp::create(b, lse, ValueRange{bi, t, a});
-                  Value delta = tensor::ExtractOp::create(
-                      b, deltas, ValueRange{bi, t, a});
+                  Value delta = tensor::ExtractOp::create(b, deltas,
+                                                          ValueRange{bi, t, a});
                   auto [p, ds] = att.weightAndScoreGrad(
                       b, qRow, key, rowLse, att.readRow(b, dout, {bi, t, a}),
                       att.readRow(b, att.v, {bi, u, a}), delta);

@@ -362,8 +362,7 @@ struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
 /// ds = P·(dP - Σ_u P·dP):
 ///   dv = Σ_t P · do,  dP = do · v,  dq = Σ_u ds · (k + rel[δ]),
 ///   dk = Σ_t ds · q,  drel[δ] = Σ_{b, t} ds[b, t, t + shift - δ] · q.
-struct AttentionGradLowering
-    : public OpRewritePattern<moe::AttentionGradOp> {
+struct AttentionGradLowering : public OpRewritePattern<moe::AttentionGradOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(moe::AttentionGradOp op,
@@ -832,11 +831,10 @@ void mlir::switchyard::populateMoeToLinalgPatterns(
     RewritePatternSet &patterns) {
   patterns.add<GateLowering, TopKLowering, ExpertProjLowering,
                ExpertMergeLowering, ExpertMlpLowering, AttentionLowering,
-               AttentionGradLowering,
-               LinearLowering, LayerNormLowering, RopeLowering, EmbedLowering,
-               ConcatLowering, CrossEntropyLowering, ReluLowering,
-               DropoutMaskLowering, DropoutLowering, RoutingEntropyLowering,
-               AddLossLowering>(
+               AttentionGradLowering, LinearLowering, LayerNormLowering,
+               RopeLowering, EmbedLowering, ConcatLowering,
+               CrossEntropyLowering, ReluLowering, DropoutMaskLowering,
+               DropoutLowering, RoutingEntropyLowering, AddLossLowering>(
       patterns.getContext());
   populateFlashAttentionLoweringPatterns(patterns);
 }

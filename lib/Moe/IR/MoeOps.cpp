@@ -182,10 +182,10 @@ LogicalResult ExpertMlpOp::verify() {
 static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
                                              Value v, Value rel) {
   if (failed(verifySameDim(op, "the batch", {"query", q, 0}, {"key", k, 0})) ||
-      failed(verifySameDim(op, "the batch", {"query", q, 0},
-                           {"value", v, 0})) ||
-      failed(verifySameDim(op, "the key count", {"key", k, 1},
-                           {"value", v, 1})) ||
+      failed(
+          verifySameDim(op, "the batch", {"query", q, 0}, {"value", v, 0})) ||
+      failed(
+          verifySameDim(op, "the key count", {"key", k, 1}, {"value", v, 1})) ||
       failed(verifySameDim(op, "the head count", {"query", q, 2},
                            {"key", k, 2})) ||
       failed(verifySameDim(op, "the head count", {"query", q, 2},
@@ -206,10 +206,9 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
   int64_t queries = dimOf(q, 1), keys = dimOf(k, 1);
   if (!ShapedType::isDynamic(queries) && !ShapedType::isDynamic(keys) &&
       queries > keys)
-    return op->emitOpError()
-           << "expected at least as many keys (key dim 1, " << keys
-           << ") as queries (query dim 1, " << queries
-           << "): the queries are the last keys";
+    return op->emitOpError() << "expected at least as many keys (key dim 1, "
+                             << keys << ") as queries (query dim 1, " << queries
+                             << "): the queries are the last keys";
   return success();
 }
 
@@ -222,9 +221,9 @@ static LogicalResult verifyRelGrad(Operation *op, Value rel, Value relGrad) {
            << " (rel " << (rel ? "present" : "absent") << ", rel_grad "
            << (relGrad ? "present" : "absent") << ")";
   if (rel && rel.getType() != relGrad.getType())
-    return op->emitOpError() << "expected rel_grad of the type of rel, "
-                             << rel.getType() << ", found "
-                             << relGrad.getType();
+    return op->emitOpError()
+           << "expected rel_grad of the type of rel, " << rel.getType()
+           << ", found " << relGrad.getType();
   return success();
 }
 

@@ -4,8 +4,8 @@
 // semantics of docs/Semantics.md as linalg on tensors (accumulating in f32,
 // like the forward lowerings, whose kernels they reuse to recompute layer
 // norm statistics and rotations). Attention's rule is the op
-// moe.attention_grad, lowered (or fused) with the forward ops. Gradients do not flow
-// through the top-k choice or into expert indices and token ids; they flow
+// moe.attention_grad, lowered (or fused) with the forward ops. Gradients do not
+// flow through the top-k choice or into expert indices and token ids; they flow
 // into gate values, expert weights and activations (SWITCHHEAD.md).
 //
 // Expert-weight gradients avoid scattering: for a stacked weight [H·E, ...],

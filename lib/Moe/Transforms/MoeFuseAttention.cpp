@@ -38,8 +38,8 @@ RankedTensorType logsumexpType(Value query) {
 }
 
 /// A moe.flash_attention of (q, k, v, rel) before `before`.
-FlashAttentionOp createFlash(RewriterBase &rewriter, Operation *before,
-                             Value q, Value k, Value v, Value rel) {
+FlashAttentionOp createFlash(RewriterBase &rewriter, Operation *before, Value q,
+                             Value k, Value v, Value rel) {
   rewriter.setInsertionPoint(before);
   SmallVector<Value> operands = {q, k, v};
   if (rel)
@@ -59,8 +59,7 @@ FlashAttentionOp findForward(AttentionGradOp grad) {
     auto flash = dyn_cast<FlashAttentionOp>(op);
     if (flash && flash.getQuery() == grad.getQuery() &&
         flash.getKey() == grad.getKey() &&
-        flash.getValue() == grad.getValue() &&
-        flash.getRel() == grad.getRel())
+        flash.getValue() == grad.getValue() && flash.getRel() == grad.getRel())
       found = flash;
   }
   return found;
@@ -77,9 +76,8 @@ struct MoeFuseAttentionPass
         forwards.push_back(op);
     });
     for (AttentionOp op : forwards) {
-      FlashAttentionOp flash = createFlash(rewriter, op, op.getQuery(),
-                                           op.getKey(), op.getValue(),
-                                           op.getRel());
+      FlashAttentionOp flash = createFlash(
+          rewriter, op, op.getQuery(), op.getKey(), op.getValue(), op.getRel());
       rewriter.replaceOp(op, flash.getResult());
     }
 
@@ -94,14 +92,14 @@ struct MoeFuseAttentionPass
         forward = createFlash(rewriter, op, op.getQuery(), op.getKey(),
                               op.getValue(), op.getRel());
       rewriter.setInsertionPoint(op);
-      SmallVector<Value> operands = {op.getQuery(),     op.getKey(),
-                                     op.getValue(),     forward.getResult(),
-                                     forward.getLogsumexp(),
-                                     op.getResultGrad()};
+      SmallVector<Value> operands = {
+          op.getQuery(),          op.getKey(),
+          op.getValue(),          forward.getResult(),
+          forward.getLogsumexp(), op.getResultGrad()};
       if (Value rel = op.getRel())
         operands.push_back(rel);
-      auto fused = FlashAttentionGradOp::create(
-          rewriter, op.getLoc(), op->getResultTypes(), operands);
+      auto fused = FlashAttentionGradOp::create(rewriter, op.getLoc(),
+                                                op->getResultTypes(), operands);
       rewriter.replaceOp(op, fused.getResults());
     }
   }
