@@ -17,7 +17,10 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
     lowering, one generic per contraction, used by the CPU target and as the
     unfused baseline. Gathered expert weights are read with `tensor.extract`
     inside the generic bodies; all products accumulate in f32. Attention
-    materialises the `[B, T, S, H]` score tensor.
+    (`moe.attention`, `moe.attention_grad`) materialises the `[B, T, S, H]`
+    score tensor; the flash-attention ops of `moe-fuse-attention` become
+    row kernels instead (`scf.forall` over query or key rows, on `vector<F>`
+    rows, with an online softmax), which never build it.
 
     Before:
 

@@ -46,6 +46,8 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
     pm.addPass(moe::createMoeFuseRouterPass());
   if (options.fusion.expertProjection)
     pm.addPass(moe::createMoeFuseExpertProjectionPass());
+  if (options.fusion.attention)
+    pm.addPass(moe::createMoeFuseAttentionPass());
   pm.addPass(createConvertMoeToLinalgPass());
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());

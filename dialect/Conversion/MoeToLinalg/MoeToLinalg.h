@@ -14,7 +14,8 @@ class RewritePatternSet;
 namespace mlir::switchyard {
 
 /// Adds the patterns that rewrite each `moe` op into linalg.generic ops.
-/// Includes the row kernels of the fused ops (populateFusedKernelPatterns).
+/// Includes the row kernels of the fused ops (populateFusedKernelPatterns,
+/// populateFlashAttentionLoweringPatterns).
 void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
 
 /// Adds the patterns that rewrite each fused moe op (moe.fused_router,
@@ -22,6 +23,11 @@ void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
 /// tensors over scalars and vectors (lib/Conversion/MoeToLinalg/
 /// FusedKernels.cpp).
 void populateFusedKernelPatterns(RewritePatternSet &patterns);
+
+/// Adds the lowerings of moe.flash_attention and moe.flash_attention_grad
+/// (the ops of moe-fuse-attention) to row kernels: scf.forall on tensors
+/// whose bodies work on scalars and vector<F> rows (FlashAttention.cpp).
+void populateFlashAttentionLoweringPatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::switchyard
 

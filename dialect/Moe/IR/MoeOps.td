@@ -649,4 +649,147 @@ def Moe_FusedExpertMergeOp : Moe_Op<"fused_expert_merge", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Attention gradient and the flash-attention ops of moe-fuse-attention
+//===----------------------------------------------------------------------===//
+
+def Moe_AttentionGradOp : Moe_Op<"attention_grad", [Pure,
+    AllTypesMatch<["query", "query_grad"]>,
+    AllTypesMatch<["key", "key_grad"]>,
+    AllTypesMatch<["value", "value_grad"]>,
+    AllTypesMatch<["query", "result_grad"]>,
+    AllElementTypesMatch<["query", "key", "value"]>]> {
+  let summary = "the vector-Jacobian product of moe.attention";
+  let description = [{
+    Given the operands of a `moe.attention` and the adjoint `result_grad` of
+    its result, computes the adjoints of the query, key, value and (with
+    `rel`) relative-key operands. With `P` the causal softmax weights of the
+    forward op and `ds = P · (dP - Σ_u P · dP)`:
+
+    ```
+    dP[b, t, u, a]   = Σ_f result_grad[b, t, a, f] · value[b, u, a, f]
+    value_grad[b, u] = Σ_t P[b, t, u] · result_grad[b, t]
+    query_grad[b, t] = Σ_u ds[b, t, u] · (key[b, u] + rel[δ])
+    key_grad[b, u]   = Σ_t ds[b, t, u] · query[b, t]
+    rel_grad[δ]      = Σ_{b, t} ds[b, t, t + (S - T) - δ] · query[b, t]
+    ```
+
+    per head `a`, in f32, converted to the operands' element types. This is
+    what `lm-differentiate` emits for `moe.attention`; `convert-moe-to-linalg`
+    lowers it with the weights `P` materialised (`[B, T, S, H]`), and
+    `moe-fuse-attention` turns it into `moe.flash_attention_grad`, which does
+    not materialise them.
+
+    ```mlir
+    %dq, %dk, %dv = moe.attention_grad %q, %k, %v, %do : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
+    %gq, %gk, %gv, %gr = moe.attention_grad %q, %km, %vm, %do rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[4]>:$query,
+                       Moe_ValueTensorOfRank<[4]>:$key,
+                       Moe_ValueTensorOfRank<[4]>:$value,
+                       Moe_ValueTensorOfRank<[4]>:$result_grad,
+                       Optional<Moe_ValueTensorOfRank<[3]>>:$rel);
+  let results = (outs Moe_ValueTensorOfRank<[4]>:$query_grad,
+                      Moe_ValueTensorOfRank<[4]>:$key_grad,
+                      Moe_ValueTensorOfRank<[4]>:$value_grad,
+                      Optional<Moe_ValueTensorOfRank<[3]>>:$rel_grad);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result_grad
+    (`rel` `(` $rel^ `:` type($rel) `)`)? attr-dict `:` type($query) `,`
+    type($key) `,` type($value) `,` type($result_grad) `->` type($query_grad)
+    `,` type($key_grad) `,` type($value_grad) (`,` type($rel_grad)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_FlashAttentionOp : Moe_Op<"flash_attention", [Pure,
+    AllElementTypesMatch<["query", "key", "value", "result"]>,
+    AllTypesMatch<["query", "result"]>]> {
+  let summary = "moe.attention with an online softmax, and its row "
+                "logsumexp";
+  let description = [{
+    Computes the same `result` as `moe.attention` (same operands, same
+    causal visibility, XL memory and relative keys) without materialising
+    the `[B, T, S, H]` scores: one row `(b, t, a)` at a time, the visible
+    keys are visited in order with a running maximum `m`, a running sum `l`
+    of `exp(score - m)` and an accumulator of the weighted values, rescaled
+    by `exp(m_old - m_new)` whenever the maximum grows (the online softmax of
+    FlashAttention). `logsumexp[b, t, a] = m + log(l)` (f32) is the row's
+    softmax normaliser, from which `moe.flash_attention_grad` recomputes the
+    weights.
+
+    The head width `F` must be static (a row is a `vector<F>`).
+
+    ```mlir
+    %o, %lse = moe.flash_attention %q, %k, %v : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2xf32>
+    %x, %xl = moe.flash_attention %q, %km, %vm rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[4]>:$query,
+                       Moe_ValueTensorOfRank<[4]>:$key,
+                       Moe_ValueTensorOfRank<[4]>:$value,
+                       Optional<Moe_ValueTensorOfRank<[3]>>:$rel);
+  let results = (outs Moe_ValueTensorOfRank<[4]>:$result,
+                      Moe_ScoreTensorOfRank<[3]>:$logsumexp);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`rel` `(` $rel^ `:` type($rel) `)`)? attr-dict
+    `:` type($query) `,` type($key) `,` type($value) `->` type($result) `,`
+    type($logsumexp)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_FlashAttentionGradOp : Moe_Op<"flash_attention_grad", [Pure,
+    AllTypesMatch<["query", "result", "result_grad", "query_grad"]>,
+    AllTypesMatch<["key", "key_grad"]>,
+    AllTypesMatch<["value", "value_grad"]>,
+    AllElementTypesMatch<["query", "key", "value"]>]> {
+  let summary = "the gradient of moe.flash_attention, recomputing the "
+                "weights row by row";
+  let description = [{
+    Computes the same adjoints as `moe.attention_grad` in the manner of
+    FlashAttention-2, from the forward `result` and its `logsumexp`: the
+    weights are recomputed where they are needed as
+    `P = exp(score - logsumexp)` and never stored. With
+    `Δ[b, t, a] = Σ_f result_grad · result` and `ds = P · (dP - Δ)`:
+    one kernel over the query rows `(b, t, a)` sums `ds · (key + rel[δ])`
+    over the visible keys (the query gradient, and Δ); one over the key rows
+    `(b, u, a)` sums `P · result_grad` and `ds · query` over the queries
+    that see key `u` (the value and key gradients); with `rel`, one over
+    `(δ, a)` sums `ds · query` over `(b, t)` with `u = t + (S - T) - δ`.
+
+    The head width `F` must be static.
+
+    ```mlir
+    %dq, %dk, %dv = moe.flash_attention_grad %q, %k, %v, %o, %lse, %do : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[4]>:$query,
+                       Moe_ValueTensorOfRank<[4]>:$key,
+                       Moe_ValueTensorOfRank<[4]>:$value,
+                       Moe_ValueTensorOfRank<[4]>:$result,
+                       Moe_ScoreTensorOfRank<[3]>:$logsumexp,
+                       Moe_ValueTensorOfRank<[4]>:$result_grad,
+                       Optional<Moe_ValueTensorOfRank<[3]>>:$rel);
+  let results = (outs Moe_ValueTensorOfRank<[4]>:$query_grad,
+                      Moe_ValueTensorOfRank<[4]>:$key_grad,
+                      Moe_ValueTensorOfRank<[4]>:$value_grad,
+                      Optional<Moe_ValueTensorOfRank<[3]>>:$rel_grad);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result `,` $logsumexp `,` $result_grad
+    (`rel` `(` $rel^ `:` type($rel) `)`)? attr-dict `:` type($query) `,`
+    type($key) `,` type($value) `,` type($result) `,` type($logsumexp) `,`
+    type($result_grad) `->` type($query_grad) `,` type($key_grad) `,`
+    type($value_grad) (`,` type($rel_grad)^)?
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

@@ -4,8 +4,10 @@
 // linalg.generic ops on tensors that follow docs/Semantics.md literally.
 // Gathered expert weights are read with tensor.extract inside generic
 // bodies, top-k is a rank computation per output slot, and attention
-// materialises its score tensor. It is the CPU path and the unfused baseline
-// that the fused GPU kernels are checked against.
+// (moe.attention and moe.attention_grad) materialises its score tensor. It
+// is the unfused baseline that the fusions are checked against; the ops of
+// the fusions lower here too (FlashAttention.cpp: row kernels of the
+// flash-attention ops).
 //
 //===----------------------------------------------------------------------===//
 
@@ -355,6 +357,110 @@ struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
           return arith::AddFOp::create(b, args[2], product);
         });
     rewriter.replaceOp(op, finish(b, acc, op.getResult()));
+    return success();
+  }
+};
+
+/// With P the softmax weights (recomputed, [B, T, S, H]) and
+/// ds = P·(dP - Σ_u P·dP):
+///   dv = Σ_t P · do,  dP = do · v,  dq = Σ_u ds · (k + rel[δ]),
+///   dk = Σ_t ds · q,  drel[δ] = Σ_{b, t} ds[b, t, t + shift - δ] · q.
+struct AttentionGradLowering : public OpRewritePattern<moe::AttentionGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::AttentionGradOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    Value q = op.getQuery(), k = op.getKey();
+    Value v = op.getValue(), rel = op.getRel();
+    Value dout = op.getResultGrad();
+    Type f32 = b.getF32Type();
+    Value p = attentionWeights(b, q, k, rel);
+    Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
+    SmallVector<OpFoldResult> pSizes = sizesOf(b, p);
+
+    // dv[b, u, a, f] over (b, u, a, f | t).
+    Value dv = contractF32(b, p, dimsMap(ctx, 5, {0, 4, 1, 2}), dout,
+                           dimsMap(ctx, 5, {0, 4, 2, 3}),
+                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
+                           sizesOf(b, v));
+    // dP[b, t, u, a] over (b, t, u, a | f).
+    Value dp =
+        contractF32(b, dout, dimsMap(ctx, 5, {0, 1, 3, 4}), v,
+                    dimsMap(ctx, 5, {0, 2, 3, 4}),
+                    dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), pSizes);
+    // Row sums Σ_u P·dP over (b, t, a | u), then ds.
+    Value rowSums =
+        contractF32(b, p, dimsMap(ctx, 4, {0, 1, 3, 2}), dp,
+                    dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2}),
+                    iterators(3, 1), {pSizes[0], pSizes[1], pSizes[3]});
+    AffineMap id4 = b.getMultiDimIdentityMap(4);
+    Value ds =
+        generic(b, {p, dp, rowSums}, tensor::EmptyOp::create(b, pSizes, f32),
+                {id4, id4, dimsMap(ctx, 4, {0, 1, 3}), id4}, iterators(4),
+                [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                  return arith::MulFOp::create(
+                      b, args[0], arith::SubFOp::create(b, args[1], args[2]));
+                });
+    // dq[b, t, a, f] over (b, t, a, f | u), with the relative keys.
+    Value dq = generic(
+        b, {ds, k}, filled(b, sizesOf(b, q), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 1, 4, 2}), dimsMap(ctx, 5, {0, 4, 2, 3}),
+         dimsMap(ctx, 5, {0, 1, 2, 3})},
+        iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value key = toF32(b, args[1]);
+          if (rel) {
+            Value distance = arith::SubIOp::create(
+                b, arith::AddIOp::create(b, loopIndex(b, 1), shift),
+                loopIndex(b, 4));
+            distance = arith::MaxSIOp::create(b, distance, indexConstant(b, 0));
+            Value relKey = tensor::ExtractOp::create(
+                b, rel, ValueRange{distance, loopIndex(b, 2), loopIndex(b, 3)});
+            key = arith::AddFOp::create(b, key, toF32(b, relKey));
+          }
+          return arith::AddFOp::create(b, args[2],
+                                       arith::MulFOp::create(b, args[0], key));
+        });
+    // dk[b, u, a, f] over (b, u, a, f | t).
+    Value dk = contractF32(
+        b, ds, dimsMap(ctx, 5, {0, 4, 1, 2}), q, dimsMap(ctx, 5, {0, 4, 2, 3}),
+        dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), sizesOf(b, k));
+    SmallVector<Value> results = {finish(b, dq, op.getQueryGrad()),
+                                  finish(b, dk, op.getKeyGrad()),
+                                  finish(b, dv, op.getValueGrad())};
+    if (rel) {
+      // drel[δ, a, f] over (δ, a, f | b, t), u = t + shift - δ.
+      Value keys = dimOf(b, k, 1);
+      Value drel = generic(
+          b, {q}, filled(b, sizesOf(b, rel), f32, 0.0),
+          {dimsMap(ctx, 5, {3, 4, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
+          iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+            Value u = arith::SubIOp::create(
+                b, arith::AddIOp::create(b, loopIndex(b, 4), shift),
+                loopIndex(b, 0));
+            Value valid = arith::AndIOp::create(
+                b,
+                arith::CmpIOp::create(b, arith::CmpIPredicate::sge, u,
+                                      indexConstant(b, 0)),
+                arith::CmpIOp::create(b, arith::CmpIPredicate::slt, u, keys));
+            Value clamped = arith::MaxSIOp::create(
+                b,
+                arith::MinSIOp::create(
+                    b, u, arith::SubIOp::create(b, keys, indexConstant(b, 1))),
+                indexConstant(b, 0));
+            Value dsv = tensor::ExtractOp::create(
+                b, ds,
+                ValueRange{loopIndex(b, 3), loopIndex(b, 4), clamped,
+                           loopIndex(b, 1)});
+            Value term = arith::MulFOp::create(b, dsv, toF32(b, args[0]));
+            return arith::AddFOp::create(
+                b, args[1],
+                arith::SelectOp::create(b, valid, term, f32Constant(b, 0.0)));
+          });
+      results.push_back(finish(b, drel, op.getRelGrad()));
+    }
+    rewriter.replaceOp(op, results);
     return success();
   }
 };
@@ -728,10 +834,11 @@ void mlir::switchyard::populateMoeToLinalgPatterns(
     RewritePatternSet &patterns) {
   patterns.add<GateLowering, TopKLowering, ExpertProjLowering,
                ExpertMergeLowering, ExpertMlpLowering, AttentionLowering,
-               LinearLowering, LayerNormLowering, RopeLowering, EmbedLowering,
-               ConcatLowering, CrossEntropyLowering, ReluLowering,
-               DropoutMaskLowering, DropoutLowering, RoutingEntropyLowering,
-               AddLossLowering>(
+               AttentionGradLowering, LinearLowering, LayerNormLowering,
+               RopeLowering, EmbedLowering, ConcatLowering,
+               CrossEntropyLowering, ReluLowering, DropoutMaskLowering,
+               DropoutLowering, RoutingEntropyLowering, AddLossLowering>(
       patterns.getContext());
   populateFusedKernelPatterns(patterns);
+  populateFlashAttentionLoweringPatterns(patterns);
 }

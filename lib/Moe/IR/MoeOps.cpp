@@ -187,38 +187,95 @@ LogicalResult ExpertMlpOp::verify() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AttentionOp::verify() {
-  Value q = getQuery(), k = getKey(), v = getValue();
-  if (failed(verifySameDim(*this, "the batch", {"query", q, 0},
-                           {"key", k, 0})) ||
-      failed(verifySameDim(*this, "the batch", {"query", q, 0},
-                           {"value", v, 0})) ||
-      failed(verifySameDim(*this, "the key count", {"key", k, 1},
-                           {"value", v, 1})) ||
-      failed(verifySameDim(*this, "the head count", {"query", q, 2},
+/// The shape rules of the attention core, shared by moe.attention, its
+/// gradient and the flash-attention ops.
+static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
+                                             Value v, Value rel) {
+  if (failed(verifySameDim(op, "the batch", {"query", q, 0}, {"key", k, 0})) ||
+      failed(
+          verifySameDim(op, "the batch", {"query", q, 0}, {"value", v, 0})) ||
+      failed(
+          verifySameDim(op, "the key count", {"key", k, 1}, {"value", v, 1})) ||
+      failed(verifySameDim(op, "the head count", {"query", q, 2},
                            {"key", k, 2})) ||
-      failed(verifySameDim(*this, "the head count", {"query", q, 2},
+      failed(verifySameDim(op, "the head count", {"query", q, 2},
                            {"value", v, 2})) ||
-      failed(verifySameDim(*this, "the head width", {"query", q, 3},
+      failed(verifySameDim(op, "the head width", {"query", q, 3},
                            {"key", k, 3})) ||
-      failed(verifySameDim(*this, "the head width", {"query", q, 3},
+      failed(verifySameDim(op, "the head width", {"query", q, 3},
                            {"value", v, 3})))
     return failure();
-  if (Value rel = getRel())
-    if (failed(verifySameDim(*this, "the key count", {"rel", rel, 0},
+  if (rel)
+    if (failed(verifySameDim(op, "the key count", {"rel", rel, 0},
                              {"key", k, 1})) ||
-        failed(verifySameDim(*this, "the head count", {"rel", rel, 1},
+        failed(verifySameDim(op, "the head count", {"rel", rel, 1},
                              {"query", q, 2})) ||
-        failed(verifySameDim(*this, "the head width", {"rel", rel, 2},
+        failed(verifySameDim(op, "the head width", {"rel", rel, 2},
                              {"query", q, 3})))
       return failure();
   int64_t queries = dimOf(q, 1), keys = dimOf(k, 1);
   if (!ShapedType::isDynamic(queries) && !ShapedType::isDynamic(keys) &&
       queries > keys)
-    return emitOpError() << "expected at least as many keys (key dim 1, "
-                         << keys << ") as queries (query dim 1, " << queries
-                         << "): the queries are the last keys";
+    return op->emitOpError() << "expected at least as many keys (key dim 1, "
+                             << keys << ") as queries (query dim 1, " << queries
+                             << "): the queries are the last keys";
   return success();
+}
+
+/// The relative-key gradient exists exactly when there are relative keys,
+/// and has their type.
+static LogicalResult verifyRelGrad(Operation *op, Value rel, Value relGrad) {
+  if (bool(rel) != bool(relGrad))
+    return op->emitOpError()
+           << "expected a rel_grad result exactly when there is a rel operand"
+           << " (rel " << (rel ? "present" : "absent") << ", rel_grad "
+           << (relGrad ? "present" : "absent") << ")";
+  if (rel && rel.getType() != relGrad.getType())
+    return op->emitOpError()
+           << "expected rel_grad of the type of rel, " << rel.getType()
+           << ", found " << relGrad.getType();
+  return success();
+}
+
+/// The rules of the flash ops: a static head width (a row is a vector) and
+/// a logsumexp of shape [B, T, H].
+static LogicalResult verifyFlashOperands(Operation *op, Value q,
+                                         Value logsumexp) {
+  if (ShapedType::isDynamic(dimOf(q, 3)))
+    return op->emitOpError()
+           << "expected a static head width (query dim 3), found "
+           << q.getType();
+  auto queryType = cast<RankedTensorType>(q.getType());
+  return switchyard::verifyShape(op, "logsumexp", logsumexp.getType(),
+                                 queryType.getShape().drop_back(),
+                                 "query dims 0-2");
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                 getRel());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                     getRel())))
+    return failure();
+  return verifyRelGrad(*this, getRel(), getRelGrad());
+}
+
+LogicalResult FlashAttentionOp::verify() {
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                     getRel())))
+    return failure();
+  return verifyFlashOperands(*this, getQuery(), getLogsumexp());
+}
+
+LogicalResult FlashAttentionGradOp::verify() {
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                     getRel())) ||
+      failed(verifyFlashOperands(*this, getQuery(), getLogsumexp())))
+    return failure();
+  return verifyRelGrad(*this, getRel(), getRelGrad());
 }
 
 //===----------------------------------------------------------------------===//

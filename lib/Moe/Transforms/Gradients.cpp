@@ -3,8 +3,9 @@
 // The vector-Jacobian products of the moe ops, written from the forward
 // semantics of docs/Semantics.md as linalg on tensors (accumulating in f32,
 // like the forward lowerings, whose kernels they reuse to recompute layer
-// norm statistics, rotations and attention weights). Gradients do not flow
-// through the top-k choice or into expert indices and token ids; they flow
+// norm statistics and rotations). Attention's rule is the op
+// moe.attention_grad, lowered (or fused) with the forward ops. Gradients do not
+// flow through the top-k choice or into expert indices and token ids; they flow
 // into gate values, expert weights and activations (SWITCHHEAD.md).
 //
 // Expert-weight gradients avoid scattering: for a stacked weight [H·E, ...],
@@ -649,107 +650,25 @@ struct ExpertMlpGradient
 // Attention
 //===----------------------------------------------------------------------===//
 
-/// With P the softmax weights (recomputed) and ds = P·(dP - Σ_u P·dP):
-///   dv = Σ_t P · do,  dP = do · v,  dq = Σ_u ds · (k + rel[δ]),
-///   dk = Σ_t ds · q,  drel[δ] = Σ_{b, t} ds[b, t, t + shift - δ] · q.
+/// moe.attention_grad: the rule is an op of its own, so that
+/// moe-fuse-attention can choose how the weights are recomputed (the
+/// reference lowering materialises them, the flash kernels do not).
 struct AttentionGradient
     : public DifferentiableOpInterface::ExternalModel<AttentionGradient,
                                                       AttentionOp> {
   SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
                                    ValueRange adjoints) const {
     auto attention = cast<AttentionOp>(op);
-    MLIRContext *ctx = b.getContext();
     Value q = attention.getQuery(), k = attention.getKey();
     Value v = attention.getValue(), rel = attention.getRel();
-    Value dout = adjoints[0];
-    Type f32 = b.getF32Type();
-    Value p = attentionWeights(b, q, k, rel);
-    Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
-    SmallVector<OpFoldResult> pSizes = sizesOf(b, p);
-
-    // dv[b, u, a, f] over (b, u, a, f | t).
-    Value dv = contractF32(b, p, dimsMap(ctx, 5, {0, 4, 1, 2}), dout,
-                           dimsMap(ctx, 5, {0, 4, 2, 3}),
-                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
-                           sizesOf(b, v));
-    // dP[b, t, u, a] over (b, t, u, a | f).
-    Value dp =
-        contractF32(b, dout, dimsMap(ctx, 5, {0, 1, 3, 4}), v,
-                    dimsMap(ctx, 5, {0, 2, 3, 4}),
-                    dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), pSizes);
-    // Row sums Σ_u P·dP over (b, t, a | u), then ds.
-    Value rowSums =
-        contractF32(b, p, dimsMap(ctx, 4, {0, 1, 3, 2}), dp,
-                    dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2}),
-                    iterators(3, 1), {pSizes[0], pSizes[1], pSizes[3]});
-    AffineMap id4 = b.getMultiDimIdentityMap(4);
-    Value ds =
-        generic(b, {p, dp, rowSums}, tensor::EmptyOp::create(b, pSizes, f32),
-                {id4, id4, dimsMap(ctx, 4, {0, 1, 3}), id4}, iterators(4),
-                [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-                  return arith::MulFOp::create(
-                      b, args[0], arith::SubFOp::create(b, args[1], args[2]));
-                });
-    // dq[b, t, a, f] over (b, t, a, f | u), with the relative keys.
-    Value dq = generic(
-        b, {ds, k}, filled(b, sizesOf(b, q), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 1, 4, 2}), dimsMap(ctx, 5, {0, 4, 2, 3}),
-         dimsMap(ctx, 5, {0, 1, 2, 3})},
-        iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value key = toF32(b, args[1]);
-          if (rel) {
-            Value distance = arith::SubIOp::create(
-                b, arith::AddIOp::create(b, loopIndex(b, 1), shift),
-                loopIndex(b, 4));
-            distance = arith::MaxSIOp::create(b, distance, indexConstant(b, 0));
-            Value relKey = tensor::ExtractOp::create(
-                b, rel, ValueRange{distance, loopIndex(b, 2), loopIndex(b, 3)});
-            key = arith::AddFOp::create(b, key, toF32(b, relKey));
-          }
-          return arith::AddFOp::create(b, args[2],
-                                       arith::MulFOp::create(b, args[0], key));
-        });
-    // dk[b, u, a, f] over (b, u, a, f | t).
-    Value dk = contractF32(
-        b, ds, dimsMap(ctx, 5, {0, 4, 1, 2}), q, dimsMap(ctx, 5, {0, 4, 2, 3}),
-        dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), sizesOf(b, k));
-    Value drel;
+    SmallVector<Type> types = {q.getType(), k.getType(), v.getType()};
+    SmallVector<Value> operands = {q, k, v, adjoints[0]};
     if (rel) {
-      // drel[δ, a, f] over (δ, a, f | b, t), u = t + shift - δ.
-      Value keys = dimOf(b, k, 1);
-      drel = generic(
-          b, {q}, filled(b, sizesOf(b, rel), f32, 0.0),
-          {dimsMap(ctx, 5, {3, 4, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
-          iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-            Value u = arith::SubIOp::create(
-                b, arith::AddIOp::create(b, loopIndex(b, 4), shift),
-                loopIndex(b, 0));
-            Value valid = arith::AndIOp::create(
-                b,
-                arith::CmpIOp::create(b, arith::CmpIPredicate::sge, u,
-                                      indexConstant(b, 0)),
-                arith::CmpIOp::create(b, arith::CmpIPredicate::slt, u, keys));
-            Value clamped = arith::MaxSIOp::create(
-                b,
-                arith::MinSIOp::create(
-                    b, u, arith::SubIOp::create(b, keys, indexConstant(b, 1))),
-                indexConstant(b, 0));
-            Value dsv = tensor::ExtractOp::create(
-                b, ds,
-                ValueRange{loopIndex(b, 3), loopIndex(b, 4), clamped,
-                           loopIndex(b, 1)});
-            Value term = arith::MulFOp::create(b, dsv, toF32(b, args[0]));
-            return arith::AddFOp::create(
-                b, args[1],
-                arith::SelectOp::create(b, valid, term, f32Constant(b, 0.0)));
-          });
-      drel = asTypeOf(b, drel, rel);
+      types.push_back(rel.getType());
+      operands.push_back(rel);
     }
-    SmallVector<Value> result = {asTypeOf(b, dq, q), asTypeOf(b, dk, k),
-                                 asTypeOf(b, dv, v)};
-    if (rel)
-      result.push_back(drel);
-    return result;
+    auto grad = AttentionGradOp::create(b, types, operands);
+    return SmallVector<Value>(grad.getResults());
   }
 };
 

@@ -623,3 +623,79 @@ func.func @fused_merge_dynamic_width(%o: tensor<?x2x8xf32>, %w: tensor<10x8x?xf3
   %y = moe.fused_expert_merge %o, %w, %g, %i : tensor<?x2x8xf32>, tensor<10x8x?xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x?xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// moe.attention_grad and the flash-attention ops
+//===----------------------------------------------------------------------===//
+
+func.func @attention_grad_keys(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x5x2x8xf32>, %do: tensor<?x4x2x8xf32>) {
+  // expected-error @+1 {{'moe.attention_grad' op expected the key count to agree: key dim 1 is 6 but value dim 1 is 5}}
+  %dq, %dk, %dv = moe.attention_grad %q, %k, %v, %do : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x5x2x8xf32>, tensor<?x4x2x8xf32> -> tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x5x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_missing_rel_grad(%q: tensor<?x4x2x8xf32>, %r: tensor<4x2x8xf32>, %do: tensor<?x4x2x8xf32>) {
+  // expected-error @+1 {{'moe.attention_grad' op expected a rel_grad result exactly when there is a rel operand (rel present, rel_grad absent)}}
+  %dq, %dk, %dv = moe.attention_grad %q, %q, %q, %do rel(%r : tensor<4x2x8xf32>) : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32> -> tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_rel_grad_type(%q: tensor<?x4x2x8xf32>, %r: tensor<4x2x8xf32>, %do: tensor<?x4x2x8xf32>) {
+  // expected-error @+1 {{'moe.attention_grad' op expected rel_grad of the type of rel, 'tensor<4x2x8xf32>', found 'tensor<?x2x8xf32>'}}
+  %dq, %dk, %dv, %dr = moe.attention_grad %q, %q, %q, %do rel(%r : tensor<4x2x8xf32>) : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32> -> tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @flash_attention_dynamic_width(%q: tensor<?x4x2x?xf32>) {
+  // expected-error @+1 {{'moe.flash_attention' op expected a static head width (query dim 3), found 'tensor<?x4x2x?xf32>'}}
+  %o, %lse = moe.flash_attention %q, %q, %q : tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32> -> tensor<?x4x2x?xf32>, tensor<?x4x2xf32>
+  return
+}
+
+// -----
+
+func.func @flash_attention_logsumexp(%q: tensor<?x4x2x8xf32>) {
+  // expected-error @+1 {{'moe.flash_attention' op expected logsumexp of shape ?x4x2 (query dims 0-2), found ?x4x3}}
+  %o, %lse = moe.flash_attention %q, %q, %q : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32> -> tensor<?x4x2x8xf32>, tensor<?x4x3xf32>
+  return
+}
+
+// -----
+
+func.func @flash_attention_queries(%q: tensor<?x6x2x8xf32>, %k: tensor<?x4x2x8xf32>) {
+  // expected-error @+1 {{'moe.flash_attention' op expected at least as many keys (key dim 1, 4) as queries (query dim 1, 6): the queries are the last keys}}
+  %o, %lse = moe.flash_attention %q, %k, %k : tensor<?x6x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32> -> tensor<?x6x2x8xf32>, tensor<?x6x2xf32>
+  return
+}
+
+// -----
+
+func.func @flash_attention_grad_logsumexp(%q: tensor<?x4x2x8xf32>, %lse: tensor<?x4xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_grad' op operand #4 must be 3D tensor of 32-bit float values}}
+  %dq, %dk, %dv = moe.flash_attention_grad %q, %q, %q, %q, %lse, %q : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4xf32>, tensor<?x4x2x8xf32> -> tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @flash_attention_grad_rel_grad(%q: tensor<?x4x2x8xf32>, %lse: tensor<?x4x2xf32>, %r: tensor<4x2x8xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_grad' op expected a rel_grad result exactly when there is a rel operand (rel absent, rel_grad present)}}
+  %dq, %dk, %dv, %dr = moe.flash_attention_grad %q, %q, %q, %q, %lse, %q : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2xf32>, tensor<?x4x2x8xf32> -> tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @flash_attention_grad_width(%q: tensor<?x4x2x?xf32>, %lse: tensor<?x4x2xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_grad' op expected a static head width (query dim 3), found 'tensor<?x4x2x?xf32>'}}
+  %dq, %dk, %dv = moe.flash_attention_grad %q, %q, %q, %q, %lse, %q : tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2xf32>, tensor<?x4x2x?xf32> -> tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>
+  return
+}

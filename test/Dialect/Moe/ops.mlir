@@ -69,6 +69,27 @@ func.func @attention(%q: tensor<?x16x2x8xf32>, %k: tensor<?x32x2x8xf32>,
   return %o, %x : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
 }
 
+// The gradient of attention, and the flash-attention ops of
+// moe-fuse-attention, without and with relative keys and XL memory.
+// CHECK-LABEL: func.func @attention_gradients
+func.func @attention_gradients(%q: tensor<?x16x2x8xf32>, %k: tensor<?x32x2x8xf32>,
+                               %v: tensor<?x32x2x8xf32>, %r: tensor<32x2x8xf32>,
+                               %do: tensor<?x16x2x8xf32>)
+    -> (tensor<?x16x2x8xf32>, tensor<32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>) {
+  // CHECK: moe.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
+  %dq, %dk, %dv = moe.attention_grad %q, %q, %q, %do : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
+  // CHECK: moe.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>
+  %gq, %gk, %gv, %gr = moe.attention_grad %q, %k, %v, %do rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>
+  // CHECK: %[[O:.*]], %[[LSE:.*]] = moe.flash_attention %{{.*}}, %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2xf32>
+  %o, %lse = moe.flash_attention %q, %k, %v rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2xf32>
+  // CHECK: moe.flash_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[LSE]], %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>
+  %fq, %fk, %fv, %fr = moe.flash_attention_grad %q, %k, %v, %o, %lse, %do rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>
+  // CHECK: moe.flash_attention %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x16x2x8xbf16>, tensor<?x16x2x8xbf16>, tensor<?x16x2x8xbf16> -> tensor<?x16x2x8xbf16>, tensor<?x16x2xf32>
+  %b = arith.truncf %q : tensor<?x16x2x8xf32> to tensor<?x16x2x8xbf16>
+  %bo, %blse = moe.flash_attention %b, %b, %b : tensor<?x16x2x8xbf16>, tensor<?x16x2x8xbf16>, tensor<?x16x2x8xbf16> -> tensor<?x16x2x8xbf16>, tensor<?x16x2xf32>
+  return %dq, %gr, %fk, %fr : tensor<?x16x2x8xf32>, tensor<32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>
+}
+
 // The differentiable building blocks the decomposition emits.
 // CHECK-LABEL: func.func @building_blocks
 func.func @building_blocks(%x: tensor<?x16xf32>, %w: tensor<8x16xf32>,

@@ -1,0 +1,73 @@
+// RUN: switchyard-opt %s --moe-fuse-attention --convert-moe-to-linalg | FileCheck %s
+// RUN: switchyard-opt %s --convert-moe-to-linalg | FileCheck %s --check-prefix=UNFUSED
+// RUN: switchyard-opt %s --moe-fuse-attention --convert-moe-to-linalg --switchyard-cpu-pipeline -o /dev/null
+
+// The flash-attention ops become row kernels: scf.forall over rows whose
+// bodies loop over keys (or queries) on vector<8xf32> rows and write their
+// own row through tensor.parallel_insert_slice. With T = 4 queries and
+// S = 6 keys, no tensor may have both a 4 and a 6 dimension (the [B, T, S,
+// H] weights); the unfused lowering, checked with UNFUSED, builds exactly
+// such tensors, so the CHECK-NOT patterns can fire. The numerics are
+// compared with the unfused lowering in test/unit/FuseAttentionTest.cpp.
+
+// Forward: one kernel over (b, t, a) with an online softmax over the keys
+// u <= t + 2, writing the output row and the row logsumexp.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: {{tensor<[^>]*(4x6|6x4)[^>]*>}}
+// CHECK: scf.forall ({{.*}}) in ({{.*}}) shared_outs({{.*}}) -> (tensor<?x4x2x8xf32>, tensor<?x4x2xf32>)
+// CHECK: vector.transfer_read {{.*}} : tensor<?x4x2x8xf32>, vector<8xf32>
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, vector<8xf32>)
+// CHECK: vector.transfer_read {{.*}} : tensor<?x6x2x8xf32>, vector<8xf32>
+// CHECK: vector.transfer_read {{.*}} : tensor<6x2x8xf32>, vector<8xf32>
+// CHECK: vector.reduction <add>
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: vector.fma
+// CHECK: math.log
+// CHECK: scf.forall.in_parallel
+// CHECK: tensor.parallel_insert_slice {{.*}} : tensor<1x1x1x8xf32> into tensor<?x4x2x8xf32>
+// CHECK: tensor.parallel_insert_slice {{.*}} : tensor<1x1x1xf32> into tensor<?x4x2xf32>
+// CHECK-NOT: {{tensor<[^>]*(4x6|6x4)[^>]*>}}
+// CHECK-NOT: linalg.
+// CHECK: return
+// UNFUSED-LABEL: func.func @forward
+// UNFUSED: tensor<?x4x6x2xf32>
+func.func @forward(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x6x2x8xf32>, %r: tensor<6x2x8xf32>) -> tensor<?x4x2x8xf32> {
+  %o = moe.attention %q, %k, %v rel(%r : tensor<6x2x8xf32>) : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
+  return %o : tensor<?x4x2x8xf32>
+}
+
+// Backward: the forward kernel, then one kernel over the query rows (dq
+// and Δ), one over the key rows (dk and dv, over the queries t >= u - 2)
+// and one over the relative-key rows (δ, a), looping over b and t.
+// CHECK-LABEL: func.func @gradient
+// CHECK-NOT: {{tensor<[^>]*(4x6|6x4)[^>]*>}}
+// CHECK: scf.forall {{.*}} -> (tensor<?x4x2x8xf32>, tensor<?x4x2xf32>)
+// CHECK: scf.forall {{.*}} -> (tensor<?x4x2x8xf32>, tensor<?x4x2xf32>)
+// CHECK: scf.for {{.*}} -> (vector<8xf32>)
+// CHECK: math.exp
+// CHECK: vector.fma
+// CHECK: scf.forall {{.*}} -> (tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>)
+// CHECK: arith.maxsi
+// CHECK: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>)
+// CHECK: tensor.extract {{.*}} : tensor<?x4x2xf32>
+// CHECK: scf.forall {{.*}} -> (tensor<6x2x8xbf16>)
+// CHECK: scf.for {{.*}} -> (vector<8xf32>)
+// CHECK: scf.for {{.*}} -> (vector<8xf32>)
+// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xbf16>
+// CHECK: tensor.parallel_insert_slice {{.*}} : tensor<1x1x8xbf16> into tensor<6x2x8xbf16>
+// CHECK-NOT: {{tensor<[^>]*(4x6|6x4)[^>]*>}}
+// CHECK-NOT: linalg.
+// CHECK: return
+// UNFUSED-LABEL: func.func @gradient
+// UNFUSED: tensor<?x4x6x2xf32>
+func.func @gradient(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x6x2x8xf32>, %r: tensor<6x2x8xbf16>, %do: tensor<?x4x2x8xf32>) -> (tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>, tensor<6x2x8xbf16>) {
+  %qb = arith.truncf %q : tensor<?x4x2x8xf32> to tensor<?x4x2x8xbf16>
+  %kb = arith.truncf %k : tensor<?x6x2x8xf32> to tensor<?x6x2x8xbf16>
+  %vb = arith.truncf %v : tensor<?x6x2x8xf32> to tensor<?x6x2x8xbf16>
+  %dob = arith.truncf %do : tensor<?x4x2x8xf32> to tensor<?x4x2x8xbf16>
+  %o = moe.attention %q, %k, %v : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
+  %dq, %dk, %dv = moe.attention_grad %q, %k, %v, %do : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x4x2x8xf32> -> tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>
+  %bq, %bk, %bv, %br = moe.attention_grad %qb, %kb, %vb, %dob rel(%r : tensor<6x2x8xbf16>) : tensor<?x4x2x8xbf16>, tensor<?x6x2x8xbf16>, tensor<?x6x2x8xbf16>, tensor<?x4x2x8xbf16> -> tensor<?x4x2x8xbf16>, tensor<?x6x2x8xbf16>, tensor<?x6x2x8xbf16>, tensor<6x2x8xbf16>
+  return %o, %dq, %dk, %dv, %br : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>, tensor<6x2x8xbf16>
+}
