@@ -27,6 +27,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatAdapters.h"
 #include "llvm/Support/FileSystem.h"
@@ -89,6 +90,40 @@ struct ModelOptions {
       cl::desc("Model depth L for the scaled initialisers (default: the "
                "number of attention blocks)"),
       cl::init(0), cl::cat(category)};
+  cl::opt<std::string> fuse{
+      "fuse",
+      cl::desc("Fusions to apply: all (default), none, or a comma-separated "
+               "list of router, expert-projection, attention (the unfused "
+               "route computes the same results; see README, Fusions)"),
+      cl::init("all"), cl::cat(category)};
+
+  /// The compile options these select, or an error naming a bad --fuse.
+  llvm::Expected<rt::CompileOptions> compileOptions() const {
+    rt::CompileOptions options;
+    options.numLayers = numLayers;
+    mlir::switchyard::FusionOptions &fusion = options.fusion;
+    if (fuse == "all")
+      return options;
+    fusion.router = fusion.expertProjection = fusion.attention = false;
+    if (fuse == "none")
+      return options;
+    llvm::SmallVector<StringRef> names;
+    StringRef(fuse).split(names, ',');
+    for (StringRef name : names) {
+      bool *flag = llvm::StringSwitch<bool *>(name.trim())
+                       .Case("router", &fusion.router)
+                       .Case("expert-projection", &fusion.expertProjection)
+                       .Case("attention", &fusion.attention)
+                       .Default(nullptr);
+      if (!flag)
+        return llvm::createStringError(
+            "--fuse: unknown fusion '" + name.trim().str() +
+            "'; expected all, none, or a comma-separated list of router, "
+            "expert-projection, attention");
+      *flag = true;
+    }
+    return options;
+  }
 };
 
 /// Registers MLIR's IR-printing, timing and pass-manager options (for
@@ -402,8 +437,10 @@ int runRun(int argc, char **argv) {
       "--output it prints a summary of each result. Use it to cross-check\n"
       "Switchyard against another implementation with the same weights.\n");
 
-  rt::CompileOptions options;
-  options.numLayers = model.numLayers;
+  llvm::Expected<rt::CompileOptions> selected = model.compileOptions();
+  if (!selected)
+    return fail(selected.takeError());
+  rt::CompileOptions options = *selected;
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
       compileFor(device.device, model.input, options);
   if (!compiled)
@@ -762,8 +799,10 @@ int runTrain(int argc, char **argv) {
   llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
-  rt::CompileOptions options;
-  options.numLayers = model.numLayers;
+  llvm::Expected<rt::CompileOptions> selected = model.compileOptions();
+  if (!selected)
+    return fail(selected.takeError());
+  rt::CompileOptions options = *selected;
   options.trainStep = true;
   llvm::errs() << "compiling " << model.input << " with its train step\n";
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
@@ -891,8 +930,10 @@ int runEval(int argc, char **argv) {
   llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
-  rt::CompileOptions options;
-  options.numLayers = model.numLayers;
+  llvm::Expected<rt::CompileOptions> selected = model.compileOptions();
+  if (!selected)
+    return fail(selected.takeError());
+  rt::CompileOptions options = *selected;
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
       compileFor(device.device, model.input, options);
   if (!compiled)
