@@ -56,12 +56,14 @@ rt::HostTensor seedTensor(int64_t seed) {
                                              {seed});
 }
 
-std::unique_ptr<rt::CpuProgram> compile(const std::string &source,
-                                        bool fused) {
+std::unique_ptr<rt::CpuProgram> compile(const std::string &source, bool fused,
+                                        bool onlyExpertProjection = false) {
   rt::CompileOptions options;
   options.gradients = true;
-  options.fusion.router = fused;
+  options.fusion.router = fused && !onlyExpertProjection;
   options.fusion.expertProjection = fused;
+  if (onlyExpertProjection)
+    options.fusion.attention = false;
   llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
       rt::CpuProgram::compile(source, "fusion-test.mlir", options);
   if (!program) {
@@ -137,12 +139,17 @@ size_t expectSameResults(rt::CpuProgram &fused, rt::CpuProgram &unfused,
   return compared;
 }
 
-/// Compiles `model` both ways and compares `@m` and `@m_grad`.
+/// Compiles `model` both ways and compares `@m` and `@m_grad`; with
+/// `onlyExpertProjection`, the fused program has moe-fuse-expert-projection
+/// as its only fusion and the unfused one none.
 void checkModel(const std::string &model,
                 const std::vector<rt::HostTensor> &forwardData,
-                const std::vector<rt::HostTensor> &gradData) {
-  std::unique_ptr<rt::CpuProgram> fused = compile(model, true);
-  std::unique_ptr<rt::CpuProgram> unfused = compile(model, false);
+                const std::vector<rt::HostTensor> &gradData,
+                bool onlyExpertProjection = false) {
+  std::unique_ptr<rt::CpuProgram> fused =
+      compile(model, true, onlyExpertProjection);
+  std::unique_ptr<rt::CpuProgram> unfused =
+      compile(model, false, onlyExpertProjection);
   ASSERT_TRUE(fused && unfused);
   EXPECT_GT(expectSameResults(*fused, *unfused, "m", forwardData), 0u);
   // The loss, every parameter gradient, then the forward outputs.
@@ -193,6 +200,27 @@ TEST(FusionTest, SwitchAllModelWithExpertDropoutFusedAndUnfused) {
   for (int64_t seed : {int64_t(12345), int64_t(-9)})
     checkModel(model, {tokens},
                {tokens, indices({3, 4}, 11, 8), seedTensor(seed)});
+}
+
+TEST(FusionTest, ExpertProjectionFusionAloneFusedAndUnfused) {
+  // Only moe-fuse-expert-projection differs between the two programs (router
+  // and attention unfused in both), so every difference in the parameter
+  // gradients of V and O (and, through them, of everything below) comes from
+  // the fused projections and their fused gradient kernels
+  // (moe.fused_expert_proj_grad, moe.fused_expert_merge_grad). Head width 5
+  // and model width 12 are not multiples of the kernels' chunks of 64; k = 1
+  // in one layer, k = E in the other.
+  const char *model = R"mlir(
+    lm.model @m(%t: tensor<?x5xi32>) -> tensor<?x5x11xf32> {
+      %x0 = lm.embed "embed" %t {vocab = 11} : tensor<?x5xi32> -> tensor<?x5x12xf32>
+      %a0 = lm.switchhead "layers.0.att" %x0 {heads = 2, experts = 3, k = 1, head_dim = 5, pos = #lm.pos<rope>} : tensor<?x5x12xf32>
+      %a1 = lm.switchhead "layers.1.att" %a0 {heads = 3, experts = 2, k = 2, head_dim = 4, pos = #lm.pos<rope>} : tensor<?x5x12xf32>
+      %l = lm.output "out" %a1 {vocab = 11} : tensor<?x5x12xf32> -> tensor<?x5x11xf32>
+      lm.return %l : tensor<?x5x11xf32>
+    })mlir";
+  rt::HostTensor tokens = indices({3, 5}, 11, 4);
+  checkModel(model, {tokens}, {tokens, indices({3, 5}, 11, 5)},
+             /*onlyExpertProjection=*/true);
 }
 
 /// The fused router (gate and top-k compiled together, fusions on) against

@@ -2,7 +2,8 @@
 //
 // The pieces of the moe lowerings that the gradient rules recompute: layer
 // norm statistics, the rotary rotation (and its inverse), the causal
-// attention weights, and the addressing of stacked per-head expert weights.
+// attention weights, the addressing of stacked per-head expert weights and
+// the dense route sums of the expert-weight gradients.
 // One definition serves the forward lowering and the backward pass, so both
 // compute the same thing.
 //
@@ -24,6 +25,18 @@ Value expertRow(ImplicitLocOpBuilder &b, Value head, Value expertsPerHead,
 
 /// E = dim(weight, 0) / H for a stacked [H·E, ...] weight, H = dim(gates, 1).
 Value expertsPerHead(ImplicitLocOpBuilder &b, Value weight, Value gates);
+
+/// Σ_j [route (n, h, j) picks expert row r] · gate(n, h, j) · value(n, h,
+/// j, f), as a dense f32 tensor C [N, rows, width] (h = r / E, e = r mod E):
+/// the route sums from which the expert-weight gradients are one dense
+/// contraction over tokens. `gates` (or null for weight 1) and `indices` are
+/// [N, H, K], or [N, K] for a single head; `value` reads the per-route
+/// element.
+Value routeSums(ImplicitLocOpBuilder &b, Value gates, Value indices,
+                Value perHead, OpFoldResult rows, OpFoldResult width,
+                function_ref<Value(ImplicitLocOpBuilder &, Value n, Value h,
+                                   Value j, Value f)>
+                    value);
 
 /// Mean and 1/sqrt(var + eps) over the last dimension of x, as f32 tensors
 /// of x's shape without its last dimension.

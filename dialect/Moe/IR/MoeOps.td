@@ -186,6 +186,107 @@ def Moe_ExpertMergeOp : Moe_Op<"expert_merge", [Pure,
 }
 
 //===----------------------------------------------------------------------===//
+// Gradients of the expert projections
+//===----------------------------------------------------------------------===//
+
+def Moe_ExpertProjGradOp : Moe_Op<"expert_proj_grad", [Pure,
+    AllTypesMatch<["input", "input_grad"]>,
+    AllTypesMatch<["weight", "weight_grad"]>,
+    AllTypesMatch<["gates", "gates_grad"]>,
+    AllElementTypesMatch<["input", "weight", "result_grad"]>,
+    AllShapesMatch<["gates", "indices"]>]> {
+  let summary = "the vector-Jacobian product of moe.expert_proj";
+  let description = [{
+    Given the operands of a `moe.expert_proj` and the adjoint `result_grad`
+    (`dout`, `[N, H, F]`) of its result, computes the adjoints of the input,
+    the stacked expert weight and the gates. With `r = h·E + indices[n, h, j]`
+    and `g = gates[n, h, j]`:
+
+    ```
+    input_grad[n, d]     = Σ_{h, j} g · Σ_f dout[n, h, f] · weight[r, d, f]
+    gates_grad[n, h, j]  = Σ_f dout[n, h, f] · Σ_d input[n, d] · weight[r, d, f]
+    weight_grad[r, d, f] = Σ_n Σ_j [route (n, h, j) picks row r] · g · input[n, d] · dout[n, h, f]
+    ```
+
+    in f32, converted to the operands' element types. No gradient flows into
+    the indices. This is what `lm-differentiate` emits for
+    `moe.expert_proj`; `convert-moe-to-linalg` lowers it as linalg on
+    tensors (the weight gradient through a dense route-sum tensor
+    `[N, H·E, F]`), and `moe-fuse-expert-projection` turns it into
+    `moe.fused_expert_proj_grad`.
+
+    ```mlir
+    %dx, %dw, %dg = moe.expert_proj_grad %x, %w_v, %g, %i, %dv : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x32xf32> -> tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$input,
+                       Moe_ValueTensorOfRank<[3]>:$weight,
+                       Moe_ScoreTensorOfRank<[3]>:$gates,
+                       Moe_IndexTensorOfRank<[3]>:$indices,
+                       Moe_ValueTensorOfRank<[3]>:$result_grad);
+  let results = (outs Moe_ValueTensorOfRank<[2]>:$input_grad,
+                      Moe_ValueTensorOfRank<[3]>:$weight_grad,
+                      Moe_ScoreTensorOfRank<[3]>:$gates_grad);
+
+  let assemblyFormat = [{
+    $input `,` $weight `,` $gates `,` $indices `,` $result_grad attr-dict `:`
+    type($input) `,` type($weight) `,` type($gates) `,` type($indices) `,`
+    type($result_grad) `->` type($input_grad) `,` type($weight_grad) `,`
+    type($gates_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_ExpertMergeGradOp : Moe_Op<"expert_merge_grad", [Pure,
+    AllTypesMatch<["heads", "heads_grad"]>,
+    AllTypesMatch<["weight", "weight_grad"]>,
+    AllTypesMatch<["gates", "gates_grad"]>,
+    AllElementTypesMatch<["heads", "weight", "result_grad"]>,
+    AllShapesMatch<["gates", "indices"]>]> {
+  let summary = "the vector-Jacobian product of moe.expert_merge";
+  let description = [{
+    Given the operands of a `moe.expert_merge` and the adjoint `result_grad`
+    (`dy`, `[N, D]`) of its result, computes the adjoints of the heads, the
+    stacked expert weight and the gates. With `r = h·E + indices[n, h, j]`
+    and `g = gates[n, h, j]`:
+
+    ```
+    heads_grad[n, h, f]  = Σ_j g · Σ_o dy[n, o] · weight[r, f, o]
+    gates_grad[n, h, j]  = Σ_o dy[n, o] · Σ_f heads[n, h, f] · weight[r, f, o]
+    weight_grad[r, f, o] = Σ_n Σ_j [route (n, h, j) picks row r] · g · heads[n, h, f] · dy[n, o]
+    ```
+
+    in f32, converted to the operands' element types. This is what
+    `lm-differentiate` emits for `moe.expert_merge`; `convert-moe-to-linalg`
+    lowers it as linalg on tensors (the weight gradient through a dense
+    route-sum tensor `[N, H·E, F]`), and `moe-fuse-expert-projection` turns
+    it into `moe.fused_expert_merge_grad`.
+
+    ```mlir
+    %do, %dw, %dg = moe.expert_merge_grad %o, %w_o, %g, %i, %dy : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x128xf32> -> tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[3]>:$heads,
+                       Moe_ValueTensorOfRank<[3]>:$weight,
+                       Moe_ScoreTensorOfRank<[3]>:$gates,
+                       Moe_IndexTensorOfRank<[3]>:$indices,
+                       Moe_ValueTensorOfRank<[2]>:$result_grad);
+  let results = (outs Moe_ValueTensorOfRank<[3]>:$heads_grad,
+                      Moe_ValueTensorOfRank<[3]>:$weight_grad,
+                      Moe_ScoreTensorOfRank<[3]>:$gates_grad);
+
+  let assemblyFormat = [{
+    $heads `,` $weight `,` $gates `,` $indices `,` $result_grad attr-dict `:`
+    type($heads) `,` type($weight) `,` type($gates) `,` type($indices) `,`
+    type($result_grad) `->` type($heads_grad) `,` type($weight_grad) `,`
+    type($gates_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // ExpertMlpOp
 //===----------------------------------------------------------------------===//
 
@@ -645,6 +746,109 @@ def Moe_FusedExpertMergeOp : Moe_Op<"fused_expert_merge", [Pure,
   let assemblyFormat = [{
     $heads `,` $weight `,` $gates `,` $indices attr-dict `:` type($heads) `,`
     type($weight) `,` type($gates) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_FusedExpertProjGradOp : Moe_Op<"fused_expert_proj_grad", [Pure,
+    AllTypesMatch<["input", "input_grad"]>,
+    AllTypesMatch<["weight", "weight_grad"]>,
+    AllTypesMatch<["gates", "gates_grad"]>,
+    AllElementTypesMatch<["input", "weight", "result_grad"]>,
+    AllShapesMatch<["gates", "indices"]>]> {
+  let summary = "moe.expert_proj_grad as three row kernels, without route "
+                "tensors";
+  let description = [{
+    Computes exactly `moe.expert_proj_grad` (same operands, same results),
+    one row kernel per gradient, each gathering the selected expert matrices
+    itself:
+
+    - `input_grad`: one iteration per token `n` and chunk of `C` model
+      columns `d` accumulates `Σ_{h, j} g · Σ_f dout[n, h, f] · weight[r, d, f]`
+      in a `vector<C x f32>`.
+    - `gates_grad`: one iteration per route `(n, h, j)` projects the token
+      through the selected expert chunk by chunk of the head width and dots
+      it with `dout[n, h, :]`.
+    - `weight_grad`: one iteration per expert row `r`, model column `d` and
+      chunk of `C` head columns scans all tokens, adding
+      `(Σ_j [indices[n, h, j] == e] · g) · input[n, d] · dout[n, h, chunk]`.
+      This is the dense formulation masked per route: it costs
+      `O(N · H·E · D · F)` whatever `k` is (the unfused route-sum tensor
+      has the same cost); a scan over routes sorted by expert, as CVMM
+      does, is not implemented.
+
+    No `[N, H·E, F]` route-sum tensor and no `[N, H, K, F]` per-route tensor
+    exist. The weight's dims 1 and 2 (model and head width) must be static.
+
+    ```mlir
+    %dx, %dw, %dg = moe.fused_expert_proj_grad %x, %w_v, %g, %i, %dv : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x32xf32> -> tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[2]>:$input,
+                       Moe_ValueTensorOfRank<[3]>:$weight,
+                       Moe_ScoreTensorOfRank<[3]>:$gates,
+                       Moe_IndexTensorOfRank<[3]>:$indices,
+                       Moe_ValueTensorOfRank<[3]>:$result_grad);
+  let results = (outs Moe_ValueTensorOfRank<[2]>:$input_grad,
+                      Moe_ValueTensorOfRank<[3]>:$weight_grad,
+                      Moe_ScoreTensorOfRank<[3]>:$gates_grad);
+
+  let assemblyFormat = [{
+    $input `,` $weight `,` $gates `,` $indices `,` $result_grad attr-dict `:`
+    type($input) `,` type($weight) `,` type($gates) `,` type($indices) `,`
+    type($result_grad) `->` type($input_grad) `,` type($weight_grad) `,`
+    type($gates_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_FusedExpertMergeGradOp : Moe_Op<"fused_expert_merge_grad", [Pure,
+    AllTypesMatch<["heads", "heads_grad"]>,
+    AllTypesMatch<["weight", "weight_grad"]>,
+    AllTypesMatch<["gates", "gates_grad"]>,
+    AllElementTypesMatch<["heads", "weight", "result_grad"]>,
+    AllShapesMatch<["gates", "indices"]>]> {
+  let summary = "moe.expert_merge_grad as three row kernels, without route "
+                "tensors";
+  let description = [{
+    Computes exactly `moe.expert_merge_grad` (same operands, same results),
+    one row kernel per gradient:
+
+    - `heads_grad`: one iteration per token, head and chunk of `C` head
+      columns `f` accumulates `Σ_j g · Σ_o dy[n, o] · weight[r, f, o]` in a
+      `vector<C x f32>`.
+    - `gates_grad`: one iteration per route `(n, h, j)` projects the head
+      through the selected expert chunk by chunk of the model width and
+      dots it with `dy[n, :]`.
+    - `weight_grad`: one iteration per expert row `r`, head column `f` and
+      chunk of `C` model columns scans all tokens, adding
+      `(Σ_j [indices[n, h, j] == e] · g) · heads[n, h, f] · dy[n, chunk]`:
+      the dense formulation masked per route, `O(N · H·E · F · D)` whatever
+      `k` is; sorting the routes by expert (CVMM) is not implemented.
+
+    No `[N, H·E, F]` route-sum tensor and no `[N, H, K, D]` per-route tensor
+    exist. The weight's dims 1 and 2 (head and model width) must be static.
+
+    ```mlir
+    %do, %dw, %dg = moe.fused_expert_merge_grad %o, %w_o, %g, %i, %dy : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x128xf32> -> tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[3]>:$heads,
+                       Moe_ValueTensorOfRank<[3]>:$weight,
+                       Moe_ScoreTensorOfRank<[3]>:$gates,
+                       Moe_IndexTensorOfRank<[3]>:$indices,
+                       Moe_ValueTensorOfRank<[2]>:$result_grad);
+  let results = (outs Moe_ValueTensorOfRank<[3]>:$heads_grad,
+                      Moe_ValueTensorOfRank<[3]>:$weight_grad,
+                      Moe_ScoreTensorOfRank<[3]>:$gates_grad);
+
+  let assemblyFormat = [{
+    $heads `,` $weight `,` $gates `,` $indices `,` $result_grad attr-dict `:`
+    type($heads) `,` type($weight) `,` type($gates) `,` type($indices) `,`
+    type($result_grad) `->` type($heads_grad) `,` type($weight_grad) `,`
+    type($gates_grad)
   }];
   let hasVerifier = 1;
 }

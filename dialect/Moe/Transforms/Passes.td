@@ -62,16 +62,29 @@ def MoeFuseExpertProjectionPass : Pass<"moe-fuse-expert-projection"> {
     implementations compute them. Ops whose accumulated width (the head
     width for V, the model width for O) is dynamic are left unfused.
 
+    The gradients `moe.expert_proj_grad` and `moe.expert_merge_grad` (what
+    `lm-differentiate` emits for the projections) become
+    `moe.fused_expert_proj_grad` and `moe.fused_expert_merge_grad`: one row
+    kernel per gradient (input, weight, gates), none of which builds the
+    `[N, H·E, F]` route-sum tensor or a per-route tensor of the unfused
+    lowering. The weight-gradient kernel scans every token for every expert
+    row (dense, masked per route: the cost of the unfused route sums, not
+    the `k/E` of sorted routes as in CVMM). Gradient ops whose expert weight
+    has a dynamic width (dims 1 or 2) are left unfused. The pass belongs
+    after `lm-differentiate` (the fused ops have no gradient rule).
+
     Before:
 
     ```mlir
     %v = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>
+    %dx, %dw, %dg = moe.expert_proj_grad %x, %w, %g, %i, %dv : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x8xf32> -> tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>
     ```
 
     After:
 
     ```mlir
     %v = moe.fused_expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>
+    %dx, %dw, %dg = moe.fused_expert_proj_grad %x, %w, %g, %i, %dv : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x8xf32> -> tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>
     ```
   }];
   let dependentDialects = ["::mlir::moe::MoeDialect"];

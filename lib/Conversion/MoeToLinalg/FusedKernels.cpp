@@ -1,7 +1,9 @@
 //===- FusedKernels.cpp - row kernels of the fused moe ops ----------------===//
 //
 // Lowers the kernel-level ops of the fusion passes (moe.fused_router,
-// moe.fused_expert_proj, moe.fused_expert_merge) to ONE row kernel each: an
+// moe.fused_expert_proj, moe.fused_expert_merge) to ONE row kernel each, and
+// their gradients (moe.fused_expert_proj_grad, moe.fused_expert_merge_grad)
+// to one row kernel per gradient: an
 // `scf.forall` on tensors with `shared_outs`, whose iterations keep their
 // state in scalars and static-size vectors (scf.for iter_args), read inputs
 // with tensor.extract and vector.transfer_read, and write one disjoint
@@ -429,10 +431,268 @@ struct FusedExpertMergeLowering
   }
 };
 
+//===----------------------------------------------------------------------===//
+// moe.fused_expert_proj_grad and moe.fused_expert_merge_grad
+//===----------------------------------------------------------------------===//
+
+/// The operands of a gathered projection's gradient in the roles its kernels
+/// give them. The weight is [H·E, A, B]; the source (what the forward op
+/// projected) has width A and the result gradient width B:
+///   V (moe.expert_proj):  source = input [N, A],    dres = dout [N, H, B]
+///   O (moe.expert_merge): source = heads [N, H, A], dres = dy   [N, B]
+/// With r = h·E + i[n, h, j] and g = gates[n, h, j]:
+///   dsource[n, (h,) a] = Σ_{(h,) j} g · Σ_b dres[n, (h,) b] · W[r, a, b]
+///   dg[n, h, j]        = Σ_b dres[n, (h,) b] · Σ_a source[n, (h,) a] · W[r, a,
+///   b] dW[r, a, b]        = Σ_n (Σ_j [i[n, h, j] = e] · g) · source[n, (h,) a]
+///                            · dres[n, (h,) b]
+struct ProjectionGrad {
+  Value source, weight, gates, indices, resultGrad;
+  /// O: the source has the head dimension and the result gradient not; V:
+  /// the other way round.
+  bool sourceHeaded;
+
+  /// Indices of source[n, (h,) ·] and dres[n, (h,) ·] before the width.
+  SmallVector<Value> sourceAt(Value n, Value h) const {
+    return sourceHeaded ? SmallVector<Value>{n, h} : SmallVector<Value>{n};
+  }
+  SmallVector<Value> resultGradAt(Value n, Value h) const {
+    return sourceHeaded ? SmallVector<Value>{n} : SmallVector<Value>{n, h};
+  }
+};
+
+/// `chunk` consecutive elements W[row, start + c, column] of the weight's
+/// dim 1 (a strided column), gathered element by element into a
+/// `vector<chunk x f32>`.
+Value readColumn(ImplicitLocOpBuilder &b, Value weight, Value row, Value start,
+                 Value column, int64_t chunk) {
+  return loop(
+      b, indexConstant(b, chunk), zeroVector(b, chunk),
+      [&](ImplicitLocOpBuilder &b, Value c,
+          ValueRange acc) -> SmallVector<Value> {
+        Value a = arith::AddIOp::create(b, start, c);
+        Value element = toF32(b, tensor::ExtractOp::create(
+                                     b, weight, ValueRange{row, a, column}));
+        return {vector::InsertOp::create(b, element, acc[0], OpFoldResult(c))};
+      })[0];
+}
+
+/// The source-gradient kernel. One iteration per (token n, (head h,) chunk
+/// of C source columns): for the routes (h, j) of the token (V) or of the
+/// head (O), acc += Σ_b (g · dres[n, (h,) b]) · W[r, chunk, b], in the
+/// order (h, j, b) of the unfused generic.
+Value sourceGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p,
+                       Type elementType) {
+  auto weightType = cast<RankedTensorType>(p.weight.getType());
+  int64_t width = weightType.getDimSize(1), chunk = chunkWidth(width);
+  int64_t resultWidth = weightType.getDimSize(2);
+  SmallVector<OpFoldResult> sizes = sizesOf(b, p.source);
+  Value init = tensor::EmptyOp::create(b, sizes, elementType);
+  Value perHead = expertsPerHead(b, p.weight, p.gates);
+  Value headCount = dimOf(b, p.gates, 1), routes = dimOf(b, p.gates, 2);
+  SmallVector<OpFoldResult> counts(sizes.begin(), sizes.end() - 1);
+  counts.push_back(b.getIndexAttr(width / chunk));
+  return buildRowKernel(
+      b, counts, init,
+      [&](ImplicitLocOpBuilder &b, ValueRange ivs,
+          ValueRange outs) -> SmallVector<RowWrite> {
+        Value n = ivs[0];
+        Value start =
+            arith::MulIOp::create(b, ivs.back(), indexConstant(b, chunk));
+        // The routes of one head h into acc.
+        auto headRoutes = [&](ImplicitLocOpBuilder &b, Value h,
+                              Value init) -> Value {
+          return loop(
+              b, routes, init,
+              [&](ImplicitLocOpBuilder &b, Value j,
+                  ValueRange acc) -> SmallVector<Value> {
+                Value e = tensor::ExtractOp::create(b, p.indices,
+                                                    ValueRange{n, h, j});
+                Value row = expertRow(b, h, perHead, e);
+                Value gate =
+                    tensor::ExtractOp::create(b, p.gates, ValueRange{n, h, j});
+                SmallVector<Value> at = p.resultGradAt(n, h);
+                return {loop(b, indexConstant(b, resultWidth), acc,
+                             [&](ImplicitLocOpBuilder &b, Value col,
+                                 ValueRange acc) -> SmallVector<Value> {
+                               SmallVector<Value> dresAt(at);
+                               dresAt.push_back(col);
+                               Value scale = arith::MulFOp::create(
+                                   b, gate,
+                                   toF32(b, tensor::ExtractOp::create(
+                                                b, p.resultGrad, dresAt)));
+                               Value weights = readColumn(b, p.weight, row,
+                                                          start, col, chunk);
+                               return {addGated(b, acc[0], scale, weights)};
+                             })[0]};
+              })[0];
+        };
+        Value acc;
+        SmallVector<Value> offsets = {n};
+        if (p.sourceHeaded) {
+          acc = headRoutes(b, ivs[1], zeroVector(b, chunk));
+          offsets.push_back(ivs[1]);
+        } else {
+          acc = loop(b, headCount, zeroVector(b, chunk),
+                     [&](ImplicitLocOpBuilder &b, Value h,
+                         ValueRange acc) -> SmallVector<Value> {
+                       return {headRoutes(b, h, acc[0])};
+                     })[0];
+        }
+        offsets.push_back(start);
+        return {writeRow(b, acc, outs[0], offsets)};
+      })[0];
+}
+
+/// The gate-gradient kernel. One iteration per route (n, h, j): chunk by
+/// chunk of the B result columns, the route's projection
+/// Σ_a source[n, (h,) a] · W[r, a, chunk] times dres[n, (h,) chunk],
+/// summed.
+Value gateGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p) {
+  auto weightType = cast<RankedTensorType>(p.weight.getType());
+  int64_t width = weightType.getDimSize(2), chunk = chunkWidth(width);
+  SmallVector<OpFoldResult> sizes = sizesOf(b, p.gates);
+  Value init = tensor::EmptyOp::create(b, sizes, b.getF32Type());
+  Value perHead = expertsPerHead(b, p.weight, p.gates);
+  return buildRowKernel(
+      b, sizes, init,
+      [&](ImplicitLocOpBuilder &b, ValueRange ivs,
+          ValueRange outs) -> SmallVector<RowWrite> {
+        Value n = ivs[0], h = ivs[1], j = ivs[2];
+        Value e = tensor::ExtractOp::create(b, p.indices, ValueRange{n, h, j});
+        Value row = expertRow(b, h, perHead, e);
+        Value acc =
+            loop(b, indexConstant(b, width / chunk), zeroVector(b, chunk),
+                 [&](ImplicitLocOpBuilder &b, Value c,
+                     ValueRange acc) -> SmallVector<Value> {
+                   Value column =
+                       arith::MulIOp::create(b, c, indexConstant(b, chunk));
+                   Value route = routeProjection(b, p.source, p.sourceAt(n, h),
+                                                 p.weight, row, column, chunk);
+                   SmallVector<Value> at = p.resultGradAt(n, h);
+                   at.push_back(column);
+                   Value dres = readRow(b, p.resultGrad, at, chunk);
+                   return {arith::AddFOp::create(
+                       b, acc[0], arith::MulFOp::create(b, route, dres))};
+                 })[0];
+        Value dot =
+            vector::ReductionOp::create(b, vector::CombiningKind::ADD, acc);
+        Value tile = vector::BroadcastOp::create(
+            b, VectorType::get({1}, b.getF32Type()), dot);
+        return {writeRow(b, tile, outs[0], {n, h, j})};
+      })[0];
+}
+
+/// The weight-gradient kernel. One iteration per (expert row r, source
+/// column a, chunk of C result columns) scans every token n:
+/// acc += ((Σ_j [i[n, h, j] = e] · g) · source[n, (h,) a]) · dres[n, (h,)
+/// chunk], h = r / E, e = r mod E. The mask makes this the dense
+/// all-experts formulation: O(N · H·E · A · B) work whatever k is.
+Value weightGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p,
+                       Type elementType) {
+  auto weightType = cast<RankedTensorType>(p.weight.getType());
+  int64_t width = weightType.getDimSize(2), chunk = chunkWidth(width);
+  SmallVector<OpFoldResult> sizes = sizesOf(b, p.weight);
+  Value init = tensor::EmptyOp::create(b, sizes, elementType);
+  Value perHead = expertsPerHead(b, p.weight, p.gates);
+  Value tokens = dimOf(b, p.gates, 0), routes = dimOf(b, p.gates, 2);
+  SmallVector<OpFoldResult> counts = {sizes[0], sizes[1],
+                                      b.getIndexAttr(width / chunk)};
+  return buildRowKernel(
+      b, counts, init,
+      [&](ImplicitLocOpBuilder &b, ValueRange ivs,
+          ValueRange outs) -> SmallVector<RowWrite> {
+        Value r = ivs[0], a = ivs[1];
+        Value column =
+            arith::MulIOp::create(b, ivs[2], indexConstant(b, chunk));
+        Value h = arith::DivUIOp::create(b, r, perHead);
+        Value e = arith::RemUIOp::create(b, r, perHead);
+        Value acc = loop(
+            b, tokens, zeroVector(b, chunk),
+            [&](ImplicitLocOpBuilder &b, Value n,
+                ValueRange acc) -> SmallVector<Value> {
+              // The gates of the token's routes that picked expert e.
+              Value gate = loop(
+                  b, routes, ValueRange{f32Constant(b, 0.0)},
+                  [&](ImplicitLocOpBuilder &b, Value j,
+                      ValueRange sum) -> SmallVector<Value> {
+                    Value chosen = arith::IndexCastOp::create(
+                        b, b.getIndexType(),
+                        tensor::ExtractOp::create(b, p.indices,
+                                                  ValueRange{n, h, j}));
+                    Value match = arith::CmpIOp::create(
+                        b, arith::CmpIPredicate::eq, chosen, e);
+                    Value added = arith::AddFOp::create(
+                        b, sum[0],
+                        tensor::ExtractOp::create(b, p.gates,
+                                                  ValueRange{n, h, j}));
+                    return {arith::SelectOp::create(b, match, added, sum[0])};
+                  })[0];
+              SmallVector<Value> sourceAt = p.sourceAt(n, h);
+              sourceAt.push_back(a);
+              Value scale = arith::MulFOp::create(
+                  b, gate,
+                  toF32(b, tensor::ExtractOp::create(b, p.source, sourceAt)));
+              SmallVector<Value> at = p.resultGradAt(n, h);
+              at.push_back(column);
+              Value dres = readRow(b, p.resultGrad, at, chunk);
+              return {addGated(b, acc[0], scale, dres)};
+            })[0];
+        return {writeRow(b, acc, outs[0], {r, a, column})};
+      })[0];
+}
+
+/// Lowers a fused projection gradient to its three kernels and replaces
+/// the op by (dsource, dW, dg).
+void lowerProjectionGrad(PatternRewriter &rewriter, Operation *op,
+                         const ProjectionGrad &p) {
+  ImplicitLocOpBuilder b(op->getLoc(), rewriter);
+  auto elementOf = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType();
+  };
+  Value dsource = sourceGradKernel(b, p, elementOf(p.source));
+  Value dweight = weightGradKernel(b, p, elementOf(p.weight));
+  Value dgates = gateGradKernel(b, p);
+  SmallVector<Value> computed = {dsource, dweight, dgates}, replacements;
+  for (auto [value, result] : llvm::zip_equal(computed, op->getResults()))
+    replacements.push_back(castTo(b, value, result.getType()));
+  rewriter.replaceOp(op, replacements);
+}
+
+/// moe.fused_expert_proj_grad: the V roles (source = input [N, D]).
+struct FusedExpertProjGradLowering
+    : public OpRewritePattern<moe::FusedExpertProjGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::FusedExpertProjGradOp op,
+                                PatternRewriter &rewriter) const override {
+    lowerProjectionGrad(rewriter, op,
+                        {op.getInput(), op.getWeight(), op.getGates(),
+                         op.getIndices(), op.getResultGrad(),
+                         /*sourceHeaded=*/false});
+    return success();
+  }
+};
+
+/// moe.fused_expert_merge_grad: the O roles (source = heads [N, H, F]).
+struct FusedExpertMergeGradLowering
+    : public OpRewritePattern<moe::FusedExpertMergeGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::FusedExpertMergeGradOp op,
+                                PatternRewriter &rewriter) const override {
+    lowerProjectionGrad(rewriter, op,
+                        {op.getHeads(), op.getWeight(), op.getGates(),
+                         op.getIndices(), op.getResultGrad(),
+                         /*sourceHeaded=*/true});
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::switchyard::populateFusedKernelPatterns(
     RewritePatternSet &patterns) {
   patterns.add<FusedRouterLowering, FusedExpertProjLowering,
-               FusedExpertMergeLowering>(patterns.getContext());
+               FusedExpertMergeLowering, FusedExpertProjGradLowering,
+               FusedExpertMergeGradLowering>(patterns.getContext());
 }

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <cmath>
@@ -28,6 +29,48 @@ Value mlir::switchyard::expertRow(ImplicitLocOpBuilder &b, Value head,
 Value mlir::switchyard::expertsPerHead(ImplicitLocOpBuilder &b, Value weight,
                                        Value gates) {
   return arith::DivUIOp::create(b, dimOf(b, weight, 0), dimOf(b, gates, 1));
+}
+
+Value mlir::switchyard::routeSums(
+    ImplicitLocOpBuilder &b, Value gates, Value indices, Value perHead,
+    OpFoldResult rows, OpFoldResult width,
+    function_ref<Value(ImplicitLocOpBuilder &, Value n, Value h, Value j,
+                       Value f)>
+        value) {
+  bool headed = cast<RankedTensorType>(indices.getType()).getRank() == 3;
+  OpFoldResult tokens = sizesOf(b, indices)[0];
+  Value routes = dimOf(b, indices, headed ? 2 : 1);
+  Value init =
+      tensor::EmptyOp::create(b, {tokens, rows, width}, b.getF32Type());
+  AffineMap id = b.getMultiDimIdentityMap(3);
+  return generic(
+      b, {}, init, {id}, iterators(3),
+      [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+        Value n = loopIndex(b, 0), row = loopIndex(b, 1), f = loopIndex(b, 2);
+        Value h = arith::DivUIOp::create(b, row, perHead);
+        Value e = arith::RemUIOp::create(b, row, perHead);
+        Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
+        auto loop = scf::ForOp::create(
+            b, zero, routes, one, ValueRange{f32Constant(b, 0.0)},
+            [&](OpBuilder &nested, Location loc, Value j, ValueRange acc) {
+              ImplicitLocOpBuilder b(loc, nested);
+              SmallVector<Value> at = headed ? SmallVector<Value>{n, h, j}
+                                             : SmallVector<Value>{n, j};
+              Value chosen = arith::IndexCastOp::create(
+                  b, b.getIndexType(),
+                  tensor::ExtractOp::create(b, indices, at));
+              Value match =
+                  arith::CmpIOp::create(b, arith::CmpIPredicate::eq, chosen, e);
+              Value term = value(b, n, h, j, f);
+              if (gates)
+                term = arith::MulFOp::create(
+                    b, term, tensor::ExtractOp::create(b, gates, at));
+              Value added = arith::AddFOp::create(b, acc[0], term);
+              scf::YieldOp::create(b, ValueRange{arith::SelectOp::create(
+                                          b, match, added, acc[0])});
+            });
+        return loop.getResult(0);
+      });
 }
 
 std::pair<Value, Value>

@@ -273,6 +273,141 @@ struct ExpertMergeLowering : public OpRewritePattern<moe::ExpertMergeOp> {
   }
 };
 
+/// The gradients as their rules emitted them before they became ops: dx and
+/// dg one generic each, gathering the selected expert weights; dW through the
+/// dense route sums C [N, H·E, F] (routeSums), then one contraction over
+/// tokens. moe-fuse-expert-projection replaces them by row kernels without C
+/// (FusedKernels.cpp).
+///
+/// out[n, h, f] = Σ_j g · Σ_d x[n, d] · W[r, d, f], r = h·E + i[n, h, j]:
+///   dx[n, d]    = Σ_{h, j, f} g · dout[n, h, f] · W[r, d, f]
+///   dg[n, h, j] = Σ_{f, d} dout[n, h, f] · x[n, d] · W[r, d, f]
+///   dW[r, d, f] = Σ_n x[n, d] · C[n, r, f],  C = Σ_j [route] g · dout[n, h, f]
+struct ExpertProjGradLowering : public OpRewritePattern<moe::ExpertProjGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ExpertProjGradOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    Value x = op.getInput(), w = op.getWeight(), g = op.getGates();
+    Value idx = op.getIndices(), dout = op.getResultGrad();
+    Value perHead = expertsPerHead(b, w, g);
+    Type f32 = b.getF32Type();
+    auto weightAt = [&](ImplicitLocOpBuilder &b, Value h, Value e, Value d,
+                        Value f) -> Value {
+      Value row = expertRow(b, h, perHead, e);
+      return toF32(b, tensor::ExtractOp::create(b, w, ValueRange{row, d, f}));
+    };
+
+    // dx over (n, d | h, j, f).
+    Value dx = generic(
+        b, {dout, g, idx}, filled(b, sizesOf(b, x), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 2, 4}), dimsMap(ctx, 5, {0, 2, 3}),
+         dimsMap(ctx, 5, {0, 2, 3}), dimsMap(ctx, 5, {0, 1})},
+        iterators(2, 3), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value wv = weightAt(b, loopIndex(b, 2), args[2], loopIndex(b, 1),
+                              loopIndex(b, 4));
+          Value term = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, toF32(b, args[0]), args[1]), wv);
+          return arith::AddFOp::create(b, args[3], term);
+        });
+    // dg over (n, h, j | f, d).
+    Value dg = generic(
+        b, {dout, x, idx}, filled(b, sizesOf(b, g), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 4}),
+         dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
+        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 4),
+                              loopIndex(b, 3));
+          Value term = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1])),
+              wv);
+          return arith::AddFOp::create(b, args[3], term);
+        });
+    // dW = Σ_n x[n, d] · C[n, r, f] over (r, d, f | n).
+    SmallVector<OpFoldResult> wSizes = sizesOf(b, w);
+    Value c = routeSums(b, g, idx, perHead, wSizes[0], wSizes[2],
+                        [&](ImplicitLocOpBuilder &b, Value n, Value h, Value,
+                            Value f) -> Value {
+                          return toF32(b, tensor::ExtractOp::create(
+                                              b, dout, ValueRange{n, h, f}));
+                        });
+    Value dw = contractF32(b, x, dimsMap(ctx, 4, {3, 1}), c,
+                           dimsMap(ctx, 4, {3, 0, 2}),
+                           dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1), wSizes);
+    rewriter.replaceOp(op, {finish(b, dx, op.getInputGrad()),
+                            finish(b, dw, op.getWeightGrad()),
+                            castTo(b, dg, op.getGatesGrad().getType())});
+    return success();
+  }
+};
+
+/// y[n, o] = Σ_h Σ_j g · Σ_f heads[n, h, f] · W[r, f, o]:
+///   dheads[n, h, f] = Σ_{j, o} g · dy[n, o] · W[r, f, o]
+///   dg[n, h, j]     = Σ_{f, o} heads[n, h, f] · W[r, f, o] · dy[n, o]
+///   dW[r, f, o]     = Σ_n C[n, r, f] · dy[n, o],  C = Σ_j [route] g · heads
+struct ExpertMergeGradLowering
+    : public OpRewritePattern<moe::ExpertMergeGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ExpertMergeGradOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    MLIRContext *ctx = b.getContext();
+    Value heads = op.getHeads(), w = op.getWeight(), g = op.getGates();
+    Value idx = op.getIndices(), dy = op.getResultGrad();
+    Value perHead = expertsPerHead(b, w, g);
+    Type f32 = b.getF32Type();
+    auto weightAt = [&](ImplicitLocOpBuilder &b, Value h, Value e, Value f,
+                        Value o) -> Value {
+      Value row = expertRow(b, h, perHead, e);
+      return toF32(b, tensor::ExtractOp::create(b, w, ValueRange{row, f, o}));
+    };
+
+    // dheads over (n, h, f | j, o).
+    Value dheads = generic(
+        b, {dy, g, idx}, filled(b, sizesOf(b, heads), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 4}), dimsMap(ctx, 5, {0, 1, 3}),
+         dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 1, 2})},
+        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 2),
+                              loopIndex(b, 4));
+          Value term = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, toF32(b, args[0]), args[1]), wv);
+          return arith::AddFOp::create(b, args[3], term);
+        });
+    // dg over (n, h, j | f, o).
+    Value dg = generic(
+        b, {heads, dy, idx}, filled(b, sizesOf(b, g), f32, 0.0),
+        {dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 4}),
+         dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
+        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 3),
+                              loopIndex(b, 4));
+          Value term = arith::MulFOp::create(
+              b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1])),
+              wv);
+          return arith::AddFOp::create(b, args[3], term);
+        });
+    // dW = Σ_n C[n, r, f] · dy[n, o] over (r, f, o | n).
+    SmallVector<OpFoldResult> wSizes = sizesOf(b, w);
+    Value c = routeSums(b, g, idx, perHead, wSizes[0], wSizes[1],
+                        [&](ImplicitLocOpBuilder &b, Value n, Value h, Value,
+                            Value f) -> Value {
+                          return toF32(b, tensor::ExtractOp::create(
+                                              b, heads, ValueRange{n, h, f}));
+                        });
+    Value dw = contractF32(b, c, dimsMap(ctx, 4, {3, 0, 1}), dy,
+                           dimsMap(ctx, 4, {3, 2}), dimsMap(ctx, 4, {0, 1, 2}),
+                           iterators(3, 1), wSizes);
+    rewriter.replaceOp(op, {finish(b, dheads, op.getHeadsGrad()),
+                            finish(b, dw, op.getWeightGrad()),
+                            castTo(b, dg, op.getGatesGrad().getType())});
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // moe.expert_mlp
 //===----------------------------------------------------------------------===//
@@ -832,13 +967,14 @@ struct ConvertMoeToLinalgPass
 
 void mlir::switchyard::populateMoeToLinalgPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<GateLowering, TopKLowering, ExpertProjLowering,
-               ExpertMergeLowering, ExpertMlpLowering, AttentionLowering,
-               AttentionGradLowering, LinearLowering, LayerNormLowering,
-               RopeLowering, EmbedLowering, ConcatLowering,
-               CrossEntropyLowering, ReluLowering, DropoutMaskLowering,
-               DropoutLowering, RoutingEntropyLowering, AddLossLowering>(
-      patterns.getContext());
+  patterns
+      .add<GateLowering, TopKLowering, ExpertProjLowering, ExpertMergeLowering,
+           ExpertMlpLowering, AttentionLowering, AttentionGradLowering,
+           ExpertProjGradLowering, ExpertMergeGradLowering, LinearLowering,
+           LayerNormLowering, RopeLowering, EmbedLowering, ConcatLowering,
+           CrossEntropyLowering, ReluLowering, DropoutMaskLowering,
+           DropoutLowering, RoutingEntropyLowering, AddLossLowering>(
+          patterns.getContext());
   populateFusedKernelPatterns(patterns);
   populateFlashAttentionLoweringPatterns(patterns);
 }

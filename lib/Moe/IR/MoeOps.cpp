@@ -108,21 +108,22 @@ LogicalResult TopKOp::verify() {
 // ExpertProjOp
 //===----------------------------------------------------------------------===//
 
-/// The shape rules of moe.expert_proj, shared with moe.fused_expert_proj.
+/// The shape rules of moe.expert_proj, shared with moe.fused_expert_proj and
+/// the gradient ops, where `y` (named `yName`) is the result or its adjoint.
 template <typename OpTy>
-static LogicalResult verifyExpertProj(OpTy op) {
+static LogicalResult verifyExpertProj(OpTy op, Value y,
+                                      StringRef yName = "result") {
   Value x = op.getInput(), w = op.getWeight(), g = op.getGates();
-  Value y = op.getResult();
   if (failed(verifySameDim(op, "the token count", {"input", x, 0},
                            {"gates", g, 0})) ||
       failed(verifySameDim(op, "the token count", {"input", x, 0},
-                           {"result", y, 0})) ||
+                           {yName, y, 0})) ||
       failed(verifySameDim(op, "the model width", {"input", x, 1},
                            {"weight", w, 1})) ||
       failed(verifySameDim(op, "the head count", {"gates", g, 1},
-                           {"result", y, 1})) ||
-      failed(verifySameDim(op, "the head width", {"weight", w, 2},
-                           {"result", y, 2})))
+                           {yName, y, 1})) ||
+      failed(
+          verifySameDim(op, "the head width", {"weight", w, 2}, {yName, y, 2})))
     return failure();
   FailureOr<int64_t> experts = expertsPerHead(op, w, dimOf(g, 1));
   if (failed(experts))
@@ -131,27 +132,31 @@ static LogicalResult verifyExpertProj(OpTy op) {
                      "weight dim 0 / heads");
 }
 
-LogicalResult ExpertProjOp::verify() { return verifyExpertProj(*this); }
+LogicalResult ExpertProjOp::verify() {
+  return verifyExpertProj(*this, getResult());
+}
 
 //===----------------------------------------------------------------------===//
 // ExpertMergeOp
 //===----------------------------------------------------------------------===//
 
-/// The shape rules of moe.expert_merge, shared with moe.fused_expert_merge.
+/// The shape rules of moe.expert_merge, shared with moe.fused_expert_merge
+/// and the gradient ops, where `y` (named `yName`) is the result or its
+/// adjoint.
 template <typename OpTy>
-static LogicalResult verifyExpertMerge(OpTy op) {
+static LogicalResult verifyExpertMerge(OpTy op, Value y,
+                                       StringRef yName = "result") {
   Value o = op.getHeads(), w = op.getWeight(), g = op.getGates();
-  Value y = op.getResult();
   if (failed(verifySameDim(op, "the token count", {"heads", o, 0},
                            {"gates", g, 0})) ||
       failed(verifySameDim(op, "the token count", {"heads", o, 0},
-                           {"result", y, 0})) ||
+                           {yName, y, 0})) ||
       failed(verifySameDim(op, "the head count", {"heads", o, 1},
                            {"gates", g, 1})) ||
       failed(verifySameDim(op, "the head width", {"heads", o, 2},
                            {"weight", w, 1})) ||
       failed(verifySameDim(op, "the model width", {"weight", w, 2},
-                           {"result", y, 1})))
+                           {yName, y, 1})))
     return failure();
   FailureOr<int64_t> experts = expertsPerHead(op, w, dimOf(g, 1));
   if (failed(experts))
@@ -160,7 +165,17 @@ static LogicalResult verifyExpertMerge(OpTy op) {
                      "weight dim 0 / heads");
 }
 
-LogicalResult ExpertMergeOp::verify() { return verifyExpertMerge(*this); }
+LogicalResult ExpertMergeOp::verify() {
+  return verifyExpertMerge(*this, getResult());
+}
+
+LogicalResult ExpertProjGradOp::verify() {
+  return verifyExpertProj(*this, getResultGrad(), "result_grad");
+}
+
+LogicalResult ExpertMergeGradOp::verify() {
+  return verifyExpertMerge(*this, getResultGrad(), "result_grad");
+}
 
 //===----------------------------------------------------------------------===//
 // ExpertMlpOp
@@ -432,7 +447,7 @@ LogicalResult FusedRouterOp::verify() {
 }
 
 LogicalResult FusedExpertProjOp::verify() {
-  if (failed(verifyExpertProj(*this)))
+  if (failed(verifyExpertProj(*this, getResult())))
     return failure();
   if (getResult().getType().isDynamicDim(2))
     return emitOpError() << "expected a static head width (result dim 2): "
@@ -443,7 +458,7 @@ LogicalResult FusedExpertProjOp::verify() {
 }
 
 LogicalResult FusedExpertMergeOp::verify() {
-  if (failed(verifyExpertMerge(*this)))
+  if (failed(verifyExpertMerge(*this, getResult())))
     return failure();
   if (getResult().getType().isDynamicDim(1))
     return emitOpError() << "expected a static model width (result dim 1): "
@@ -451,4 +466,28 @@ LogicalResult FusedExpertMergeOp::verify() {
                             "found "
                          << getResult().getType();
   return success();
+}
+
+/// The fused gradient kernels keep vectors over both widths of the stacked
+/// weight [H·E, A, B]: its dims 1 and 2 must be static.
+static LogicalResult verifyStaticWeightWidths(Operation *op, Value weight) {
+  auto type = cast<RankedTensorType>(weight.getType());
+  if (type.isDynamicDim(1) || type.isDynamicDim(2))
+    return op->emitOpError()
+           << "expected static weight dims 1 and 2: they are the widths of "
+              "the kernels' accumulators, found "
+           << type;
+  return success();
+}
+
+LogicalResult FusedExpertProjGradOp::verify() {
+  if (failed(verifyExpertProj(*this, getResultGrad(), "result_grad")))
+    return failure();
+  return verifyStaticWeightWidths(*this, getWeight());
+}
+
+LogicalResult FusedExpertMergeGradOp::verify() {
+  if (failed(verifyExpertMerge(*this, getResultGrad(), "result_grad")))
+    return failure();
+  return verifyStaticWeightWidths(*this, getWeight());
 }

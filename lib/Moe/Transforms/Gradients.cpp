@@ -3,15 +3,17 @@
 // The vector-Jacobian products of the moe ops, written from the forward
 // semantics of docs/Semantics.md as linalg on tensors (accumulating in f32,
 // like the forward lowerings, whose kernels they reuse to recompute layer
-// norm statistics and rotations). Attention's rule is the op
-// moe.attention_grad, lowered (or fused) with the forward ops. Gradients do not
-// flow through the top-k choice or into expert indices and token ids; they flow
-// into gate values, expert weights and activations (SWITCHHEAD.md).
+// norm statistics and rotations). The rules of attention and of the expert
+// projections are ops of their own (moe.attention_grad,
+// moe.expert_proj_grad, moe.expert_merge_grad), lowered (or fused) with the
+// forward ops. Gradients do not flow through the top-k choice or into expert
+// indices and token ids; they flow into gate values, expert weights and
+// activations (SWITCHHEAD.md).
 //
-// Expert-weight gradients avoid scattering: for a stacked weight [H·E, ...],
-// the routes of each (token, expert row) are first summed into a dense
-// [N, H·E, F] tensor C, then dW is one dense contraction of C with the other
-// factor over tokens.
+// Expert-weight gradients avoid scattering: for a stacked weight [E, ...],
+// the routes of each (token, expert) are first summed into a dense tensor C
+// (routeSums, Kernels.h), then dW is one dense contraction of C with the
+// other factor over tokens.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,51 +52,6 @@ Value scaled(ImplicitLocOpBuilder &b, Value tensor, double factor) {
                        return arith::MulFOp::create(b, v,
                                                     f32Constant(b, factor));
                      });
-}
-
-/// Σ_j [route (n, h, j) picks expert row r] · weight(n, h, j) · value(n, h,
-/// j, f), as a dense f32 tensor C [N, rows, F] (h = r / E, e = r mod E).
-/// `gates` (or null for weight 1) and `indices` are [N, H, K], or [N, K]
-/// for a single head. `value` reads the per-route vector.
-Value routeSums(ImplicitLocOpBuilder &b, Value gates, Value indices,
-                Value perHead, OpFoldResult rows, OpFoldResult width,
-                function_ref<Value(ImplicitLocOpBuilder &, Value n, Value h,
-                                   Value j, Value f)>
-                    value) {
-  bool headed = cast<RankedTensorType>(indices.getType()).getRank() == 3;
-  OpFoldResult tokens = sizesOf(b, indices)[0];
-  Value routes = dimOf(b, indices, headed ? 2 : 1);
-  Value init =
-      tensor::EmptyOp::create(b, {tokens, rows, width}, b.getF32Type());
-  AffineMap id = b.getMultiDimIdentityMap(3);
-  return generic(
-      b, {}, init, {id}, iterators(3),
-      [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
-        Value n = loopIndex(b, 0), row = loopIndex(b, 1), f = loopIndex(b, 2);
-        Value h = arith::DivUIOp::create(b, row, perHead);
-        Value e = arith::RemUIOp::create(b, row, perHead);
-        Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
-        auto loop = scf::ForOp::create(
-            b, zero, routes, one, ValueRange{f32Constant(b, 0.0)},
-            [&](OpBuilder &nested, Location loc, Value j, ValueRange acc) {
-              ImplicitLocOpBuilder b(loc, nested);
-              SmallVector<Value> at = headed ? SmallVector<Value>{n, h, j}
-                                             : SmallVector<Value>{n, j};
-              Value chosen = arith::IndexCastOp::create(
-                  b, b.getIndexType(),
-                  tensor::ExtractOp::create(b, indices, at));
-              Value match =
-                  arith::CmpIOp::create(b, arith::CmpIPredicate::eq, chosen, e);
-              Value term = value(b, n, h, j, f);
-              if (gates)
-                term = arith::MulFOp::create(
-                    b, term, tensor::ExtractOp::create(b, gates, at));
-              Value added = arith::AddFOp::create(b, acc[0], term);
-              scf::YieldOp::create(b, ValueRange{arith::SelectOp::create(
-                                          b, match, added, acc[0])});
-            });
-        return loop.getResult(0);
-      });
 }
 
 //===----------------------------------------------------------------------===//
@@ -409,125 +366,38 @@ struct TopKGradient
   }
 };
 
-/// out[n, h, f] = Σ_j g · Σ_d x[n, d] · W[r, d, f], r = h·E + i[n, h, j]:
-///   dx[n, d]    = Σ_{h, j, f} g · dout[n, h, f] · W[r, d, f]
-///   dg[n, h, j] = Σ_{f, d} dout[n, h, f] · x[n, d] · W[r, d, f]
-///   dW[r, d, f] = Σ_n x[n, d] · C[n, r, f],  C = Σ_j [route] g · dout[n, h, f]
+/// moe.expert_proj_grad: the rule is an op of its own, so that
+/// moe-fuse-expert-projection can replace its linalg (route-sum tensors) by
+/// row kernels.
 struct ExpertProjGradient
     : public DifferentiableOpInterface::ExternalModel<ExpertProjGradient,
                                                       ExpertProjOp> {
   SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
                                    ValueRange adjoints) const {
     auto proj = cast<ExpertProjOp>(op);
-    MLIRContext *ctx = b.getContext();
     Value x = proj.getInput(), w = proj.getWeight(), g = proj.getGates();
-    Value idx = proj.getIndices(), dout = adjoints[0];
-    Value perHead = expertsPerHead(b, w, g);
-    Type f32 = b.getF32Type();
-    auto weightAt = [&](ImplicitLocOpBuilder &b, Value h, Value e, Value d,
-                        Value f) -> Value {
-      Value row = expertRow(b, h, perHead, e);
-      return toF32(b, tensor::ExtractOp::create(b, w, ValueRange{row, d, f}));
-    };
-
-    // dx over (n, d | h, j, f).
-    Value dx = generic(
-        b, {dout, g, idx}, filled(b, sizesOf(b, x), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 2, 4}), dimsMap(ctx, 5, {0, 2, 3}),
-         dimsMap(ctx, 5, {0, 2, 3}), dimsMap(ctx, 5, {0, 1})},
-        iterators(2, 3), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value wv = weightAt(b, loopIndex(b, 2), args[2], loopIndex(b, 1),
-                              loopIndex(b, 4));
-          Value term = arith::MulFOp::create(
-              b, arith::MulFOp::create(b, toF32(b, args[0]), args[1]), wv);
-          return arith::AddFOp::create(b, args[3], term);
-        });
-    // dg over (n, h, j | f, d).
-    Value dg = generic(
-        b, {dout, x, idx}, filled(b, sizesOf(b, g), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 4}),
-         dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
-        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 4),
-                              loopIndex(b, 3));
-          Value term = arith::MulFOp::create(
-              b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1])),
-              wv);
-          return arith::AddFOp::create(b, args[3], term);
-        });
-    // dW = Σ_n x[n, d] · C[n, r, f] over (r, d, f | n).
-    SmallVector<OpFoldResult> wSizes = sizesOf(b, w);
-    Value c = routeSums(b, g, idx, perHead, wSizes[0], wSizes[2],
-                        [&](ImplicitLocOpBuilder &b, Value n, Value h, Value,
-                            Value f) -> Value {
-                          return toF32(b, tensor::ExtractOp::create(
-                                              b, dout, ValueRange{n, h, f}));
-                        });
-    Value dw = contractF32(b, x, dimsMap(ctx, 4, {3, 1}), c,
-                           dimsMap(ctx, 4, {3, 0, 2}),
-                           dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1), wSizes);
-    return {asTypeOf(b, dx, x), asTypeOf(b, dw, w), dg, Value()};
+    auto grad = ExpertProjGradOp::create(
+        b, TypeRange{x.getType(), w.getType(), g.getType()}, x, w, g,
+        proj.getIndices(), adjoints[0]);
+    return {grad.getInputGrad(), grad.getWeightGrad(), grad.getGatesGrad(),
+            Value()};
   }
 };
 
-/// y[n, o] = Σ_h Σ_j g · Σ_f heads[n, h, f] · W[r, f, o]:
-///   dheads[n, h, f] = Σ_{j, o} g · dy[n, o] · W[r, f, o]
-///   dg[n, h, j]     = Σ_{f, o} heads[n, h, f] · W[r, f, o] · dy[n, o]
-///   dW[r, f, o]     = Σ_n C[n, r, f] · dy[n, o],  C = Σ_j [route] g · heads
+/// moe.expert_merge_grad (see ExpertProjGradient).
 struct ExpertMergeGradient
     : public DifferentiableOpInterface::ExternalModel<ExpertMergeGradient,
                                                       ExpertMergeOp> {
   SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
                                    ValueRange adjoints) const {
     auto merge = cast<ExpertMergeOp>(op);
-    MLIRContext *ctx = b.getContext();
-    Value heads = merge.getHeads(), w = merge.getWeight(), g = merge.getGates();
-    Value idx = merge.getIndices(), dy = adjoints[0];
-    Value perHead = expertsPerHead(b, w, g);
-    Type f32 = b.getF32Type();
-    auto weightAt = [&](ImplicitLocOpBuilder &b, Value h, Value e, Value f,
-                        Value o) -> Value {
-      Value row = expertRow(b, h, perHead, e);
-      return toF32(b, tensor::ExtractOp::create(b, w, ValueRange{row, f, o}));
-    };
-
-    // dheads over (n, h, f | j, o).
-    Value dheads = generic(
-        b, {dy, g, idx}, filled(b, sizesOf(b, heads), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 4}), dimsMap(ctx, 5, {0, 1, 3}),
-         dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 1, 2})},
-        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 2),
-                              loopIndex(b, 4));
-          Value term = arith::MulFOp::create(
-              b, arith::MulFOp::create(b, toF32(b, args[0]), args[1]), wv);
-          return arith::AddFOp::create(b, args[3], term);
-        });
-    // dg over (n, h, j | f, o).
-    Value dg = generic(
-        b, {heads, dy, idx}, filled(b, sizesOf(b, g), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 4}),
-         dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
-        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 3),
-                              loopIndex(b, 4));
-          Value term = arith::MulFOp::create(
-              b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1])),
-              wv);
-          return arith::AddFOp::create(b, args[3], term);
-        });
-    // dW = Σ_n C[n, r, f] · dy[n, o] over (r, f, o | n).
-    SmallVector<OpFoldResult> wSizes = sizesOf(b, w);
-    Value c = routeSums(b, g, idx, perHead, wSizes[0], wSizes[1],
-                        [&](ImplicitLocOpBuilder &b, Value n, Value h, Value,
-                            Value f) -> Value {
-                          return toF32(b, tensor::ExtractOp::create(
-                                              b, heads, ValueRange{n, h, f}));
-                        });
-    Value dw = contractF32(b, c, dimsMap(ctx, 4, {3, 0, 1}), dy,
-                           dimsMap(ctx, 4, {3, 2}), dimsMap(ctx, 4, {0, 1, 2}),
-                           iterators(3, 1), wSizes);
-    return {asTypeOf(b, dheads, heads), asTypeOf(b, dw, w), dg, Value()};
+    Value heads = merge.getHeads(), w = merge.getWeight();
+    Value g = merge.getGates();
+    auto grad = ExpertMergeGradOp::create(
+        b, TypeRange{heads.getType(), w.getType(), g.getType()}, heads, w, g,
+        merge.getIndices(), adjoints[0]);
+    return {grad.getHeadsGrad(), grad.getWeightGrad(), grad.getGatesGrad(),
+            Value()};
   }
 };
 

@@ -2,7 +2,10 @@
 //
 // Implements moe-fuse-expert-projection: moe.expert_proj and
 // moe.expert_merge become their one-kernel forms moe.fused_expert_proj and
-// moe.fused_expert_merge, where the accumulated width is static.
+// moe.fused_expert_merge, where the accumulated width is static, and their
+// gradients moe.expert_proj_grad and moe.expert_merge_grad become
+// moe.fused_expert_proj_grad and moe.fused_expert_merge_grad (one kernel per
+// gradient), where both widths of the expert weight are static.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,12 +55,48 @@ struct FuseExpertMerge : public OpRewritePattern<ExpertMergeOp> {
   }
 };
 
+/// Whether the widths of a stacked expert weight [H·E, A, B] (the lengths of
+/// the gradient kernels' vectors) are static.
+bool hasStaticWidths(Value weight) {
+  auto type = cast<RankedTensorType>(weight.getType());
+  return !type.isDynamicDim(1) && !type.isDynamicDim(2);
+}
+
+/// moe.expert_proj_grad -> moe.fused_expert_proj_grad (static widths).
+struct FuseExpertProjGrad : public OpRewritePattern<ExpertProjGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ExpertProjGradOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!hasStaticWidths(op.getWeight()))
+      return rewriter.notifyMatchFailure(op, "dynamic weight width");
+    rewriter.replaceOpWithNewOp<FusedExpertProjGradOp>(op, op->getResultTypes(),
+                                                       op->getOperands());
+    return success();
+  }
+};
+
+/// moe.expert_merge_grad -> moe.fused_expert_merge_grad (static widths).
+struct FuseExpertMergeGrad : public OpRewritePattern<ExpertMergeGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ExpertMergeGradOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!hasStaticWidths(op.getWeight()))
+      return rewriter.notifyMatchFailure(op, "dynamic weight width");
+    rewriter.replaceOpWithNewOp<FusedExpertMergeGradOp>(
+        op, op->getResultTypes(), op->getOperands());
+    return success();
+  }
+};
+
 struct MoeFuseExpertProjectionPass
     : public moe::impl::MoeFuseExpertProjectionPassBase<
           MoeFuseExpertProjectionPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseExpertProj, FuseExpertMerge>(&getContext());
+    patterns.add<FuseExpertProj, FuseExpertMerge, FuseExpertProjGrad,
+                 FuseExpertMergeGrad>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -55,6 +55,27 @@ func.func @projections(%x: tensor<?x16xf32>, %wv: tensor<10x16x8xf32>, %wo: tens
   return %y : tensor<?x16xf32>
 }
 
+// The unfused gradients of the projections: dx and dg one generic each,
+// dW through the dense route sums C [N, H·E, F], then one contraction over
+// the tokens (moe-fuse-expert-projection removes C; fused-kernels.mlir).
+// CHECK-LABEL: func.func @projection_grads
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]
+// CHECK: } -> tensor<?x16xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]
+// CHECK: } -> tensor<?x2x3xf32>
+// CHECK: %[[C:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?x10x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[C]] : tensor<?x16xf32>, tensor<?x10x8xf32>) outs(%{{.*}} : tensor<10x16x8xf32>)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]
+// CHECK: } -> tensor<?x2x8xf32>
+// CHECK: %[[CO:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?x10x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[CO]], %{{.*}} : tensor<?x10x8xf32>, tensor<?x16xf32>) outs(%{{.*}} : tensor<10x8x16xf32>)
+// CHECK-NOT: moe.
+func.func @projection_grads(%x: tensor<?x16xf32>, %wv: tensor<10x16x8xf32>, %wo: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %v: tensor<?x2x8xf32>, %dv: tensor<?x2x8xf32>, %dy: tensor<?x16xf32>) -> (tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>) {
+  %dx, %dwv, %dgv = moe.expert_proj_grad %x, %wv, %g, %i, %dv : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x8xf32> -> tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>
+  %do, %dwo, %dgo = moe.expert_merge_grad %v, %wo, %g, %i, %dy : tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x16xf32> -> tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>
+  return %dx, %dwv, %dgv, %do, %dwo, %dgo : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>
+}
+
 // The expert MLP: up projection, ReLU, gated down projection.
 // CHECK-LABEL: func.func @mlp
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]

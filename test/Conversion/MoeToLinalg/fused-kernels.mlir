@@ -76,3 +76,70 @@ func.func @merge(%o: tensor<?x2x8xf16>, %w: tensor<10x8x96xf16>, %g: tensor<?x2x
   %y = moe.fused_expert_merge %o, %w, %g, %i : tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x96xf16>
   return %y : tensor<?x96xf16>
 }
+
+// The V gradient: three row kernels and nothing else, none of them with the
+// route sums C [N, H·E, F] (tensor<?x10x8xf32>) or a per-route tensor.
+// dx: one iteration per (token, chunk of 48 of the 96 model columns),
+// summing over heads, routes and head columns a strided weight column
+// gathered element by element into a vector<48xf32>.
+// CHECK-LABEL: func.func @proj_grad
+// CHECK-NOT: linalg.
+// CHECK-NOT: tensor<?x10x8xf32>
+// CHECK-NOT: tensor<?x2x3x8xf32>
+// CHECK: scf.forall (%[[N:.*]], %[[C:.*]]) in (%{{.*}}, 2) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x96xf32>)
+// CHECK: scf.for {{.*}} -> (vector<48xf32>)
+// CHECK: scf.for {{.*}} -> (vector<48xf32>)
+// CHECK: tensor.extract %{{.*}}[%[[N]], %{{.*}}, %{{.*}}] : tensor<?x2x3xi32>
+// CHECK: scf.for {{.*}} -> (vector<48xf32>)
+// CHECK: tensor.extract %{{.*}} : tensor<?x2x8xf32>
+// CHECK: scf.for {{.*}} -> (vector<48xf32>)
+// CHECK: tensor.extract %{{.*}} : tensor<10x96x8xf32>
+// CHECK: vector.insert
+// CHECK: tensor.parallel_insert_slice {{.*}} [1, 48] [1, 1] : tensor<1x48xf32> into tensor<?x96xf32>
+// dW: one iteration per (expert row, model column, chunk of head columns),
+// scanning the tokens and matching each route's expert against the row's.
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (10, 96, 1) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<10x96x8xf32>)
+// CHECK: arith.divui
+// CHECK: arith.remui
+// CHECK: scf.for {{.*}} -> (vector<8xf32>)
+// CHECK: scf.for {{.*}} -> (f32)
+// CHECK: arith.cmpi eq
+// CHECK: arith.select
+// CHECK: vector.transfer_read {{.*}} : tensor<?x2x8xf32>, vector<8xf32>
+// CHECK: tensor.parallel_insert_slice {{.*}} [1, 1, 8] [1, 1, 1] : tensor<1x1x8xf32> into tensor<10x96x8xf32>
+// dg: one iteration per route, the route's projection dotted with dv.
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, 2, 3) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x2x3xf32>)
+// CHECK: vector.transfer_read {{.*}} : tensor<10x96x8xf32>, vector<8xf32>
+// CHECK: vector.reduction <add>
+// CHECK: tensor.parallel_insert_slice {{.*}} [1, 1, 1] [1, 1, 1] : tensor<1x1x1xf32> into tensor<?x2x3xf32>
+// CHECK-NOT: scf.forall (
+// CHECK-NOT: tensor<?x10x8xf32>
+// CHECK-NOT: linalg.
+func.func @proj_grad(%x: tensor<?x96xf32>, %w: tensor<10x96x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dv: tensor<?x2x8xf32>) -> (tensor<?x96xf32>, tensor<10x96x8xf32>, tensor<?x2x3xf32>) {
+  %dx, %dw, %dg = moe.fused_expert_proj_grad %x, %w, %g, %i, %dv : tensor<?x96xf32>, tensor<10x96x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x8xf32> -> tensor<?x96xf32>, tensor<10x96x8xf32>, tensor<?x2x3xf32>
+  return %dx, %dw, %dg : tensor<?x96xf32>, tensor<10x96x8xf32>, tensor<?x2x3xf32>
+}
+
+// The O gradient with f16 operands: dheads per (token, head, chunk of head
+// columns), the routes of that head only; dW per (expert row, head column,
+// chunk of 48 of the 96 model columns); dg per route. Results are truncated
+// to f16 (the gates' gradient stays f32).
+// CHECK-LABEL: func.func @merge_grad
+// CHECK-NOT: linalg.
+// CHECK-NOT: tensor<?x10x8xf32>
+// CHECK-NOT: tensor<?x2x3x96xf32>
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, 2, 1) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x2x8xf16>)
+// CHECK: scf.for {{.*}} -> (vector<8xf32>)
+// CHECK: tensor.extract %{{.*}} : tensor<?x96xf16>
+// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (10, 8, 2) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<10x8x96xf16>)
+// CHECK: vector.transfer_read {{.*}} : tensor<?x96xf16>, vector<48xf16>
+// CHECK: arith.truncf {{.*}} : vector<48xf32> to vector<48xf16>
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, 2, 3) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x2x3xf32>)
+// CHECK: vector.reduction <add>
+// CHECK-NOT: scf.forall (
+// CHECK-NOT: linalg.
+func.func @merge_grad(%o: tensor<?x2x8xf16>, %w: tensor<10x8x96xf16>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dy: tensor<?x96xf16>) -> (tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>) {
+  %do, %dw, %dg = moe.fused_expert_merge_grad %o, %w, %g, %i, %dy : tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x96xf16> -> tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>
+  return %do, %dw, %dg : tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>
+}

@@ -627,6 +627,74 @@ func.func @fused_merge_dynamic_width(%o: tensor<?x2x8xf32>, %w: tensor<10x8x?xf3
 // -----
 
 //===----------------------------------------------------------------------===//
+// Gradients of the expert projections
+//===----------------------------------------------------------------------===//
+
+func.func @proj_grad_head_width(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dv: tensor<?x2x4xf32>) {
+  // expected-error @+1 {{'moe.expert_proj_grad' op expected the head width to agree: weight dim 2 is 8 but result_grad dim 2 is 4}}
+  %dx, %dw, %dg = moe.expert_proj_grad %x, %w, %g, %i, %dv : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x4xf32> -> tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @proj_grad_types(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dv: tensor<?x2x8xf32>) {
+  // expected-error @+1 {{'moe.expert_proj_grad' op failed to verify that all of {input, input_grad} have same type}}
+  %dx, %dw, %dg = moe.expert_proj_grad %x, %w, %g, %i, %dv : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x8xf32> -> tensor<4x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @merge_grad_model_width(%o: tensor<?x2x8xf32>, %w: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dy: tensor<?x12xf32>) {
+  // expected-error @+1 {{'moe.expert_merge_grad' op expected the model width to agree: weight dim 2 is 16 but result_grad dim 1 is 12}}
+  %do, %dw, %dg = moe.expert_merge_grad %o, %w, %g, %i, %dy : tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x12xf32> -> tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @merge_grad_experts(%o: tensor<?x2x8xf32>, %w: tensor<9x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dy: tensor<?x16xf32>) {
+  // expected-error @+1 {{'moe.expert_merge_grad' op expected weight dim 0 (9 expert matrices, heads × experts) to be a multiple of the head count (gates dim 1, 2)}}
+  %do, %dw, %dg = moe.expert_merge_grad %o, %w, %g, %i, %dy : tensor<?x2x8xf32>, tensor<9x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x16xf32> -> tensor<?x2x8xf32>, tensor<9x8x16xf32>, tensor<?x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @fused_proj_grad_dynamic_width(%x: tensor<?x?xf32>, %w: tensor<10x?x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dv: tensor<?x2x8xf32>) {
+  // expected-error @+1 {{'moe.fused_expert_proj_grad' op expected static weight dims 1 and 2: they are the widths of the kernels' accumulators, found 'tensor<10x?x8xf32>'}}
+  %dx, %dw, %dg = moe.fused_expert_proj_grad %x, %w, %g, %i, %dv : tensor<?x?xf32>, tensor<10x?x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x8xf32> -> tensor<?x?xf32>, tensor<10x?x8xf32>, tensor<?x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @fused_proj_grad_tokens(%x: tensor<4x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<5x2x3xf32>, %i: tensor<5x2x3xi32>, %dv: tensor<5x2x8xf32>) {
+  // expected-error @+1 {{'moe.fused_expert_proj_grad' op expected the token count to agree: input dim 0 is 4 but gates dim 0 is 5}}
+  %dx, %dw, %dg = moe.fused_expert_proj_grad %x, %w, %g, %i, %dv : tensor<4x16xf32>, tensor<10x16x8xf32>, tensor<5x2x3xf32>, tensor<5x2x3xi32>, tensor<5x2x8xf32> -> tensor<4x16xf32>, tensor<10x16x8xf32>, tensor<5x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @fused_merge_grad_dynamic_width(%o: tensor<?x2x8xf32>, %w: tensor<10x8x?xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dy: tensor<?x?xf32>) {
+  // expected-error @+1 {{'moe.fused_expert_merge_grad' op expected static weight dims 1 and 2: they are the widths of the kernels' accumulators, found 'tensor<10x8x?xf32>'}}
+  %do, %dw, %dg = moe.fused_expert_merge_grad %o, %w, %g, %i, %dy : tensor<?x2x8xf32>, tensor<10x8x?xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x?xf32> -> tensor<?x2x8xf32>, tensor<10x8x?xf32>, tensor<?x2x3xf32>
+  return
+}
+
+// -----
+
+func.func @fused_merge_grad_heads(%o: tensor<?x3x8xf32>, %w: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dy: tensor<?x16xf32>) {
+  // expected-error @+1 {{'moe.fused_expert_merge_grad' op expected the head count to agree: heads dim 1 is 3 but gates dim 1 is 2}}
+  %do, %dw, %dg = moe.fused_expert_merge_grad %o, %w, %g, %i, %dy : tensor<?x3x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x16xf32> -> tensor<?x3x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
 // moe.attention_grad and the flash-attention ops
 //===----------------------------------------------------------------------===//
 

@@ -147,3 +147,20 @@ func.func @fused(%x: tensor<?x128xf32>, %w: tensor<10x128xf32>, %w8: tensor<8x12
   %y = moe.fused_expert_merge %p, %wo, %v, %i : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x128xf32>
   return %v, %mi, %y : tensor<?x2x3xf32>, tensor<?x2xi64>, tensor<?x128xf32>
 }
+
+// The gradients of the expert projections and their fused forms, with the
+// examples of their descriptions.
+// CHECK-LABEL: func.func @expert_projection_grads
+// CHECK-SAME: (%[[X:.*]]: tensor<?x128xf32>, %[[WV:.*]]: tensor<10x128x32xf32>, %[[WO:.*]]: tensor<10x32x128xf32>, %[[G:.*]]: tensor<?x2x3xf32>, %[[I:.*]]: tensor<?x2x3xi32>, %[[DV:.*]]: tensor<?x2x32xf32>, %[[DY:.*]]: tensor<?x128xf32>)
+func.func @expert_projection_grads(%x: tensor<?x128xf32>, %w_v: tensor<10x128x32xf32>, %w_o: tensor<10x32x128xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dv: tensor<?x2x32xf32>, %dy: tensor<?x128xf32>) -> (tensor<?x128xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x32xf32>) {
+  // CHECK: %[[DX:.*]], %{{.*}}, %{{.*}} = moe.expert_proj_grad %[[X]], %[[WV]], %[[G]], %[[I]], %[[DV]] : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x32xf32> -> tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>
+  %dx, %dwv, %dgv = moe.expert_proj_grad %x, %w_v, %g, %i, %dv : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x32xf32> -> tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>
+  // CHECK: %[[DO:.*]], %[[DWO:.*]], %[[DGO:.*]] = moe.expert_merge_grad %[[DV]], %[[WO]], %[[G]], %[[I]], %[[DY]] : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x128xf32> -> tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>
+  %do, %dwo, %dgo = moe.expert_merge_grad %dv, %w_o, %g, %i, %dy : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x128xf32> -> tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>
+  // CHECK: %[[FX:.*]], %{{.*}}, %[[FG:.*]] = moe.fused_expert_proj_grad %[[DX]], %[[WV]], %[[DGO]], %[[I]], %[[DO]] : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x32xf32> -> tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>
+  %fx, %fwv, %fgv = moe.fused_expert_proj_grad %dx, %w_v, %dgo, %i, %do : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x32xf32> -> tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>
+  // CHECK: %[[FO:.*]], %[[FW:.*]], %{{.*}} = moe.fused_expert_merge_grad %[[DO]], %[[DWO]], %[[FG]], %[[I]], %[[FX]] : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x128xf32> -> tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>
+  %fo, %fwo, %fgo = moe.fused_expert_merge_grad %do, %dwo, %fgv, %i, %fx : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x128xf32> -> tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>
+  // CHECK: return %[[FX]], %[[FW]], %[[FG]], %[[FO]]
+  return %fx, %fwo, %fgv, %fo : tensor<?x128xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x32xf32>
+}
