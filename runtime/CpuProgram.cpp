@@ -89,7 +89,8 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
 
   // Stages 5-6: native code.
   mlir::PassManager codegen(&context);
-  mlir::switchyard::buildCpuCodegenPipeline(codegen);
+  mlir::switchyard::buildCpuCodegenPipeline(codegen,
+                                            options.roundContractionOperands);
   if (llvm::Error error = compilation.run(codegen, "CPU code generation"))
     return std::move(error);
 

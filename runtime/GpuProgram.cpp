@@ -161,6 +161,7 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   pipelineOptions.optLevel = gpuOptions.kernelOptLevel;
   pipelineOptions.blockSize = gpuOptions.blockSize;
   pipelineOptions.toolkit = gpuOptions.toolkit;
+  pipelineOptions.elementType = gpuOptions.elementType;
   mlir::PassManager codegen(&context);
   mlir::switchyard::buildGpuCodegenPipeline(codegen, pipelineOptions);
   if (llvm::Error error = compilation.run(
@@ -210,13 +211,139 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   return program;
 }
 
+namespace {
+
+/// A tensor in device memory from the driver's pool, which it returns there
+/// when destroyed. The pool belongs to the process-wide driver, so a handle
+/// may outlive the program that made it.
+class GpuDeviceTensor final : public DeviceTensor {
+public:
+  GpuDeviceTensor(ElementType type, std::vector<int64_t> shape,
+                  std::string name, cuda::DevicePtr pointer)
+      : DeviceTensor(type, std::move(shape), std::move(name)),
+        pointer(pointer) {}
+  ~GpuDeviceTensor() override {
+    // A handle exists only where the driver did (it came from it).
+    if (Expected<cuda::Driver &> driver = cuda::Driver::get())
+      driver->release(pointer);
+    else
+      llvm::consumeError(driver.takeError());
+  }
+  StringRef backend() const override { return "gpu"; }
+
+  const cuda::DevicePtr pointer;
+};
+
+/// Bytes of a dense tensor of `type` and `shape`.
+uint64_t denseBytes(ElementType type, llvm::ArrayRef<int64_t> shape) {
+  uint64_t count = 1;
+  for (int64_t size : shape)
+    count *= uint64_t(std::max<int64_t>(size, 0));
+  return count * sizeOf(type);
+}
+
+/// Whether `result` views its buffer densely in row-major order from the
+/// buffer's start: then the buffer itself can become a handle.
+bool isWholeDenseBuffer(const detail::ResultDescriptor &result) {
+  if (result.offset != 0 || result.aligned != result.allocated)
+    return false;
+  int64_t stride = 1;
+  for (int64_t d = int64_t(result.sizes.size()) - 1; d >= 0; --d) {
+    if (result.sizes[d] != 1 && result.strides[d] != stride)
+      return false;
+    stride *= result.sizes[d];
+  }
+  return true;
+}
+
+/// Whether `result` is dense in row-major order from its first element.
+bool isDenseView(const detail::ResultDescriptor &result) {
+  int64_t stride = 1;
+  for (int64_t d = int64_t(result.sizes.size()) - 1; d >= 0; --d) {
+    if (result.sizes[d] != 1 && result.strides[d] != stride)
+      return false;
+    stride *= result.sizes[d];
+  }
+  return true;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<DeviceTensor>>
+GpuProgram::upload(const HostTensor &tensor) {
+  Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    return failure(llvm::formatv("uploading '{0}' to the GPU: {1}",
+                                 tensor.name,
+                                 llvm::toString(driver.takeError())));
+  Expected<cuda::DevicePtr> buffer =
+      driver->allocate(std::max<uint64_t>(tensor.bytes.size(), 1));
+  if (!buffer)
+    return buffer.takeError();
+  auto handle = std::make_unique<GpuDeviceTensor>(tensor.type, tensor.shape,
+                                                  tensor.name, *buffer);
+  if (!tensor.bytes.empty()) {
+    // The null stream: synchronous with respect to the host buffer.
+    if (llvm::Error error = driver->copyToDevice(
+            *buffer, tensor.bytes.data(), tensor.bytes.size(), nullptr))
+      return std::move(error);
+    if (llvm::Error error = driver->synchronize(nullptr))
+      return std::move(error);
+  }
+  return std::unique_ptr<DeviceTensor>(std::move(handle));
+}
+
+Expected<HostTensor> GpuProgram::download(const DeviceTensor &tensor) {
+  if (tensor.backend() != backend())
+    return failure(llvm::formatv("tensor '{0}' is held by the {1} backend, "
+                                 "not by the GPU",
+                                 tensor.name(), tensor.backend()));
+  const auto &handle = static_cast<const GpuDeviceTensor &>(tensor);
+  Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    return driver.takeError();
+  HostTensor host;
+  host.name = tensor.name();
+  host.type = tensor.type();
+  host.shape.assign(tensor.shape().begin(), tensor.shape().end());
+  host.bytes.resize(denseBytes(host.type, host.shape));
+  if (!host.bytes.empty()) {
+    if (llvm::Error error = driver->copyToHost(
+            host.bytes.data(), handle.pointer, host.bytes.size(), nullptr))
+      return std::move(error);
+    if (llvm::Error error = driver->synchronize(nullptr))
+      return std::move(error);
+  }
+  return host;
+}
+
 Expected<std::vector<HostTensor>>
 GpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
+  std::vector<CallArgument> wrapped(arguments.begin(), arguments.end());
+  Expected<std::vector<CallResult>> results =
+      callResident(name, wrapped, /*keep=*/{});
+  if (!results)
+    return results.takeError();
+  std::vector<HostTensor> outputs;
+  for (CallResult &result : *results)
+    outputs.push_back(std::move(result.host));
+  return outputs;
+}
+
+Expected<std::vector<CallResult>>
+GpuProgram::callResident(StringRef name,
+                         llvm::ArrayRef<CallArgument> arguments,
+                         llvm::ArrayRef<bool> keep) {
   Expected<const FunctionSpec *> checked =
       detail::checkCall(impl->functions, name, arguments);
   if (!checked)
     return checked.takeError();
   const FunctionSpec &function = **checked;
+  for (const CallArgument &argument : arguments)
+    if (argument.device && argument.device->backend() != backend())
+      return failure(llvm::formatv(
+          "calling @{0} on the GPU: tensor '{1}' is held by the {2} backend",
+          name, argument.device->name(), argument.device->backend()));
 
   // Nothing runs without a driver and a device: the first call would load
   // the kernels (the host code's global constructors) and launch them.
@@ -236,7 +363,8 @@ GpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
   // program's destruction) is not this call's error.
   llvm::consumeError(cuda::takeDeferredError());
 
-  // Device copies of the arguments, returned to the pool on every path.
+  // Device copies of the host arguments, returned to the pool on every
+  // path; handles stay their owners'.
   std::vector<cuda::DevicePtr> argumentBuffers;
   std::set<void *> resultBuffers;
   auto releaseAll = [&] {
@@ -256,12 +384,24 @@ GpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
   };
 
   std::vector<std::vector<int64_t>> descriptors;
-  for (const HostTensor *tensor : arguments) {
+  // Every buffer an argument lives in: a result in one of them is not the
+  // caller's to free.
+  std::set<void *> argumentPointers;
+  for (const CallArgument &argument : arguments) {
+    if (argument.device) {
+      const auto &handle = static_cast<const GpuDeviceTensor &>(*argument.device);
+      argumentPointers.insert(reinterpret_cast<void *>(handle.pointer));
+      descriptors.push_back(detail::denseDescriptor(
+          reinterpret_cast<const void *>(handle.pointer), handle.shape()));
+      continue;
+    }
+    const HostTensor *tensor = argument.host;
     Expected<cuda::DevicePtr> buffer =
         driver.allocate(std::max<uint64_t>(tensor->bytes.size(), 1));
     if (!buffer)
       return fail(buffer.takeError());
     argumentBuffers.push_back(*buffer);
+    argumentPointers.insert(reinterpret_cast<void *>(*buffer));
     if (!tensor->bytes.empty())
       if (llvm::Error error =
               driver.copyToDevice(*buffer, tensor->bytes.data(),
@@ -281,9 +421,6 @@ GpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
     return fail(results.takeError());
   // Results are device buffers from mgpuMemAlloc that the caller owns,
   // unless one is an argument's buffer (a function returning its argument).
-  std::set<void *> argumentPointers;
-  for (cuda::DevicePtr pointer : argumentBuffers)
-    argumentPointers.insert(reinterpret_cast<void *>(pointer));
   for (const detail::ResultDescriptor &result : *results)
     if (result.allocated && !argumentPointers.count(result.allocated))
       resultBuffers.insert(result.allocated);
@@ -291,33 +428,70 @@ GpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
   if (llvm::Error error = cuda::takeDeferredError())
     return fail(std::move(error));
 
-  // The generated code synchronised its stream before returning; copy each
-  // result's whole view out, then gather it densely on the host.
-  std::vector<HostTensor> outputs;
-  std::vector<std::vector<uint8_t>> staging;
-  for (auto [spec, result] : llvm::zip(function.results, *results)) {
+  // The generated code synchronised its stream before returning. Kept
+  // results become handles: a result that is a whole dense buffer of its
+  // own is adopted as it is; any other (a view, an argument's buffer, a
+  // buffer another result took) is copied into a new buffer first. Host
+  // results: copy each one's whole view out, then gather it densely.
+  std::vector<CallResult> outputs(results->size());
+  std::vector<std::vector<uint8_t>> staging(results->size());
+  for (auto [index, spec, result] :
+       llvm::enumerate(function.results, *results)) {
     size_t elementSize = sizeOf(spec.type);
     int64_t span = result.spanElements();
-    staging.emplace_back(size_t(std::max<int64_t>(span, 0)) * elementSize);
-    if (span > 0) {
-      if (!result.aligned)
-        return fail(failure(llvm::formatv(
-            "result #{0} is a null device pointer", outputs.size())));
-      auto first = reinterpret_cast<cuda::DevicePtr>(result.aligned) +
-                   uint64_t(result.offset) * elementSize;
-      if (llvm::Error error = driver.copyToHost(
-              staging.back().data(), first, staging.back().size(),
-              impl->stream))
-        return fail(std::move(error));
+    if (span > 0 && !result.aligned)
+      return fail(failure(
+          llvm::formatv("result #{0} is a null device pointer", index)));
+    bool kept = index < keep.size() && keep[index];
+    if (kept && resultBuffers.count(result.allocated) &&
+        isWholeDenseBuffer(result)) {
+      resultBuffers.erase(result.allocated);
+      outputs[index].device = std::make_unique<GpuDeviceTensor>(
+          spec.type, result.sizes, "",
+          reinterpret_cast<cuda::DevicePtr>(result.allocated));
+      continue;
     }
-    outputs.push_back(HostTensor());
+    auto first = reinterpret_cast<cuda::DevicePtr>(result.aligned) +
+                 uint64_t(result.offset) * elementSize;
+    if (kept && isDenseView(result)) {
+      uint64_t bytes = denseBytes(spec.type, result.sizes);
+      Expected<cuda::DevicePtr> buffer =
+          driver.allocate(std::max<uint64_t>(bytes, 1));
+      if (!buffer)
+        return fail(buffer.takeError());
+      outputs[index].device = std::make_unique<GpuDeviceTensor>(
+          spec.type, result.sizes, "", *buffer);
+      if (bytes > 0)
+        if (llvm::Error error =
+                driver.copyOnDevice(*buffer, first, bytes, impl->stream))
+          return fail(std::move(error));
+      continue;
+    }
+    // Host results, and kept strided views (gathered on the host, uploaded
+    // below: generated code does not return those for a train step).
+    staging[index].resize(size_t(std::max<int64_t>(span, 0)) * elementSize);
+    if (span > 0)
+      if (llvm::Error error =
+              driver.copyToHost(staging[index].data(), first,
+                                staging[index].size(), impl->stream))
+        return fail(std::move(error));
   }
   if (llvm::Error error = driver.synchronize(impl->stream))
     return fail(std::move(error));
   for (auto [index, spec, result] :
-       llvm::enumerate(function.results, *results))
-    outputs[index] =
-        detail::gather(result, spec.type, staging[index].data());
+       llvm::enumerate(function.results, *results)) {
+    if (outputs[index].device)
+      continue;
+    HostTensor host = detail::gather(result, spec.type, staging[index].data());
+    if (index < keep.size() && keep[index]) {
+      Expected<std::unique_ptr<DeviceTensor>> handle = upload(host);
+      if (!handle)
+        return fail(handle.takeError());
+      outputs[index].device = std::move(*handle);
+    } else {
+      outputs[index].host = std::move(host);
+    }
+  }
   releaseAll();
   return outputs;
 }

@@ -16,7 +16,10 @@
 // copies the arguments into device memory from the driver's pool, passes
 // device pointers in the memref descriptors, copies each result (device
 // memory from mgpuMemAlloc, owned by the caller) back into a HostTensor and
-// returns its buffer to the pool.
+// returns its buffer to the pool. callResident() takes DeviceTensor handles
+// (device memory that stays between calls) as arguments without a copy and
+// keeps the results asked for as handles, so a training loop moves only its
+// batch, hyperparameters, loss and gradient norm each step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +48,12 @@ struct GpuCompileOptions {
   int64_t blockSize = 256;
   /// CUDA toolkit root; empty: the one found when Switchyard was built.
   std::string toolkit;
+  /// Element type of the matmul multiplicands in kernels: "f32" (exact,
+  /// SIMT), "bf16" or "f16" (tensor cores on sm_80 and newer, SIMT with the
+  /// factors rounded on sm_75; f32 accumulation). CompileOptions::
+  /// roundContractionOperands gives the CPU backend the same rounding, as a
+  /// reference.
+  std::string elementType = "f32";
 };
 
 /// The chip that GpuCompileOptions::chip defaults to where the device has
@@ -79,6 +88,19 @@ public:
   call(llvm::StringRef name,
        llvm::ArrayRef<const HostTensor *> arguments) override;
   llvm::StringRef backend() const override { return "gpu"; }
+
+  /// Handles in device memory from the driver's pool (returned there when
+  /// destroyed). upload() and download() copy synchronously; all three fail
+  /// where there is no driver or device.
+  llvm::Expected<std::unique_ptr<DeviceTensor>>
+  upload(const HostTensor &tensor) override;
+  llvm::Expected<HostTensor> download(const DeviceTensor &tensor) override;
+  /// Handle arguments are passed as their device pointers, without a copy;
+  /// a kept result that is a dense buffer of its own becomes a handle
+  /// without a copy.
+  llvm::Expected<std::vector<CallResult>>
+  callResident(llvm::StringRef name, llvm::ArrayRef<CallArgument> arguments,
+               llvm::ArrayRef<bool> keep) override;
 
   /// The chip the kernels were compiled for.
   llvm::StringRef chip() const;

@@ -20,6 +20,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +80,57 @@ struct CompileOptions {
   mlir::switchyard::FusionOptions fusion;
   /// LLVM optimisation level of the JIT (0-3).
   unsigned optLevel = 2;
+  /// CPU backend: round the factors of matmul-like contractions to "bf16" or
+  /// "f16" ("f32": exact), as the GPU's tensor cores do with
+  /// GpuCompileOptions::elementType; a reference for those. The GPU backend
+  /// takes its element type from GpuCompileOptions instead.
+  std::string roundContractionOperands = "f32";
+};
+
+/// A tensor that a backend keeps between calls, where it computes: device
+/// memory on the GPU, host memory on the CPU. Made by Program::upload or
+/// kept from a result by Program::callResident; it owns its memory and gives
+/// it back when destroyed (on the GPU, to the driver's pool). Only the
+/// backend that made it can take it as an argument.
+class DeviceTensor {
+public:
+  virtual ~DeviceTensor();
+  DeviceTensor(const DeviceTensor &) = delete;
+  DeviceTensor &operator=(const DeviceTensor &) = delete;
+
+  ElementType type() const { return elementType; }
+  llvm::ArrayRef<int64_t> shape() const { return sizes; }
+  int64_t numElements() const;
+  /// For messages, as HostTensor::name (say, the parameter it holds).
+  const std::string &name() const { return label; }
+  /// The backend that holds it ("cpu" or "gpu").
+  virtual llvm::StringRef backend() const = 0;
+
+protected:
+  DeviceTensor(ElementType type, std::vector<int64_t> shape, std::string name)
+      : elementType(type), sizes(std::move(shape)), label(std::move(name)) {}
+
+private:
+  ElementType elementType;
+  std::vector<int64_t> sizes;
+  std::string label;
+};
+
+/// One argument of Program::callResident: a host tensor (copied to the
+/// device for the call only) or a DeviceTensor (used where it is).
+struct CallArgument {
+  const HostTensor *host = nullptr;
+  const DeviceTensor *device = nullptr;
+
+  CallArgument(const HostTensor *tensor) : host(tensor) {}
+  CallArgument(const DeviceTensor *tensor) : device(tensor) {}
+};
+
+/// One result of Program::callResident: in host memory, or kept where the
+/// backend computed it (`device` set, `host` empty).
+struct CallResult {
+  HostTensor host;
+  std::unique_ptr<DeviceTensor> device;
 };
 
 /// A compiled module, ready to call, on some backend.
@@ -105,6 +157,33 @@ public:
 
   /// Which backend this is, for messages ("cpu" or "gpu").
   virtual llvm::StringRef backend() const = 0;
+
+  /// Keeping tensors on the device between calls (a training loop's
+  /// parameters and optimizer moments): upload once, call with a mix of
+  /// handles and host tensors, keep the results that feed the next call as
+  /// handles, download only what the host needs to read.
+  ///
+  /// The defaults serve backends that compute in host memory (the CPU): a
+  /// handle holds a HostTensor, upload() and download() copy it, and
+  /// callResident() is call() with kept results moved into handles, so the
+  /// results are exactly call()'s. GpuProgram keeps handles in device memory.
+
+  /// A copy of `tensor` on this backend, owned by the caller.
+  virtual llvm::Expected<std::unique_ptr<DeviceTensor>>
+  upload(const HostTensor &tensor);
+
+  /// A host copy of `tensor`, which this backend made.
+  virtual llvm::Expected<HostTensor> download(const DeviceTensor &tensor);
+
+  /// Calls `name` as call() does, each argument a host tensor or a handle
+  /// that this backend made (handles are checked against the signature by
+  /// element type and shape; they are read-only too). Result #i stays on
+  /// the backend, as a new handle owned by the caller, where `keep[i]` is
+  /// true, and comes back in host memory otherwise (and past the end of
+  /// `keep`).
+  virtual llvm::Expected<std::vector<CallResult>>
+  callResident(llvm::StringRef name, llvm::ArrayRef<CallArgument> arguments,
+               llvm::ArrayRef<bool> keep);
 };
 
 } // namespace switchyard::runtime

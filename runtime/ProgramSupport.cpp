@@ -213,9 +213,60 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
 // Calls
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// Checks one argument: a host tensor (everything) or a handle's type and
+/// shape (its contents stay where they are).
+llvm::Error checkArgument(StringRef name, size_t index, const TensorSpec &spec,
+                          const CallArgument &argument) {
+  const HostTensor *host = argument.host;
+  ElementType type = host ? host->type : argument.device->type();
+  llvm::ArrayRef<int64_t> shape =
+      host ? llvm::ArrayRef<int64_t>(host->shape) : argument.device->shape();
+  const std::string &tensorName = host ? host->name : argument.device->name();
+  std::string what =
+      spec.param.empty()
+          ? llvm::formatv("@{0} argument #{1}", name, index).str()
+          : llvm::formatv("@{0} parameter '{1}'", name, spec.param).str();
+  if (!tensorName.empty() && tensorName != spec.param)
+    what = tensorName + " (" + what + ")";
+  if (type != spec.type)
+    return failure(llvm::formatv("{0}: expected element type {1}, found {2}",
+                                 what, toString(spec.type), toString(type)));
+  bool shapeOk = shape.size() == spec.shape.size();
+  for (size_t d = 0; shapeOk && d < spec.shape.size(); ++d)
+    shapeOk = spec.shape[d] < 0 ? shape[d] >= 0 : shape[d] == spec.shape[d];
+  if (!shapeOk)
+    return failure(llvm::formatv("{0}: expected shape {1}, found {2}", what,
+                                 formatShape(spec.shape), formatShape(shape)));
+  if (!host)
+    return llvm::Error::success();
+  const HostTensor &tensor = *host;
+  int64_t count = tensor.numElements();
+  if (count < 0 || tensor.bytes.size() != size_t(count) * sizeOf(tensor.type))
+    return failure(llvm::formatv("{0}: holds {1} bytes, its shape needs {2}",
+                                 what, tensor.bytes.size(),
+                                 count * int64_t(sizeOf(tensor.type))));
+  if (spec.vocab) {
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t id = tensor.type == ElementType::i32
+                       ? tensor.values<int32_t>()[i]
+                       : tensor.values<int64_t>()[i];
+      if (id < 0 || id >= *spec.vocab)
+        return failure(llvm::formatv(
+            "{0}: token id {1} at position {2} is outside the vocabulary "
+            "[0, {3})",
+            what, id, i, *spec.vocab));
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
 Expected<const FunctionSpec *>
 detail::checkCall(const std::vector<FunctionSpec> &functions, StringRef name,
-                  llvm::ArrayRef<const HostTensor *> arguments) {
+                  llvm::ArrayRef<CallArgument> arguments) {
   const FunctionSpec *function = nullptr;
   for (const FunctionSpec &candidate : functions)
     if (candidate.name == name)
@@ -226,46 +277,99 @@ detail::checkCall(const std::vector<FunctionSpec> &functions, StringRef name,
     return failure(llvm::formatv("@{0} takes {1} arguments, {2} given", name,
                                  function->arguments.size(),
                                  arguments.size()));
-  for (auto [index, spec] : llvm::enumerate(function->arguments)) {
-    const HostTensor &tensor = *arguments[index];
-    std::string what =
-        spec.param.empty()
-            ? llvm::formatv("@{0} argument #{1}", name, index).str()
-            : llvm::formatv("@{0} parameter '{1}'", name, spec.param).str();
-    if (!tensor.name.empty() && tensor.name != spec.param)
-      what = tensor.name + " (" + what + ")";
-    if (tensor.type != spec.type)
-      return failure(llvm::formatv("{0}: expected element type {1}, found {2}",
-                                   what, toString(spec.type),
-                                   toString(tensor.type)));
-    bool shapeOk = tensor.shape.size() == spec.shape.size();
-    for (size_t d = 0; shapeOk && d < spec.shape.size(); ++d)
-      shapeOk = spec.shape[d] < 0 ? tensor.shape[d] >= 0
-                                  : tensor.shape[d] == spec.shape[d];
-    if (!shapeOk)
-      return failure(llvm::formatv("{0}: expected shape {1}, found {2}", what,
-                                   formatShape(spec.shape),
-                                   formatShape(tensor.shape)));
-    int64_t count = tensor.numElements();
-    if (count < 0 ||
-        tensor.bytes.size() != size_t(count) * sizeOf(tensor.type))
-      return failure(llvm::formatv("{0}: holds {1} bytes, its shape needs {2}",
-                                   what, tensor.bytes.size(),
-                                   count * int64_t(sizeOf(tensor.type))));
-    if (spec.vocab) {
-      for (int64_t i = 0; i < count; ++i) {
-        int64_t id = tensor.type == ElementType::i32
-                         ? tensor.values<int32_t>()[i]
-                         : tensor.values<int64_t>()[i];
-        if (id < 0 || id >= *spec.vocab)
-          return failure(llvm::formatv(
-              "{0}: token id {1} at position {2} is outside the vocabulary "
-              "[0, {3})",
-              what, id, i, *spec.vocab));
-      }
-    }
-  }
+  for (auto [index, spec] : llvm::enumerate(function->arguments))
+    if (llvm::Error error = checkArgument(name, index, spec, arguments[index]))
+      return std::move(error);
   return function;
+}
+
+Expected<const FunctionSpec *>
+detail::checkCall(const std::vector<FunctionSpec> &functions, StringRef name,
+                  llvm::ArrayRef<const HostTensor *> arguments) {
+  std::vector<CallArgument> wrapped(arguments.begin(), arguments.end());
+  return checkCall(functions, name, wrapped);
+}
+
+//===----------------------------------------------------------------------===//
+// Resident tensors in host memory (the defaults of Program)
+//===----------------------------------------------------------------------===//
+
+DeviceTensor::~DeviceTensor() = default;
+
+int64_t DeviceTensor::numElements() const {
+  int64_t count = 1;
+  for (int64_t size : sizes)
+    count *= size;
+  return count;
+}
+
+namespace {
+/// A handle of a backend that computes in host memory: the tensor itself.
+class HostResidentTensor final : public DeviceTensor {
+public:
+  HostResidentTensor(HostTensor tensor, StringRef backendName)
+      : DeviceTensor(tensor.type, tensor.shape, tensor.name),
+        tensor(std::move(tensor)), backendName(backendName.str()) {}
+  StringRef backend() const override { return backendName; }
+
+  HostTensor tensor;
+
+private:
+  std::string backendName;
+};
+
+/// `tensor` as a handle of `program`'s host-memory handles, or an error.
+Expected<const HostResidentTensor *> ownHandle(const Program &program,
+                                               const DeviceTensor &tensor) {
+  if (tensor.backend() != program.backend())
+    return failure(llvm::formatv("tensor '{0}' is held by the {1} backend, "
+                                 "not by this {2} program",
+                                 tensor.name(), tensor.backend(),
+                                 program.backend()));
+  return static_cast<const HostResidentTensor *>(&tensor);
+}
+} // namespace
+
+Expected<std::unique_ptr<DeviceTensor>>
+Program::upload(const HostTensor &tensor) {
+  return std::make_unique<HostResidentTensor>(tensor, backend());
+}
+
+Expected<HostTensor> Program::download(const DeviceTensor &tensor) {
+  Expected<const HostResidentTensor *> own = ownHandle(*this, tensor);
+  if (!own)
+    return own.takeError();
+  return (*own)->tensor;
+}
+
+Expected<std::vector<CallResult>>
+Program::callResident(StringRef name, llvm::ArrayRef<CallArgument> arguments,
+                      llvm::ArrayRef<bool> keep) {
+  std::vector<const HostTensor *> hosts;
+  for (const CallArgument &argument : arguments) {
+    if (argument.host) {
+      hosts.push_back(argument.host);
+      continue;
+    }
+    Expected<const HostResidentTensor *> own =
+        ownHandle(*this, *argument.device);
+    if (!own)
+      return failure(llvm::formatv("calling @{0}: {1}", name,
+                                   llvm::toString(own.takeError())));
+    hosts.push_back(&(*own)->tensor);
+  }
+  Expected<std::vector<HostTensor>> results = call(name, hosts);
+  if (!results)
+    return results.takeError();
+  std::vector<CallResult> out(results->size());
+  for (auto [index, result] : llvm::enumerate(*results)) {
+    if (index < keep.size() && keep[index])
+      out[index].device =
+          std::make_unique<HostResidentTensor>(std::move(result), backend());
+    else
+      out[index].host = std::move(result);
+  }
+  return out;
 }
 
 std::vector<int64_t> detail::denseDescriptor(const void *data,

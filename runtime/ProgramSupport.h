@@ -77,6 +77,11 @@ private:
 llvm::Expected<const FunctionSpec *>
 checkCall(const std::vector<FunctionSpec> &functions, llvm::StringRef name,
           llvm::ArrayRef<const HostTensor *> arguments);
+/// The same for host tensors and handles: a handle's element type and shape
+/// are checked (its contents are not read).
+llvm::Expected<const FunctionSpec *>
+checkCall(const std::vector<FunctionSpec> &functions, llvm::StringRef name,
+          llvm::ArrayRef<CallArgument> arguments);
 
 /// The memref descriptor of a dense row-major tensor of `shape` at `data`:
 /// {allocated, aligned, offset, sizes[rank], strides[rank]}, 8-byte words.

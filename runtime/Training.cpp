@@ -94,39 +94,78 @@ Expected<ModelInfo> modelOf(Program &program, bool training,
   return info;
 }
 
+/// Tensors that stay on the program's backend between calls (device memory
+/// on the GPU): parameters, optimizer moments and XL memories.
+using Resident = std::vector<std::unique_ptr<DeviceTensor>>;
+
+/// Copies `tensors` to the program's backend.
+Expected<Resident> uploadAll(Program &program,
+                             const std::vector<HostTensor> &tensors) {
+  Resident resident;
+  for (const HostTensor &tensor : tensors) {
+    Expected<std::unique_ptr<DeviceTensor>> handle = program.upload(tensor);
+    if (!handle)
+      return handle.takeError();
+    resident.push_back(std::move(*handle));
+  }
+  return resident;
+}
+
+/// Host copies of `tensors` (for checkpoints).
+Expected<std::vector<HostTensor>> downloadAll(Program &program,
+                                              const Resident &tensors) {
+  std::vector<HostTensor> host;
+  for (const std::unique_ptr<DeviceTensor> &tensor : tensors) {
+    Expected<HostTensor> copy = program.download(*tensor);
+    if (!copy)
+      return copy.takeError();
+    host.push_back(std::move(*copy));
+  }
+  return host;
+}
+
 /// What a call binds to each argument role; training-only roles stay null
-/// for the forward function.
+/// for the forward function. The per-step inputs are host tensors; the
+/// state is resident.
 struct Bindings {
   const HostTensor *tokens;
   /// XL memories (the data arguments after the tokens), parameters.
-  const std::vector<HostTensor> *memories, *params;
+  const Resident *memories, *params;
   const HostTensor *targets = nullptr, *seed = nullptr, *hyper = nullptr;
-  const std::vector<HostTensor> *adamM = nullptr, *adamV = nullptr;
+  const Resident *adamM = nullptr, *adamV = nullptr;
 };
 
 /// The arguments of `function` in order, chosen by their roles.
-Expected<std::vector<const HostTensor *>> bind(const FunctionSpec &function,
-                                               const Bindings &bindings) {
-  std::vector<const HostTensor *> args;
+Expected<std::vector<CallArgument>> bind(const FunctionSpec &function,
+                                         const Bindings &bindings) {
+  std::vector<CallArgument> args;
   size_t memory = 0, param = 0, adamM = 0, adamV = 0;
-  auto next = [](const std::vector<HostTensor> *list,
-                 size_t &index) -> const HostTensor * {
-    return list && index < list->size() ? &(*list)[index++] : nullptr;
+  auto next = [](const Resident *list,
+                 size_t &index) -> std::optional<CallArgument> {
+    if (!list || index >= list->size())
+      return std::nullopt;
+    return CallArgument((*list)[index++].get());
+  };
+  auto host = [](const HostTensor *tensor) -> std::optional<CallArgument> {
+    if (!tensor)
+      return std::nullopt;
+    return CallArgument(tensor);
   };
   for (const TensorSpec &spec : function.arguments) {
-    const HostTensor *arg = nullptr;
+    std::optional<CallArgument> arg;
     switch (spec.role) {
     case ArgRole::data:
-      arg = args.empty() ? bindings.tokens : next(bindings.memories, memory);
+      arg = args.empty() ? host(bindings.tokens)
+                         : next(bindings.memories, memory);
       break;
     case ArgRole::param:
       arg = next(bindings.params, param);
       break;
     case ArgRole::targets:
-      arg = bindings.targets;
+      arg = host(bindings.targets);
       break;
     case ArgRole::seed:
-      arg = bindings.seed;
+      arg = host(bindings.seed);
       break;
     case ArgRole::adamM:
       arg = next(bindings.adamM, adamM);
@@ -135,13 +174,13 @@ Expected<std::vector<const HostTensor *>> bind(const FunctionSpec &function,
       arg = next(bindings.adamV, adamV);
       break;
     case ArgRole::hyper:
-      arg = bindings.hyper;
+      arg = host(bindings.hyper);
       break;
     }
     if (!arg)
       return failure(llvm::formatv("@{0}: nothing to bind to argument #{1}",
                                    function.name, args.size()));
-    args.push_back(arg);
+    args.push_back(*arg);
   }
   return args;
 }
@@ -485,10 +524,12 @@ double switchyard::runtime::scheduledLr(const TrainConfig &config,
   return config.lr * warm * 0.5 * (1 + std::cos(std::numbers::pi * progress));
 }
 
-Expected<EvalRecord>
-switchyard::runtime::evaluate(Program &program, const TokenCorpus &corpus,
-                              const std::vector<HostTensor> &params,
-                              int64_t windowCount, int64_t batch) {
+namespace {
+/// evaluate() with the parameters already on the program's backend.
+Expected<EvalRecord> evaluateResident(Program &program,
+                                      const TokenCorpus &corpus,
+                                      const Resident &params,
+                                      int64_t windowCount, int64_t batch) {
   if (windowCount < 1 || batch < 1)
     return failure("evaluation needs at least one window and a positive "
                    "batch");
@@ -505,20 +546,23 @@ switchyard::runtime::evaluate(Program &program, const TokenCorpus &corpus,
   const TensorSpec &tokenSpec = model->forward->arguments.front();
   if (tokenSpec.shape[0] > 0)
     batch = tokenSpec.shape[0];
+  // The logits come back to the host; the XL memories stay resident.
+  llvm::SmallVector<bool, 4> keep(1 + model->memories, true);
+  keep[0] = false;
   auto run = [&](llvm::ArrayRef<size_t> offsets,
-                 std::vector<HostTensor> &memories) -> Expected<double> {
+                 Resident &memories) -> Expected<double> {
     auto [tokens, targets] = windows(corpus.valid, offsets, time);
-    Expected<std::vector<const HostTensor *>> args =
+    Expected<std::vector<CallArgument>> args =
         bind(*model->forward, {&tokens, &memories, &params});
     if (!args)
       return args.takeError();
-    Expected<std::vector<HostTensor>> out =
-        program.call(model->forward->name, *args);
+    Expected<std::vector<CallResult>> out =
+        program.callResident(model->forward->name, *args, keep);
     if (!out)
       return out.takeError();
     for (size_t i = 0; i < memories.size(); ++i)
-      memories[i] = std::move((*out)[1 + i]);
-    return crossEntropy((*out)[0], targets);
+      memories[i] = std::move((*out)[1 + i].device);
+    return crossEntropy((*out)[0].host, targets);
   };
 
   double total = 0;
@@ -533,10 +577,13 @@ switchyard::runtime::evaluate(Program &program, const TokenCorpus &corpus,
           "one window of {2} tokens",
           corpus.valid.size(), batch, time + 1));
     segments = std::min(segments, (windowCount + batch - 1) / batch);
-    std::vector<HostTensor> memories = freshMemories(*model, batch);
+    Expected<Resident> memories =
+        uploadAll(program, freshMemories(*model, batch));
+    if (!memories)
+      return memories.takeError();
     for (int64_t q = 0; q < segments; ++q) {
       Expected<double> loss = run(
-          segmentOffsets(corpus.valid.size(), batch, time, q), memories);
+          segmentOffsets(corpus.valid.size(), batch, time, q), *memories);
       if (!loss)
         return loss.takeError();
       total += *loss * double(batch);
@@ -545,7 +592,7 @@ switchyard::runtime::evaluate(Program &program, const TokenCorpus &corpus,
   } else {
     // Evenly spaced, fixed windows over the validation text.
     size_t span = corpus.valid.size() - size_t(time) - 1;
-    std::vector<HostTensor> none;
+    Resident none;
     while (done < windowCount) {
       int64_t count = std::min(batch, windowCount - done);
       std::vector<size_t> offsets;
@@ -565,6 +612,18 @@ switchyard::runtime::evaluate(Program &program, const TokenCorpus &corpus,
   record.bitsPerByte =
       record.loss / std::numbers::ln2 / corpus.validBytesPerToken;
   return record;
+}
+} // namespace
+
+Expected<EvalRecord>
+switchyard::runtime::evaluate(Program &program, const TokenCorpus &corpus,
+                              const std::vector<HostTensor> &params,
+                              int64_t windowCount, int64_t batch) {
+  // Uploaded once for all the windows.
+  Expected<Resident> resident = uploadAll(program, params);
+  if (!resident)
+    return resident.takeError();
+  return evaluateResident(program, corpus, *resident, windowCount, batch);
 }
 
 Expected<std::vector<HostTensor>>
@@ -614,12 +673,13 @@ Expected<TrainSummary> switchyard::runtime::train(
       runSettings(config, corpus.tokenizer);
 
   // State: fresh, or from the checkpoint to resume.
-  std::vector<HostTensor> params, m, v;
-  std::vector<HostTensor> memories = freshMemories(*model, config.batch);
+  std::vector<HostTensor> hostParams, hostM, hostV;
+  std::vector<HostTensor> hostMemories = freshMemories(*model, config.batch);
   int64_t start = 0;
   if (!config.resume.empty()) {
-    Expected<int64_t> step = readCheckpoint(config.resume, name, settings,
-                                            table, params, &m, &v, &memories);
+    Expected<int64_t> step =
+        readCheckpoint(config.resume, name, settings, table, hostParams,
+                       &hostM, &hostV, &hostMemories);
     if (!step)
       return step.takeError();
     start = *step;
@@ -630,11 +690,24 @@ Expected<TrainSummary> switchyard::runtime::train(
                        "': training supports f32 parameters only");
       std::vector<float> values(size_t(spec.numElements()));
       initialize(spec, config.seed, values);
-      params.push_back(HostTensor::fromValues<float>(
+      hostParams.push_back(HostTensor::fromValues<float>(
           spec.name, ElementType::f32, spec.shape, values));
     }
-    m = zerosLike(params);
-    v = zerosLike(params);
+    hostM = zerosLike(hostParams);
+    hostV = zerosLike(hostParams);
+  }
+  // The state lives on the program's backend from here on (device memory on
+  // the GPU): each step replaces it with the step's results, and it comes
+  // back to the host only for checkpoints.
+  Resident params, m, v, memories;
+  for (auto [resident, host] :
+       {std::pair{&params, &hostParams}, std::pair{&m, &hostM},
+        std::pair{&v, &hostV}, std::pair{&memories, &hostMemories}}) {
+    Expected<Resident> uploaded = uploadAll(program, *host);
+    if (!uploaded)
+      return uploaded.takeError();
+    *resident = std::move(*uploaded);
+    host->clear();
   }
 
   TrainSummary summary;
@@ -642,8 +715,8 @@ Expected<TrainSummary> switchyard::runtime::train(
   summary.tokensPerStep = config.batch * time;
   auto evalNow = [&](int64_t step) -> llvm::Error {
     Expected<EvalRecord> record =
-        evaluate(program, corpus, params, config.evalBatches * config.batch,
-                 config.batch);
+        evaluateResident(program, corpus, params,
+                         config.evalBatches * config.batch, config.batch);
     if (!record)
       return record.takeError();
     record->step = step;
@@ -655,6 +728,10 @@ Expected<TrainSummary> switchyard::runtime::train(
   auto begin = std::chrono::steady_clock::now();
   size_t span = corpus.train.size() - size_t(time) - 1;
   size_t count = params.size();
+  // Loss and gradient norm come back to the host; the new parameters,
+  // moments and memories stay resident.
+  llvm::SmallVector<bool> keep(stepFunction.results.size(), true);
+  keep[0] = keep[1] = false;
   for (int64_t step = start + 1; step <= config.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
     // The batch depends on (seed, step) only: random windows, or for XL
@@ -665,8 +742,13 @@ Expected<TrainSummary> switchyard::runtime::train(
       int64_t segment = (step - 1) % segments;
       offsets = segmentOffsets(corpus.train.size(), config.batch, time,
                                segment);
-      if (segment == 0)
-        memories = freshMemories(*model, config.batch);
+      if (segment == 0) {
+        Expected<Resident> fresh =
+            uploadAll(program, freshMemories(*model, config.batch));
+        if (!fresh)
+          return fresh.takeError();
+        memories = std::move(*fresh);
+      }
     } else {
       for (int64_t i = 0; i < config.batch; ++i)
         offsets.push_back(
@@ -697,26 +779,26 @@ Expected<TrainSummary> switchyard::runtime::train(
     bindings.adamM = &m;
     bindings.adamV = &v;
     bindings.hyper = &hyperTensor;
-    Expected<std::vector<const HostTensor *>> args =
-        bind(stepFunction, bindings);
+    Expected<std::vector<CallArgument>> args = bind(stepFunction, bindings);
     if (!args)
       return args.takeError();
-    Expected<std::vector<HostTensor>> out =
-        program.call(name + "_train_step", *args);
+    Expected<std::vector<CallResult>> out =
+        program.callResident(name + "_train_step", *args, keep);
     if (!out)
       return out.takeError();
     StepRecord record;
     record.step = step;
-    record.loss = (*out)[0].values<float>()[0];
-    record.gradNorm = (*out)[1].values<float>()[0];
+    record.loss = (*out)[0].host.values<float>()[0];
+    record.gradNorm = (*out)[1].host.values<float>()[0];
     record.lr = lr;
+    // The new state replaces the old, whose buffers go back to the pool.
     for (size_t p = 0; p < count; ++p) {
-      params[p] = std::move((*out)[2 + p]);
-      m[p] = std::move((*out)[2 + count + p]);
-      v[p] = std::move((*out)[2 + 2 * count + p]);
+      params[p] = std::move((*out)[2 + p].device);
+      m[p] = std::move((*out)[2 + count + p].device);
+      v[p] = std::move((*out)[2 + 2 * count + p].device);
     }
     for (size_t i = 0; i < memories.size(); ++i)
-      memories[i] = std::move((*out)[2 + 3 * count + i]);
+      memories[i] = std::move((*out)[2 + 3 * count + i].device);
     record.seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - stepBegin)
                          .count();
@@ -735,11 +817,21 @@ Expected<TrainSummary> switchyard::runtime::train(
         return std::move(error);
     if (!config.checkpoint.empty() &&
         (last ||
-         (config.checkpointEvery > 0 && step % config.checkpointEvery == 0)))
-      if (llvm::Error error = saveCheckpoint(config.checkpoint, name, table,
-                                             step, settings, params, m, v,
-                                             memories))
+         (config.checkpointEvery > 0 && step % config.checkpointEvery == 0))) {
+      std::array<std::vector<HostTensor>, 4> host;
+      std::array<const Resident *, 4> state = {&params, &m, &v, &memories};
+      for (auto [index, resident] : llvm::enumerate(state)) {
+        Expected<std::vector<HostTensor>> copy =
+            downloadAll(program, *resident);
+        if (!copy)
+          return copy.takeError();
+        host[index] = std::move(*copy);
+      }
+      if (llvm::Error error =
+              saveCheckpoint(config.checkpoint, name, table, step, settings,
+                             host[0], host[1], host[2], host[3]))
         return std::move(error);
+    }
     if (stopping)
       break;
   }

@@ -94,7 +94,14 @@ struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
 };
 
 /// Options of the CPU target.
-struct CpuPipelineOptions : public ModelPipelineOptions<CpuPipelineOptions> {};
+struct CpuPipelineOptions : public ModelPipelineOptions<CpuPipelineOptions> {
+  detail::PassOptions::Option<std::string> roundContractionOperands{
+      *this, "round-contraction-operands",
+      llvm::cl::desc("Round the factors of matmul-like contractions to this "
+                     "type (f32: exact; bf16 or f16: what the GPU's tensor "
+                     "cores compute, as a reference for them)"),
+      llvm::cl::init("f32")};
+};
 
 /// Stages 2-4: lm layers decomposed into moe ops, models turned into
 /// functions taking their parameters, with `options.gradients` their
@@ -118,7 +125,12 @@ void buildBufferizePipeline(OpPassManager &pm);
 /// Stages 5-6 for the CPU: linalg on tensors (with arith, math, scf,
 /// tensor) in func.func, to the LLVM dialect. Public functions return
 /// freshly allocated result buffers that the caller owns.
-void buildCpuCodegenPipeline(OpPassManager &pm);
+/// With `roundContractionOperands` bf16 or f16, the factors of matmul-like
+/// contractions are rounded to it after bufferization
+/// (switchyard-round-contraction-operands), at the point where the GPU
+/// target's tensor-core pass sees the same ops.
+void buildCpuCodegenPipeline(OpPassManager &pm,
+                             llvm::StringRef roundContractionOperands = "f32");
 
 /// The whole CPU target: the front end, the lowering to linalg, and CPU
 /// code generation.

@@ -7,6 +7,7 @@
 
 #include "dialect/Pipelines/Pipelines.h"
 #include "dialect/Conversion/Passes.h"
+#include "dialect/Gpu/Transforms/Passes.h"
 #include "dialect/Lm/Transforms/Passes.h"
 #include "dialect/Moe/Transforms/Passes.h"
 
@@ -77,8 +78,17 @@ void switchyard::buildModelToLinalgPipeline(OpPassManager &pm,
   buildLowerToLinalgPipeline(pm, options);
 }
 
-void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
+void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
+                                         StringRef roundContractionOperands) {
   buildBufferizePipeline(pm);
+  // The reference for the GPU's bf16/f16 matmuls: the same ops rounded the
+  // same way (the tensor-core pass also runs right after bufferization).
+  if (roundContractionOperands != "f32") {
+    SwitchyardRoundContractionOperandsPassOptions round;
+    round.elementType = roundContractionOperands.str();
+    pm.addNestedPass<func::FuncOp>(
+        createSwitchyardRoundContractionOperandsPass(round));
+  }
 
   // Loops (fused row kernels are scf.forall on vectors), then the LLVM
   // dialect.
@@ -102,7 +112,7 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm) {
 void switchyard::buildCpuPipeline(OpPassManager &pm,
                                   const CpuPipelineOptions &options) {
   buildModelToLinalgPipeline(pm, options.numLayers, options.lowering());
-  buildCpuCodegenPipeline(pm);
+  buildCpuCodegenPipeline(pm, options.roundContractionOperands);
 }
 
 void switchyard::registerPipelines() {

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -648,3 +649,76 @@ TEST(ExecutionTest, BadArgumentsAreNamed) {
 }
 
 } // namespace
+
+namespace {
+/// `x` rounded to bf16 (to nearest, ties to even) and back, or to f16.
+float roundTo(float x, bool bf16) {
+  if (!bf16)
+    return float(_Float16(x));
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  bits &= 0xFFFF0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+} // namespace
+
+// CompileOptions::roundContractionOperands (switchyard-round-contraction-
+// operands on the CPU): x·wᵀ with both factors rounded to bf16 / f16 and
+// f32 accumulation, against a plain C++ loop doing the same, on shapes that
+// are not tile multiples; the rounding must change the result.
+TEST(ExecutionTest, RoundedContractionFactors) {
+  const char *source = R"mlir(
+    func.func @linear(%x: tensor<17x24xf32>, %w: tensor<33x24xf32>) -> tensor<17x33xf32> {
+      %y = moe.linear %x, %w : tensor<17x24xf32>, tensor<33x24xf32> -> tensor<17x33xf32>
+      return %y : tensor<17x33xf32>
+    })mlir";
+  std::mt19937 generator(3);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::vector<float> x(17 * 24), w(33 * 24);
+  for (float &v : x)
+    v = uniform(generator);
+  for (float &v : w)
+    v = uniform(generator);
+  rt::HostTensor xt = rt::HostTensor::fromValues<float>(
+      "x", rt::ElementType::f32, {17, 24}, std::span<const float>(x));
+  rt::HostTensor wt = rt::HostTensor::fromValues<float>(
+      "w", rt::ElementType::f32, {33, 24}, std::span<const float>(w));
+  rt::CompileOptions exact;
+  auto plain = rt::CpuProgram::compile(source, "linear.mlir", exact);
+  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
+  auto unrounded = (*plain)->call("linear", {&xt, &wt});
+  ASSERT_TRUE(static_cast<bool>(unrounded));
+  for (bool bf16 : {true, false}) {
+    rt::CompileOptions options;
+    options.roundContractionOperands = bf16 ? "bf16" : "f16";
+    auto program = rt::CpuProgram::compile(source, "linear.mlir", options);
+    ASSERT_TRUE(static_cast<bool>(program))
+        << llvm::toString(program.takeError());
+    auto result = (*program)->call("linear", {&xt, &wt});
+    ASSERT_TRUE(static_cast<bool>(result))
+        << llvm::toString(result.takeError());
+    std::span<const float> y = (*result)[0].values<float>();
+    std::span<const float> exactY = (*unrounded)[0].values<float>();
+    double largestChange = 0;
+    for (int m = 0; m < 17; ++m)
+      for (int n = 0; n < 33; ++n) {
+        float sum = 0;
+        for (int k = 0; k < 24; ++k)
+          sum += roundTo(x[m * 24 + k], bf16) * roundTo(w[n * 24 + k], bf16);
+        EXPECT_NEAR(y[m * 33 + n], sum, 1e-6 * (1 + std::abs(sum)))
+            << (bf16 ? "bf16" : "f16") << " at " << m << ", " << n;
+        largestChange = std::max(
+            largestChange, double(std::abs(y[m * 33 + n] - exactY[m * 33 + n])));
+      }
+    EXPECT_GT(largestChange, bf16 ? 1e-3 : 1e-5) << "nothing was rounded";
+  }
+  rt::CompileOptions bad;
+  bad.roundContractionOperands = "f8";
+  auto refused = rt::CpuProgram::compile(source, "linear.mlir", bad);
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_NE(llvm::toString(refused.takeError())
+                .find("unsupported element-type 'f8'"),
+            std::string::npos);
+}

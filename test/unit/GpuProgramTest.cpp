@@ -7,14 +7,18 @@
 // mgpu* declarations match the runtime's wrappers. Without a driver a call
 // fails with a message saying so, before running anything. With a GPU, a
 // small function's results are compared with the CPU backend's; those tests
-// are SKIPPED, never passed, where no GPU is present. (The full comparison
-// of every op and of training is test/Integration/CUDA.)
+// are SKIPPED, never passed, where no GPU is present, and so are those of
+// the resident tensors (DeviceTensor handles: upload, calls mixing handles
+// and host tensors, kept results, aliasing results, download, and a few
+// training steps with the state on the device). (The full comparison of
+// every op and of training is test/Integration/CUDA.)
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/CpuProgram.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/GpuProgram.h"
+#include "runtime/Training.h"
 
 #include "gtest/gtest.h"
 
@@ -157,6 +161,153 @@ TEST(GpuProgramTest, SmallFunctionsMatchTheCpuBackend) {
     EXPECT_EQ((*same)[0].bytes, c.bytes);
     EXPECT_EQ((*same)[1].bytes, c.bytes);
   }
+}
+
+TEST(GpuProgramTest, ResidentTensorsNeedADriver) {
+  if (cuda::Driver::available())
+    GTEST_SKIP() << "a CUDA driver and device are present";
+  auto gpu = rt::GpuProgram::compile(kAdd, "add.mlir");
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  rt::HostTensor a = rt::HostTensor::fromValues<float>(
+      "a", rt::ElementType::f32, {5}, {1, 2, 3, 4, 5});
+  llvm::Expected<std::unique_ptr<rt::DeviceTensor>> handle =
+      (*gpu)->upload(a);
+  ASSERT_FALSE(static_cast<bool>(handle));
+  std::string message = llvm::toString(handle.takeError());
+  EXPECT_NE(message.find("uploading 'a' to the GPU: "), std::string::npos)
+      << message;
+  // A CPU handle is refused before the driver is looked for.
+  auto cpu = rt::CpuProgram::compile(kAdd, "add.mlir");
+  ASSERT_TRUE(static_cast<bool>(cpu)) << llvm::toString(cpu.takeError());
+  llvm::Expected<std::unique_ptr<rt::DeviceTensor>> onCpu = (*cpu)->upload(a);
+  ASSERT_TRUE(static_cast<bool>(onCpu));
+  llvm::Expected<std::vector<rt::CallResult>> refused =
+      (*gpu)->callResident("add", {&a, onCpu->get()}, {});
+  ASSERT_FALSE(static_cast<bool>(refused));
+  message = llvm::toString(refused.takeError());
+  EXPECT_NE(message.find("is held by the cpu backend"), std::string::npos)
+      << message;
+}
+
+// With a GPU: handles in device memory, kept results (adopted or copied when
+// they alias an argument or each other), downloads, and results equal to
+// the plain calls.
+TEST(GpuProgramTest, ResidentTensorsStayOnTheDevice) {
+  llvm::Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    GTEST_SKIP() << llvm::toString(driver.takeError());
+  auto gpu = rt::GpuProgram::compile(kAdd, "add.mlir");
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  rt::HostTensor a = rt::HostTensor::fromValues<float>(
+      "a", rt::ElementType::f32, {5}, {1, 2, 3, 4, 5});
+  rt::HostTensor b = rt::HostTensor::fromValues<float>(
+      "b", rt::ElementType::f32, {5}, {0.5f, -2, 7, 1e3f, -1e-3f});
+  auto expected = (*gpu)->call("add", {&a, &b});
+  ASSERT_TRUE(static_cast<bool>(expected))
+      << llvm::toString(expected.takeError());
+  auto handleA = (*gpu)->upload(a);
+  ASSERT_TRUE(static_cast<bool>(handleA))
+      << llvm::toString(handleA.takeError());
+  EXPECT_EQ((*handleA)->backend(), "gpu");
+  auto back = (*gpu)->download(**handleA);
+  ASSERT_TRUE(static_cast<bool>(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->bytes, a.bytes);
+
+  // Chained: x = a + b kept on the device, then x + b from the handle.
+  std::unique_ptr<rt::DeviceTensor> x;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<rt::CallArgument> args = {
+        x ? rt::CallArgument(x.get()) : rt::CallArgument(handleA->get()), &b};
+    auto kept = (*gpu)->callResident("add", args, {true});
+    ASSERT_TRUE(static_cast<bool>(kept)) << llvm::toString(kept.takeError());
+    ASSERT_TRUE((*kept)[0].device);
+    x = std::move((*kept)[0].device); // the old handle goes back to the pool
+  }
+  auto chained = (*gpu)->download(*x);
+  ASSERT_TRUE(static_cast<bool>(chained));
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(chained->values<float>()[i],
+              ((a.values<float>()[i] + b.values<float>()[i]) +
+               b.values<float>()[i]) +
+                  b.values<float>()[i]);
+
+  // @same returns its argument twice: both kept results are copies, and
+  // the argument's handle stays valid and unchanged.
+  auto same = (*gpu)->callResident("same", {handleA->get()}, {true, true});
+  ASSERT_TRUE(static_cast<bool>(same)) << llvm::toString(same.takeError());
+  for (rt::CallResult &result : *same) {
+    ASSERT_TRUE(result.device);
+    auto copy = (*gpu)->download(*result.device);
+    ASSERT_TRUE(static_cast<bool>(copy));
+    EXPECT_EQ(copy->bytes, a.bytes);
+  }
+  same->clear();
+  auto still = (*gpu)->download(**handleA);
+  ASSERT_TRUE(static_cast<bool>(still));
+  EXPECT_EQ(still->bytes, a.bytes);
+}
+
+// With a GPU: a few training steps with the state on the device agree with
+// the CPU backend (loss and gradient norm to 1e-4 + 2e-3 |cpu|).
+TEST(GpuProgramTest, TrainingKeepsTheStateOnTheDevice) {
+  llvm::Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    GTEST_SKIP() << llvm::toString(driver.takeError());
+  const char *model = R"mlir(
+    lm.model @small(%t: tensor<?x8xi32>) -> tensor<?x8x256xf32> {
+      %x0 = lm.embed "embed" %t {vocab = 256} : tensor<?x8xi32> -> tensor<?x8x8xf32>
+      %a0 = lm.switchhead "att" %x0 {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<rope>} : tensor<?x8x8xf32>
+      %h = lm.layer_norm "norm" %a0 : tensor<?x8x8xf32>
+      %l = lm.output "out" %h {vocab = 256} : tensor<?x8x8xf32> -> tensor<?x8x256xf32>
+      lm.return %l : tensor<?x8x256xf32>
+    })mlir";
+  rt::CompileOptions options;
+  options.trainStep = true;
+  auto cpu = rt::CpuProgram::compile(model, "small.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(cpu)) << llvm::toString(cpu.takeError());
+  auto gpu = rt::GpuProgram::compile(model, "small.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  std::string text;
+  for (int i = 0; i < 60; ++i)
+    text += "the cat sat on the mat; the dog sat on the log. ";
+  rt::ByteCorpus bytes;
+  bytes.train.assign(text.begin(), text.end() - 600);
+  bytes.valid.assign(text.end() - 600, text.end());
+  rt::TokenCorpus corpus = rt::TokenCorpus::fromBytes(bytes);
+  rt::TrainConfig config;
+  config.steps = 4;
+  config.batch = 2;
+  config.warmup = 1;
+  config.evalEvery = 2;
+  config.evalBatches = 1;
+  auto run = [&](rt::Program &program) {
+    return rt::train(program, corpus, config, [](const rt::StepRecord &) {},
+                     [](const rt::EvalRecord &) {});
+  };
+  auto expected = run(**cpu);
+  ASSERT_TRUE(static_cast<bool>(expected))
+      << llvm::toString(expected.takeError());
+  uint64_t poolBefore = driver->poolBytes();
+  auto actual = run(**gpu);
+  ASSERT_TRUE(static_cast<bool>(actual)) << llvm::toString(actual.takeError());
+  auto close = [](double gpu, double cpu) {
+    return std::abs(gpu - cpu) <= 1e-4 + 2e-3 * std::abs(cpu);
+  };
+  ASSERT_EQ(actual->steps.size(), expected->steps.size());
+  for (size_t i = 0; i < expected->steps.size(); ++i) {
+    EXPECT_PRED2(close, actual->steps[i].loss, expected->steps[i].loss);
+    EXPECT_PRED2(close, actual->steps[i].gradNorm,
+                 expected->steps[i].gradNorm);
+  }
+  ASSERT_EQ(actual->evals.size(), expected->evals.size());
+  for (size_t i = 0; i < expected->evals.size(); ++i)
+    EXPECT_PRED2(close, actual->evals[i].loss, expected->evals[i].loss);
+  // The pool reuses the released state: a second run needs no more memory.
+  uint64_t poolAfterFirst = driver->poolBytes();
+  auto again = run(**gpu);
+  ASSERT_TRUE(static_cast<bool>(again)) << llvm::toString(again.takeError());
+  EXPECT_EQ(driver->poolBytes(), poolAfterFirst);
+  EXPECT_GE(poolAfterFirst, poolBefore);
 }
 
 } // namespace

@@ -4,7 +4,10 @@
 // a run interrupted after a checkpoint and resumed repeats the
 // uninterrupted run exactly (same losses, same final parameters and
 // optimizer state), that the schedule is the documented one, and that
-// truncated or foreign checkpoints are refused with a clear message.
+// truncated or foreign checkpoints are refused with a clear message. A
+// counting backend double checks that the training state stays resident
+// (Program::upload / callResident): uploaded once, replaced by each step's
+// results, downloaded only for checkpoints, every handle released.
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,6 +149,218 @@ TEST_F(TrainingTest, ResumeNeedsTheSameSettings) {
   llvm::Expected<EvalRecord> none = evaluate(*program, corpus, {}, 0, 3);
   ASSERT_FALSE(static_cast<bool>(none));
   EXPECT_NE(llvm::toString(none.takeError()).find("at least one window"),
+            std::string::npos);
+}
+
+/// A backend double for the resident-tensor interface: forwards to a real
+/// program, keeps its own handles (host copies, under another backend name)
+/// and records what crosses between host and "device".
+class CountingProgram final : public Program {
+public:
+  explicit CountingProgram(Program &inner) : inner(inner) {}
+
+  const std::vector<FunctionSpec> &functions() const override {
+    return inner.functions();
+  }
+  const ParamTable &params() const override { return inner.params(); }
+  llvm::Expected<std::vector<HostTensor>>
+  call(llvm::StringRef name,
+       llvm::ArrayRef<const HostTensor *> arguments) override {
+    ++hostOnlyCalls;
+    return inner.call(name, arguments);
+  }
+  llvm::StringRef backend() const override { return "counting"; }
+
+  struct Handle final : DeviceTensor {
+    Handle(HostTensor tensor, CountingProgram &owner)
+        : DeviceTensor(tensor.type, tensor.shape, tensor.name),
+          tensor(std::move(tensor)), owner(owner) {
+      owner.peak = std::max(owner.peak, ++owner.live);
+    }
+    ~Handle() override { --owner.live; }
+    llvm::StringRef backend() const override { return "counting"; }
+    HostTensor tensor;
+    CountingProgram &owner;
+  };
+
+  llvm::Expected<std::unique_ptr<DeviceTensor>>
+  upload(const HostTensor &tensor) override {
+    ++uploads;
+    return std::make_unique<Handle>(tensor, *this);
+  }
+  llvm::Expected<HostTensor> download(const DeviceTensor &tensor) override {
+    ++downloads;
+    EXPECT_EQ(tensor.backend(), "counting");
+    return static_cast<const Handle &>(tensor).tensor;
+  }
+
+  struct CallRecord {
+    std::string name;
+    size_t hostArguments = 0, handleArguments = 0;
+    std::vector<bool> keep;
+  };
+  llvm::Expected<std::vector<CallResult>>
+  callResident(llvm::StringRef name, llvm::ArrayRef<CallArgument> arguments,
+               llvm::ArrayRef<bool> keep) override {
+    CallRecord record{name.str(), 0, 0,
+                      std::vector<bool>(keep.begin(), keep.end())};
+    std::vector<const HostTensor *> hosts;
+    for (const CallArgument &argument : arguments) {
+      EXPECT_TRUE((argument.host == nullptr) != (argument.device == nullptr));
+      if (argument.host) {
+        ++record.hostArguments;
+        hosts.push_back(argument.host);
+      } else {
+        ++record.handleArguments;
+        EXPECT_EQ(argument.device->backend(), "counting");
+        hosts.push_back(&static_cast<const Handle *>(argument.device)->tensor);
+      }
+    }
+    calls.push_back(record);
+    llvm::Expected<std::vector<HostTensor>> results = inner.call(name, hosts);
+    if (!results)
+      return results.takeError();
+    std::vector<CallResult> out(results->size());
+    for (size_t i = 0; i < results->size(); ++i) {
+      if (i < keep.size() && keep[i])
+        out[i].device = std::make_unique<Handle>((*results)[i], *this);
+      else
+        out[i].host = std::move((*results)[i]);
+    }
+    return out;
+  }
+
+  Program &inner;
+  int uploads = 0, downloads = 0, hostOnlyCalls = 0, live = 0, peak = 0;
+  std::vector<CallRecord> calls;
+};
+
+TEST_F(TrainingTest, StateStaysResidentBetweenSteps) {
+  size_t count = program->params().params.size();
+  TrainConfig c = config();
+  c.checkpoint = file("plain.safetensors");
+  llvm::Expected<TrainSummary> plain = run(c);
+  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
+
+  CountingProgram counting(*program);
+  c.checkpoint = file("counted.safetensors");
+  llvm::Expected<TrainSummary> counted =
+      train(counting, corpus, c, [](const StepRecord &) {},
+            [](const EvalRecord &) {});
+  ASSERT_TRUE(static_cast<bool>(counted))
+      << llvm::toString(counted.takeError());
+
+  // Parameters and both moments: uploaded once, downloaded once (the final
+  // checkpoint), never passed as host tensors.
+  EXPECT_EQ(counting.uploads, int(3 * count));
+  EXPECT_EQ(counting.downloads, int(3 * count));
+  EXPECT_EQ(counting.hostOnlyCalls, 0);
+  size_t steps = 0, evals = 0;
+  for (const CountingProgram::CallRecord &call : counting.calls) {
+    if (call.name == "small_train_step") {
+      ++steps;
+      // Tokens, targets and hyperparameters (this model has no dropout
+      // seed) from the host; the state resident.
+      EXPECT_EQ(call.hostArguments, 3u);
+      EXPECT_EQ(call.handleArguments, 3 * count);
+      ASSERT_EQ(call.keep.size(), 2 + 3 * count);
+      EXPECT_FALSE(call.keep[0]); // loss
+      EXPECT_FALSE(call.keep[1]); // gradient norm
+      for (size_t i = 2; i < call.keep.size(); ++i)
+        EXPECT_TRUE(call.keep[i]) << "result #" << i;
+    } else {
+      ++evals;
+      EXPECT_EQ(call.name, "small");
+      EXPECT_EQ(call.hostArguments, 1u);
+      EXPECT_EQ(call.handleArguments, count);
+      EXPECT_FALSE(llvm::is_contained(call.keep, true));
+    }
+  }
+  EXPECT_EQ(steps, 8u);
+  EXPECT_EQ(evals, 1u);
+  // Each step's results replace the state: at most the old and the new
+  // state at once, nothing left when the run ends.
+  EXPECT_LE(counting.peak, int(6 * count));
+  EXPECT_EQ(counting.live, 0);
+
+  // The same run as with host tensors, bit for bit.
+  ASSERT_EQ(counted->steps.size(), plain->steps.size());
+  for (size_t i = 0; i < plain->steps.size(); ++i)
+    EXPECT_EQ(counted->steps[i].loss, plain->steps[i].loss);
+  EXPECT_EQ(counted->evals.back().loss, plain->evals.back().loss);
+  EXPECT_EQ(fileBytes(file("counted.safetensors")),
+            fileBytes(file("plain.safetensors")));
+}
+
+TEST_F(TrainingTest, HostBackendHandlesHoldTheirTensors) {
+  // The CPU backend's handles are its host tensors: upload, call with a
+  // mix of handles and host tensors, keep some results, download.
+  std::vector<HostTensor> values;
+  const ParamTable &table = program->params();
+  for (const ParamSpec &spec : table.params) {
+    std::vector<float> v(size_t(spec.numElements()));
+    initialize(spec, 1, v);
+    values.push_back(HostTensor::fromValues<float>(spec.name, ElementType::f32,
+                                                   spec.shape, v));
+  }
+  std::vector<std::unique_ptr<DeviceTensor>> handles;
+  for (const HostTensor &tensor : values) {
+    llvm::Expected<std::unique_ptr<DeviceTensor>> handle =
+        program->upload(tensor);
+    ASSERT_TRUE(static_cast<bool>(handle));
+    EXPECT_EQ((*handle)->backend(), "cpu");
+    EXPECT_EQ((*handle)->shape(), llvm::ArrayRef<int64_t>(tensor.shape));
+    handles.push_back(std::move(*handle));
+  }
+  llvm::Expected<HostTensor> back = program->download(*handles.front());
+  ASSERT_TRUE(static_cast<bool>(back));
+  EXPECT_EQ(back->bytes, values.front().bytes);
+
+  HostTensor tokens = HostTensor::fromValues<int32_t>(
+      "tokens", ElementType::i32, {2, 8}, std::vector<int32_t>(16, 7));
+  std::vector<const HostTensor *> hostArgs = {&tokens};
+  std::vector<CallArgument> mixed = {&tokens};
+  for (size_t p = 0; p < values.size(); ++p) {
+    hostArgs.push_back(&values[p]);
+    mixed.push_back(handles[p].get());
+  }
+  llvm::Expected<std::vector<HostTensor>> expected =
+      program->call("small", hostArgs);
+  ASSERT_TRUE(static_cast<bool>(expected));
+  llvm::Expected<std::vector<CallResult>> kept =
+      program->callResident("small", mixed, {true});
+  ASSERT_TRUE(static_cast<bool>(kept)) << llvm::toString(kept.takeError());
+  ASSERT_TRUE((*kept)[0].device);
+  EXPECT_TRUE((*kept)[0].host.bytes.empty());
+  llvm::Expected<HostTensor> logits = program->download(*(*kept)[0].device);
+  ASSERT_TRUE(static_cast<bool>(logits));
+  EXPECT_EQ(logits->bytes, (*expected)[0].bytes);
+  llvm::Expected<std::vector<CallResult>> host =
+      program->callResident("small", mixed, {});
+  ASSERT_TRUE(static_cast<bool>(host));
+  EXPECT_FALSE((*host)[0].device);
+  EXPECT_EQ((*host)[0].host.bytes, (*expected)[0].bytes);
+
+  // A handle of another backend, or of the wrong shape, is refused by name.
+  CountingProgram other(*program);
+  llvm::Expected<std::unique_ptr<DeviceTensor>> foreign =
+      other.upload(values.front());
+  ASSERT_TRUE(static_cast<bool>(foreign));
+  mixed[1] = foreign->get();
+  llvm::Expected<std::vector<CallResult>> refused =
+      program->callResident("small", mixed, {});
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_NE(llvm::toString(refused.takeError()).find("counting backend"),
+            std::string::npos);
+  size_t differing = 1;
+  while (differing < values.size() && values[differing].shape == values[0].shape)
+    ++differing;
+  ASSERT_LT(differing, values.size());
+  mixed[1] = handles[differing].get();
+  llvm::Expected<std::vector<CallResult>> misshapen =
+      program->callResident("small", mixed, {});
+  ASSERT_FALSE(static_cast<bool>(misshapen));
+  EXPECT_NE(llvm::toString(misshapen.takeError()).find("expected shape"),
             std::string::npos);
 }
 

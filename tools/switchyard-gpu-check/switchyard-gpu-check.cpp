@@ -13,6 +13,19 @@
 // else in [0, --index-range); i1 arguments are fair coin flips; dynamic
 // sizes are --dynamic-size.
 //
+// Optimizer arguments of a train step get plausible values: the
+// hyperparameters lr 1e-3, betas 0.9 / 0.99, eps 1e-8, weight decay 0.01,
+// clip 0.25 and the bias corrections of step 10; first moments uniform in
+// [-1e-2, 1e-2], second moments in [0, 1e-4].
+//
+// --element-type bf16|f16 compiles the GPU side with tensor-core matmuls
+// (GpuCompileOptions::elementType) and the CPU side with the same rounding
+// of the contraction factors (CompileOptions::roundContractionOperands,
+// switchyard-round-contraction-operands, the same code on the same linalg
+// ops), so that the two differ only in the order of the f32 accumulation.
+// --fusion none compiles both sides without the moe fusions (the unfused
+// route: linalg matmuls, softmax, top-k) instead of with all of them.
+//
 // Tolerance: a float result matches when every element has
 // |gpu - cpu| <= atol + rtol * |cpu| (defaults 1e-4 and 1e-3, for f32 sums
 // accumulated in a different order), and NaN or infinity where the other
@@ -63,6 +76,18 @@ cl::opt<double> relativeTolerance("rtol", cl::desc("Relative tolerance (1e-3)"),
                      cl::init(1e-3));
 cl::opt<std::string> chip("chip",
                           cl::desc("GPU chip (default: the device's)"));
+cl::opt<std::string> elementType(
+    "element-type",
+    cl::desc("Matmul multiplicands on the GPU: f32 (default), bf16 or f16 "
+             "(tensor cores); the CPU reference rounds them the same way"),
+    cl::init("f32"));
+enum class Fusion { all, none };
+cl::opt<Fusion> fusion(
+    "fusion", cl::desc("The moe fusions on both sides (default: all)"),
+    cl::values(clEnumValN(Fusion::all, "all",
+                          "router, expert projection and attention fused"),
+               clEnumValN(Fusion::none, "none", "the unfused route")),
+    cl::init(Fusion::all));
 
 /// Seeded random inputs for `function`.
 llvm::Expected<std::vector<rt::HostTensor>>
@@ -82,7 +107,19 @@ makeInputs(const rt::FunctionSpec &function, const rt::ParamTable &params,
     switch (spec.type) {
     case rt::ElementType::f32: {
       std::vector<float> values(static_cast<size_t>(count));
-      if (param && param->shape == shape) {
+      if (spec.role == rt::ArgRole::hyper && count == 8) {
+        // lr, beta1, beta2, eps, weight decay, clip, 1 - beta1^10,
+        // 1 - beta2^10.
+        values = {1e-3f, 0.9f, 0.99f, 1e-8f, 0.01f, 0.25f, 0.6513216f,
+                  0.0956179f};
+      } else if (spec.role == rt::ArgRole::adamM ||
+                 spec.role == rt::ArgRole::adamV) {
+        bool second = spec.role == rt::ArgRole::adamV;
+        std::uniform_real_distribution<float> uniform(second ? 0.0f : -1e-2f,
+                                                      second ? 1e-4f : 1e-2f);
+        for (float &v : values)
+          v = uniform(generator);
+      } else if (param && param->shape == shape) {
         rt::initialize(*param, generator(), values);
       } else {
         std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -205,16 +242,30 @@ int main(int argc, char **argv) {
   options.numLayers = numLayers;
   options.gradients = gradients;
   options.trainStep = trainStep;
+  if (fusion == Fusion::none)
+    options.fusion = {/*router=*/false, /*expertProjection=*/false,
+                      /*attention=*/false};
+  if (!llvm::is_contained({"f32", "bf16", "f16"},
+                          llvm::StringRef(elementType))) {
+    llvm::errs() << "switchyard-gpu-check: --element-type: expected f32, "
+                    "bf16 or f16, found '"
+                 << elementType << "'\n";
+    return 2;
+  }
+  // The CPU reference rounds the factors as the tensor cores do.
+  options.roundContractionOperands = elementType;
   auto cpu = rt::CpuProgram::compileFile(input, options);
   if (!cpu)
     return fail(cpu.takeError());
   rt::GpuCompileOptions gpuOptions;
   gpuOptions.chip = chip;
+  gpuOptions.elementType = elementType;
   auto gpu = rt::GpuProgram::compileFile(input, options, gpuOptions);
   if (!gpu)
     return fail(gpu.takeError());
   llvm::outs() << "compiled " << input << " for the CPU and for "
-               << (*gpu)->chip() << "\n";
+               << (*gpu)->chip() << " (" << elementType << " multiplicands, "
+               << (fusion == Fusion::all ? "fused" : "unfused") << ")\n";
 
   std::vector<const rt::FunctionSpec *> selected;
   for (const rt::FunctionSpec &function : (*cpu)->functions())

@@ -308,9 +308,13 @@ int fail(const llvm::Twine &message) {
 /// Where a command runs the compiled model.
 enum class Device { cpu, gpu };
 
-/// The --device option of the commands that run a model.
+/// The --device option of the commands that run a model, with the GPU
+/// target's code generation options.
 struct DeviceOption {
   cl::opt<Device> device;
+  cl::opt<std::string> gpuChip;
+  cl::opt<std::string> gpuElementType;
+  cl::opt<std::string> gpuFormat;
   explicit DeviceOption(cl::OptionCategory &category)
       : device("device",
                cl::desc("Where to run the compiled model (default: cpu)"),
@@ -319,15 +323,66 @@ struct DeviceOption {
                           clEnumValN(Device::gpu, "gpu",
                                      "the GPU target (NVIDIA, through the "
                                      "CUDA driver) on device 0")),
-               cl::init(Device::cpu), cl::cat(category)) {}
+               cl::init(Device::cpu), cl::cat(category)),
+        gpuChip("gpu-chip",
+                cl::desc("With --device gpu: the chip to compile for, e.g. "
+                         "sm_90a (default: device 0's, sm_<cc>)"),
+                cl::value_desc("sm_XY"), cl::cat(category)),
+        gpuElementType(
+            "gpu-element-type",
+            cl::desc("With --device gpu: element type of the matmul "
+                     "multiplicands, f32 (default, exact SIMT), bf16 or f16 "
+                     "(tensor cores on sm_80+, f32 accumulation)"),
+            cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(category)),
+        gpuFormat("gpu-format",
+                  cl::desc("With --device gpu: how kernels are shipped, bin "
+                           "(default: cubin through ptxas), fatbin, or isa "
+                           "(PTX, JIT-compiled by the driver)"),
+                  cl::value_desc("bin|fatbin|isa"), cl::init("bin"),
+                  cl::cat(category)) {}
+
+  /// The GPU options chosen; an error for a GPU option without --device gpu
+  /// (it would be ignored silently otherwise).
+  llvm::Expected<rt::GpuCompileOptions> gpuOptions() const {
+    bool gpuOptionGiven = gpuChip.getNumOccurrences() ||
+                          gpuElementType.getNumOccurrences() ||
+                          gpuFormat.getNumOccurrences();
+    if (device != Device::gpu && gpuOptionGiven)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--gpu-chip, --gpu-element-type and --gpu-format need --device gpu");
+    // Checked here too (the GPU pipeline checks every option), so that a
+    // typo fails before the driver is looked for.
+    if (!llvm::is_contained({"f32", "bf16", "f16"}, StringRef(gpuElementType)))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--gpu-element-type: expected f32, bf16 or f16, found '" +
+              gpuElementType + "'");
+    if (!llvm::is_contained({"bin", "fatbin", "isa"}, StringRef(gpuFormat)))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--gpu-format: expected bin, fatbin or isa, found '" + gpuFormat +
+              "'");
+    rt::GpuCompileOptions options;
+    options.chip = gpuChip;
+    options.elementType = gpuElementType;
+    options.format = gpuFormat;
+    return options;
+  }
 };
 
-/// Compiles the model at `path` for `device`. For the GPU, checks first
-/// that a driver and a device are there, so that a machine without one
-/// fails before the compilation, with the driver layer's reason.
+/// Compiles the model at `path` for the device `device` selects. For the
+/// GPU, checks first that a driver and a device are there, so that a
+/// machine without one fails before the compilation, with the driver
+/// layer's reason. (The GPU options themselves are checked by the GPU
+/// pipeline, which names the allowed values.)
 llvm::Expected<std::unique_ptr<rt::Program>>
-compileFor(Device device, StringRef path, const rt::CompileOptions &options) {
-  if (device == Device::cpu) {
+compileFor(const DeviceOption &device, StringRef path,
+           const rt::CompileOptions &options) {
+  llvm::Expected<rt::GpuCompileOptions> gpuOptions = device.gpuOptions();
+  if (!gpuOptions)
+    return gpuOptions.takeError();
+  if (device.device == Device::cpu) {
     llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
         rt::CpuProgram::compileFile(path, options);
     if (!program)
@@ -347,9 +402,12 @@ compileFor(Device device, StringRef path, const rt::CompileOptions &options) {
       double(driver->device().totalMemory) / double(1ull << 30),
       driver->device().driverVersion);
   llvm::Expected<std::unique_ptr<rt::GpuProgram>> program =
-      rt::GpuProgram::compileFile(path, options);
+      rt::GpuProgram::compileFile(path, options, *gpuOptions);
   if (!program)
     return program.takeError();
+  llvm::errs() << llvm::formatv("compiled for {0}, {1} multiplicands, {2}\n",
+                                (*program)->chip(), gpuOptions->elementType,
+                                gpuOptions->format);
   return std::unique_ptr<rt::Program>(std::move(*program));
 #else
   return llvm::createStringError(
@@ -442,7 +500,7 @@ int runRun(int argc, char **argv) {
     return fail(selected.takeError());
   rt::CompileOptions options = *selected;
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-      compileFor(device.device, model.input, options);
+      compileFor(device, model.input, options);
   if (!compiled)
     return fail(compiled.takeError());
   rt::Program &program = **compiled;
@@ -806,7 +864,7 @@ int runTrain(int argc, char **argv) {
   options.trainStep = true;
   llvm::errs() << "compiling " << model.input << " with its train step\n";
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-      compileFor(device.device, model.input, options);
+      compileFor(device, model.input, options);
   if (!compiled)
     return fail(compiled.takeError());
   double unigram = text->unigramEntropyBits();
@@ -935,7 +993,7 @@ int runEval(int argc, char **argv) {
     return fail(selected.takeError());
   rt::CompileOptions options = *selected;
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-      compileFor(device.device, model.input, options);
+      compileFor(device, model.input, options);
   if (!compiled)
     return fail(compiled.takeError());
   llvm::Expected<std::vector<rt::HostTensor>> loaded =

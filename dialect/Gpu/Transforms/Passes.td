@@ -2,7 +2,9 @@
 //
 // The passes of the GPU target that upstream MLIR does not provide: device
 // memory placement, the mapping of parallel loops to blocks and threads, and
-// the move of the host's leftover memory accesses into kernels.
+// the move of the host's leftover memory accesses into kernels; the
+// tensor-core matmuls, and the rounding of matmul factors that they imply,
+// which the CPU target also runs to compute a reference for them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -281,6 +283,59 @@ def SwitchyardGpuTensorCoreMatmulPass
     "::mlir::NVVM::NVVMDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
   ];
+}
+
+def SwitchyardRoundContractionOperandsPass
+    : Pass<"switchyard-round-contraction-operands", "::mlir::func::FuncOp"> {
+  let summary = "Round the factors of matmul-like linalg ops to bf16 or f16";
+  let description = [{
+    Runs on bufferized functions of any target. It finds the matmul-like
+    linalg ops that `switchyard-gpu-tensor-core-matmul` handles (two inputs,
+    one f32 output, a body that is exactly `out + x * y` in f32 with `x`
+    and `y` the inputs, possibly through `arith.extf` / `arith.truncf`, at
+    least one contraction dimension) and rounds both factors to
+    `element-type` and back to f32 (`arith.truncf` then `arith.extf` before
+    the multiplication). Accumulation stays f32.
+
+    This is the same code as the tensor-core pass's SIMT fallback, run on
+    the same ops (both run right after bufferization): on the CPU target
+    (`switchyard-cpu-pipeline{round-contraction-operands=bf16}`, the
+    runtime's `CompileOptions::roundContractionOperands`) it computes what
+    the GPU's bf16/f16 tensor cores compute, up to the order of the f32
+    accumulation, so the GPU's 16-bit matmuls can be checked against it.
+    Matmuls inside the fused row kernels (`scf.forall`) are not linalg ops
+    and stay f32 on both targets. With `element-type=f32` the pass does
+    nothing.
+
+    Before:
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x3xf32>)
+                  outs(%c : memref<4x3xf32>)
+    ```
+
+    After (`element-type=bf16`, the op generalised by the builder it was
+    matched with; abridged):
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x3xf32>)
+                  outs(%c : memref<4x3xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %xr = arith.truncf %x : f32 to bf16
+      %xe = arith.extf %xr : bf16 to f32
+      %yr = arith.truncf %y : f32 to bf16
+      %ye = arith.extf %yr : bf16 to f32
+      %p = arith.mulf %xe, %ye : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    }
+    ```
+  }];
+  let options = [
+    Option<"elementType", "element-type", "std::string", /*default=*/"\"f32\"",
+           "Round the factors to this type: f32 (no rounding), bf16 or f16">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
 #endif // SWITCHYARD_DIALECT_GPU_TRANSFORMS_PASSES_TD

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/Gpu/Transforms/Contractions.h"
 #include "dialect/Gpu/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -37,6 +38,7 @@ namespace mlir::switchyard {
 } // namespace mlir::switchyard
 
 using namespace mlir;
+using mlir::switchyard::Contraction;
 
 namespace {
 /// The mma.sync shape (m16n8k16, 16-bit multiplicands, f32 accumulators)
@@ -48,75 +50,6 @@ constexpr int64_t kNTiles = 4;
 constexpr int64_t kWarpSize = 32;
 /// Accumulator values per lane and 16 x 8 tile (c0..c3).
 constexpr int64_t kAccValues = 4;
-
-/// A matmul-like linalg op: `out += x * y` over the contraction dimensions
-/// that `linalg::inferContractionDims` finds, in f32.
-struct Contraction {
-  linalg::LinalgOp op;
-  linalg::ContractionDimensions dims;
-  arith::MulFOp mul;
-  /// The multiplication's operand that derives from input i, as f32.
-  std::array<Value, 2> factors;
-};
-
-/// Returns the contraction that `op` is, or failure. The body must be
-/// exactly `yield(addf(out, mulf(cast*(in0), cast*(in1))))` (either order),
-/// the casts being arith.extf / arith.truncf, the product and output f32,
-/// the inputs f32, bf16 or f16, on buffers.
-FailureOr<Contraction> matchContraction(linalg::LinalgOp op) {
-  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1)
-    return failure();
-  if (!getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType()).isF32())
-    return failure();
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    Type type = getElementTypeOrSelf(input->get().getType());
-    if (!type.isF32() && !type.isBF16() && !type.isF16())
-      return failure();
-  }
-
-  Block *body = op.getBlock();
-  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
-  if (!yield || yield.getNumOperands() != 1)
-    return failure();
-  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
-  if (!add)
-    return failure();
-  Value acc = body->getArgument(2);
-  Value product = add.getLhs() == acc   ? add.getRhs()
-                  : add.getRhs() == acc ? add.getLhs()
-                                        : Value();
-  auto mul = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
-  if (!mul || !mul.getType().isF32())
-    return failure();
-
-  Contraction c{op, {}, mul, {}};
-  size_t bodyOps = 3; // addf, mulf, yield
-  for (Value factor : {mul.getLhs(), mul.getRhs()}) {
-    Value v = factor;
-    while (Operation *def = v.getDefiningOp()) {
-      if (!isa<arith::ExtFOp, arith::TruncFOp>(def) || def->getBlock() != body)
-        return failure();
-      ++bodyOps;
-      v = def->getOperand(0);
-    }
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (!arg || arg.getOwner() != body || arg.getArgNumber() >= 2 ||
-        c.factors[arg.getArgNumber()])
-      return failure();
-    c.factors[arg.getArgNumber()] = factor;
-  }
-  // Nothing else in the body (a linalg.index, a second use of a cast).
-  if (body->getOperations().size() != bodyOps)
-    return failure();
-
-  FailureOr<linalg::ContractionDimensions> dims =
-      linalg::inferContractionDims(op);
-  if (failed(dims) || dims->k.empty())
-    return failure();
-  c.dims = *dims;
-  return c;
-}
 
 /// Whether `c` has the shape the tensor-core kernel handles: one M, N and K
 /// dimension, at most one batch dimension, and projected permutation maps
@@ -131,22 +64,6 @@ bool fitsTensorCores(Contraction &c) {
   return llvm::all_of(c.op.getIndexingMapsArray(), [](AffineMap map) {
     return map.isProjectedPermutation(/*allowZeroInResults=*/false);
   });
-}
-
-/// Rounds both multiplicands of `c` to `elementType` (and back to f32), as
-/// the tensor cores see them.
-void roundFactors(RewriterBase &rewriter, Contraction &c,
-                  FloatType elementType) {
-  Location loc = c.mul.getLoc();
-  rewriter.setInsertionPoint(c.mul);
-  for (Value &factor : c.factors) {
-    Value rounded = arith::TruncFOp::create(rewriter, loc, elementType, factor);
-    Value back =
-        arith::ExtFOp::create(rewriter, loc, rewriter.getF32Type(), rounded);
-    rewriter.modifyOpInPlace(
-        c.mul, [&] { c.mul->replaceUsesOfWith(factor, back); });
-    factor = back;
-  }
 }
 
 /// Builds the tensor-core kernel of one contraction.
@@ -472,25 +389,24 @@ struct SwitchyardGpuTensorCoreMatmulPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     MLIRContext *ctx = &getContext();
-    FloatType type;
-    if (elementType == "f32")
-      return;
-    if (elementType == "bf16")
-      type = BFloat16Type::get(ctx);
-    else if (elementType == "f16")
-      type = Float16Type::get(ctx);
-    else {
+    FailureOr<FloatType> parsed =
+        switchyard::parseRoundingType(ctx, elementType);
+    if (failed(parsed)) {
       func.emitError() << "switchyard-gpu-tensor-core-matmul: unsupported "
                           "element-type '"
                        << elementType << "'; expected f32, bf16 or f16";
       return signalPassFailure();
     }
+    FloatType type = *parsed;
+    if (!type)
+      return;
 
     SmallVector<Contraction> contractions;
     func.walk([&](linalg::LinalgOp op) {
       if (op->getParentOfType<gpu::LaunchOp>())
         return;
-      if (FailureOr<Contraction> c = matchContraction(op); succeeded(c))
+      if (FailureOr<Contraction> c = switchyard::matchContraction(op);
+          succeeded(c))
         contractions.push_back(*c);
     });
 
@@ -500,7 +416,9 @@ struct SwitchyardGpuTensorCoreMatmulPass
         KernelBuilder(rewriter, c, type).build();
         rewriter.eraseOp(c.op);
       } else {
-        roundFactors(rewriter, c, type);
+        // The SIMT fallback: the code switchyard-round-contraction-operands
+        // runs, so the CPU reference rounds exactly these factors.
+        switchyard::roundContractionFactors(rewriter, c, type);
       }
     }
   }
