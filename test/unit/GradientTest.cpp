@@ -29,38 +29,12 @@ using namespace switchyard;
 namespace rt = switchyard::runtime;
 using llvm::formatv;
 using switchyard::test::callOrFail;
+using switchyard::test::indices;
+using switchyard::test::randomTensor;
 
 namespace {
 
 constexpr double kStep = 3e-3, kAbsolute = 3e-4, kRelative = 2e-2;
-
-rt::HostTensor randomTensor(const std::vector<int64_t> &shape, unsigned seed,
-                            float scale) {
-  std::mt19937 generator(seed);
-  std::uniform_real_distribution<float> uniform(-scale, scale);
-  int64_t count = 1;
-  for (int64_t d : shape)
-    count *= d;
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float &v : values)
-    v = uniform(generator);
-  return rt::HostTensor::fromValues<float>("", rt::ElementType::f32, shape,
-                                           values);
-}
-
-rt::HostTensor indices(const std::vector<int64_t> &shape, int64_t bound,
-                       unsigned seed) {
-  std::mt19937 generator(seed);
-  std::uniform_int_distribution<int32_t> uniform(0, int32_t(bound - 1));
-  int64_t count = 1;
-  for (int64_t d : shape)
-    count *= d;
-  std::vector<int32_t> values(static_cast<size_t>(count));
-  for (int32_t &v : values)
-    v = uniform(generator);
-  return rt::HostTensor::fromValues<int32_t>("", rt::ElementType::i32, shape,
-                                             values);
-}
 
 /// Compiles `source` with gradients and checks every parameter gradient of
 /// `<name>_grad` at up to `samples` elements per parameter. Parameters are

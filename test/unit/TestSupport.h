@@ -1,7 +1,7 @@
 //===- TestSupport.h - helpers shared by the unit tests ---------*- C++ -*-===//
 //
-// Calling compiled functions from GoogleTest: a failed call is a test
-// failure with the runtime's message.
+// Calling compiled functions from GoogleTest (a failed call is a test
+// failure with the runtime's message), and seeded random inputs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +11,8 @@
 #include "runtime/CpuProgram.h"
 
 #include "gtest/gtest.h"
+
+#include <random>
 
 namespace switchyard::test {
 
@@ -29,6 +31,36 @@ callOrFail(runtime::CpuProgram &program, llvm::StringRef name,
     return {};
   }
   return std::move(*results);
+}
+
+/// An f32 tensor of `shape`, uniform in [-scale, scale], from `seed`.
+inline runtime::HostTensor randomTensor(const std::vector<int64_t> &shape,
+                                        unsigned seed, float scale) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float &v : values)
+    v = uniform(generator);
+  return runtime::HostTensor::fromValues<float>(
+      "", runtime::ElementType::f32, shape, values);
+}
+
+/// An i32 tensor of `shape`, uniform in [0, bound), from `seed`.
+inline runtime::HostTensor indices(const std::vector<int64_t> &shape,
+                                   int64_t bound, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::uniform_int_distribution<int32_t> uniform(0, int32_t(bound - 1));
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  std::vector<int32_t> values(static_cast<size_t>(count));
+  for (int32_t &v : values)
+    v = uniform(generator);
+  return runtime::HostTensor::fromValues<int32_t>(
+      "", runtime::ElementType::i32, shape, values);
 }
 
 } // namespace switchyard::test
