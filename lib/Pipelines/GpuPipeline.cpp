@@ -198,6 +198,12 @@ bool usesTensorCores(const switchyard::GpuPipelineOptions &options) {
   return options.elementType != "f32" && options.chip != "sm_75";
 }
 
+/// Whether the contractions that fit take the wgmma + TMA route: asked for,
+/// tensor cores, and sm_90a (plain sm_90 has no wgmma).
+bool usesWgmma(const switchyard::GpuPipelineOptions &options) {
+  return options.wgmma && usesTensorCores(options) && options.chip == "sm_90a";
+}
+
 /// Linalg to kernels: tensor-core kernels for matmuls (16-bit element types
 /// only), parallel loops, one thread per element, host leftovers in
 /// single-thread kernels, outlined into @<func>_kernels.
@@ -207,6 +213,7 @@ void buildKernelFormationStages(OpPassManager &pm,
     switchyard::SwitchyardGpuTensorCoreMatmulPassOptions matmul;
     matmul.elementType = options.elementType;
     matmul.tensorCores = usesTensorCores(options);
+    matmul.wgmma = usesWgmma(options);
     pm.addNestedPass<func::FuncOp>(
         switchyard::createSwitchyardGpuTensorCoreMatmulPass(matmul));
   }
@@ -226,6 +233,11 @@ void buildKernelFormationStages(OpPassManager &pm,
       switchyard::createSwitchyardGpuLaunchHostComputePass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuNameKernelsPass());
+  // The TMA descriptors are made on the host (mgpuTensorMapEncodeTiledMemref)
+  // and reach the kernels as pointers: lower the nvgpu ops before outlining,
+  // host and kernels alike, as upstream's gpu-lower-to-nvvm-pipeline does.
+  if (usesWgmma(options))
+    pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(createGpuKernelOutliningPass());
   // One stream per call: allocations, launches and frees in program order on
   // it, one synchronisation before returning. gpu-to-llvm only lowers the

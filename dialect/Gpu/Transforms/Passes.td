@@ -275,7 +275,11 @@ def SwitchyardGpuTensorCoreMatmulPass
            "Element type of the multiplicands: f32, bf16 or f16">,
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
            "Use mma.sync (sm_80 and newer); otherwise only round the "
-           "multiplicands">
+           "multiplicands">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "With tensor-cores, use wgmma + TMA (sm_90a only) for the "
+           "contractions that fit it (no batch dimension, static N and K "
+           "multiples of 128 and 64); mma.sync for the others">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
