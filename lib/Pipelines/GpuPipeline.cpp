@@ -20,7 +20,13 @@
 // sm_75 the contractions stay SIMT with their factors rounded to the element
 // type, so both chips compute the same products. The PTX of this route is
 // checked with ptxas for sm_80 … sm_120; its numerics have not been run on a
-// GPU yet. wgmma + TMA (sm_90a) are not used.
+// GPU yet. With wgmma=true and chip=sm_90a (opt-in), the contractions with
+// static N and K multiples of 128 and 64 and no batch dimension instead get
+// one warpgroup per 64 x 128 tile: the factors converted to device buffers
+// of the element type, TMA loads (128-byte swizzle, descriptors made on the
+// host by mgpuTensorMapEncodeTiledMemref) signalled by an mbarrier, and
+// nvgpu.warpgroup.mma (wgmma m64n128k16); only its PTX is checked (ptxas),
+// and the runtime does not provide mgpuTensorMapEncodeTiledMemref yet.
 //
 // Device memory design
 // --------------------
