@@ -174,6 +174,13 @@ struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
                      "(exact, SIMT), bf16 or f16 (tensor cores on sm_80 and "
                      "newer, rounded SIMT on sm_75); accumulation is f32"),
       llvm::cl::init("f32")};
+  detail::PassOptions::Option<bool> wgmma{
+      *this, "wgmma",
+      llvm::cl::desc("With chip=sm_90a and element-type bf16/f16: wgmma + "
+                     "TMA kernels for the contractions that fit them "
+                     "(static N, K multiples of 128, 64; no batch), "
+                     "mma.sync for the others. Not run on a GPU yet"),
+      llvm::cl::init(false)};
 };
 
 /// Stages 5-6 for NVIDIA GPUs: linalg on tensors (with arith, math, scf,

@@ -20,7 +20,13 @@
 // sm_75 the contractions stay SIMT with their factors rounded to the element
 // type, so both chips compute the same products. The PTX of this route is
 // checked with ptxas for sm_80 … sm_120; its numerics have not been run on a
-// GPU yet. wgmma + TMA (sm_90a) are not used.
+// GPU yet. With wgmma=true and chip=sm_90a (opt-in), the contractions with
+// static N and K multiples of 128 and 64 and no batch dimension instead get
+// one warpgroup per 64 x 128 tile: the factors converted to device buffers
+// of the element type, TMA loads (128-byte swizzle, descriptors made on the
+// host by mgpuTensorMapEncodeTiledMemref) signalled by an mbarrier, and
+// nvgpu.warpgroup.mma (wgmma m64n128k16); only its PTX is checked (ptxas),
+// and the runtime does not provide mgpuTensorMapEncodeTiledMemref yet.
 //
 // Device memory design
 // --------------------
@@ -198,6 +204,12 @@ bool usesTensorCores(const switchyard::GpuPipelineOptions &options) {
   return options.elementType != "f32" && options.chip != "sm_75";
 }
 
+/// Whether the contractions that fit take the wgmma + TMA route: asked for,
+/// tensor cores, and sm_90a (plain sm_90 has no wgmma).
+bool usesWgmma(const switchyard::GpuPipelineOptions &options) {
+  return options.wgmma && usesTensorCores(options) && options.chip == "sm_90a";
+}
+
 /// Linalg to kernels: tensor-core kernels for matmuls (16-bit element types
 /// only), parallel loops, one thread per element, host leftovers in
 /// single-thread kernels, outlined into @<func>_kernels.
@@ -207,6 +219,7 @@ void buildKernelFormationStages(OpPassManager &pm,
     switchyard::SwitchyardGpuTensorCoreMatmulPassOptions matmul;
     matmul.elementType = options.elementType;
     matmul.tensorCores = usesTensorCores(options);
+    matmul.wgmma = usesWgmma(options);
     pm.addNestedPass<func::FuncOp>(
         switchyard::createSwitchyardGpuTensorCoreMatmulPass(matmul));
   }
@@ -226,6 +239,11 @@ void buildKernelFormationStages(OpPassManager &pm,
       switchyard::createSwitchyardGpuLaunchHostComputePass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuNameKernelsPass());
+  // The TMA descriptors are made on the host (mgpuTensorMapEncodeTiledMemref)
+  // and reach the kernels as pointers: lower the nvgpu ops before outlining,
+  // host and kernels alike, as upstream's gpu-lower-to-nvvm-pipeline does.
+  if (usesWgmma(options))
+    pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(createGpuKernelOutliningPass());
   // One stream per call: allocations, launches and frees in program order on
   // it, one synchronisation before returning. gpu-to-llvm only lowers the

@@ -230,6 +230,24 @@ def SwitchyardGpuTensorCoreMatmulPass
     `convert-nvgpu-to-nvvm` (LLVM 22) rejects bf16 `nvgpu.mma.sync`
     operands.
 
+    With `wgmma` as well (sm_90a only; off by default), the ops that also
+    have no batch dimension and static N and K that are multiples of 128
+    and 64 take the warpgroup route instead, after upstream's sm90 GEMM
+    (mlir/test/Integration/GPU/CUDA/sm90/gemm_f32_f16_f16_128x128x128.mlir):
+    the factors are converted into device buffers of the element type (A as
+    M x K, B as K x N, row-major; `gpu.alloc` + a `linalg.generic`, freed
+    after the launch), `nvgpu.tma.create.descriptor` makes one descriptor
+    per buffer on the host (128-byte swizzle, zero fill out of bounds), and
+    one warpgroup (128 threads, 32 KiB of dynamic shared memory) per
+    64 x 128 tile of C loops over K in steps of 64: thread 0 arms an
+    mbarrier with the byte count and issues three `nvgpu.tma.async.load`s
+    (A's 64 x 64 box, B's two 64 x 64 boxes), all threads wait on the
+    barrier's parity, and `nvgpu.warpgroup.mma` (`transposeB`, waitGroup 0)
+    adds the step to f32 accumulators. The accumulators go through shared
+    memory (`nvgpu.warpgroup.mma.store`) and are added to C, rows past M (a
+    dynamic M is the token count; TMA zero-fills its last tile) skipped.
+    Only the PTX of this route is checked (ptxas); it has not run on a GPU.
+
     Before:
 
     ```mlir
@@ -275,7 +293,11 @@ def SwitchyardGpuTensorCoreMatmulPass
            "Element type of the multiplicands: f32, bf16 or f16">,
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
            "Use mma.sync (sm_80 and newer); otherwise only round the "
-           "multiplicands">
+           "multiplicands">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "With tensor-cores, use wgmma + TMA (sm_90a only) for the "
+           "contractions that fit it (no batch dimension, static N and K "
+           "multiples of 128 and 64); mma.sync for the others">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
