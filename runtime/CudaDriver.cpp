@@ -60,7 +60,8 @@ llvm::Error failure(const llvm::Twine &message) {
   X(cuMemcpyDtoDAsync)                                                         \
   X(cuMemcpyAsync)                                                             \
   X(cuMemsetD32Async)                                                          \
-  X(cuMemsetD16Async)
+  X(cuMemsetD16Async)                                                          \
+  X(cuTensorMapEncodeTiled)
 
 struct EntryPoints {
 #define SWITCHYARD_MEMBER(name) decltype(&::name) name = nullptr;
@@ -83,6 +84,9 @@ struct Driver::Impl {
   std::mutex poolMutex;
   /// Free blocks by size class, and the class of every live block.
   std::map<uint64_t, std::vector<DevicePtr>> freeBlocks;
+  /// TMA descriptors on the device, by their encoding parameters.
+  std::mutex tensorMapMutex;
+  std::map<std::vector<uint64_t>, DevicePtr> tensorMaps;
   llvm::DenseMap<DevicePtr, uint64_t> liveBlocks;
   uint64_t held = 0;
 
@@ -378,6 +382,49 @@ llvm::Error Driver::fill32(DevicePtr destination, uint32_t value,
                      llvm::formatv("filling {0} words", count));
 }
 
+llvm::Expected<DevicePtr>
+Driver::tensorMapTiled(int dataType, uint32_t rank, void *address,
+                       const uint64_t *sizes, const uint64_t *strides,
+                       const uint32_t *box, int interleave, int swizzle,
+                       int l2Promotion, int outOfBoundsFill) {
+  // The key: every parameter, as words.
+  std::vector<uint64_t> key = {uint64_t(dataType), rank,
+                               reinterpret_cast<uint64_t>(address),
+                               uint64_t(interleave), uint64_t(swizzle),
+                               uint64_t(l2Promotion), uint64_t(outOfBoundsFill)};
+  for (uint32_t r = 0; r < rank; ++r)
+    key.insert(key.end(), {sizes[r], box[r], r + 1 < rank ? strides[r] : 0});
+  std::lock_guard<std::mutex> lock(impl->tensorMapMutex);
+  auto cached = impl->tensorMaps.find(key);
+  if (cached != impl->tensorMaps.end())
+    return cached->second;
+
+  CUtensorMap map;
+  std::vector<uint32_t> elementStrides(rank, 1);
+  if (llvm::Error error = impl->check(
+          impl->cu.cuTensorMapEncodeTiled(
+              &map, static_cast<CUtensorMapDataType>(dataType), rank, address,
+              sizes, strides, box, elementStrides.data(),
+              static_cast<CUtensorMapInterleave>(interleave),
+              static_cast<CUtensorMapSwizzle>(swizzle),
+              static_cast<CUtensorMapL2promotion>(l2Promotion),
+              static_cast<CUtensorMapFloatOOBfill>(outOfBoundsFill)),
+          "cuTensorMapEncodeTiled",
+          llvm::formatv("encoding a {0}-D TMA descriptor", rank)))
+    return std::move(error);
+  Expected<DevicePtr> device = allocate(sizeof(CUtensorMap));
+  if (!device)
+    return device.takeError();
+  // Synchronously: the kernels that read it run on another stream.
+  if (llvm::Error error =
+          copyToDevice(*device, &map, sizeof(CUtensorMap), nullptr))
+    return std::move(error);
+  if (llvm::Error error = synchronize(nullptr))
+    return std::move(error);
+  impl->tensorMaps.emplace(std::move(key), *device);
+  return *device;
+}
+
 //===----------------------------------------------------------------------===//
 // The mgpu* wrapper ABI
 //===----------------------------------------------------------------------===//
@@ -511,6 +558,54 @@ extern "C" void mgpuMemset32(void *destination, unsigned value, size_t count,
                          count, stream));
 }
 
+/// The TMA descriptor of a ranked memref, as upstream's
+/// CudaRuntimeWrappers.cpp makes it: the memref's sizes and strides reversed
+/// (innermost first), strides in bytes, the box sizes reversed too. Unlike
+/// upstream, the memref's offset is honoured and the device copy is cached
+/// rather than leaked on every call.
+extern "C" void *mgpuTensorMapEncodeTiledMemref(int64_t rank, void *descriptor,
+                                                int64_t dataType,
+                                                int64_t interleave,
+                                                int64_t swizzle,
+                                                int64_t l2Promotion,
+                                                int64_t outOfBoundsFill,
+                                                int64_t *boxSizes) {
+  Driver *driver = driverOrDefer();
+  if (!driver)
+    return nullptr;
+  // Element sizes by CUtensorMapDataType (UINT8 ... TFLOAT32_FTZ).
+  static constexpr uint64_t kElementBytes[] = {1, 2, 4, 4, 8, 8, 2,
+                                               4, 8, 2, 4, 4, 4};
+  if (rank < 1 || rank > 5 || dataType < 0 ||
+      dataType >= int64_t(std::size(kElementBytes))) {
+    defer(llvm::createStringError(llvm::formatv(
+        "mgpuTensorMapEncodeTiledMemref: unsupported rank {0} or data type "
+        "{1}",
+        rank, dataType)));
+    return nullptr;
+  }
+  // {allocated, aligned, offset, sizes[rank], strides[rank]}.
+  auto *words = static_cast<int64_t *>(descriptor);
+  uint64_t elementBytes = kElementBytes[dataType];
+  char *address = reinterpret_cast<char *>(words[1]) + words[2] * elementBytes;
+  uint64_t sizes[5], strides[5];
+  uint32_t box[5];
+  for (int64_t r = 0; r < rank; ++r) {
+    sizes[r] = uint64_t(words[3 + rank - 1 - r]);
+    box[r] = uint32_t(boxSizes[rank - 1 - r]);
+    if (r + 1 < rank)
+      strides[r] = uint64_t(words[3 + rank + rank - 2 - r]) * elementBytes;
+  }
+  Expected<DevicePtr> map = driver->tensorMapTiled(
+      int(dataType), uint32_t(rank), address, sizes, strides, box,
+      int(interleave), int(swizzle), int(l2Promotion), int(outOfBoundsFill));
+  if (!map) {
+    defer(map.takeError());
+    return nullptr;
+  }
+  return reinterpret_cast<void *>(*map);
+}
+
 } // namespace
 
 std::vector<std::pair<std::string, void *>> switchyard::runtime::cuda::
@@ -530,6 +625,8 @@ std::vector<std::pair<std::string, void *>> switchyard::runtime::cuda::
       {"mgpuMemFree", reinterpret_cast<void *>(&mgpuMemFree)},
       {"mgpuMemcpy", reinterpret_cast<void *>(&mgpuMemcpy)},
       {"mgpuMemset32", reinterpret_cast<void *>(&mgpuMemset32)},
+      {"mgpuTensorMapEncodeTiledMemref",
+       reinterpret_cast<void *>(&mgpuTensorMapEncodeTiledMemref)},
   };
 }
 
@@ -552,6 +649,8 @@ llvm::StringRef switchyard::runtime::cuda::mgpuLlvmType(llvm::StringRef name) {
       .Case("mgpuMemFree", "void (ptr, ptr)")
       .Case("mgpuMemcpy", "void (ptr, ptr, i64, ptr)")
       .Case("mgpuMemset32", "void (ptr, i32, i64, ptr)")
+      .Case("mgpuTensorMapEncodeTiledMemref",
+            "ptr (i64, ptr, i64, i64, i64, i64, i64, ptr)")
       .Default("");
 }
 

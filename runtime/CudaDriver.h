@@ -101,6 +101,18 @@ public:
   llvm::Error fill32(DevicePtr destination, uint32_t value, uint64_t count,
                      Stream stream);
 
+  /// The TMA descriptor (a CUtensorMap) of a tiled view of `rank`-D memory
+  /// at `address`, encoded by cuTensorMapEncodeTiled and copied to device
+  /// memory, where kernels read it: returns its device address. Sizes and
+  /// box sizes run innermost first, `strides` (bytes) skip the innermost.
+  /// Descriptors are cached by their parameters and live as long as the
+  /// Driver (a training loop encodes each distinct one once).
+  llvm::Expected<DevicePtr>
+  tensorMapTiled(int dataType, uint32_t rank, void *address,
+                 const uint64_t *sizes, const uint64_t *strides,
+                 const uint32_t *box, int interleave, int swizzle,
+                 int l2Promotion, int outOfBoundsFill);
+
   ~Driver();
   Driver(const Driver &) = delete;
   Driver &operator=(const Driver &) = delete;

@@ -162,6 +162,7 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   pipelineOptions.blockSize = gpuOptions.blockSize;
   pipelineOptions.toolkit = gpuOptions.toolkit;
   pipelineOptions.elementType = gpuOptions.elementType;
+  pipelineOptions.wgmma = gpuOptions.wgmma;
   mlir::PassManager codegen(&context);
   mlir::switchyard::buildGpuCodegenPipeline(codegen, pipelineOptions);
   if (llvm::Error error = compilation.run(

@@ -54,6 +54,10 @@ struct GpuCompileOptions {
   /// roundContractionOperands gives the CPU backend the same rounding, as a
   /// reference.
   std::string elementType = "f32";
+  /// With chip "sm_90a" and a 16-bit elementType: warpgroup MMA (wgmma)
+  /// with TMA loads for the contractions whose N and K are static multiples
+  /// of 128 and 64 (the pipeline's `wgmma` option; off by default).
+  bool wgmma = false;
 };
 
 /// The chip that GpuCompileOptions::chip defaults to where the device has

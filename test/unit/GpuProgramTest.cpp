@@ -129,6 +129,69 @@ TEST(GpuProgramTest, UnsupportedChipsAreCompileErrors) {
       << message;
 }
 
+// moe.linear with N = K = 128 takes the wgmma + TMA route on sm_90a: its
+// host code calls mgpuTensorMapEncodeTiledMemref, which compile() checks
+// against the runtime's wrapper (name and LLVM type).
+constexpr const char *kLinear = R"mlir(
+func.func @linear(%x: tensor<?x128xf32>, %w: tensor<128x128xf32>) -> tensor<?x128xf32> {
+  %y = moe.linear %x, %w : tensor<?x128xf32>, tensor<128x128xf32> -> tensor<?x128xf32>
+  return %y : tensor<?x128xf32>
+}
+)mlir";
+
+rt::GpuCompileOptions wgmmaOptions() {
+  rt::GpuCompileOptions options;
+  options.chip = "sm_90a";
+  options.elementType = "f16";
+  options.wgmma = true;
+  return options;
+}
+
+TEST(GpuProgramTest, WgmmaHostCodeFindsTheTensorMapWrapper) {
+  auto gpu = rt::GpuProgram::compile(kLinear, "linear.mlir", {}, wgmmaOptions());
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+}
+
+// With an sm_90 GPU: the wgmma route against the CPU with the factors
+// rounded to f16 (products exact in f32; only the order of the f32
+// accumulation differs: 1e-4 + 1e-3·|cpu| for K = 128 and |x|, |w| < 1).
+TEST(GpuProgramTest, WgmmaMatchesTheRoundedCpuReference) {
+  llvm::Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    GTEST_SKIP() << llvm::toString(driver.takeError());
+  if (driver->device().computeCapability != 90)
+    GTEST_SKIP() << "needs sm_90 (wgmma, TMA)";
+  rt::CompileOptions cpuOptions;
+  cpuOptions.roundContractionOperands = "f16";
+  auto cpu = rt::CpuProgram::compile(kLinear, "linear.mlir", cpuOptions);
+  ASSERT_TRUE(static_cast<bool>(cpu)) << llvm::toString(cpu.takeError());
+  auto gpu = rt::GpuProgram::compile(kLinear, "linear.mlir", {}, wgmmaOptions());
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  for (int64_t rows : {1, 63, 64, 65, 200}) {
+    std::vector<float> x(size_t(rows) * 128), w(128 * 128);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::sin(0.37f * float(i));
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = std::cos(0.11f * float(i));
+    rt::HostTensor xt = rt::HostTensor::fromValues<float>(
+        "x", rt::ElementType::f32, {rows, 128}, x);
+    rt::HostTensor wt = rt::HostTensor::fromValues<float>(
+        "w", rt::ElementType::f32, {128, 128}, w);
+    auto expected = (*cpu)->call("linear", {&xt, &wt});
+    ASSERT_TRUE(static_cast<bool>(expected))
+        << llvm::toString(expected.takeError());
+    auto actual = (*gpu)->call("linear", {&xt, &wt});
+    ASSERT_TRUE(static_cast<bool>(actual))
+        << llvm::toString(actual.takeError());
+    auto e = (*expected)[0].values<float>();
+    auto a = (*actual)[0].values<float>();
+    ASSERT_EQ(e.size(), a.size());
+    for (size_t i = 0; i < e.size(); ++i)
+      ASSERT_LE(std::fabs(a[i] - e[i]), 1e-4 + 1e-3 * std::fabs(e[i]))
+          << "rows " << rows << ", element " << i;
+  }
+}
+
 // With a GPU: results against the CPU backend, including results that alias
 // an argument (returned as they are, and not released twice).
 TEST(GpuProgramTest, SmallFunctionsMatchTheCpuBackend) {
