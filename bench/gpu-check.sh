@@ -22,9 +22,16 @@
 # counts as a failure here, since this script exists to run them.
 #
 # Usage: bench/gpu-check.sh [BUILD_DIR]
+#        bench/gpu-check.sh --bundle .device   (the device machine: no
+#        LLVM there; see scripts/device-bundle.sh and bench/gpu-check-bundle.sh)
 #===------------------------------------------------------------------------===#
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = --bundle ]; then
+  # The binaries of scripts/device-bundle.sh (static MLIR/LLVM): no build,
+  # no lit, no FileCheck (bench/cuda-lit-runs.py runs the RUN lines).
+  exec "$root/bench/gpu-check-bundle.sh" "${2:-$root/.device}"
+fi
 build=${1:-$root/build}
 jobs=${JOBS:-$(nproc)}
 lit=${LIT:-/usr/lib/llvm-22/bin/lit}

@@ -13,6 +13,7 @@
 #include "dialect/InitSwitchyard.h"
 #include "dialect/Pipelines/Pipelines.h"
 
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -20,12 +21,15 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <set>
+#include <vector>
 
 using namespace switchyard::runtime;
 using detail::failure;
@@ -35,6 +39,49 @@ using llvm::StringRef;
 #ifndef SWITCHYARD_C_RUNNER_UTILS
 #define SWITCHYARD_C_RUNNER_UTILS ""
 #endif
+
+namespace {
+/// MLIR's memrefCopy (mlir/lib/ExecutionEngine/CRunnerUtils.cpp), for builds
+/// without libmlir_c_runner_utils.so (SWITCHYARD_STATIC_LLVM): copies a
+/// strided memref element by element.
+extern "C" void switchyardMemrefCopy(int64_t elemSize,
+                                     UnrankedMemRefType<char> *srcArg,
+                                     UnrankedMemRefType<char> *dstArg) {
+  DynamicMemRefType<char> src(*srcArg);
+  DynamicMemRefType<char> dst(*dstArg);
+  int64_t rank = src.rank;
+  for (int64_t axis = 0; axis < rank; ++axis)
+    if (src.sizes[axis] == 0)
+      return;
+  char *srcPtr = src.data + src.offset * elemSize;
+  char *dstPtr = dst.data + dst.offset * elemSize;
+  if (rank == 0) {
+    std::memcpy(dstPtr, srcPtr, elemSize);
+    return;
+  }
+  std::vector<int64_t> indices(rank, 0), srcStrides(rank), dstStrides(rank);
+  for (int64_t axis = 0; axis < rank; ++axis) {
+    srcStrides[axis] = src.strides[axis] * elemSize;
+    dstStrides[axis] = dst.strides[axis] * elemSize;
+  }
+  int64_t readIndex = 0, writeIndex = 0;
+  for (;;) {
+    std::memcpy(dstPtr + writeIndex, srcPtr + readIndex, elemSize);
+    for (int64_t axis = rank - 1; axis >= 0; --axis) {
+      int64_t newIndex = ++indices[axis];
+      readIndex += srcStrides[axis];
+      writeIndex += dstStrides[axis];
+      if (src.sizes[axis] != newIndex)
+        break;
+      if (axis == 0)
+        return;
+      indices[axis] = 0;
+      readIndex -= src.sizes[axis] * srcStrides[axis];
+      writeIndex -= dst.sizes[axis] * dstStrides[axis];
+    }
+  }
+}
+} // namespace
 
 struct CpuProgram::Impl {
   mlir::MLIRContext context;
@@ -109,6 +156,14 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
                                  bufferName,
                                  llvm::toString(engine.takeError()),
                                  compilation.diagnostics()));
+  if (StringRef(SWITCHYARD_C_RUNNER_UTILS) == "")
+    (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+      llvm::orc::SymbolMap symbols;
+      symbols[interner("memrefCopy")] = {
+          llvm::orc::ExecutorAddr::fromPtr(&switchyardMemrefCopy),
+          llvm::JITSymbolFlags::Exported};
+      return symbols;
+    });
   program->impl->engine = std::move(*engine);
   return program;
 }

@@ -27,6 +27,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 
+#include <cstdlib>
 #include <set>
 
 using namespace switchyard::runtime;
@@ -161,6 +162,11 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   pipelineOptions.optLevel = gpuOptions.kernelOptLevel;
   pipelineOptions.blockSize = gpuOptions.blockSize;
   pipelineOptions.toolkit = gpuOptions.toolkit;
+  // The machine that runs the tools may keep the toolkit elsewhere than the
+  // one that built them (the device bundle, bench/gpu-check.sh --bundle).
+  if (gpuOptions.toolkit.empty())
+    if (const char *dir = std::getenv("SWITCHYARD_CUDA_TOOLKIT"))
+      pipelineOptions.toolkit = dir;
   pipelineOptions.elementType = gpuOptions.elementType;
   pipelineOptions.wgmma = gpuOptions.wgmma;
   mlir::PassManager codegen(&context);

@@ -46,7 +46,8 @@ struct GpuCompileOptions {
   unsigned kernelOptLevel = 3;
   /// Threads per block of the SIMT kernels (1-1024).
   int64_t blockSize = 256;
-  /// CUDA toolkit root; empty: the one found when Switchyard was built.
+  /// CUDA toolkit root; empty: $SWITCHYARD_CUDA_TOOLKIT if set, else the one
+  /// found when Switchyard was built.
   std::string toolkit;
   /// Element type of the matmul multiplicands in kernels: "f32" (exact,
   /// SIMT), "bf16" or "f16" (tensor cores on sm_80 and newer, SIMT with the

@@ -22,6 +22,9 @@
 
 #include "gtest/gtest.h"
 
+#include <cstdlib>
+#include <string>
+
 #include <cmath>
 
 namespace rt = switchyard::runtime;
@@ -29,7 +32,14 @@ namespace cuda = switchyard::runtime::cuda;
 
 namespace {
 
-const char *kModel = SWITCHYARD_SOURCE_DIR "/examples/models/switchhead-tiny.mlir";
+// $SWITCHYARD_SOURCE_DIR overrides the build's source directory (the device
+// bundle runs this test in another checkout).
+const std::string kModelPath =
+    std::string(std::getenv("SWITCHYARD_SOURCE_DIR")
+                    ? std::getenv("SWITCHYARD_SOURCE_DIR")
+                    : SWITCHYARD_SOURCE_DIR) +
+    "/examples/models/switchhead-tiny.mlir";
+const char *kModel = kModelPath.c_str();
 
 /// Equal signatures: names, argument and result types, shapes, roles,
 /// parameter names and vocabularies.

@@ -76,6 +76,9 @@ cl::opt<double> relativeTolerance("rtol", cl::desc("Relative tolerance (1e-3)"),
                      cl::init(1e-3));
 cl::opt<std::string> chip("chip",
                           cl::desc("GPU chip (default: the device's)"));
+cl::opt<std::string> toolkit(
+    "gpu-toolkit", cl::desc("CUDA toolkit root (default: "
+                            "$SWITCHYARD_CUDA_TOOLKIT, else the build's)"));
 cl::opt<std::string> elementType(
     "element-type",
     cl::desc("Matmul multiplicands on the GPU: f32 (default), bf16 or f16 "
@@ -259,6 +262,7 @@ int main(int argc, char **argv) {
     return fail(cpu.takeError());
   rt::GpuCompileOptions gpuOptions;
   gpuOptions.chip = chip;
+  gpuOptions.toolkit = toolkit;
   gpuOptions.elementType = elementType;
   auto gpu = rt::GpuProgram::compileFile(input, options, gpuOptions);
   if (!gpu)

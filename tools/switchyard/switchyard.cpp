@@ -441,6 +441,7 @@ struct DeviceOption {
   cl::opt<std::string> gpuChip;
   cl::opt<std::string> gpuElementType;
   cl::opt<std::string> gpuFormat;
+  cl::opt<std::string> gpuToolkit;
   explicit DeviceOption(cl::OptionCategory &category)
       : device("device",
                cl::desc("Where to run the compiled model (default: cpu)"),
@@ -465,7 +466,12 @@ struct DeviceOption {
                            "(default: cubin through ptxas), fatbin, or isa "
                            "(PTX, JIT-compiled by the driver)"),
                   cl::value_desc("bin|fatbin|isa"), cl::init("bin"),
-                  cl::cat(category)) {}
+                  cl::cat(category)),
+        gpuToolkit("gpu-toolkit",
+                   cl::desc("With --device gpu: the CUDA toolkit root "
+                            "(bin/ptxas, nvvm/libdevice; default: "
+                            "$SWITCHYARD_CUDA_TOOLKIT, else the build's)"),
+                   cl::value_desc("dir"), cl::cat(category)) {}
 
   /// The GPU options chosen; an error for a GPU option without --device gpu
   /// (it would be ignored silently otherwise).
@@ -493,6 +499,7 @@ struct DeviceOption {
     options.chip = gpuChip;
     options.elementType = gpuElementType;
     options.format = gpuFormat;
+    options.toolkit = gpuToolkit;
     return options;
   }
 };

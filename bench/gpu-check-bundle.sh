@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+#===- bench/gpu-check-bundle.sh - the GPU checks from the device bundle -----===#
+#
+# bench/gpu-check.sh --bundle DIR runs this: on the GPU machine, which has
+# CUDA but no LLVM/MLIR, lit or FileCheck, with the static binaries that
+# scripts/device-bundle.sh wrote into DIR (.device, carried by the device
+# tool). Runs
+#   1. switchyard-cuda-unittests (less the two no-driver tests);
+#   2. the RUN lines of test/Integration/CUDA/*.test (bench/cuda-lit-runs.py;
+#      verdicts by exit status);
+#   3. `switchyard train` of the tiny model, --device cpu and gpu, compared;
+# and writes bench/results/gpu-check-<date>.log. Every phase is time-limited.
+# Exit status 0 only if every check passed (skipped counts as failed).
+#===------------------------------------------------------------------------===#
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bundle=$(cd "${1:-$root/.device}" && pwd) || { echo "no bundle ${1:-}"; exit 1; }
+mkdir -p "$root/bench/results"
+log="$root/bench/results/gpu-check-$(date -u +%Y%m%dT%H%M%SZ).log"
+exec > >(tee "$log") 2>&1
+start=$SECONDS
+status=0
+elapsed() { echo "($((SECONDS - start)) s so far)"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "# Switchyard GPU check (device bundle)"
+echo "date:   $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+echo "host:   $(hostname), $(nproc) cores"
+echo "bundle: $bundle"
+sed 's/^/  /' "$bundle/MANIFEST" 2>/dev/null | head -3
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
+else
+  echo "NO DRIVER: no nvidia-smi on this machine; every GPU check will fail"
+  status=1
+fi
+
+# The CUDA toolkit: libdevice at compile time, ptxas for format=bin.
+toolkit=${SWITCHYARD_CUDA_TOOLKIT:-}
+candidates="/usr/local/cuda"
+command -v ptxas > /dev/null && candidates="$candidates $(dirname "$(dirname "$(command -v ptxas)")")"
+command -v nvcc > /dev/null && candidates="$candidates $(dirname "$(dirname "$(command -v nvcc)")")"
+candidates="$candidates $(python3 -c 'import nvidia, os; [print(os.path.join(p, d)) for p in nvidia.__path__ for d in os.listdir(p)]' 2>/dev/null)"
+for dir in $candidates /usr/local/cuda-*; do
+  [ -n "$toolkit" ] && break
+  if [ -x "$dir/bin/ptxas" ] && [ -f "$dir/nvvm/libdevice/libdevice.10.bc" ]; then
+    toolkit=$dir
+  fi
+done
+if [ -n "$toolkit" ]; then
+  export SWITCHYARD_CUDA_TOOLKIT=$toolkit
+  echo "toolkit: $toolkit ($("$toolkit/bin/ptxas" --version | tail -1))"
+else
+  echo "NO TOOLKIT: no directory with bin/ptxas and nvvm/libdevice/libdevice.10.bc (set SWITCHYARD_CUDA_TOOLKIT)"
+  status=1
+fi
+
+# The binaries, unpacked where the bundle has them compressed.
+mkdir -p "$tmp/bin"
+for file in "$bundle"/bin/*; do
+  case $file in
+    *.xz) xz -dc "$file" > "$tmp/bin/$(basename "$file" .xz)" ;;
+    *) cp "$file" "$tmp/bin/" ;;
+  esac
+done
+chmod +x "$tmp/bin"/*
+bin=$tmp/bin
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export SWITCHYARD_SOURCE_DIR=$root
+echo "unpacked $(elapsed)"
+echo
+
+echo "## the CUDA unit tests $(elapsed)"
+timeout 240 "$bin/switchyard-cuda-unittests" \
+  --gtest_filter='-*CallsFailCleanlyWithoutADriver*:*ResidentTensorsNeedADriver*' \
+  > "$tmp/unit.out" 2>&1
+unit=$?
+grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]' "$tmp/unit.out" | tail -60
+if [ $unit != 0 ]; then
+  echo "FAILED: switchyard-cuda-unittests (exit $unit)"; tail -30 "$tmp/unit.out"; status=1
+elif grep -q '^\[  SKIPPED \]' "$tmp/unit.out"; then
+  echo "FAILED: some CUDA unit tests were skipped (no GPU?)"; status=1
+fi
+echo
+
+echo "## test/Integration/CUDA (RUN lines, no lit) $(elapsed)"
+timeout 420 python3 "$root/bench/cuda-lit-runs.py" --bin "$bin" --root "$root" || status=1
+echo
+
+echo "## switchyard train: --device cpu against --device gpu $(elapsed)"
+train() {
+  local name=$1
+  shift
+  local begin=$SECONDS
+  if timeout 150 "$bin/switchyard" train \
+      "$root/examples/models/switchhead-tiny.mlir" \
+      --data "$root/test/Integration/CUDA/Inputs" --steps 20 --batch 4 \
+      --warmup 4 --eval-every 10 --eval-batches 1 --summary "$tmp/$name.json" \
+      "$@" > "$tmp/$name.out" 2>&1; then
+    echo "train $name: $((SECONDS - begin)) s (compile included); $(grep -m1 '^device:' "$tmp/$name.out")"
+    tail -2 "$tmp/$name.out"
+  else
+    echo "FAILED: train $name"
+    tail -20 "$tmp/$name.out"
+    status=1
+  fi
+}
+train cpu --device cpu
+train gpu --device gpu
+train gpu-bf16 --device gpu --gpu-element-type bf16
+if [ -f "$tmp/cpu.json" ] && [ -f "$tmp/gpu.json" ]; then
+  python3 "$root/test/Integration/CUDA/Inputs/compare_losses.py" \
+    "$tmp/cpu.json" "$tmp/gpu.json" || status=1
+fi
+if [ -f "$tmp/cpu.json" ] && [ -f "$tmp/gpu-bf16.json" ]; then
+  echo "bf16 on the GPU against f32 on the CPU (informational):"
+  python3 "$root/test/Integration/CUDA/Inputs/compare_losses.py" \
+    "$tmp/cpu.json" "$tmp/gpu-bf16.json" --atol 5e-2 --rtol 5e-2 || true
+fi
+echo
+
+echo "total: $((SECONDS - start)) s"
+if [ "$status" = 0 ]; then echo "RESULT: all GPU checks passed"; else echo "RESULT: FAILED"; fi
+echo "log: $log"
+[ -n "${OUT:-}" ] && cp "$log" "$OUT/" 2>/dev/null
+exit $status
