@@ -23,9 +23,10 @@ jobs=${1:-2}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")}
 
 if [ ! -f "$build/build.ninja" ]; then
+  mkdir -p "$build"
   cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DSWITCHYARD_STATIC_LLVM=ON > "$build.cmake.log" 2>&1 ||
-    { cat "$build.cmake.log"; exit 1; }
+    -DSWITCHYARD_STATIC_LLVM=ON > "$build/cmake.log" 2>&1 ||
+    { cat "$build/cmake.log"; exit 1; }
 fi
 ninja -C "$build" -j"$jobs" switchyard switchyard-gpu-check \
   switchyard-cuda-unittests
