@@ -90,35 +90,8 @@ timeout 420 python3 "$root/bench/cuda-lit-runs.py" --bin "$bin" --root "$root" |
 echo
 
 echo "## switchyard train: --device cpu against --device gpu $(elapsed)"
-train() {
-  local name=$1
-  shift
-  local begin=$SECONDS
-  if timeout 150 "$bin/switchyard" train \
-      "$root/examples/models/switchhead-tiny.mlir" \
-      --data "$root/test/Integration/CUDA/Inputs" --steps 20 --batch 4 \
-      --warmup 4 --eval-every 10 --eval-batches 1 --summary "$tmp/$name.json" \
-      "$@" > "$tmp/$name.out" 2>&1; then
-    echo "train $name: $((SECONDS - begin)) s (compile included); $(grep -m1 '^device:' "$tmp/$name.out")"
-    tail -2 "$tmp/$name.out"
-  else
-    echo "FAILED: train $name"
-    tail -20 "$tmp/$name.out"
-    status=1
-  fi
-}
-train cpu --device cpu
-train gpu --device gpu
-train gpu-bf16 --device gpu --gpu-element-type bf16
-if [ -f "$tmp/cpu.json" ] && [ -f "$tmp/gpu.json" ]; then
-  python3 "$root/test/Integration/CUDA/Inputs/compare_losses.py" \
-    "$tmp/cpu.json" "$tmp/gpu.json" || status=1
-fi
-if [ -f "$tmp/cpu.json" ] && [ -f "$tmp/gpu-bf16.json" ]; then
-  echo "bf16 on the GPU against f32 on the CPU (informational):"
-  python3 "$root/test/Integration/CUDA/Inputs/compare_losses.py" \
-    "$tmp/cpu.json" "$tmp/gpu-bf16.json" --atol 5e-2 --rtol 5e-2 || true
-fi
+. "$root/bench/train-compare.sh"
+compare_training "$bin/switchyard"
 echo
 
 echo "total: $((SECONDS - start)) s"

@@ -101,36 +101,8 @@ echo
 echo "## switchyard train: --device cpu against --device gpu $(elapsed)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-train() {
-  local name=$1
-  shift
-  local begin=$SECONDS
-  if timeout 150 "$build/bin/switchyard" train \
-      "$root/examples/models/switchhead-tiny.mlir" \
-      --data "$root/test/Integration/CUDA/Inputs" --steps 20 --batch 4 \
-      --warmup 4 --eval-every 10 --eval-batches 1 --summary "$tmp/$name.json" \
-      "$@" > "$tmp/$name.out" 2>&1; then
-    echo "train $name: $((SECONDS - begin)) s (compile included); $(grep -m1 '^device:' "$tmp/$name.out")"
-    tail -2 "$tmp/$name.out"
-  else
-    echo "FAILED: train $name"
-    tail -20 "$tmp/$name.out"
-    status=1
-  fi
-}
-train cpu --device cpu
-train gpu --device gpu
-train gpu-bf16 --device gpu --gpu-element-type bf16
-if [ -f "$tmp/cpu.json" ] && [ -f "$tmp/gpu.json" ]; then
-  python3 "$root/test/Integration/CUDA/Inputs/compare_losses.py" \
-    "$tmp/cpu.json" "$tmp/gpu.json" || status=1
-fi
-if [ -f "$tmp/cpu.json" ] && [ -f "$tmp/gpu-bf16.json" ]; then
-  # bf16 against f32: informational (different arithmetic), never a failure.
-  echo "bf16 on the GPU against f32 on the CPU (informational):"
-  python3 "$root/test/Integration/CUDA/Inputs/compare_losses.py" \
-    "$tmp/cpu.json" "$tmp/gpu-bf16.json" --atol 5e-2 --rtol 5e-2 || true
-fi
+. "$root/bench/train-compare.sh"
+compare_training "$build/bin/switchyard"
 echo
 
 echo "total: $((SECONDS - start)) s"
