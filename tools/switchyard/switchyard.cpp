@@ -504,14 +504,21 @@ struct DeviceOption {
   }
 };
 
-/// Compiles the model at `path` for the device `device` selects. For the
+/// Compiles the model `model` names, with its --num-layers and --fuse (and
+/// its train step with `trainStep`), for the device `device` selects. For the
 /// GPU, checks first that a driver and a device are there, so that a
 /// machine without one fails before the compilation, with the driver
 /// layer's reason. (The GPU options themselves are checked by the GPU
 /// pipeline, which names the allowed values.)
 llvm::Expected<std::unique_ptr<rt::Program>>
-compileFor(const DeviceOption &device, StringRef path,
-           const rt::CompileOptions &options) {
+compileFor(const DeviceOption &device, const ModelOptions &model,
+           bool trainStep = false) {
+  llvm::Expected<rt::CompileOptions> selected = model.compileOptions();
+  if (!selected)
+    return selected.takeError();
+  rt::CompileOptions options = *selected;
+  options.trainStep = trainStep;
+  StringRef path = model.input;
   llvm::Expected<rt::GpuCompileOptions> gpuOptions = device.gpuOptions();
   if (!gpuOptions)
     return gpuOptions.takeError();
@@ -628,12 +635,8 @@ int runRun(int argc, char **argv) {
       "--output it prints a summary of each result. Use it to cross-check\n"
       "Switchyard against another implementation with the same weights.\n");
 
-  llvm::Expected<rt::CompileOptions> selected = model.compileOptions();
-  if (!selected)
-    return fail(selected.takeError());
-  rt::CompileOptions options = *selected;
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-      compileFor(device, model.input, options);
+      compileFor(device, model);
   if (!compiled)
     return fail(compiled.takeError());
   rt::Program &program = **compiled;
@@ -990,14 +993,9 @@ int runTrain(int argc, char **argv) {
   llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
-  llvm::Expected<rt::CompileOptions> selected = model.compileOptions();
-  if (!selected)
-    return fail(selected.takeError());
-  rt::CompileOptions options = *selected;
-  options.trainStep = true;
   llvm::errs() << "compiling " << model.input << " with its train step\n";
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-      compileFor(device, model.input, options);
+      compileFor(device, model, /*trainStep=*/true);
   if (!compiled)
     return fail(compiled.takeError());
   double unigram = text->unigramEntropyBits();
@@ -1121,12 +1119,8 @@ int runEval(int argc, char **argv) {
   llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
-  llvm::Expected<rt::CompileOptions> selected = model.compileOptions();
-  if (!selected)
-    return fail(selected.takeError());
-  rt::CompileOptions options = *selected;
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-      compileFor(device, model.input, options);
+      compileFor(device, model);
   if (!compiled)
     return fail(compiled.takeError());
   llvm::Expected<std::vector<rt::HostTensor>> loaded =
