@@ -66,21 +66,36 @@ bool fitsTensorCores(Contraction &c) {
   });
 }
 
-/// Builds the tensor-core kernel of one contraction.
-class KernelBuilder {
-public:
-  KernelBuilder(RewriterBase &rewriter, Contraction &c,
-                FloatType elementType)
+/// What the kernel builders of a contraction share: the rewriter, the
+/// contraction, the element type of the factors, index arithmetic.
+class KernelBuilderBase {
+protected:
+  KernelBuilderBase(RewriterBase &rewriter, Contraction &c,
+                    FloatType elementType)
       : b(rewriter), c(c), loc(c.op.getLoc()), elementType(elementType) {}
 
-  void build();
-
-private:
   Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value mul(Value x, int64_t y) {
     return arith::MulIOp::create(b, loc, x, cst(y));
   }
+
+  RewriterBase &b;
+  Contraction &c;
+  Location loc;
+  FloatType elementType;
+};
+
+/// Builds the tensor-core kernel of one contraction.
+class KernelBuilder : private KernelBuilderBase {
+public:
+  KernelBuilder(RewriterBase &rewriter, Contraction &c,
+                FloatType elementType)
+      : KernelBuilderBase(rewriter, c, elementType) {}
+
+  void build();
+
+private:
   Value less(Value x, Value y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
   }
@@ -103,10 +118,6 @@ private:
   /// acc + a * b on the tensor cores, four f32 per lane.
   SmallVector<Value> mma(Value a, Value bFrag, ValueRange acc);
 
-  RewriterBase &b;
-  Contraction &c;
-  Location loc;
-  FloatType elementType;
   // Inside the kernel: the lane, the batch index, the sizes of K and of
   // the loop dimensions, all loop indices (set per use).
   Value lane, batchIndex, sizeK;
@@ -406,20 +417,15 @@ bool fitsWgmma(Contraction &c) {
 }
 
 /// Builds the wgmma + TMA kernel of one contraction (sm_90a).
-class WgmmaKernelBuilder {
+class WgmmaKernelBuilder : private KernelBuilderBase {
 public:
   WgmmaKernelBuilder(RewriterBase &rewriter, Contraction &c,
                      FloatType elementType)
-      : b(rewriter), c(c), loc(c.op.getLoc()), elementType(elementType) {}
+      : KernelBuilderBase(rewriter, c, elementType) {}
 
   void build();
 
 private:
-  Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value mul(Value x, int64_t y) {
-    return arith::MulIOp::create(b, loc, x, cst(y));
-  }
   /// A device buffer of the element type with the given shape (dimension 0
   /// of size `dynamicSize` where it is dynamic), filled with input `input`
   /// of the contraction read through the body's casts and rounded: loop
@@ -439,11 +445,6 @@ private:
         nvgpu::TensorMapOOBKind::OOB_ZERO,
         nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
   }
-
-  RewriterBase &b;
-  Contraction &c;
-  Location loc;
-  FloatType elementType;
 };
 
 Value WgmmaKernelBuilder::convertedCopy(unsigned input, unsigned rowDim,
