@@ -25,34 +25,25 @@ using namespace mlir::moe;
 
 namespace {
 
-/// moe.expert_proj -> moe.fused_expert_proj (static head width).
-struct FuseExpertProj : public OpRewritePattern<ExpertProjOp> {
-  using OpRewritePattern::OpRewritePattern;
+/// Replaces `FromOp` by the fused `ToOp`, which takes the same operands and
+/// has the same results, where `fusible` holds: the fused kernels keep
+/// static-width rows in vector registers.
+template <typename FromOp, typename ToOp>
+struct FuseInto : public OpRewritePattern<FromOp> {
+  FuseInto(MLIRContext *context, bool (*fusible)(FromOp), StringRef reason)
+      : OpRewritePattern<FromOp>(context), fusible(fusible), reason(reason) {}
 
-  LogicalResult matchAndRewrite(ExpertProjOp op,
+  LogicalResult matchAndRewrite(FromOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getResult().getType().isDynamicDim(2))
-      return rewriter.notifyMatchFailure(op, "dynamic head width");
-    rewriter.replaceOpWithNewOp<FusedExpertProjOp>(
-        op, op.getResult().getType(), op.getInput(), op.getWeight(),
-        op.getGates(), op.getIndices());
+    if (!fusible(op))
+      return rewriter.notifyMatchFailure(op, reason);
+    rewriter.replaceOpWithNewOp<ToOp>(op, op->getResultTypes(),
+                                      op->getOperands());
     return success();
   }
-};
 
-/// moe.expert_merge -> moe.fused_expert_merge (static model width).
-struct FuseExpertMerge : public OpRewritePattern<ExpertMergeOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(ExpertMergeOp op,
-                                PatternRewriter &rewriter) const override {
-    if (op.getResult().getType().isDynamicDim(1))
-      return rewriter.notifyMatchFailure(op, "dynamic model width");
-    rewriter.replaceOpWithNewOp<FusedExpertMergeOp>(
-        op, op.getResult().getType(), op.getHeads(), op.getWeight(),
-        op.getGates(), op.getIndices());
-    return success();
-  }
+  bool (*fusible)(FromOp);
+  StringRef reason;
 };
 
 /// Whether the widths of a stacked expert weight [H·E, A, B] (the lengths of
@@ -62,41 +53,35 @@ bool hasStaticWidths(Value weight) {
   return !type.isDynamicDim(1) && !type.isDynamicDim(2);
 }
 
-/// moe.expert_proj_grad -> moe.fused_expert_proj_grad (static widths).
-struct FuseExpertProjGrad : public OpRewritePattern<ExpertProjGradOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(ExpertProjGradOp op,
-                                PatternRewriter &rewriter) const override {
-    if (!hasStaticWidths(op.getWeight()))
-      return rewriter.notifyMatchFailure(op, "dynamic weight width");
-    rewriter.replaceOpWithNewOp<FusedExpertProjGradOp>(op, op->getResultTypes(),
-                                                       op->getOperands());
-    return success();
-  }
-};
-
-/// moe.expert_merge_grad -> moe.fused_expert_merge_grad (static widths).
-struct FuseExpertMergeGrad : public OpRewritePattern<ExpertMergeGradOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(ExpertMergeGradOp op,
-                                PatternRewriter &rewriter) const override {
-    if (!hasStaticWidths(op.getWeight()))
-      return rewriter.notifyMatchFailure(op, "dynamic weight width");
-    rewriter.replaceOpWithNewOp<FusedExpertMergeGradOp>(
-        op, op->getResultTypes(), op->getOperands());
-    return success();
-  }
-};
-
 struct MoeFuseExpertProjectionPass
     : public moe::impl::MoeFuseExpertProjectionPassBase<
           MoeFuseExpertProjectionPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseExpertProj, FuseExpertMerge, FuseExpertProjGrad,
-                 FuseExpertMergeGrad>(&getContext());
+    MLIRContext *context = &getContext();
+    // moe.expert_proj -> moe.fused_expert_proj (static head width).
+    patterns.add<FuseInto<ExpertProjOp, FusedExpertProjOp>>(
+        context,
+        [](ExpertProjOp op) {
+          return !op.getResult().getType().isDynamicDim(2);
+        },
+        "dynamic head width");
+    // moe.expert_merge -> moe.fused_expert_merge (static model width).
+    patterns.add<FuseInto<ExpertMergeOp, FusedExpertMergeOp>>(
+        context,
+        [](ExpertMergeOp op) {
+          return !op.getResult().getType().isDynamicDim(1);
+        },
+        "dynamic model width");
+    // The gradients (static weight widths).
+    patterns.add<FuseInto<ExpertProjGradOp, FusedExpertProjGradOp>>(
+        context,
+        [](ExpertProjGradOp op) { return hasStaticWidths(op.getWeight()); },
+        "dynamic weight width");
+    patterns.add<FuseInto<ExpertMergeGradOp, FusedExpertMergeGradOp>>(
+        context,
+        [](ExpertMergeGradOp op) { return hasStaticWidths(op.getWeight()); },
+        "dynamic weight width");
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
