@@ -21,10 +21,12 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -141,10 +143,24 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   if (llvm::Error error = compilation.run(codegen, "CPU code generation"))
     return std::move(error);
 
-  auto transformer = mlir::makeOptimizingTransformer(options.optLevel,
-                                                     /*sizeLevel=*/0, nullptr);
+  // Optimise for this machine: without a target machine, LLVM's cost
+  // models know no vector registers and the loop vectorizer does nothing.
+  Expected<llvm::orc::JITTargetMachineBuilder> hostBuilder =
+      llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!hostBuilder)
+    return hostBuilder.takeError();
+  Expected<std::unique_ptr<llvm::TargetMachine>> host =
+      hostBuilder->createTargetMachine();
+  if (!host)
+    return host.takeError();
+  auto transformer = mlir::makeOptimizingTransformer(
+      options.optLevel, /*sizeLevel=*/0, host->get());
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
+  // `perf record` names the JIT-compiled functions (in /tmp/perf-<pid>.map)
+  // when SWITCHYARD_PERF_MAP is set (README, "Benchmarks").
+  engineOptions.enablePerfNotificationListener =
+      std::getenv("SWITCHYARD_PERF_MAP") != nullptr;
   llvm::SmallVector<StringRef> libraries;
   if (StringRef(SWITCHYARD_C_RUNNER_UTILS) != "")
     libraries.push_back(SWITCHYARD_C_RUNNER_UTILS);

@@ -112,29 +112,61 @@ Value zeroVector(ImplicitLocOpBuilder &b, int64_t width) {
 }
 
 /// `width` consecutive elements of `source` along its last dimension from
-/// `indices`, as f32.
+/// `indices`, as f32. Unless `inBounds`, elements past the end of the row
+/// read as 0 (a masked load).
 Value readRow(ImplicitLocOpBuilder &b, Value source, ValueRange indices,
-              int64_t width) {
+              int64_t width, bool inBounds = true) {
   Type element = cast<RankedTensorType>(source.getType()).getElementType();
   Value padding = arith::ConstantOp::create(b, element,
                                             b.getFloatAttr(element, 0.0));
   Value row = vector::TransferReadOp::create(
       b, VectorType::get({width}, element), source, indices, padding,
-      ArrayRef<bool>{true});
+      ArrayRef<bool>{inBounds});
   if (element.isF32())
     return row;
   return arith::ExtFOp::create(b, VectorType::get({width}, b.getF32Type()),
                                row);
 }
 
-/// The widest chunk of a row of `width` columns that one kernel iteration
-/// accumulates: the largest divisor of `width` that is at most 64, so
-/// every chunk is in bounds and the accumulator stays in registers.
-int64_t chunkWidth(int64_t width) {
-  for (int64_t chunk = std::min<int64_t>(width, 64); chunk > 1; --chunk)
-    if (width % chunk == 0)
-      return chunk;
-  return 1;
+/// Columns per chunk: one kernel iteration accumulates a chunk of a row in
+/// a vector register (16 f32: one 512-bit or two 256-bit registers).
+constexpr int64_t kChunkColumns = 16;
+
+/// How a row of `width` columns splits into chunks: `count` chunks of
+/// `size` columns, the last one partial unless `exact`. Partial chunks are
+/// read with masked loads (zeros past the end) and written into padding
+/// that `trimmed` slices off the kernel's result.
+struct Chunks {
+  int64_t width, size, count;
+
+  explicit Chunks(int64_t width)
+      : width(width), size(std::min(width, kChunkColumns)),
+        count(size > 0 ? (width + size - 1) / size : 0) {}
+  bool exact() const { return size * count == width; }
+  /// The row width of a result written chunk by chunk.
+  int64_t padded() const { return size * count; }
+  /// The first column of chunk `index`.
+  Value start(ImplicitLocOpBuilder &b, Value index) const {
+    return arith::MulIOp::create(b, index, indexConstant(b, size));
+  }
+  /// `result` (last dimension padded()) cut back to `width` columns.
+  Value trimmed(ImplicitLocOpBuilder &b, Value result) const {
+    if (exact())
+      return result;
+    auto type = cast<RankedTensorType>(result.getType());
+    SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0)),
+        sizes = sizesOf(b, result), strides(type.getRank(), b.getIndexAttr(1));
+    sizes.back() = b.getIndexAttr(width);
+    return tensor::ExtractSliceOp::create(b, result, offsets, sizes, strides);
+  }
+};
+
+/// `sizes` with the last one replaced by `last`.
+SmallVector<OpFoldResult> withLast(ArrayRef<OpFoldResult> sizes,
+                                   OpFoldResult last) {
+  SmallVector<OpFoldResult> result(sizes);
+  result.back() = last;
+  return result;
 }
 
 /// An `scf.for` from 0 to `count` with `inits`; `body` returns the yielded
@@ -156,7 +188,7 @@ ValueRange loop(ImplicitLocOpBuilder &b, Value count, ValueRange inits,
 /// over the reduced width w in order: one route's projection, in f32.
 Value routeProjection(ImplicitLocOpBuilder &b, Value source,
                       ValueRange prefix, Value weight, Value row, Value column,
-                      int64_t chunk) {
+                      int64_t chunk, bool inBounds) {
   Value reduced = dimOf(b, weight, 1);
   return loop(b, reduced, zeroVector(b, chunk),
               [&](ImplicitLocOpBuilder &b, Value w,
@@ -165,8 +197,8 @@ Value routeProjection(ImplicitLocOpBuilder &b, Value source,
                 at.push_back(w);
                 Value scalar =
                     toF32(b, tensor::ExtractOp::create(b, source, at));
-                Value weights =
-                    readRow(b, weight, ValueRange{row, w, column}, chunk);
+                Value weights = readRow(b, weight, ValueRange{row, w, column},
+                                        chunk, inBounds);
                 Value term = arith::MulFOp::create(
                     b, vector::BroadcastOp::create(b, weights.getType(), scalar),
                     weights);
@@ -336,41 +368,39 @@ struct FusedExpertProjLowering
     Value x = op.getInput(), w = op.getWeight(), g = op.getGates();
     Value idx = op.getIndices();
     RankedTensorType type = op.getResult().getType();
-    int64_t width = type.getDimSize(2), chunk = chunkWidth(width);
+    Chunks chunks(type.getDimSize(2));
     SmallVector<OpFoldResult> gateSizes = sizesOf(b, g);
     Value init = tensor::EmptyOp::create(
-        b, {gateSizes[0], gateSizes[1], b.getIndexAttr(width)},
+        b, withLast(gateSizes, b.getIndexAttr(chunks.padded())),
         type.getElementType());
     Value perHead = expertsPerHead(b, w, g);
     Value routes = dimOf(b, g, 2);
     // A chunk dimension only where the head width takes several chunks.
     SmallVector<OpFoldResult> counts = {gateSizes[0], gateSizes[1]};
-    if (width > chunk)
-      counts.push_back(b.getIndexAttr(width / chunk));
+    if (chunks.count > 1)
+      counts.push_back(b.getIndexAttr(chunks.count));
     Value result = buildRowKernel(
         b, counts, init,
         [&](ImplicitLocOpBuilder &b, ValueRange ivs,
             ValueRange outs) -> SmallVector<RowWrite> {
           Value n = ivs[0], h = ivs[1];
-          Value column =
-              width > chunk
-                  ? arith::MulIOp::create(b, ivs[2], indexConstant(b, chunk))
-                        .getResult()
-                  : indexConstant(b, 0);
+          Value column = chunks.count > 1 ? chunks.start(b, ivs[2])
+                                          : indexConstant(b, 0);
           Value acc = loop(
-              b, routes, zeroVector(b, chunk),
+              b, routes, zeroVector(b, chunks.size),
               [&](ImplicitLocOpBuilder &b, Value j,
                   ValueRange acc) -> SmallVector<Value> {
                 Value e = tensor::ExtractOp::create(b, idx, ValueRange{n, h, j});
                 Value row = expertRow(b, h, perHead, e);
                 Value route =
-                    routeProjection(b, x, ValueRange{n}, w, row, column, chunk);
+                    routeProjection(b, x, ValueRange{n}, w, row, column,
+                                    chunks.size, chunks.exact());
                 Value gate = tensor::ExtractOp::create(b, g, ValueRange{n, h, j});
                 return {addGated(b, acc[0], gate, route)};
               })[0];
           return {writeRow(b, acc, outs[0], {n, h, column})};
         })[0];
-    rewriter.replaceOp(op, castTo(b, result, type));
+    rewriter.replaceOp(op, castTo(b, chunks.trimmed(b, result), type));
     return success();
   }
 };
@@ -387,27 +417,24 @@ struct FusedExpertMergeLowering
     Value heads = op.getHeads(), w = op.getWeight(), g = op.getGates();
     Value idx = op.getIndices();
     RankedTensorType type = op.getResult().getType();
-    int64_t width = type.getDimSize(1), chunk = chunkWidth(width);
+    Chunks chunks(type.getDimSize(1));
     OpFoldResult tokens = sizesOf(b, g)[0];
     Value init = tensor::EmptyOp::create(
-        b, {tokens, b.getIndexAttr(width)}, type.getElementType());
+        b, {tokens, b.getIndexAttr(chunks.padded())}, type.getElementType());
     Value perHead = expertsPerHead(b, w, g);
     Value headCount = dimOf(b, g, 1), routes = dimOf(b, g, 2);
     SmallVector<OpFoldResult> counts = {tokens};
-    if (width > chunk)
-      counts.push_back(b.getIndexAttr(width / chunk));
+    if (chunks.count > 1)
+      counts.push_back(b.getIndexAttr(chunks.count));
     Value result = buildRowKernel(
         b, counts, init,
         [&](ImplicitLocOpBuilder &b, ValueRange ivs,
             ValueRange outs) -> SmallVector<RowWrite> {
           Value n = ivs[0];
-          Value column =
-              width > chunk
-                  ? arith::MulIOp::create(b, ivs[1], indexConstant(b, chunk))
-                        .getResult()
-                  : indexConstant(b, 0);
+          Value column = chunks.count > 1 ? chunks.start(b, ivs[1])
+                                          : indexConstant(b, 0);
           Value acc = loop(
-              b, headCount, zeroVector(b, chunk),
+              b, headCount, zeroVector(b, chunks.size),
               [&](ImplicitLocOpBuilder &b, Value h,
                   ValueRange accHead) -> SmallVector<Value> {
                 return {loop(b, routes, accHead,
@@ -418,7 +445,7 @@ struct FusedExpertMergeLowering
                                Value row = expertRow(b, h, perHead, e);
                                Value route = routeProjection(
                                    b, heads, ValueRange{n, h}, w, row, column,
-                                   chunk);
+                                   chunks.size, chunks.exact());
                                Value gate = tensor::ExtractOp::create(
                                    b, g, ValueRange{n, h, j});
                                return {addGated(b, acc[0], gate, route)};
@@ -426,7 +453,7 @@ struct FusedExpertMergeLowering
               })[0];
           return {writeRow(b, acc, outs[0], {n, column})};
         })[0];
-    rewriter.replaceOp(op, castTo(b, result, type));
+    rewriter.replaceOp(op, castTo(b, chunks.trimmed(b, result), type));
     return success();
   }
 };
@@ -460,87 +487,94 @@ struct ProjectionGrad {
   }
 };
 
-/// `chunk` consecutive elements W[row, start + c, column] of the weight's
-/// dim 1 (a strided column), gathered element by element into a
-/// `vector<chunk x f32>`.
-Value readColumn(ImplicitLocOpBuilder &b, Value weight, Value row, Value start,
-                 Value column, int64_t chunk) {
-  return loop(
-      b, indexConstant(b, chunk), zeroVector(b, chunk),
-      [&](ImplicitLocOpBuilder &b, Value c,
-          ValueRange acc) -> SmallVector<Value> {
-        Value a = arith::AddIOp::create(b, start, c);
-        Value element = toF32(b, tensor::ExtractOp::create(
-                                     b, weight, ValueRange{row, a, column}));
-        return {vector::InsertOp::create(b, element, acc[0], OpFoldResult(c))};
-      })[0];
-}
-
 /// The source-gradient kernel. One iteration per (token n, (head h,) chunk
-/// of C source columns): for the routes (h, j) of the token (V) or of the
-/// head (O), acc += Σ_b (g · dres[n, (h,) b]) · W[r, chunk, b], in the
-/// order (h, j, b) of the unfused generic.
+/// of C source columns a): for the routes (h, j) of the token (V) or of the
+/// head (O), acc[a] += g · (dres[n, (h,) :] · W[r, a, :]), each dot product
+/// over contiguous rows of dres and W, chunk by chunk of B.
 Value sourceGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p,
                        Type elementType) {
   auto weightType = cast<RankedTensorType>(p.weight.getType());
-  int64_t width = weightType.getDimSize(1), chunk = chunkWidth(width);
-  int64_t resultWidth = weightType.getDimSize(2);
+  Chunks chunks(weightType.getDimSize(1)), dots(weightType.getDimSize(2));
   SmallVector<OpFoldResult> sizes = sizesOf(b, p.source);
-  Value init = tensor::EmptyOp::create(b, sizes, elementType);
+  Value init = tensor::EmptyOp::create(
+      b, withLast(sizes, b.getIndexAttr(chunks.padded())), elementType);
   Value perHead = expertsPerHead(b, p.weight, p.gates);
   Value headCount = dimOf(b, p.gates, 1), routes = dimOf(b, p.gates, 2);
   SmallVector<OpFoldResult> counts(sizes.begin(), sizes.end() - 1);
-  counts.push_back(b.getIndexAttr(width / chunk));
-  return buildRowKernel(
-      b, counts, init,
-      [&](ImplicitLocOpBuilder &b, ValueRange ivs,
-          ValueRange outs) -> SmallVector<RowWrite> {
-        Value n = ivs[0];
-        Value start =
-            arith::MulIOp::create(b, ivs.back(), indexConstant(b, chunk));
-        // The routes of one head h into acc.
-        auto headRoutes = [&](ImplicitLocOpBuilder &b, Value h,
-                              Value init) -> Value {
-          return loop(
-              b, routes, init,
-              [&](ImplicitLocOpBuilder &b, Value j,
-                  ValueRange acc) -> SmallVector<Value> {
-                Value e = tensor::ExtractOp::create(b, p.indices,
-                                                    ValueRange{n, h, j});
-                Value row = expertRow(b, h, perHead, e);
-                Value gate =
-                    tensor::ExtractOp::create(b, p.gates, ValueRange{n, h, j});
-                SmallVector<Value> at = p.resultGradAt(n, h);
-                return {loop(b, indexConstant(b, resultWidth), acc,
-                             [&](ImplicitLocOpBuilder &b, Value col,
-                                 ValueRange acc) -> SmallVector<Value> {
-                               SmallVector<Value> dresAt(at);
-                               dresAt.push_back(col);
-                               Value scale = arith::MulFOp::create(
-                                   b, gate,
-                                   toF32(b, tensor::ExtractOp::create(
-                                                b, p.resultGrad, dresAt)));
-                               Value weights = readColumn(b, p.weight, row,
-                                                          start, col, chunk);
-                               return {addGated(b, acc[0], scale, weights)};
-                             })[0]};
-              })[0];
-        };
-        Value acc;
-        SmallVector<Value> offsets = {n};
-        if (p.sourceHeaded) {
-          acc = headRoutes(b, ivs[1], zeroVector(b, chunk));
-          offsets.push_back(ivs[1]);
-        } else {
-          acc = loop(b, headCount, zeroVector(b, chunk),
-                     [&](ImplicitLocOpBuilder &b, Value h,
-                         ValueRange acc) -> SmallVector<Value> {
-                       return {headRoutes(b, h, acc[0])};
-                     })[0];
-        }
-        offsets.push_back(start);
-        return {writeRow(b, acc, outs[0], offsets)};
-      })[0];
+  counts.push_back(b.getIndexAttr(chunks.count));
+  Value lastColumn = indexConstant(b, chunks.width - 1);
+  return chunks.trimmed(
+      b,
+      buildRowKernel(
+          b, counts, init,
+          [&](ImplicitLocOpBuilder &b, ValueRange ivs,
+              ValueRange outs) -> SmallVector<RowWrite> {
+            Value n = ivs[0];
+            Value start = chunks.start(b, ivs.back());
+            // The routes of one head h into acc.
+            auto headRoutes = [&](ImplicitLocOpBuilder &b, Value h,
+                                  Value init) -> Value {
+              return loop(
+                  b, routes, init,
+                  [&](ImplicitLocOpBuilder &b, Value j,
+                      ValueRange acc) -> SmallVector<Value> {
+                    Value e = tensor::ExtractOp::create(b, p.indices,
+                                                        ValueRange{n, h, j});
+                    Value row = expertRow(b, h, perHead, e);
+                    Value gate = tensor::ExtractOp::create(
+                        b, p.gates, ValueRange{n, h, j});
+                    SmallVector<Value> dresAt = p.resultGradAt(n, h);
+                    dresAt.push_back(Value());
+                    return {loop(
+                        b, indexConstant(b, chunks.size), acc,
+                        [&](ImplicitLocOpBuilder &b, Value c,
+                            ValueRange acc) -> SmallVector<Value> {
+                          // Columns of a partial chunk past the end read
+                          // the last row of W; the padding drops them.
+                          Value a = arith::MinUIOp::create(
+                              b, arith::AddIOp::create(b, start, c),
+                              lastColumn);
+                          Value sum = loop(
+                              b, indexConstant(b, dots.count),
+                              zeroVector(b, dots.size),
+                              [&](ImplicitLocOpBuilder &b, Value chunk,
+                                  ValueRange sum) -> SmallVector<Value> {
+                                Value column = dots.start(b, chunk);
+                                dresAt.back() = column;
+                                Value dres = readRow(b, p.resultGrad, dresAt,
+                                                     dots.size, dots.exact());
+                                Value weights = readRow(
+                                    b, p.weight, ValueRange{row, a, column},
+                                    dots.size, dots.exact());
+                                return {vector::FMAOp::create(b, dres, weights,
+                                                              sum[0])};
+                              })[0];
+                          Value dot = vector::ReductionOp::create(
+                              b, vector::CombiningKind::ADD, sum);
+                          Value old = vector::ExtractOp::create(
+                              b, acc[0], OpFoldResult(c));
+                          Value updated = arith::AddFOp::create(
+                              b, old, arith::MulFOp::create(b, gate, dot));
+                          return {vector::InsertOp::create(b, updated, acc[0],
+                                                           OpFoldResult(c))};
+                        })[0]};
+                  })[0];
+            };
+            Value acc;
+            SmallVector<Value> offsets = {n};
+            if (p.sourceHeaded) {
+              acc = headRoutes(b, ivs[1], zeroVector(b, chunks.size));
+              offsets.push_back(ivs[1]);
+            } else {
+              acc = loop(b, headCount, zeroVector(b, chunks.size),
+                         [&](ImplicitLocOpBuilder &b, Value h,
+                             ValueRange acc) -> SmallVector<Value> {
+                           return {headRoutes(b, h, acc[0])};
+                         })[0];
+            }
+            offsets.push_back(start);
+            return {writeRow(b, acc, outs[0], offsets)};
+          })[0]);
 }
 
 /// The gate-gradient kernel. One iteration per route (n, h, j): chunk by
@@ -549,7 +583,7 @@ Value sourceGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p,
 /// summed.
 Value gateGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p) {
   auto weightType = cast<RankedTensorType>(p.weight.getType());
-  int64_t width = weightType.getDimSize(2), chunk = chunkWidth(width);
+  Chunks chunks(weightType.getDimSize(2));
   SmallVector<OpFoldResult> sizes = sizesOf(b, p.gates);
   Value init = tensor::EmptyOp::create(b, sizes, b.getF32Type());
   Value perHead = expertsPerHead(b, p.weight, p.gates);
@@ -561,16 +595,17 @@ Value gateGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p) {
         Value e = tensor::ExtractOp::create(b, p.indices, ValueRange{n, h, j});
         Value row = expertRow(b, h, perHead, e);
         Value acc =
-            loop(b, indexConstant(b, width / chunk), zeroVector(b, chunk),
+            loop(b, indexConstant(b, chunks.count), zeroVector(b, chunks.size),
                  [&](ImplicitLocOpBuilder &b, Value c,
                      ValueRange acc) -> SmallVector<Value> {
-                   Value column =
-                       arith::MulIOp::create(b, c, indexConstant(b, chunk));
-                   Value route = routeProjection(b, p.source, p.sourceAt(n, h),
-                                                 p.weight, row, column, chunk);
+                   Value column = chunks.start(b, c);
+                   Value route = routeProjection(
+                       b, p.source, p.sourceAt(n, h), p.weight, row, column,
+                       chunks.size, chunks.exact());
                    SmallVector<Value> at = p.resultGradAt(n, h);
                    at.push_back(column);
-                   Value dres = readRow(b, p.resultGrad, at, chunk);
+                   Value dres = readRow(b, p.resultGrad, at, chunks.size,
+                                        chunks.exact());
                    return {arith::AddFOp::create(
                        b, acc[0], arith::MulFOp::create(b, route, dres))};
                  })[0];
@@ -582,63 +617,101 @@ Value gateGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p) {
       })[0];
 }
 
+/// The routing coefficients c[n, r] = Σ_j [h·E + i[n, h, j] = r] · g[n, h, j]
+/// as an f32 [N, H·E] tensor: one iteration per token.
+Value routeCoefficients(ImplicitLocOpBuilder &b, const ProjectionGrad &p) {
+  int64_t rows = cast<RankedTensorType>(p.weight.getType()).getDimSize(0);
+  Value perHead = expertsPerHead(b, p.weight, p.gates);
+  Value headCount = dimOf(b, p.gates, 1), routes = dimOf(b, p.gates, 2);
+  OpFoldResult tokens = sizesOf(b, p.gates)[0];
+  Value init = tensor::EmptyOp::create(b, {tokens, b.getIndexAttr(rows)},
+                                       b.getF32Type());
+  return buildRowKernel(
+      b, {tokens}, init,
+      [&](ImplicitLocOpBuilder &b, ValueRange ivs,
+          ValueRange outs) -> SmallVector<RowWrite> {
+        Value n = ivs[0];
+        Value coefficients = loop(
+            b, headCount, zeroVector(b, rows),
+            [&](ImplicitLocOpBuilder &b, Value h,
+                ValueRange acc) -> SmallVector<Value> {
+              return {loop(b, routes, acc,
+                           [&](ImplicitLocOpBuilder &b, Value j,
+                               ValueRange acc) -> SmallVector<Value> {
+                             Value e = tensor::ExtractOp::create(
+                                 b, p.indices, ValueRange{n, h, j});
+                             Value r = expertRow(b, h, perHead, e);
+                             Value gate = toF32(b, tensor::ExtractOp::create(
+                                                       b, p.gates,
+                                                       ValueRange{n, h, j}));
+                             Value old = vector::ExtractOp::create(
+                                 b, acc[0], OpFoldResult(r));
+                             return {vector::InsertOp::create(
+                                 b, arith::AddFOp::create(b, old, gate),
+                                 acc[0], OpFoldResult(r))};
+                           })[0]};
+            })[0];
+        return {writeRow(b, coefficients, outs[0], {n, indexConstant(b, 0)})};
+      })[0];
+}
+
 /// The weight-gradient kernel. One iteration per (expert row r, source
-/// column a, chunk of C result columns) scans every token n:
-/// acc += ((Σ_j [i[n, h, j] = e] · g) · source[n, (h,) a]) · dres[n, (h,)
-/// chunk], h = r / E, e = r mod E. The mask makes this the dense
-/// all-experts formulation: O(N · H·E · A · B) work whatever k is.
+/// column a, chunk of C result columns) scans the tokens n and skips those
+/// whose routes did not pick r (coefficient exactly 0):
+/// acc += (c[n, r] · source[n, (h,) a]) · dres[n, (h,) chunk], h = r / E.
 Value weightGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p,
                        Type elementType) {
   auto weightType = cast<RankedTensorType>(p.weight.getType());
-  int64_t width = weightType.getDimSize(2), chunk = chunkWidth(width);
+  Chunks chunks(weightType.getDimSize(2));
+  Value coefficients = routeCoefficients(b, p);
   SmallVector<OpFoldResult> sizes = sizesOf(b, p.weight);
-  Value init = tensor::EmptyOp::create(b, sizes, elementType);
+  Value init = tensor::EmptyOp::create(
+      b, withLast(sizes, b.getIndexAttr(chunks.padded())), elementType);
   Value perHead = expertsPerHead(b, p.weight, p.gates);
-  Value tokens = dimOf(b, p.gates, 0), routes = dimOf(b, p.gates, 2);
+  Value tokens = dimOf(b, p.gates, 0);
   SmallVector<OpFoldResult> counts = {sizes[0], sizes[1],
-                                      b.getIndexAttr(width / chunk)};
-  return buildRowKernel(
-      b, counts, init,
-      [&](ImplicitLocOpBuilder &b, ValueRange ivs,
-          ValueRange outs) -> SmallVector<RowWrite> {
-        Value r = ivs[0], a = ivs[1];
-        Value column =
-            arith::MulIOp::create(b, ivs[2], indexConstant(b, chunk));
-        Value h = arith::DivUIOp::create(b, r, perHead);
-        Value e = arith::RemUIOp::create(b, r, perHead);
-        Value acc = loop(
-            b, tokens, zeroVector(b, chunk),
-            [&](ImplicitLocOpBuilder &b, Value n,
-                ValueRange acc) -> SmallVector<Value> {
-              // The gates of the token's routes that picked expert e.
-              Value gate = loop(
-                  b, routes, ValueRange{f32Constant(b, 0.0)},
-                  [&](ImplicitLocOpBuilder &b, Value j,
-                      ValueRange sum) -> SmallVector<Value> {
-                    Value chosen = arith::IndexCastOp::create(
-                        b, b.getIndexType(),
-                        tensor::ExtractOp::create(b, p.indices,
-                                                  ValueRange{n, h, j}));
-                    Value match = arith::CmpIOp::create(
-                        b, arith::CmpIPredicate::eq, chosen, e);
-                    Value added = arith::AddFOp::create(
-                        b, sum[0],
-                        tensor::ExtractOp::create(b, p.gates,
-                                                  ValueRange{n, h, j}));
-                    return {arith::SelectOp::create(b, match, added, sum[0])};
-                  })[0];
-              SmallVector<Value> sourceAt = p.sourceAt(n, h);
-              sourceAt.push_back(a);
-              Value scale = arith::MulFOp::create(
-                  b, gate,
-                  toF32(b, tensor::ExtractOp::create(b, p.source, sourceAt)));
-              SmallVector<Value> at = p.resultGradAt(n, h);
-              at.push_back(column);
-              Value dres = readRow(b, p.resultGrad, at, chunk);
-              return {addGated(b, acc[0], scale, dres)};
-            })[0];
-        return {writeRow(b, acc, outs[0], {r, a, column})};
-      })[0];
+                                      b.getIndexAttr(chunks.count)};
+  return chunks.trimmed(
+      b,
+      buildRowKernel(
+          b, counts, init,
+          [&](ImplicitLocOpBuilder &b, ValueRange ivs,
+              ValueRange outs) -> SmallVector<RowWrite> {
+            Value r = ivs[0], a = ivs[1];
+            Value column = chunks.start(b, ivs[2]);
+            Value h = arith::DivUIOp::create(b, r, perHead);
+            Value zero = f32Constant(b, 0.0);
+            Value acc = loop(
+                b, tokens, zeroVector(b, chunks.size),
+                [&](ImplicitLocOpBuilder &b, Value n,
+                    ValueRange acc) -> SmallVector<Value> {
+                  Value coefficient = tensor::ExtractOp::create(
+                      b, coefficients, ValueRange{n, r});
+                  Value routed = arith::CmpFOp::create(
+                      b, arith::CmpFPredicate::UNE, coefficient, zero);
+                  auto ifOp = scf::IfOp::create(
+                      b, acc[0].getType(), routed, /*withElseRegion=*/true);
+                  {
+                    OpBuilder::InsertionGuard guard(b);
+                    b.setInsertionPointToStart(ifOp.thenBlock());
+                    SmallVector<Value> sourceAt = p.sourceAt(n, h);
+                    sourceAt.push_back(a);
+                    Value scale = arith::MulFOp::create(
+                        b, coefficient,
+                        toF32(b, tensor::ExtractOp::create(b, p.source,
+                                                           sourceAt)));
+                    SmallVector<Value> at = p.resultGradAt(n, h);
+                    at.push_back(column);
+                    Value dres = readRow(b, p.resultGrad, at, chunks.size,
+                                         chunks.exact());
+                    scf::YieldOp::create(b, addGated(b, acc[0], scale, dres));
+                    b.setInsertionPointToStart(ifOp.elseBlock());
+                    scf::YieldOp::create(b, acc[0]);
+                  }
+                  return {ifOp.getResult(0)};
+                })[0];
+            return {writeRow(b, acc, outs[0], {r, a, column})};
+          })[0]);
 }
 
 /// Lowers a fused projection gradient to its three kernels and replaces

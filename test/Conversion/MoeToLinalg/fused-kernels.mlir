@@ -58,53 +58,62 @@ func.func @proj(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3x
   return %v : tensor<?x2x8xf32>
 }
 
-// The O projection over a 96-wide model: one iteration per (token, chunk
-// of 48 columns), the routes of both heads reduced in registers; f16
-// weights are read as f16 vectors and extended.
+// The O projection over a 100-wide model: one iteration per (token, chunk
+// of 16 columns), the routes of both heads reduced in registers; f16
+// weights are read as f16 vectors and extended. 100 = 6·16 + 4: the last
+// chunk reads past the row (a masked read, no in_bounds) into a result
+// padded to 112 columns, sliced back to 100.
 // CHECK-LABEL: func.func @merge
 // CHECK-NOT: linalg.
-// CHECK: scf.forall (%{{.*}}, %[[C:.*]]) in (%{{.*}}, 2) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x96xf16>)
+// CHECK: scf.forall (%{{.*}}, %[[C:.*]]) in (%{{.*}}, 7) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x112xf16>)
 // CHECK: arith.muli %[[C]], %{{.*}} : index
-// CHECK: scf.for {{.*}} -> (vector<48xf32>)
-// CHECK: scf.for {{.*}} -> (vector<48xf32>)
-// CHECK: vector.transfer_read {{.*}} : tensor<10x8x96xf16>, vector<48xf16>
-// CHECK: arith.extf {{.*}} : vector<48xf16> to vector<48xf32>
-// CHECK: arith.truncf {{.*}} : vector<48xf32> to vector<48xf16>
-// CHECK: tensor.parallel_insert_slice {{.*}} [1, 48] [1, 1] : tensor<1x48xf16> into tensor<?x96xf16>
+// CHECK: scf.for {{.*}} -> (vector<16xf32>)
+// CHECK: scf.for {{.*}} -> (vector<16xf32>)
+// CHECK: vector.transfer_read {{.*}}, %{{[^ ]*}} : tensor<10x8x100xf16>, vector<16xf16>
+// CHECK: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK: arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
+// CHECK: tensor.parallel_insert_slice {{.*}} [1, 16] [1, 1] : tensor<1x16xf16> into tensor<?x112xf16>
 // CHECK-NOT: scf.forall
-func.func @merge(%o: tensor<?x2x8xf16>, %w: tensor<10x8x96xf16>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) -> tensor<?x96xf16> {
-  %y = moe.fused_expert_merge %o, %w, %g, %i : tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x96xf16>
-  return %y : tensor<?x96xf16>
+// CHECK: tensor.extract_slice %{{.*}}[0, 0] [%{{.*}}, 100] [1, 1] : tensor<?x112xf16> to tensor<?x100xf16>
+func.func @merge(%o: tensor<?x2x8xf16>, %w: tensor<10x8x100xf16>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) -> tensor<?x100xf16> {
+  %y = moe.fused_expert_merge %o, %w, %g, %i : tensor<?x2x8xf16>, tensor<10x8x100xf16>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x100xf16>
+  return %y : tensor<?x100xf16>
 }
 
-// The V gradient: three row kernels and nothing else, none of them with the
+// The V gradient: four row kernels and nothing else, none of them with the
 // route sums C [N, H·E, F] (tensor<?x10x8xf32>) or a per-route tensor.
-// dx: one iteration per (token, chunk of 48 of the 96 model columns),
-// summing over heads, routes and head columns a strided weight column
-// gathered element by element into a vector<48xf32>.
+// dx: one iteration per (token, chunk of 16 of the 96 model columns),
+// summing over heads and routes, per column a dot product of dv's row with
+// the weight's row (contiguous, vectors of the 8 head columns).
 // CHECK-LABEL: func.func @proj_grad
 // CHECK-NOT: linalg.
 // CHECK-NOT: tensor<?x10x8xf32>
 // CHECK-NOT: tensor<?x2x3x8xf32>
-// CHECK: scf.forall (%[[N:.*]], %[[C:.*]]) in (%{{.*}}, 2) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x96xf32>)
-// CHECK: scf.for {{.*}} -> (vector<48xf32>)
-// CHECK: scf.for {{.*}} -> (vector<48xf32>)
+// CHECK: scf.forall (%[[N:.*]], %[[C:.*]]) in (%{{.*}}, 6) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x96xf32>)
+// CHECK: scf.for {{.*}} -> (vector<16xf32>)
+// CHECK: scf.for {{.*}} -> (vector<16xf32>)
 // CHECK: tensor.extract %{{.*}}[%[[N]], %{{.*}}, %{{.*}}] : tensor<?x2x3xi32>
-// CHECK: scf.for {{.*}} -> (vector<48xf32>)
-// CHECK: tensor.extract %{{.*}} : tensor<?x2x8xf32>
-// CHECK: scf.for {{.*}} -> (vector<48xf32>)
-// CHECK: tensor.extract %{{.*}} : tensor<10x96x8xf32>
+// CHECK: scf.for {{.*}} -> (vector<16xf32>)
+// CHECK: arith.minui
+// CHECK: scf.for {{.*}} -> (vector<8xf32>)
+// CHECK: vector.transfer_read {{.*}} : tensor<?x2x8xf32>, vector<8xf32>
+// CHECK: vector.transfer_read {{.*}} : tensor<10x96x8xf32>, vector<8xf32>
+// CHECK: vector.fma
+// CHECK: vector.reduction <add>
 // CHECK: vector.insert
-// CHECK: tensor.parallel_insert_slice {{.*}} [1, 48] [1, 1] : tensor<1x48xf32> into tensor<?x96xf32>
+// CHECK: tensor.parallel_insert_slice {{.*}} [1, 16] [1, 1] : tensor<1x16xf32> into tensor<?x96xf32>
+// The routing coefficients c[n, h·E + e] (summed gates of the routes that
+// picked the expert), one iteration per token.
+// CHECK: scf.forall (%{{.*}}) in (%{{.*}}) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x10xf32>)
+// CHECK: vector.insert {{.*}} : f32 into vector<10xf32>
 // dW: one iteration per (expert row, model column, chunk of head columns),
-// scanning the tokens and matching each route's expert against the row's.
+// scanning the tokens and skipping those not routed to the row.
 // CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (10, 96, 1) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<10x96x8xf32>)
 // CHECK: arith.divui
-// CHECK: arith.remui
 // CHECK: scf.for {{.*}} -> (vector<8xf32>)
-// CHECK: scf.for {{.*}} -> (f32)
-// CHECK: arith.cmpi eq
-// CHECK: arith.select
+// CHECK: tensor.extract %{{.*}} : tensor<?x10xf32>
+// CHECK: arith.cmpf une
+// CHECK: scf.if {{.*}} -> (vector<8xf32>)
 // CHECK: vector.transfer_read {{.*}} : tensor<?x2x8xf32>, vector<8xf32>
 // CHECK: tensor.parallel_insert_slice {{.*}} [1, 1, 8] [1, 1, 1] : tensor<1x1x8xf32> into tensor<10x96x8xf32>
 // dg: one iteration per route, the route's projection dotted with dv.
@@ -121,24 +130,25 @@ func.func @proj_grad(%x: tensor<?x96xf32>, %w: tensor<10x96x8xf32>, %g: tensor<?
 }
 
 // The O gradient with f16 operands: dheads per (token, head, chunk of head
-// columns), the routes of that head only; dW per (expert row, head column,
-// chunk of 48 of the 96 model columns); dg per route. Results are truncated
-// to f16 (the gates' gradient stays f32).
+// columns), the routes of that head only, each column a dot product over
+// the 96 model columns in 6 vectors of 16; dW per (expert row, head column,
+// chunk of 16 of the 96 model columns); dg per route. Results are
+// truncated to f16 (the gates' gradient stays f32).
 // CHECK-LABEL: func.func @merge_grad
 // CHECK-NOT: linalg.
 // CHECK-NOT: tensor<?x10x8xf32>
 // CHECK-NOT: tensor<?x2x3x96xf32>
 // CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, 2, 1) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x2x8xf16>)
 // CHECK: scf.for {{.*}} -> (vector<8xf32>)
-// CHECK: tensor.extract %{{.*}} : tensor<?x96xf16>
+// CHECK: scf.for {{.*}} -> (vector<16xf32>)
+// CHECK: vector.transfer_read {{.*}} : tensor<?x96xf16>, vector<16xf16>
 // CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xf16>
-// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (10, 8, 2) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<10x8x96xf16>)
-// CHECK: vector.transfer_read {{.*}} : tensor<?x96xf16>, vector<48xf16>
-// CHECK: arith.truncf {{.*}} : vector<48xf32> to vector<48xf16>
+// CHECK: scf.forall (%{{.*}}) in (%{{.*}}) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x10xf32>)
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (10, 8, 6) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<10x8x96xf16>)
+// CHECK: vector.transfer_read {{.*}} : tensor<?x96xf16>, vector<16xf16>
+// CHECK: arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
 // CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, 2, 3) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x2x3xf32>)
 // CHECK: vector.reduction <add>
-// CHECK-NOT: scf.forall (
-// CHECK-NOT: linalg.
 func.func @merge_grad(%o: tensor<?x2x8xf16>, %w: tensor<10x8x96xf16>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dy: tensor<?x96xf16>) -> (tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>) {
   %do, %dw, %dg = moe.fused_expert_merge_grad %o, %w, %g, %i, %dy : tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x96xf16> -> tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>
   return %do, %dw, %dg : tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>

@@ -1,8 +1,9 @@
 // REQUIRES: ptxas
 // The gradients of SwitchHead's V and O projections through the GPU pipeline
-// with moe-fuse-expert-projection on (the default): three row kernels per
-// gradient op (input or heads, weight, gates), one thread per row, whose PTX
-// targets sm_80 and assembles. Unfused, the weight gradients go through the
+// with moe-fuse-expert-projection on (the default): four row kernels per
+// gradient op (input or heads, routing coefficients, weight, gates; the two
+// ops share one coefficient kernel: same routes), one thread per row, whose
+// PTX targets sm_80 and assembles. Unfused, the weight gradients go through the
 // dense route sums [N, H·E, F] in device memory.
 
 // RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" -o %t.mlir
@@ -14,13 +15,13 @@
 // RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse-expert-projection=false" | FileCheck %s --check-prefix=UNFUSED
 
 // CHECK-LABEL: llvm.func @grads(
-// CHECK-COUNT-6: gpu.launch_func <%{{.*}} : !llvm.ptr> @grads_kernels::@grads_kernel_{{[0-5]}} blocks in
+// CHECK-COUNT-7: gpu.launch_func <%{{.*}} : !llvm.ptr> @grads_kernels::@grads_kernel_{{[0-6]}} blocks in
 // CHECK-NOT: gpu.launch_func
 // CHECK: llvm.return
 // CHECK: gpu.binary @grads_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80"
 
 // PTX: .target sm_80
-// PTX-COUNT-6: .visible .entry grads_kernel_{{[0-5]}}(
+// PTX-COUNT-7: .visible .entry grads_kernel_{{[0-6]}}(
 // PTX-NOT: .entry
 // PTX-NOT: __nv_
 
