@@ -38,6 +38,7 @@ tool_dirs = [config.switchyard_tools_dir, config.llvm_tools_dir]
 tools = [
     ToolSubst("switchyard-opt", extra_args=opt_extra, unresolved="fatal"),
     ToolSubst("switchyard", unresolved="fatal"),
+    ToolSubst("switchyard-bench", unresolved="fatal"),
     # Built only where CMake found the CUDA toolkit; used by
     # test/Integration/CUDA, which needs a GPU.
     ToolSubst("switchyard-gpu-check", unresolved="ignore"),

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+#===- bench/cpu.sh - the CPU benchmarks, in one command --------------------===#
+#
+# Installs Debian's python3-torch if it is missing (the peer baseline only:
+# nothing else in Switchyard uses Python at run time), builds
+# switchyard-bench, and runs
+#   1. the SwitchHead layer of the paper's 47M configuration (embedding,
+#      lm.switchhead with Transformer-XL memory, cross-entropy; batch 2),
+#      forward and forward+backward: Switchyard fused and unfused, the plain
+#      C++ reference (forward), PyTorch eager (dense-all-experts and
+#      per-expert loop, 1 thread and all cores), after checking that all of
+#      them compute the same loss and gradient norms;
+#   2. the same for the tiny configuration (the test model's layer);
+#   3. the layer's ops one by one (bench/Inputs/kernels-47m.mlir), fused and
+#      unfused, forward and loss-and-gradient;
+# and writes everything it printed, with the machine, date and commit, to
+# bench/results/cpu-<date>-<commit>.md.
+#
+# Usage: bench/cpu.sh [BUILD_DIR]     (default: build/, or
+#        $SWITCHYARD_BUILD_DIR); REPS=N sets the timed runs per measurement.
+#===------------------------------------------------------------------------===#
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-${SWITCHYARD_BUILD_DIR:-$root/build}}
+reps=${REPS:-5}
+
+if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
+  echo "==> Installing python3-torch (the PyTorch eager baseline)"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+    --no-install-recommends python3-torch python3-numpy
+fi
+
+if [ ! -f "$build/build.ninja" ]; then
+  "$root/scripts/bootstrap.sh" build >/dev/null
+fi
+cmake --build "$build" --target switchyard-bench
+
+commit=$(git -C "$root" rev-parse --short HEAD)
+dirty=$(git -C "$root" status --porcelain --untracked-files=no | grep -q . &&
+        echo " (with uncommitted changes)" || true)
+mkdir -p "$root/bench/results"
+out="$root/bench/results/cpu-$(date -u +%Y-%m-%d)-$commit.md"
+bench="$build/bin/switchyard-bench"
+{
+  echo "# CPU benchmarks"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "- commit: $commit$dirty"
+  echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
+  echo "- compiled code: one thread; PyTorch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+  echo
+  echo '```'
+  "$bench" --config 47m --reps "$reps"
+  echo '```'
+  echo
+  echo '```'
+  "$bench" --config tiny --reps "$reps"
+  echo '```'
+  echo
+  echo "The 47M layer's ops one by one (bench/Inputs/kernels-47m.mlir), median ms:"
+  echo
+  echo '```'
+  "$bench" --kernels "$root/bench/Inputs/kernels-47m.mlir" --reps "$reps"
+  echo '```'
+} | tee "$out.tmp"
+mv "$out.tmp" "$out"
+echo
+echo "written to ${out#$root/}"
