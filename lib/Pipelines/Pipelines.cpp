@@ -90,8 +90,9 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
         createSwitchyardRoundContractionOperandsPass(round));
   }
 
-  // Loops (fused row kernels are scf.forall on vectors), then the LLVM
-  // dialect.
+  // Loops (fused row kernels are scf.forall on vectors), nested for
+  // unit-stride vector code, then the LLVM dialect.
+  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass());
@@ -99,7 +100,13 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  // Vector reductions (the row kernels' dot products) as trees, not as a
+  // chain of dependent scalar additions: every f32 summation order is a
+  // valid one (docs/Semantics.md fixes none), and a sequential one costs a
+  // full add latency per element.
+  ConvertVectorToLLVMPassOptions vectorToLLVM;
+  vectorToLLVM.reassociateFPReductions = true;
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());

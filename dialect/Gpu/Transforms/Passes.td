@@ -85,6 +85,41 @@ def SwitchyardGpuParallelDimsFirstPass
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def SwitchyardCpuLoopOrderPass
+    : Pass<"switchyard-cpu-loop-order", "::mlir::func::FuncOp"> {
+  let summary = "Nest linalg loops for unit-stride vector code on the CPU";
+  let description = [{
+    `convert-linalg-to-loops` nests the loops in the order of the iteration
+    dimensions, and a matmul's `(m, n, k)` puts its reduction innermost,
+    where `A·B` reads B down a column. This pass moves innermost the
+    dimension that is the last (unit-stride) index of the most operands,
+    a parallel one on a tie, keeping the others in their order, so that
+    LLVM's loop vectorizer sees contiguous rows: `dX = dY·W` and
+    `dW = dYᵀ·X` become row updates (axpy), `Y = X·Wᵀ` a dot product of
+    two rows. Reductions are marked `reassoc`, so that a dot product is
+    vectorized (any f32 summation order is valid; docs/Semantics.md fixes
+    none). CPU pipeline only; named ops that need it are generalized first.
+
+    Before (`dX[n, i] = Σ_o dY[n, o] · W[o, i]`):
+
+    ```mlir
+    linalg.matmul ins(%dy, %w : memref<512x152xf32>, memref<152x412xf32>)
+                  outs(%dx : memref<512x412xf32>)
+    ```
+
+    After (loops n, o, i):
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>,
+                                     affine_map<(d0, d1, d2) -> (d1, d2)>,
+                                     affine_map<(d0, d1, d2) -> (d0, d2)>],
+                    iterator_types = ["parallel", "reduction", "parallel"]} ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect"];
+}
+
 def SwitchyardGpuMapParallelLoopsPass
     : Pass<"switchyard-gpu-map-parallel-loops", "::mlir::func::FuncOp"> {
   let summary = "Map each outermost scf.parallel to a 1-D grid of blocks";

@@ -128,9 +128,13 @@ Value readRow(ImplicitLocOpBuilder &b, Value source, ValueRange indices,
                                row);
 }
 
-/// Columns per chunk: one kernel iteration accumulates a chunk of a row in
-/// a vector register (16 f32: one 512-bit or two 256-bit registers).
-constexpr int64_t kChunkColumns = 16;
+/// Columns per chunk. A kernel iteration accumulates up to 32 columns of a
+/// row in vector registers (two of 512 bits), so that each scalar it loads
+/// (an input element, a gate, a routing coefficient) feeds that many
+/// multiply-adds; a chunk whose columns are updated one by one (dsource's)
+/// is 16 wide, one register. (Measured on the 47M layer's kernels,
+/// bench/Inputs/kernels-47m.mlir: 32 beats 16, 64 and 128.)
+constexpr int64_t kRowColumns = 32, kScalarColumns = 16;
 
 /// How a row of `width` columns splits into chunks: `count` chunks of
 /// `size` columns, the last one partial unless `exact`. Partial chunks are
@@ -139,8 +143,8 @@ constexpr int64_t kChunkColumns = 16;
 struct Chunks {
   int64_t width, size, count;
 
-  explicit Chunks(int64_t width)
-      : width(width), size(std::min(width, kChunkColumns)),
+  Chunks(int64_t width, int64_t limit)
+      : width(width), size(std::min(width, limit)),
         count(size > 0 ? (width + size - 1) / size : 0) {}
   bool exact() const { return size * count == width; }
   /// The row width of a result written chunk by chunk.
@@ -368,7 +372,7 @@ struct FusedExpertProjLowering
     Value x = op.getInput(), w = op.getWeight(), g = op.getGates();
     Value idx = op.getIndices();
     RankedTensorType type = op.getResult().getType();
-    Chunks chunks(type.getDimSize(2));
+    Chunks chunks(type.getDimSize(2), kRowColumns);
     SmallVector<OpFoldResult> gateSizes = sizesOf(b, g);
     Value init = tensor::EmptyOp::create(
         b, withLast(gateSizes, b.getIndexAttr(chunks.padded())),
@@ -417,7 +421,7 @@ struct FusedExpertMergeLowering
     Value heads = op.getHeads(), w = op.getWeight(), g = op.getGates();
     Value idx = op.getIndices();
     RankedTensorType type = op.getResult().getType();
-    Chunks chunks(type.getDimSize(1));
+    Chunks chunks(type.getDimSize(1), kRowColumns);
     OpFoldResult tokens = sizesOf(b, g)[0];
     Value init = tensor::EmptyOp::create(
         b, {tokens, b.getIndexAttr(chunks.padded())}, type.getElementType());
@@ -494,7 +498,8 @@ struct ProjectionGrad {
 Value sourceGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p,
                        Type elementType) {
   auto weightType = cast<RankedTensorType>(p.weight.getType());
-  Chunks chunks(weightType.getDimSize(1)), dots(weightType.getDimSize(2));
+  Chunks chunks(weightType.getDimSize(1), kScalarColumns),
+      dots(weightType.getDimSize(2), kRowColumns);
   SmallVector<OpFoldResult> sizes = sizesOf(b, p.source);
   Value init = tensor::EmptyOp::create(
       b, withLast(sizes, b.getIndexAttr(chunks.padded())), elementType);
@@ -583,7 +588,7 @@ Value sourceGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p,
 /// summed.
 Value gateGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p) {
   auto weightType = cast<RankedTensorType>(p.weight.getType());
-  Chunks chunks(weightType.getDimSize(2));
+  Chunks chunks(weightType.getDimSize(2), kRowColumns);
   SmallVector<OpFoldResult> sizes = sizesOf(b, p.gates);
   Value init = tensor::EmptyOp::create(b, sizes, b.getF32Type());
   Value perHead = expertsPerHead(b, p.weight, p.gates);
@@ -662,7 +667,7 @@ Value routeCoefficients(ImplicitLocOpBuilder &b, const ProjectionGrad &p) {
 Value weightGradKernel(ImplicitLocOpBuilder &b, const ProjectionGrad &p,
                        Type elementType) {
   auto weightType = cast<RankedTensorType>(p.weight.getType());
-  Chunks chunks(weightType.getDimSize(2));
+  Chunks chunks(weightType.getDimSize(2), kRowColumns);
   Value coefficients = routeCoefficients(b, p);
   SmallVector<OpFoldResult> sizes = sizesOf(b, p.weight);
   Value init = tensor::EmptyOp::create(

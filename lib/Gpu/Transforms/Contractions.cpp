@@ -7,6 +7,8 @@
 
 #include "dialect/Gpu/Transforms/Contractions.h"
 
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+
 using namespace mlir;
 using namespace mlir::switchyard;
 
@@ -89,4 +91,23 @@ FailureOr<FloatType> switchyard::parseRoundingType(MLIRContext *context,
   if (elementType == "f16")
     return FloatType(Float16Type::get(context));
   return failure();
+}
+
+FailureOr<linalg::GenericOp>
+mlir::switchyard::reorderLoops(RewriterBase &rewriter, linalg::LinalgOp op,
+                               ArrayRef<unsigned> order) {
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+  if (!generic) {
+    FailureOr<linalg::GenericOp> generalized =
+        linalg::generalizeNamedOp(rewriter, op);
+    if (failed(generalized))
+      return op.emitOpError() << "could not be generalized to reorder its "
+                                 "loops";
+    generic = *generalized;
+  }
+  if (failed(linalg::interchangeGenericOp(rewriter, generic, order)))
+    return generic.emitOpError() << "could not be interchanged";
+  return generic;
 }

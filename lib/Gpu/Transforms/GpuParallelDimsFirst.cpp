@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/Gpu/Transforms/Contractions.h"
 #include "dialect/Gpu/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -42,24 +43,8 @@ struct SwitchyardGpuParallelDimsFirstPass
       if (llvm::equal(order, llvm::seq<unsigned>(0, iterators.size())))
         continue;
 
-      rewriter.setInsertionPoint(op);
-      auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
-      if (!generic) {
-        FailureOr<linalg::GenericOp> generalized =
-            linalg::generalizeNamedOp(rewriter, op);
-        if (failed(generalized)) {
-          op.emitOpError() << "could not be generalized to move its "
-                              "parallel dimensions first";
-          return signalPassFailure();
-        }
-        generic = *generalized;
-      }
-      if (failed(linalg::interchangeGenericOp(rewriter, generic, order))) {
-        generic.emitOpError()
-            << "could not be interchanged to move its parallel dimensions "
-               "first";
+      if (failed(switchyard::reorderLoops(rewriter, op, order)))
         return signalPassFailure();
-      }
     }
   }
 };

@@ -59,22 +59,22 @@ func.func @proj(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3x
 }
 
 // The O projection over a 100-wide model: one iteration per (token, chunk
-// of 16 columns), the routes of both heads reduced in registers; f16
-// weights are read as f16 vectors and extended. 100 = 6·16 + 4: the last
+// of 32 columns), the routes of both heads reduced in registers; f16
+// weights are read as f16 vectors and extended. 100 = 3·32 + 4: the last
 // chunk reads past the row (a masked read, no in_bounds) into a result
-// padded to 112 columns, sliced back to 100.
+// padded to 128 columns, sliced back to 100.
 // CHECK-LABEL: func.func @merge
 // CHECK-NOT: linalg.
-// CHECK: scf.forall (%{{.*}}, %[[C:.*]]) in (%{{.*}}, 7) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x112xf16>)
+// CHECK: scf.forall (%{{.*}}, %[[C:.*]]) in (%{{.*}}, 4) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x128xf16>)
 // CHECK: arith.muli %[[C]], %{{.*}} : index
-// CHECK: scf.for {{.*}} -> (vector<16xf32>)
-// CHECK: scf.for {{.*}} -> (vector<16xf32>)
-// CHECK: vector.transfer_read {{.*}}, %{{[^ ]*}} : tensor<10x8x100xf16>, vector<16xf16>
-// CHECK: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
-// CHECK: arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
-// CHECK: tensor.parallel_insert_slice {{.*}} [1, 16] [1, 1] : tensor<1x16xf16> into tensor<?x112xf16>
+// CHECK: scf.for {{.*}} -> (vector<32xf32>)
+// CHECK: scf.for {{.*}} -> (vector<32xf32>)
+// CHECK: vector.transfer_read {{.*}}, %{{[^ ]*}} : tensor<10x8x100xf16>, vector<32xf16>
+// CHECK: arith.extf {{.*}} : vector<32xf16> to vector<32xf32>
+// CHECK: arith.truncf {{.*}} : vector<32xf32> to vector<32xf16>
+// CHECK: tensor.parallel_insert_slice {{.*}} [1, 32] [1, 1] : tensor<1x32xf16> into tensor<?x128xf16>
 // CHECK-NOT: scf.forall
-// CHECK: tensor.extract_slice %{{.*}}[0, 0] [%{{.*}}, 100] [1, 1] : tensor<?x112xf16> to tensor<?x100xf16>
+// CHECK: tensor.extract_slice %{{.*}}[0, 0] [%{{.*}}, 100] [1, 1] : tensor<?x128xf16> to tensor<?x100xf16>
 func.func @merge(%o: tensor<?x2x8xf16>, %w: tensor<10x8x100xf16>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) -> tensor<?x100xf16> {
   %y = moe.fused_expert_merge %o, %w, %g, %i : tensor<?x2x8xf16>, tensor<10x8x100xf16>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x100xf16>
   return %y : tensor<?x100xf16>
@@ -131,8 +131,8 @@ func.func @proj_grad(%x: tensor<?x96xf32>, %w: tensor<10x96x8xf32>, %g: tensor<?
 
 // The O gradient with f16 operands: dheads per (token, head, chunk of head
 // columns), the routes of that head only, each column a dot product over
-// the 96 model columns in 6 vectors of 16; dW per (expert row, head column,
-// chunk of 16 of the 96 model columns); dg per route. Results are
+// the 96 model columns in 3 vectors of 32; dW per (expert row, head column,
+// chunk of 32 of the 96 model columns); dg per route. Results are
 // truncated to f16 (the gates' gradient stays f32).
 // CHECK-LABEL: func.func @merge_grad
 // CHECK-NOT: linalg.
@@ -140,13 +140,13 @@ func.func @proj_grad(%x: tensor<?x96xf32>, %w: tensor<10x96x8xf32>, %g: tensor<?
 // CHECK-NOT: tensor<?x2x3x96xf32>
 // CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, 2, 1) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x2x8xf16>)
 // CHECK: scf.for {{.*}} -> (vector<8xf32>)
-// CHECK: scf.for {{.*}} -> (vector<16xf32>)
-// CHECK: vector.transfer_read {{.*}} : tensor<?x96xf16>, vector<16xf16>
+// CHECK: scf.for {{.*}} -> (vector<32xf32>)
+// CHECK: vector.transfer_read {{.*}} : tensor<?x96xf16>, vector<32xf16>
 // CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK: scf.forall (%{{.*}}) in (%{{.*}}) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x10xf32>)
-// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (10, 8, 6) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<10x8x96xf16>)
-// CHECK: vector.transfer_read {{.*}} : tensor<?x96xf16>, vector<16xf16>
-// CHECK: arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (10, 8, 3) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<10x8x96xf16>)
+// CHECK: vector.transfer_read {{.*}} : tensor<?x96xf16>, vector<32xf16>
+// CHECK: arith.truncf {{.*}} : vector<32xf32> to vector<32xf16>
 // CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, 2, 3) shared_outs(%{{.*}} = %{{.*}}) -> (tensor<?x2x3xf32>)
 // CHECK: vector.reduction <add>
 func.func @merge_grad(%o: tensor<?x2x8xf16>, %w: tensor<10x8x96xf16>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dy: tensor<?x96xf16>) -> (tensor<?x2x8xf16>, tensor<10x8x96xf16>, tensor<?x2x3xf32>) {
