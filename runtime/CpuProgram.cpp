@@ -157,10 +157,6 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
       options.optLevel, /*sizeLevel=*/0, host->get());
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
-  // `perf record` names the JIT-compiled functions (in /tmp/perf-<pid>.map)
-  // when SWITCHYARD_PERF_MAP is set (README, "Benchmarks").
-  engineOptions.enablePerfNotificationListener =
-      std::getenv("SWITCHYARD_PERF_MAP") != nullptr;
   llvm::SmallVector<StringRef> libraries;
   if (StringRef(SWITCHYARD_C_RUNNER_UTILS) != "")
     libraries.push_back(SWITCHYARD_C_RUNNER_UTILS);
