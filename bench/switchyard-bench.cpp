@@ -45,14 +45,14 @@ namespace {
 
 cl::OptionCategory category("Benchmark options");
 cl::opt<std::string> configName(
-    "config", cl::desc("Layer shape: the paper's 47m or 262m configuration, "
-                       "or tiny (the test model's width)"),
+    "config", cl::desc("Layer shape: the paper's 47m (default) or 262m "
+                       "configuration, or tiny (the test model's width)"),
     cl::init("47m"), cl::cat(category));
-cl::opt<int64_t> batch("batch", cl::desc("Sequences per call"), cl::init(2),
+cl::opt<int64_t> batch("batch", cl::desc("Sequences per call (2)"), cl::init(2),
                        cl::cat(category));
 cl::opt<unsigned> reps("reps",
                        cl::desc("Timed runs per measurement (the median is "
-                                "reported), after one warm-up run"),
+                                "reported), after one warm-up run (5)"),
                        cl::init(5), cl::cat(category));
 cl::opt<std::string> python(
     "python", cl::desc("Python with PyTorch for the peer baseline; empty: "
@@ -72,8 +72,8 @@ cl::opt<std::string> kernels(
     "kernels",
     cl::desc("Instead of the layer: time every function of this file and its "
              "loss-and-gradient function (lm-differentiate), on seeded "
-             "random inputs (bench/kernels-47m.mlir: the layer's ops one by "
-             "one)"),
+             "random inputs (bench/Inputs/kernels-47m.mlir: the layer's ops "
+             "one by one)"),
     cl::value_desc("file.mlir"), cl::cat(category));
 cl::opt<std::string> jsonOut("json",
                              cl::desc("Also write the results here as JSON"),
@@ -332,19 +332,24 @@ std::vector<Measurement> measureTorch(llvm::StringRef dir, unsigned threads,
   return rows;
 }
 
-/// Fails unless `m` computed the same loss (and gradient norms, where it has
-/// them) as `base`: f32 sums in a different order, 1e-4 relative.
+/// Fails unless `m` computed the same loss as `base` to 1e-4 relative (f32
+/// sums in another order) and, where it has them, the same gradient norms to
+/// 1e-3: a near-tie in a router's top-k can fall the other way under another
+/// summation order and move one token's gradient to another expert (seen at
+/// the 262M shapes: |d att.o| 1.9e-4 apart). A wrong equation is far off
+/// either bound.
 void crossCheck(const Measurement &base, const Measurement &m) {
-  auto close = [](double a, double b) {
-    return std::abs(a - b) <= 1e-5 + 1e-4 * std::max(std::abs(a), std::abs(b));
+  auto close = [](double a, double b, double relative) {
+    return std::abs(a - b) <=
+           1e-5 + relative * std::max(std::abs(a), std::abs(b));
   };
-  if (!close(base.loss, m.loss))
-    fail(formatv("{0} computes loss {1}, {2} {3}: not the same layer",
+  if (!close(base.loss, m.loss, 1e-4))
+    fail(formatv("{0} computes loss {1:e}, {2} {3:e}: not the same layer",
                  m.name, m.loss, base.name, base.loss));
   for (const auto &[name, norm] : m.gradNorms)
-    if (!close(base.gradNorms.at(name), norm))
-      fail(formatv("{0}: |d{1}| = {2}, {3}: {4}", m.name, name, norm,
-                   base.name, base.gradNorms.at(name)));
+    if (!close(base.gradNorms.at(name), norm, 1e-3))
+      fail(formatv("{0}: |d{1}| = {2:e}, {3}: {4:e}; not the same gradients",
+                   m.name, name, norm, base.name, base.gradNorms.at(name)));
 }
 
 std::string cpuModel() {
@@ -460,7 +465,7 @@ int main(int argc, char **argv) {
       "the plain C++ reference (forward only) and PyTorch\neager "
       "(bench/torch_switchhead.py; dense-all-experts and per-expert-loop "
       "formulations)\non the same parameters and inputs, after checking that "
-      "every one computes the same\nloss and gradient norms. Ratios are the "
+      "every one computes the same\nloss (1e-4) and gradient norms (1e-3). Ratios are the "
       "peer's median time over Switchyard's fused\ntime: above 1, Switchyard "
       "is faster. Switchyard's compiled code runs on one thread.\n");
   if (!kernels.empty())
@@ -525,8 +530,8 @@ int main(int argc, char **argv) {
   llvm::outs() << formatv(
       "\nratio: the row's time over switchyard (fused); above 1: switchyard "
       "is faster.\nloss {0:F6} in every implementation (cross-checked to "
-      "1e-4 relative, and every\ngradient norm where the implementation has "
-      "a backward pass).\ncompile time (definition to JIT-compiled code, "
+      "1e-4 relative, and every\ngradient norm to 1e-3 where the "
+      "implementation has a backward pass).\ncompile time (definition to JIT-compiled code, "
       "forward and _grad): fused {1:F0} ms, unfused {2:F0} ms\n",
       ours.loss, fusedCompileMs, unfusedCompileMs);
   if (!torchVersion.empty())
