@@ -153,6 +153,18 @@ struct Chunks {
   Value start(ImplicitLocOpBuilder &b, Value index) const {
     return arith::MulIOp::create(b, index, indexConstant(b, size));
   }
+  /// Adds the chunk dimension to a kernel's iteration counts, where the row
+  /// takes more than one chunk.
+  void addDimension(ImplicitLocOpBuilder &b,
+                    SmallVectorImpl<OpFoldResult> &counts) const {
+    if (count > 1)
+      counts.push_back(b.getIndexAttr(count));
+  }
+  /// The first column of an iteration's chunk: from its last induction
+  /// variable where addDimension added one, else 0.
+  Value column(ImplicitLocOpBuilder &b, ValueRange ivs) const {
+    return count > 1 ? start(b, ivs.back()) : indexConstant(b, 0);
+  }
   /// `result` (last dimension padded()) cut back to `width` columns.
   Value trimmed(ImplicitLocOpBuilder &b, Value result) const {
     if (exact())
@@ -379,17 +391,14 @@ struct FusedExpertProjLowering
         type.getElementType());
     Value perHead = expertsPerHead(b, w, g);
     Value routes = dimOf(b, g, 2);
-    // A chunk dimension only where the head width takes several chunks.
     SmallVector<OpFoldResult> counts = {gateSizes[0], gateSizes[1]};
-    if (chunks.count > 1)
-      counts.push_back(b.getIndexAttr(chunks.count));
+    chunks.addDimension(b, counts);
     Value result = buildRowKernel(
         b, counts, init,
         [&](ImplicitLocOpBuilder &b, ValueRange ivs,
             ValueRange outs) -> SmallVector<RowWrite> {
           Value n = ivs[0], h = ivs[1];
-          Value column = chunks.count > 1 ? chunks.start(b, ivs[2])
-                                          : indexConstant(b, 0);
+          Value column = chunks.column(b, ivs);
           Value acc = loop(
               b, routes, zeroVector(b, chunks.size),
               [&](ImplicitLocOpBuilder &b, Value j,
@@ -428,15 +437,13 @@ struct FusedExpertMergeLowering
     Value perHead = expertsPerHead(b, w, g);
     Value headCount = dimOf(b, g, 1), routes = dimOf(b, g, 2);
     SmallVector<OpFoldResult> counts = {tokens};
-    if (chunks.count > 1)
-      counts.push_back(b.getIndexAttr(chunks.count));
+    chunks.addDimension(b, counts);
     Value result = buildRowKernel(
         b, counts, init,
         [&](ImplicitLocOpBuilder &b, ValueRange ivs,
             ValueRange outs) -> SmallVector<RowWrite> {
           Value n = ivs[0];
-          Value column = chunks.count > 1 ? chunks.start(b, ivs[1])
-                                          : indexConstant(b, 0);
+          Value column = chunks.column(b, ivs);
           Value acc = loop(
               b, headCount, zeroVector(b, chunks.size),
               [&](ImplicitLocOpBuilder &b, Value h,
