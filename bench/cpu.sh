@@ -8,11 +8,14 @@
 #      lm.switchhead with Transformer-XL memory, cross-entropy; batch 2),
 #      forward and forward+backward: Switchyard fused and unfused, the plain
 #      C++ reference (forward), PyTorch eager (dense-all-experts and
-#      per-expert loop, 1 thread and all cores), after checking that all of
-#      them compute the same loss and gradient norms;
+#      per-expert loop, 1 thread and all cores), and the dense MHA layer of
+#      the same parameter count (Switchyard and PyTorch), after checking
+#      that all of them compute the same loss and gradient norms;
 #   2. the same for the tiny configuration (the test model's layer);
 #   3. the layer's ops one by one (bench/Inputs/kernels-47m.mlir), fused and
-#      unfused, forward and loss-and-gradient;
+#      unfused, forward and loss-and-gradient, against PyTorch
+#      (bench/torch_kernels.py);
+#   4. whole training steps of the 47M SwitchHead and dense models;
 # and writes everything it printed, with the machine, date and commit, to
 # bench/results/cpu-<date>-<commit>.md.
 #
@@ -24,14 +27,21 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-${SWITCHYARD_BUILD_DIR:-$root/build}}
 reps=${REPS:-5}
 
-if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
-  echo "==> Installing python3-torch (the PyTorch eager baseline)"
+# Debian's python3-torch does its matmuls through the libblas.so.3
+# alternative; with only the reference BLAS installed (netlib, about 6
+# GFLOP/s on one core here) the baseline would be crippled, so OpenBLAS
+# (about 90 GFLOP/s on one core) is installed with it and becomes the
+# alternative.
+if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null ||
+   ! dpkg -s libopenblas0-pthread > /dev/null 2>&1; then
+  echo "==> Installing python3-torch and OpenBLAS (the PyTorch eager baseline)"
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-    --no-install-recommends python3-torch python3-numpy
+    --no-install-recommends python3-torch python3-numpy libopenblas0-pthread
 fi
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)
 
 if [ ! -f "$build/build.ninja" ]; then
   "$root/scripts/bootstrap.sh" build >/dev/null
@@ -50,7 +60,7 @@ bench="$build/bin/switchyard-bench"
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "- commit: $commit$dirty"
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
-  echo "- compiled code: one thread; PyTorch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+  echo "- compiled code: one thread; PyTorch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (Debian), BLAS: $blas"
   echo
   echo '```'
   "$bench" --config 47m --reps "$reps"
@@ -60,10 +70,17 @@ bench="$build/bin/switchyard-bench"
   "$bench" --config tiny --reps "$reps"
   echo '```'
   echo
-  echo "The 47M layer's ops one by one (bench/Inputs/kernels-47m.mlir), median ms:"
+  echo "The 47M layer's ops one by one (bench/Inputs/kernels-47m.mlir):"
   echo
   echo '```'
   "$bench" --kernels "$root/bench/Inputs/kernels-47m.mlir" --reps "$reps"
+  echo '```'
+  echo
+  echo "Training steps of the 47M models (bench/Inputs has none: the examples):"
+  echo
+  echo '```'
+  "$bench" --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
+    --reps 3 --batch 2
   echo '```'
 } | tee "$out.tmp"
 mv "$out.tmp" "$out"

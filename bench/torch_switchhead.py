@@ -1,205 +1,231 @@
 #!/usr/bin/python3
-"""PyTorch eager baseline of bench/switchyard-bench's SwitchHead layer.
+"""PyTorch baseline of bench/switchyard-bench's attention layer.
 
 The peer baseline only: switchyard-bench writes the layer's parameters and
-inputs (.npy) and a config.json into a directory, runs this script on it and
-reads one JSON object from its stdout. The script implements
-docs/Semantics.md's equations independently of Switchyard:
+inputs (.npy) and a config.json into a directory, runs
 
-    x  = embed[tokens]                                  [B, T, D]
-    y  = x + SwitchHead(LN(x); LN(memory))              (lm.switchhead)
-    loss = mean cross-entropy(y[b, t, :], targets[b, t]) (the D channels as classes)
+    torch_switchhead.py DIR [THREADS] [--device cpu|cuda] [--dtype f32|bf16]
 
-and times, with torch.set_num_threads(threads), the forward pass (y and the
-loss) and the forward + backward pass (every parameter's gradient), each in
-two formulations of the expert projections:
+on it and reads one JSON object from its stdout (diagnostics go to stderr).
+The script implements docs/Semantics.md's equations independently of
+Switchyard:
 
-    dense: every expert of every head computed (x · W_v for all H·E experts,
-           one batched matmul), then the top-k gathered and weighted: the
-           usual eager formulation for few experts;
-    loop:  one matmul per expert over the tokens that chose it
-           (index_select / index_add_), as MoE code does for many experts.
+    x    = embed[tokens]                           [B, T, D]
+    y    = x + Attention(LN(x); LN(memory))       lm.switchhead or lm.mha
+    loss = mean cross-entropy(y[b, t], targets[b, t])   (D channels as classes)
 
-It prints {"threads", "torch", "results": {formulation: {"forward_ms",
-"fwdbwd_ms", "loss", "grad_norms": {param: norm}}}}, times as medians of
-`reps` runs after one warm-up run.
+with Transformer-XL relative positions and memory. config.json holds
+"layer" (the parameters' prefix, "att"), "kind" ("switchhead", the default,
+or "dense" for lm.mha), "params" (the parameter names: <layer>.norm.weight,
+.norm.bias, .q, .k, .v, .o, .pos, the SwitchHead ones also .sel_v and
+.sel_o, and embed.weight), "batch", "time", "width", "heads", "head_dim",
+"experts" and "k" (SwitchHead only), "pos" ("xl" or "none"), "memory"
+(whether memory.npy is an input), "reps" and "threads"; tokens.npy,
+targets.npy and memory.npy sit beside the parameters. The parameter shapes
+are Switchyard's (lib/Lm/IR/LmOps.cpp): q, k, pos [H·F, D]; SwitchHead
+v [H·E, D, F], o [H·E, F, D], sel_v, sel_o [H·E, D]; dense v [H·F, D],
+o [D, H·F].
+
+It times, with torch.set_num_threads(THREADS) (default config["threads"]),
+the forward pass (the loss) and the forward + backward pass (every
+parameter's gradient) of each formulation:
+
+    SwitchHead:  dense  every expert computed (one batched matmul), the top-k
+                        gathered and weighted; eager attention
+                 loop   one matmul per expert over the tokens that chose it
+                        (index_select / index_add_); eager attention
+                 sdpa   dense experts; attention through
+                        F.scaled_dot_product_attention
+    dense MHA:   eager  explicit masked-softmax attention
+                 sdpa   attention through F.scaled_dot_product_attention
+
+"sdpa" passes scale 1 (queries and keys are pre-scaled by F^(-1/4)) and a
+float additive mask: the XL relative-position term, −inf on future keys.
+Where PyTorch has no SDPA (before 2.0), or it raises, the formulation is
+left out of "results" and listed in "skipped" with the reason.
+
+--device cuda puts every tensor on the GPU and ends every timed run with
+torch.cuda.synchronize(); --dtype bf16 runs under torch.autocast(bfloat16)
+(matmuls in bf16 with f32 accumulation, the loss in f32). Times are medians
+of config["reps"] runs after one warm-up run. It prints
+
+    {"threads": int, "torch": str, "device": "cpu" or the GPU's name,
+     "dtype": "f32" | "bf16",
+     "results": {formulation: {"forward_ms", "fwdbwd_ms", "loss",
+                               "grad_norms": {param: L2 norm}}},
+     "skipped": {formulation: reason}}
 """
 
+import argparse
 import json
-import math
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+import torch_moe as moe
 
-def load(directory, name):
-    return torch.from_numpy(np.load(directory / f"{name}.npy"))
+FORMULATIONS = {"switchhead": ("dense", "loop", "sdpa"),
+                "dense": ("eager", "sdpa")}
 
 
 class Layer:
-    def __init__(self, directory, config):
+    """The embedding, one attention layer and the loss, on `device`."""
+
+    def __init__(self, directory, config, device):
         self.c = config
-        prefix = config["layer"]
-        self.names = config["params"]
-        self.params = {n: load(directory, n).requires_grad_(True)
-                       for n in self.names}
-        self.p = {n[len(prefix) + 1:] if n.startswith(prefix + ".") else n: t
+        self.kind = config.get("kind", "switchhead")
+        if self.kind not in FORMULATIONS:
+            raise SystemExit(f"unknown layer kind {self.kind!r}")
+        if config["pos"] not in ("xl", "none"):
+            raise NotImplementedError("the bench configurations use xl")
+        prefix = config["layer"] + "."
+
+        def load(name):
+            array = np.load(directory / f"{name}.npy")
+            return torch.from_numpy(array).to(device)
+
+        self.params = {n: load(n).requires_grad_(True)
+                       for n in config["params"]}
+        self.p = {n[len(prefix):] if n.startswith(prefix) else n: t
                   for n, t in self.params.items()}
-        self.tokens = load(directory, "tokens").long()
-        self.targets = load(directory, "targets").long()
-        self.memory = load(directory, "memory") if config["memory"] else None
+        self.tokens = load("tokens").long()
+        self.targets = load("targets").long()
+        self.memory = load("memory") if config["memory"] else None
+        memory = 0 if self.memory is None else self.memory.shape[1]
+        keys = config["time"] + memory
+        self.pe = sinusoids(keys, config["width"], device)       # [S, D]
 
     def norm(self, x):
         return F.layer_norm(x, (x.shape[-1],), self.p["norm.weight"],
                             self.p["norm.bias"], eps=1e-5)
 
-    def route(self, h, sel):
-        """Sigmoid scores [N, H, E] and their top-k (values, indices)."""
-        c = self.c
-        scores = torch.sigmoid(h @ sel.t()).view(h.shape[0], c["heads"],
-                                                 c["experts"])
-        return torch.topk(scores, c["k"], dim=-1)
-
-    def expert_proj(self, x, w, gates, idx, formulation):
-        """v[n, a, :] = Σ_j g[n, a, j] · x[n] · W[a·E + i[n, a, j]]."""
-        c = self.c
-        heads, experts, width = c["heads"], c["experts"], c["head_dim"]
-        n = x.shape[0]
-        if formulation == "dense":
-            # [N, H·E, F] for every expert, then gather the chosen ones.
-            every = torch.einsum("nd,edf->nef", x, w).view(n, heads, experts,
-                                                           width)
-            chosen = torch.gather(
-                every, 2, idx.unsqueeze(-1).expand(-1, -1, -1, width))
-            return (gates.unsqueeze(-1) * chosen).sum(2)
-        out = x.new_zeros(n, heads, width)
-        for a in range(heads):
-            for e in range(experts):
-                rows, slots = torch.nonzero(idx[:, a, :] == e, as_tuple=True)
-                if rows.numel() == 0:
-                    continue
-                part = (x.index_select(0, rows) @ w[a * experts + e]) * \
-                    gates[rows, a, slots].unsqueeze(-1)
-                out[:, a, :] = out[:, a, :].index_add(0, rows, part)
-        return out
-
-    def expert_merge(self, o, w, gates, idx, formulation):
-        """y[n, :] = Σ_a Σ_j g[n, a, j] · o[n, a, :] · W[a·E + i[n, a, j]]."""
-        c = self.c
-        heads, experts = c["heads"], c["experts"]
-        n, model = o.shape[0], w.shape[-1]
-        if formulation == "dense":
-            every = torch.einsum("naf,aefd->naed", o,
-                                 w.view(heads, experts, -1, model))
-            chosen = torch.gather(
-                every, 2, idx.unsqueeze(-1).expand(-1, -1, -1, model))
-            return (gates.unsqueeze(-1) * chosen).sum((1, 2))
-        y = o.new_zeros(n, model)
-        for a in range(heads):
-            for e in range(experts):
-                rows, slots = torch.nonzero(idx[:, a, :] == e, as_tuple=True)
-                if rows.numel() == 0:
-                    continue
-                part = (o[rows, a, :] @ w[a * experts + e]) * \
-                    gates[rows, a, slots].unsqueeze(-1)
-                y = y.index_add(0, rows, part)
-        return y
-
     def forward(self, formulation):
+        """The loss of `formulation` (see FORMULATIONS)."""
         c, p = self.c, self.p
         batch, time_steps, model = c["batch"], c["time"], c["width"]
         heads, width = c["heads"], c["head_dim"]
+        experts = "loop" if formulation == "loop" else "dense"
+        core = moe.attention_sdpa if formulation == "sdpa" else \
+            moe.attention_eager
         scale = width ** -0.25
         x = F.embedding(self.tokens, p["embed.weight"])           # [B, T, D]
         h = self.norm(x)
         src = h
-        mem = 0
         if self.memory is not None:
-            mem = self.memory.shape[1]
             src = torch.cat([self.norm(self.memory), h], dim=1)     # [B, S, D]
         keys = src.shape[1]
-        q = scale * (h @ p["q"].t())                                # [B, T, HF]
-        k = scale * (src @ p["k"].t())                              # [B, S, HF]
-        flat = src.reshape(-1, model)
-        gv, iv = self.route(flat, p["sel_v"])
-        v = self.expert_proj(flat, p["v"], gv, iv, formulation)     # [BS, H, F]
+        flat = src.reshape(-1, model)                               # [BS, D]
+        q = scale * (h @ p["q"].t())                             # [B, T, HF]
+        k = scale * (src @ p["k"].t())                           # [B, S, HF]
+        if self.kind == "switchhead":
+            gv, iv = moe.route(flat, p["sel_v"], heads, c["k"])
+            v = moe.expert_proj(flat, p["v"], gv, iv, experts)   # [BS, H, F]
+        else:
+            v = flat @ p["v"].t()                                   # [BS, HF]
         q = q.view(batch, time_steps, heads, width).transpose(1, 2)
         k = k.view(batch, keys, heads, width).transpose(1, 2)
-        v = v.view(batch, keys, heads, width).transpose(1, 2)       # [B, H, S, F]
-        tq = torch.arange(time_steps).view(-1, 1)
-        pos_u = torch.arange(keys).view(1, -1) - mem
-        scores = q @ k.transpose(-1, -2)                            # [B, H, T, S]
-        if c["pos"] == "rope":
-            raise NotImplementedError("the bench configurations use xl")
+        v = v.view(batch, keys, heads, width).transpose(1, 2)    # [B, H, S, F]
+        rel = None
         if c["pos"] == "xl":
-            half = model // 2
-            omega = 10000.0 ** (-2.0 * torch.arange(half, dtype=torch.float64)
-                                / model)
-            delta = torch.arange(keys, dtype=torch.float64).view(-1, 1)
-            pe = torch.cat([torch.sin(delta * omega), torch.cos(delta * omega)],
-                           dim=1).float()                           # [S, D]
-            kp = scale * (pe @ p["pos"].t())                        # [S, HF]
-            kp = kp.view(keys, heads, width).permute(1, 2, 0)        # [H, F, S]
-            rel = q @ kp                                            # [B, H, T, δ]
-            dist = (tq - pos_u).clamp(0, keys - 1)                  # [T, S]
-            scores = scores + torch.gather(
-                rel, 3, dist.expand(batch, heads, -1, -1))
-        scores = scores.masked_fill(pos_u > tq, float("-inf"))
-        o = torch.softmax(scores, dim=-1) @ v                       # [B, H, T, F]
+            rel = (scale * (self.pe @ p["pos"].t())).view(keys, heads, width)
+        o = core(q, k, v, rel)                                   # [B, H, T, F]
         o = o.transpose(1, 2).reshape(batch * time_steps, heads, width)
         hflat = h.reshape(-1, model)
-        go, io = self.route(hflat, p["sel_o"])
-        branch = self.expert_merge(o, p["o"], go, io, formulation)
+        if self.kind == "switchhead":
+            go, io = moe.route(hflat, p["sel_o"], heads, c["k"])
+            branch = moe.expert_merge(o, p["o"], go, io, experts)   # [BT, D]
+        else:
+            branch = o.reshape(batch * time_steps, heads * width) @ p["o"].t()
         y = x + branch.view(batch, time_steps, model)
-        return F.cross_entropy(y.reshape(-1, model), self.targets.reshape(-1))
+        return moe.cross_entropy(y, self.targets)
 
     def clear(self):
         for t in self.params.values():
             t.grad = None
 
 
-def timed(run, reps):
-    run()  # warm-up
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+def sinusoids(keys, model, device):
+    """XL encodings [S, D]: pe[δ] = [sin(δ·ω_i)…, cos(δ·ω_i)…].
+
+    ω_i = 10000^(−2i/D), i < D/2, computed in float64 and rounded to f32.
+    """
+    half = model // 2
+    omega = 10000.0 ** (-2.0 * torch.arange(half, dtype=torch.float64) / model)
+    delta = torch.arange(keys, dtype=torch.float64).view(-1, 1)
+    pe = torch.cat([torch.sin(delta * omega), torch.cos(delta * omega)], dim=1)
+    return pe.float().to(device)
+
+
+def measure(layer, formulation, reps, device, dtype):
+    """forward_ms, fwdbwd_ms, loss and gradient norms of one formulation.
+
+    Every call enters its own autocast region, as a training step does:
+    autocast caches the bf16 copies of the parameters until the region ends,
+    and a copy made under torch.no_grad would carry no gradient.
+    """
+    def loss():
+        with moe.precision(device, dtype):
+            return layer.forward(formulation)
+
+    def forward():
+        with torch.no_grad():
+            return loss()
+
+    def step():
+        layer.clear()
+        loss().backward()
+
+    value = float(forward())
+    forward_ms = moe.timed(forward, reps, device)
+    fwdbwd_ms = moe.timed(step, reps, device)
+    return {
+        "forward_ms": forward_ms,
+        "fwdbwd_ms": fwdbwd_ms,
+        "loss": value,
+        "grad_norms": {n: moe.grad_norm(t) for n, t in layer.params.items()},
+    }
 
 
 def main():
-    directory = Path(sys.argv[1])
-    config = json.loads((directory / "config.json").read_text())
-    threads = int(sys.argv[2]) if len(sys.argv) > 2 else config["threads"]
+    parser = argparse.ArgumentParser(
+        description="PyTorch baseline of switchyard-bench's attention layer")
+    parser.add_argument("dir", type=Path,
+                        help="directory with config.json and the .npy inputs")
+    parser.add_argument("threads", type=int, nargs="?",
+                        help="torch.set_num_threads (default: config's)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
+    args = parser.parse_args()
+
+    config = json.loads((args.dir / "config.json").read_text())
+    threads = args.threads if args.threads is not None else config["threads"]
     torch.set_num_threads(threads)
-    layer = Layer(directory, config)
-    results = {}
-    for formulation in ("dense", "loop"):
-        with torch.no_grad():
-            loss = float(layer.forward(formulation))
-            forward_ms = timed(lambda: layer.forward(formulation),
-                               config["reps"])
-
-        def step():
+    device = moe.pick_device(args.device)
+    torch.set_float32_matmul_precision("highest")  # f32 means f32, not TF32
+    layer = Layer(args.dir, config, device)
+    results, skipped = {}, {}
+    for formulation in FORMULATIONS[layer.kind]:
+        if formulation != "sdpa":
+            results[formulation] = measure(layer, formulation, config["reps"],
+                                           device, args.dtype)
+            continue
+        reason = moe.sdpa_unavailable()
+        if reason is None:  # SDPA may still refuse the inputs
+            result, reason = moe.guarded(
+                lambda: measure(layer, formulation, config["reps"], device,
+                                args.dtype), device)
+        if reason is None:
+            results[formulation] = result
+        else:
+            skipped[formulation] = reason
             layer.clear()
-            layer.forward(formulation).backward()
-
-        fwdbwd_ms = timed(step, config["reps"])
-        results[formulation] = {
-            "forward_ms": forward_ms,
-            "fwdbwd_ms": fwdbwd_ms,
-            "loss": loss,
-            "grad_norms": {n: float(t.grad.norm()) if t.grad is not None
-                           else 0.0 for n, t in layer.params.items()},
-        }
-    json.dump({"threads": threads, "torch": torch.__version__,
-               "results": results}, sys.stdout)
+    report = {"threads": threads, "torch": torch.__version__,
+              "device": moe.device_name(device), "dtype": args.dtype,
+              "results": results, "skipped": skipped}
+    json.dump(moe.json_safe(report), sys.stdout, allow_nan=False)
 
 
 if __name__ == "__main__":

@@ -160,6 +160,13 @@ struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("CUDA toolkit root (ptxas, fatbinary, libdevice); "
                      "empty means the one found when Switchyard was built"),
       llvm::cl::init("")};
+  detail::PassOptions::Option<std::string> ptxasOptions{
+      *this, "ptxas-options",
+      llvm::cl::desc("Options for ptxas (formats bin and fatbin). The "
+                     "default, --split-compile=0, optimises on every core; "
+                     "ptxas before CUDA 12.8 may not know it: set this "
+                     "empty there"),
+      llvm::cl::init("--split-compile=0")};
   detail::PassOptions::Option<unsigned> optLevel{
       *this, "opt-level",
       llvm::cl::desc("LLVM optimisation level of the kernels (0-3)"),

@@ -313,6 +313,7 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = options.format;
   binary.toolkitPath = toolkitDir(options);
+  binary.cmdOptions = options.ptxasOptions;
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 

@@ -1,0 +1,257 @@
+//===- Bench.cpp - what switchyard-bench's benchmarks share ---------------===//
+
+#include "bench/Bench.h"
+
+#include "runtime/CpuProgram.h"
+#ifdef SWITCHYARD_HAVE_GPU_RUNTIME
+#include "runtime/CudaDriver.h"
+#include "runtime/GpuProgram.h"
+#endif
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+using namespace switchyard;
+using namespace switchyard::bench;
+using llvm::formatv;
+
+using Clock = std::chrono::steady_clock;
+
+static double millisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start)
+      .count();
+}
+
+void bench::fail(const llvm::Twine &message) {
+  llvm::outs().flush();
+  llvm::errs() << "switchyard-bench: error: " << message << "\n";
+  std::exit(1);
+}
+
+double bench::medianMs(unsigned reps, llvm::function_ref<void()> run) {
+  run();
+  std::vector<double> times;
+  for (unsigned i = 0; i < std::max(1u, reps); ++i) {
+    Clock::time_point start = Clock::now();
+    run();
+    times.push_back(millisecondsSince(start));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+rt::CompileOptions bench::compileOptions(llvm::StringRef fuse) {
+  rt::CompileOptions options;
+  options.gradients = true;
+  if (fuse == "none")
+    options.fusion = {/*router=*/false, /*expertProjection=*/false,
+                      /*attention=*/false};
+  else if (fuse != "all")
+    fail("unknown fusion setting '" + fuse + "' (all or none)");
+  return options;
+}
+
+std::unique_ptr<rt::Program> bench::compile(const Options &options,
+                                            llvm::StringRef source,
+                                            llvm::StringRef bufferName,
+                                            const rt::CompileOptions &compile,
+                                            double &compileMs) {
+  Clock::time_point start = Clock::now();
+  std::unique_ptr<rt::Program> program;
+  if (!options.gpu()) {
+    program = check(rt::CpuProgram::compile(source, bufferName, compile),
+                    "compile " + bufferName);
+  } else {
+#ifdef SWITCHYARD_HAVE_GPU_RUNTIME
+    rt::GpuCompileOptions gpu;
+    gpu.chip = options.gpuChip;
+    gpu.elementType = options.gpuElementType;
+    gpu.format = options.gpuFormat;
+    program = check(rt::GpuProgram::compile(source, bufferName, compile, gpu),
+                    "compile " + bufferName + " for the GPU");
+#else
+    fail("--device gpu: this switchyard-bench was built without the CUDA "
+         "toolkit");
+#endif
+  }
+  compileMs = millisecondsSince(start);
+  return program;
+}
+
+std::string bench::cpuModel() {
+  auto buffer = llvm::MemoryBuffer::getFileAsStream("/proc/cpuinfo");
+  if (!buffer)
+    return "unknown CPU";
+  llvm::SmallVector<llvm::StringRef> lines;
+  (*buffer)->getBuffer().split(lines, '\n');
+  for (llvm::StringRef line : lines)
+    if (line.starts_with("model name"))
+      return line.split(':').second.trim().str();
+  return "unknown CPU";
+}
+
+std::string bench::describeBackend(const Options &options) {
+  if (!options.gpu())
+    return formatv("CPU: {0} ({1} cores; the compiled code uses one)",
+                   cpuModel(), std::thread::hardware_concurrency());
+  std::string kernels = formatv(
+      "{0} multiplicands ({1}), f32 accumulation", options.gpuElementType,
+      options.gpuElementType == "f32" ? "SIMT" : "tensor cores");
+#ifdef SWITCHYARD_HAVE_GPU_RUNTIME
+  if (rt::cuda::Driver::available()) {
+    llvm::Expected<rt::cuda::Driver &> driver = rt::cuda::Driver::get();
+    if (!driver)
+      fail("CUDA driver: " + llvm::toString(driver.takeError()));
+    const rt::cuda::DeviceInfo &device = driver->device();
+    return formatv("GPU: {0} (sm_{1}, {2} multiprocessors, driver {3}); "
+                   "kernels for {4}, {5}",
+                   device.name, device.computeCapability,
+                   device.multiprocessors, device.driverVersion,
+                   options.gpuChip.empty()
+                       ? rt::defaultChip(device.computeCapability)
+                       : options.gpuChip,
+                   kernels);
+  }
+#endif
+  return formatv("GPU: none here (compile only); kernels for {0}, {1}",
+                 options.gpuChip.empty() ? "sm_80" : options.gpuChip,
+                 kernels);
+}
+
+double bench::timeCall(const Options &options, rt::Program &program,
+                       llvm::StringRef function,
+                       llvm::ArrayRef<const rt::HostTensor *> arguments,
+                       std::vector<rt::HostTensor> &results) {
+  const rt::FunctionSpec *spec = program.lookup(function);
+  if (!spec)
+    fail("no function @" + function);
+  std::vector<std::unique_ptr<rt::DeviceTensor>> resident;
+  std::vector<rt::CallArgument> args;
+  for (const rt::HostTensor *argument : arguments) {
+    resident.push_back(check(program.upload(*argument), "upload"));
+    args.emplace_back(resident.back().get());
+  }
+  std::vector<bool> keepAll(spec->results.size(), true);
+  llvm::SmallVector<bool> keep(keepAll.begin(), keepAll.end());
+  std::vector<rt::CallResult> out;
+  double ms = medianMs(options.reps, [&] {
+    out = check(program.callResident(function, args, keep),
+                "call @" + function);
+  });
+  results.clear();
+  for (rt::CallResult &result : out)
+    results.push_back(check(program.download(*result.device), "download"));
+  return ms;
+}
+
+double bench::l2(const rt::HostTensor &tensor) {
+  double sum = 0;
+  for (float v : tensor.values<float>())
+    sum += double(v) * v;
+  return std::sqrt(sum);
+}
+
+bool bench::crossCheck(const Measurement &base, Measurement &m,
+                       double lossTolerance, double gradTolerance) {
+  if (m.equalFlops)
+    return true;
+  auto close = [](double a, double b, double relative) {
+    return std::abs(a - b) <=
+           1e-5 + relative * std::max(std::abs(a), std::abs(b));
+  };
+  bool noLoss = std::isnan(base.loss) && std::isnan(m.loss);
+  if (!noLoss && !close(base.loss, m.loss, lossTolerance)) {
+    m.mismatch = formatv("loss {0:e}, {1} {2:e}", m.loss, base.name,
+                         base.loss);
+    return false;
+  }
+  for (const auto &[name, norm] : m.gradNorms) {
+    auto found = base.gradNorms.find(name);
+    if (found != base.gradNorms.end() &&
+        !close(found->second, norm, gradTolerance)) {
+      m.mismatch = formatv("|d{0}| = {1:e}, {2}: {3:e}", name, norm,
+                           base.name, found->second);
+      return false;
+    }
+  }
+  return true;
+}
+
+// f32: the same sums in another order; 1e-3 on gradient norms allows a
+// router near-tie to fall the other way (seen at the 262M shapes, 1.9e-4).
+// 16-bit factors: bf16 keeps 8 bits of mantissa (relative rounding 2^-9 per
+// factor); the losses agree to about 1e-3 and the norms to about 1e-2 when
+// the equations are the same, and a wrong equation is off by far more.
+double bench::lossTolerance(const Options &options) {
+  return options.lowPrecision() ? 2e-2 : 1e-4;
+}
+double bench::gradTolerance(const Options &options) {
+  return options.lowPrecision() ? 1e-1 : 1e-3;
+}
+
+llvm::json::Object bench::runPython(const Options &options,
+                                    llvm::StringRef script,
+                                    llvm::ArrayRef<std::string> arguments) {
+  llvm::SmallString<128> out;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+          "switchyard-bench-torch", "json", out))
+    fail("cannot create a temporary file: " + ec.message());
+  std::vector<llvm::StringRef> argv = {options.python, script};
+  for (const std::string &argument : arguments)
+    argv.push_back(argument);
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, out.str(),
+                                                std::nullopt};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(options.python, argv, std::nullopt,
+                                     redirects, 0, 0, &message);
+  if (rc != 0) {
+    llvm::sys::fs::remove(out);
+    fail(formatv("{0} {1} failed (exit {2}) {3}; is PyTorch installed "
+                 "(bench/cpu.sh installs Debian's python3-torch)? --python= "
+                 "skips PyTorch",
+                 options.python, script, rc, message));
+  }
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(out, /*IsText=*/true);
+  if (!buffer)
+    fail("cannot read " + out + ": " + buffer.getError().message());
+  llvm::json::Value report =
+      check(llvm::json::parse((*buffer)->getBuffer()), "parse " + script +
+                                                           "'s report");
+  llvm::sys::fs::remove(out);
+  if (!report.getAsObject())
+    fail(script + " printed no JSON object");
+  return std::move(*report.getAsObject());
+}
+
+std::vector<std::string> bench::torchDeviceArguments(const Options &options) {
+  return {"--device", options.gpu() ? "cuda" : "cpu", "--dtype",
+          options.lowPrecision() ? "bf16" : "f32"};
+}
+
+std::string bench::ratio(double peer, double ours) {
+  if (std::isnan(peer) || std::isnan(ours))
+    return "-";
+  return formatv("{0:F2}x", peer / ours);
+}
+
+llvm::json::Value bench::number(double value) {
+  return std::isnan(value) ? llvm::json::Value(nullptr)
+                           : llvm::json::Value(value);
+}
+
+void bench::writeJson(llvm::StringRef path, llvm::json::Value value) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    fail("cannot write " + path + ": " + ec.message());
+  os << formatv("{0:2}", value) << "\n";
+}
