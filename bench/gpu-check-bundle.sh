@@ -37,37 +37,12 @@ else
   status=1
 fi
 
-# The CUDA toolkit: libdevice at compile time, ptxas for format=bin.
-toolkit=${SWITCHYARD_CUDA_TOOLKIT:-}
-candidates="/usr/local/cuda"
-command -v ptxas > /dev/null && candidates="$candidates $(dirname "$(dirname "$(command -v ptxas)")")"
-command -v nvcc > /dev/null && candidates="$candidates $(dirname "$(dirname "$(command -v nvcc)")")"
-candidates="$candidates $(python3 -c 'import nvidia, os; [print(os.path.join(p, d)) for p in nvidia.__path__ for d in os.listdir(p)]' 2>/dev/null)"
-for dir in $candidates /usr/local/cuda-*; do
-  [ -n "$toolkit" ] && break
-  if [ -x "$dir/bin/ptxas" ] && [ -f "$dir/nvvm/libdevice/libdevice.10.bc" ]; then
-    toolkit=$dir
-  fi
-done
-if [ -n "$toolkit" ]; then
-  export SWITCHYARD_CUDA_TOOLKIT=$toolkit
-  echo "toolkit: $toolkit ($("$toolkit/bin/ptxas" --version | tail -1))"
-else
-  echo "NO TOOLKIT: no directory with bin/ptxas and nvvm/libdevice/libdevice.10.bc (set SWITCHYARD_CUDA_TOOLKIT)"
-  status=1
-fi
-
-# The binaries, unpacked where the bundle has them compressed.
-mkdir -p "$tmp/bin"
-for file in "$bundle"/bin/*; do
-  case $file in
-    *.xz) xz -dc "$file" > "$tmp/bin/$(basename "$file" .xz)" ;;
-    *) cp "$file" "$tmp/bin/" ;;
-  esac
-done
-chmod +x "$tmp/bin"/*
+# The CUDA toolkit (libdevice at compile time, ptxas for format=bin) and
+# the binaries, unpacked where the bundle has them compressed.
+. "$root/bench/device-env.sh"
+find_cuda_toolkit || status=1
+unpack_bundle "$bundle" "$tmp/bin"
 bin=$tmp/bin
-export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SWITCHYARD_SOURCE_DIR=$root
 echo "unpacked $(elapsed)"
 echo

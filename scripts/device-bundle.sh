@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
-#===- scripts/device-bundle.sh - the GPU checks' binaries, for the device ---===#
+#===- scripts/device-bundle.sh - binaries for the GPU machine --------------===#
 #
 # The GPU machine (the `device` tool) has CUDA but no LLVM/MLIR 22, no lit and
-# no FileCheck, and fetches nothing. This builds, HERE, the three binaries the
-# GPU checks run, linked statically against MLIR/LLVM
-# (-DSWITCHYARD_STATIC_LLVM=ON, in build-device/), strips them and writes the
-# bundle into .device/ (git-ignored):
-#   .device/bin/{switchyard,switchyard-gpu-check,switchyard-cuda-unittests}
-#     (xz-compressed as .xz when together over 60 MiB; bench/gpu-check.sh
-#     --bundle unpacks them)
-#   .device/lib/libsentencepiece{,_train}.so.0 (no static library in Debian)
-#   .device/MANIFEST (commit, date, sizes)
-# Then: run(command="bench/gpu-check.sh --bundle .device", carry=[".device"]).
+# no FileCheck, and fetches nothing. This builds, HERE, the binaries it runs,
+# linked statically against MLIR/LLVM (-DSWITCHYARD_STATIC_LLVM=ON, in
+# build-device/), strips them and writes a bundle (git-ignored):
+#   (default) .device/: what bench/gpu-check.sh runs:
+#     bin/{switchyard,switchyard-gpu-check,switchyard-cuda-unittests}
+#   --bench   .device-bench/: what bench/gpu.sh runs: bin/switchyard-bench
+# each with lib/libsentencepiece{,_train}.so.0 (no static library in Debian)
+# and a MANIFEST (commit, date, sizes); binaries are xz-compressed when
+# together over 60 MiB (the scripts unpack them). Then, on the device:
+#   run(command="bench/gpu-check.sh --bundle .device", carry=[".device"])
+#   run(command="bench/gpu.sh --bundle .device-bench", carry=[".device-bench"])
+# (the tool carries at most 64 MiB with the working tree: one bundle a call).
 #
-# Usage: scripts/device-bundle.sh [JOBS]   (default 2)
+# Usage: scripts/device-bundle.sh [--bench] [JOBS]   (default 2)
 #===------------------------------------------------------------------------===#
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-device
 out=$root/.device
+binaries="bin/switchyard bin/switchyard-gpu-check test/unit/switchyard-cuda-unittests"
+if [ "${1:-}" = --bench ]; then
+  out=$root/.device-bench
+  binaries="bin/switchyard-bench"
+  shift
+fi
 jobs=${1:-2}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")}
 
@@ -28,13 +36,12 @@ if [ ! -f "$build/build.ninja" ]; then
     -DSWITCHYARD_STATIC_LLVM=ON > "$build/cmake.log" 2>&1 ||
     { cat "$build/cmake.log"; exit 1; }
 fi
-ninja -C "$build" -j"$jobs" switchyard switchyard-gpu-check \
-  switchyard-cuda-unittests
+targets=$(for binary in $binaries; do basename "$binary"; done)
+ninja -C "$build" -j"$jobs" $targets
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-for binary in bin/switchyard bin/switchyard-gpu-check \
-    test/unit/switchyard-cuda-unittests; do
+for binary in $binaries; do
   strip -o "$out/bin/$(basename "$binary")" "$build/$binary"
 done
 # What the binaries still load: only universal libraries, and SentencePiece.

@@ -1,0 +1,46 @@
+#===- bench/device-env.sh - the GPU machine's bundle and toolkit -----------===#
+#
+# Sourced by bench/gpu-check-bundle.sh and bench/gpu.sh on the GPU machine
+# (the device tool's: CUDA, but no LLVM/MLIR; see scripts/device-bundle.sh).
+#
+#   find_cuda_toolkit         exports SWITCHYARD_CUDA_TOOLKIT: the first
+#                             directory with bin/ptxas and libdevice (for
+#                             format=bin and the kernels' math functions);
+#                             returns 1 where there is none
+#   unpack_bundle DIR DEST    copies DIR/bin/* into DEST, decompressing .xz,
+#                             and puts DIR/lib on LD_LIBRARY_PATH
+#===------------------------------------------------------------------------===#
+
+find_cuda_toolkit() {
+  local toolkit=${SWITCHYARD_CUDA_TOOLKIT:-} dir candidates="/usr/local/cuda"
+  command -v ptxas > /dev/null &&
+    candidates="$candidates $(dirname "$(dirname "$(command -v ptxas)")")"
+  command -v nvcc > /dev/null &&
+    candidates="$candidates $(dirname "$(dirname "$(command -v nvcc)")")"
+  candidates="$candidates $(python3 -c 'import nvidia, os; [print(os.path.join(p, d)) for p in nvidia.__path__ for d in os.listdir(p)]' 2>/dev/null)"
+  for dir in $candidates /usr/local/cuda-*; do
+    [ -n "$toolkit" ] && break
+    if [ -x "$dir/bin/ptxas" ] && [ -f "$dir/nvvm/libdevice/libdevice.10.bc" ]; then
+      toolkit=$dir
+    fi
+  done
+  if [ -z "$toolkit" ]; then
+    echo "NO TOOLKIT: no directory with bin/ptxas and nvvm/libdevice/libdevice.10.bc (set SWITCHYARD_CUDA_TOOLKIT)"
+    return 1
+  fi
+  export SWITCHYARD_CUDA_TOOLKIT=$toolkit
+  echo "toolkit: $toolkit ($("$toolkit/bin/ptxas" --version | tail -1))"
+}
+
+unpack_bundle() {
+  local bundle=$1 dest=$2 file
+  mkdir -p "$dest"
+  for file in "$bundle"/bin/*; do
+    case $file in
+      *.xz) xz -dc "$file" > "$dest/$(basename "$file" .xz)" ;;
+      *) cp "$file" "$dest/" ;;
+    esac
+  done
+  chmod +x "$dest"/*
+  export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+#===- bench/gpu.sh - the GPU benchmarks, in one command --------------------===#
+#
+# On a machine with an NVIDIA GPU (an H100 or H200 for the issue's targets)
+# and PyTorch with CUDA (the peers only), runs switchyard-bench with
+# --device gpu, bf16 tensor-core kernels (f32 accumulation) against
+# PyTorch's bf16, phase by phase:
+#   kernels  the layer's ops one by one at the 47M and 262M shapes
+#            (bench/Inputs/kernels-{47m,262m}.mlir): Switchyard fused and
+#            unfused, PyTorch per-expert loop, dense and torch.mm of equal
+#            FLOPs, scaled_dot_product_attention's flash/cuDNN/efficient/math
+#            backends; TFLOP/s and % of the bf16 matmul peak measured in the
+#            same run;
+#   layer    the SwitchHead layer forward and forward+backward, 47M (batch 8)
+#            and 262M (batch 2): fused, unfused, PyTorch, and the dense MHA
+#            layer of the same parameter count (Switchyard and PyTorch);
+#   train    training steps of the 47M SwitchHead and dense models (batch
+#            16), with their compile times;
+# and writes what it printed, with the GPU, driver, date and commit, to
+# bench/results/gpu-<date>-<commit>.md (and copies it to $OUT when set).
+# Every run has a time limit; the exit status is 0 only if all passed.
+#
+# Usage: bench/gpu.sh [--bundle DIR] [PHASE...]    (default: all phases)
+#   --bundle DIR  the static binaries of `scripts/device-bundle.sh --bench`
+#                 (the device machine has no LLVM); otherwise switchyard-bench
+#                 is built in $SWITCHYARD_BUILD_DIR (default build/)
+#   PYTHON=...    Python with PyTorch (default python3); REPS=N (default 20)
+#===------------------------------------------------------------------------===#
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$root/bench/device-env.sh"
+
+bundle=
+if [ "${1:-}" = --bundle ]; then
+  bundle=$(cd "$2" && pwd) || { echo "no bundle $2"; exit 1; }
+  shift 2
+fi
+phases=${*:-kernels layer train}
+python=${PYTHON:-python3}
+reps=${REPS:-20}
+
+if [ -n "$bundle" ]; then
+  unpack_bundle "$bundle" "$tmp/bin"
+  bench=$tmp/bin/switchyard-bench
+else
+  build=${SWITCHYARD_BUILD_DIR:-$root/build}
+  [ -f "$build/build.ninja" ] || "$root/scripts/bootstrap.sh" build > /dev/null
+  cmake --build "$build" --target switchyard-bench || exit 1
+  bench=$build/bin/switchyard-bench
+fi
+
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+mkdir -p "$root/bench/results"
+out="$root/bench/results/gpu-$(date -u +%Y-%m-%d)-$commit.md"
+exec > >(tee "$out") 2>&1
+status=0
+start=$SECONDS
+
+echo "# GPU benchmarks"
+echo
+echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "- commit: $commit$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+echo "- GPU: $(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'none: no nvidia-smi')"
+find_cuda_toolkit > "$tmp/toolkit" || status=1
+echo "- host: $(nproc) cores; $(cat "$tmp/toolkit")"
+echo "- PyTorch: $("$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())' 2>&1 | tail -1)"
+[ -n "$bundle" ] && echo "- bundle: $(head -1 "$bundle/MANIFEST" 2>/dev/null)"
+echo "- Switchyard: bf16 multiplicands on tensor cores (mma.sync), f32 accumulation; PyTorch: bf16 (autocast, SDPA in bf16)"
+echo
+
+common=(--device gpu --gpu-element-type bf16 --python "$python"
+        --script "$root/bench/torch_switchhead.py"
+        --kernel-script "$root/bench/torch_kernels.py")
+
+# run LIMIT TITLE ARGS...: one switchyard-bench run in a fenced block.
+run() {
+  local limit=$1 title=$2
+  shift 2
+  echo "## $title ($((SECONDS - start)) s so far)"
+  echo
+  echo '```'
+  timeout "$limit" "$bench" "${common[@]}" "$@"
+  local rc=$?
+  echo '```'
+  if [ $rc != 0 ]; then
+    echo "FAILED (exit $rc$([ $rc = 124 ] && echo ': past its time limit'))"
+    status=1
+  fi
+  echo
+}
+
+for phase in $phases; do
+  case $phase in
+    kernels)
+      for config in 47m 262m; do
+        run 300 "The layer's ops one by one, $config shapes" \
+          --kernels "$root/bench/Inputs/kernels-$config.mlir" --reps "$reps"
+      done ;;
+    layer)
+      run 240 "SwitchHead layer, 47M, batch 8" --config 47m --batch 8 \
+        --reps "$reps" --skip-reference
+      run 300 "SwitchHead layer, 262M, batch 2" --config 262m --batch 2 \
+        --reps "$reps" --skip-reference ;;
+    train)
+      run 420 "Training steps, 47M SwitchHead against dense, batch 16" \
+        --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
+        --batch 16 --reps 10 ;;
+    *) echo "unknown phase '$phase' (kernels, layer, train)"; status=1 ;;
+  esac
+done
+
+echo "total: $((SECONDS - start)) s; $([ $status = 0 ] && echo 'all runs passed' || echo 'SOME RUNS FAILED')"
+echo "written to ${out#$root/}"
+[ -n "${OUT:-}" ] && cp "$out" "$OUT/" 2>/dev/null
+exit $status
