@@ -338,12 +338,15 @@ int bench::runKernels(const Options &options, llvm::StringRef file) {
 
   std::vector<Kernel> kernels;
   std::vector<std::unique_ptr<rt::Program>> programs;
-  double compileMs[2] = {0, 0};
-  for (auto [index, fuse] : llvm::enumerate(options.fusions)) {
+  std::string compileTimes;
+  for (const std::string &fuse : options.fusions) {
+    double compileMs = 0;
+    llvm::StringRef label = fuse == "all" ? "fused" : "unfused";
     programs.push_back(compile(options, (*source)->getBuffer(), file,
-                               compileOptions(fuse), compileMs[index % 2]));
-    measureProgram(options, *programs.back(),
-                   fuse == "all" ? "fused" : "unfused", infos, kernels);
+                               compileOptions(fuse), compileMs));
+    compileTimes += formatv("{0}{1:F0} ms {2}", compileTimes.empty() ? "" : ", ",
+                            compileMs, label);
+    measureProgram(options, *programs.back(), label, infos, kernels);
   }
   std::string peakLine;
   double peak = NAN;
@@ -398,11 +401,9 @@ int bench::runKernels(const Options &options, llvm::StringRef file) {
       "peak below, for the loss-and-gradient function. Every row but the "
       "equal-FLOPs ones\nis cross-checked against the first (loss {1:e1}, "
       "gradient norms {2:e1} relative).\ncompile time (definition to "
-      "callable code, every function and _grad): {3:F0} ms fused, {4:F0} ms "
-      "unfused\n",
+      "callable code, every function and _grad): {3}\n",
       options.fusions.front() == "all" ? "fused" : "unfused",
-      lossTolerance(options), gradTolerance(options), compileMs[0],
-      compileMs[1]);
+      lossTolerance(options), gradTolerance(options), compileTimes);
   if (!peakLine.empty())
     llvm::outs() << peakLine << "\n";
   if (!options.jsonOut.empty())

@@ -113,12 +113,14 @@ StepRow measureModel(const Options &options, llvm::StringRef path,
 
 int bench::runTrainSteps(const Options &options,
                          llvm::ArrayRef<std::string> models) {
-  llvm::outs() << formatv(
-      "Training steps (AdamW, {0}), batch {1}; the median of {2} steps after "
-      "one warm-up step\n{3}\n\n",
-      options.compileOnly ? "compile only"
-                          : "runtime::train on a synthetic token stream",
-      options.batch, options.reps, describeBackend(options));
+  if (options.compileOnly)
+    llvm::outs() << formatv("Training steps (AdamW), compile only\n{0}\n\n",
+                            describeBackend(options));
+  else
+    llvm::outs() << formatv(
+        "Training steps (AdamW, runtime::train on a synthetic token stream), "
+        "batch {0}; the median of {1} steps after one warm-up step\n{2}\n\n",
+        options.batch, options.reps, describeBackend(options));
   llvm::outs() << formatv("{0,-28} {1,-7} {2,9} {3,11} {4,10} {5,10} {6,8} "
                           "{7}\n",
                           "model", "kernels", "params", "compile ms",
