@@ -204,13 +204,22 @@ llvm::json::Object bench::runPython(const Options &options,
   if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
           "switchyard-bench-torch", "json", out))
     fail("cannot create a temporary file: " + ec.message());
-  std::vector<llvm::StringRef> argv = {options.python, script};
+  // ExecuteAndWait does not search PATH: resolve a bare name first.
+  std::string program = options.python;
+  if (!llvm::StringRef(program).contains('/')) {
+    llvm::ErrorOr<std::string> found =
+        llvm::sys::findProgramByName(options.python);
+    if (!found)
+      fail("--python: no " + options.python + " on PATH");
+    program = *found;
+  }
+  std::vector<llvm::StringRef> argv = {program, script};
   for (const std::string &argument : arguments)
     argv.push_back(argument);
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, out.str(),
                                                 std::nullopt};
   std::string message;
-  int rc = llvm::sys::ExecuteAndWait(options.python, argv, std::nullopt,
+  int rc = llvm::sys::ExecuteAndWait(program, argv, std::nullopt,
                                      redirects, 0, 0, &message);
   if (rc != 0) {
     llvm::sys::fs::remove(out);

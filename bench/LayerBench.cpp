@@ -269,9 +269,10 @@ std::vector<Measurement> measureTorch(const Options &options,
   return rows;
 }
 
-/// The PyTorch rows for one layer kind, cross-checked against `base`.
+/// The PyTorch rows for one layer kind, cross-checked against `base` (a
+/// copy: `rows` grows).
 void addTorchRows(const Options &options, const Config &c, Kind kind,
-                  const Inputs &inputs, const Measurement &base,
+                  const Inputs &inputs, Measurement base,
                   std::vector<Measurement> &rows, std::string &version) {
   llvm::SmallString<128> dir;
   if (std::error_code ec =

@@ -8,7 +8,11 @@
 #                             format=bin and the kernels' math functions);
 #                             returns 1 where there is none
 #   unpack_bundle DIR DEST    copies DIR/bin/* into DEST, decompressing .xz,
-#                             and puts DIR/lib on LD_LIBRARY_PATH
+#                             and puts DIR/lib on LD_LIBRARY_PATH; returns 1
+#                             where a binary cannot be unpacked
+#   bundle_commit DIR         the commit: git's where the checkout has .git,
+#                             else the bundle's MANIFEST (the device tool
+#                             sends the working tree without .git)
 #===------------------------------------------------------------------------===#
 
 find_cuda_toolkit() {
@@ -39,8 +43,19 @@ unpack_bundle() {
     case $file in
       *.xz) xz -dc "$file" > "$dest/$(basename "$file" .xz)" ;;
       *) cp "$file" "$dest/" ;;
-    esac
+    esac || { echo "cannot unpack $file"; return 1; }
   done
   chmod +x "$dest"/*
   export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+bundle_commit() {
+  local root=$1 bundle=${2:-}
+  if git -C "$root" rev-parse --short HEAD 2> /dev/null; then
+    git -C "$root" diff --quiet HEAD 2> /dev/null || echo "(with uncommitted changes)"
+  elif [ -n "$bundle" ] && [ -f "$bundle/MANIFEST" ]; then
+    sed -n 's/^commit: //p' "$bundle/MANIFEST" | head -1
+  else
+    echo unknown
+  fi
 }

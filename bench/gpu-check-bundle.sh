@@ -26,7 +26,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "# Switchyard GPU check (device bundle)"
 echo "date:   $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+. "$root/bench/device-env.sh"
+echo "commit: $(bundle_commit "$root" "$bundle" | tr '\n' ' ')"
 echo "host:   $(hostname), $(nproc) cores"
 echo "bundle: $bundle"
 sed 's/^/  /' "$bundle/MANIFEST" 2>/dev/null | head -3
@@ -39,9 +40,8 @@ fi
 
 # The CUDA toolkit (libdevice at compile time, ptxas for format=bin) and
 # the binaries, unpacked where the bundle has them compressed.
-. "$root/bench/device-env.sh"
 find_cuda_toolkit || status=1
-unpack_bundle "$bundle" "$tmp/bin"
+unpack_bundle "$bundle" "$tmp/bin" || exit 1
 bin=$tmp/bin
 export SWITCHYARD_SOURCE_DIR=$root
 echo "unpacked $(elapsed)"

@@ -17,7 +17,8 @@
 #   train    training steps of the 47M SwitchHead and dense models (batch
 #            16), with their compile times;
 # and writes what it printed, with the GPU, driver, date and commit, to
-# bench/results/gpu-<date>-<commit>.md (and copies it to $OUT when set).
+# bench/results/gpu-<date>-<commit>-<phases>.md (and, as it goes, to $OUT
+# when set).
 # Every run has a time limit; the exit status is 0 only if all passed.
 #
 # Each phase fits one 10-minute call of the device tool (train alone).
@@ -39,11 +40,16 @@ if [ "${1:-}" = --bundle ]; then
   shift 2
 fi
 phases=${*:-kernels layer train}
-python=${PYTHON:-python3}
 reps=${REPS:-20}
+# switchyard-bench starts Python itself: give it a path, and check first
+# that it has PyTorch with CUDA.
+python=$(command -v "${PYTHON:-python3}") || { echo "no ${PYTHON:-python3}"; exit 1; }
+"$python" -c 'import numpy, torch; assert torch.cuda.is_available(), "torch sees no GPU"' ||
+  { echo "$python: needs numpy and PyTorch with CUDA"; exit 1; }
+find_cuda_toolkit > "$tmp/toolkit" || { cat "$tmp/toolkit"; exit 1; }
 
 if [ -n "$bundle" ]; then
-  unpack_bundle "$bundle" "$tmp/bin"
+  unpack_bundle "$bundle" "$tmp/bin" || exit 1
   bench=$tmp/bin/switchyard-bench
 else
   build=${SWITCHYARD_BUILD_DIR:-$root/build}
@@ -52,20 +58,23 @@ else
   bench=$build/bin/switchyard-bench
 fi
 
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=$(bundle_commit "$root" "$bundle" | tr '\n' ' ')
+short=$(echo "$commit" | cut -c1-7)
 mkdir -p "$root/bench/results"
-out="$root/bench/results/gpu-$(date -u +%Y-%m-%d)-$commit.md"
-exec > >(tee "$out") 2>&1
+name="gpu-$(date -u +%Y-%m-%d)-$short-$(echo $phases | tr ' ' '-').md"
+out="$root/bench/results/$name"
+# Also written into $OUT as it goes: a call killed at its limit still
+# brings back what was measured.
+exec > >(tee "$out" ${OUT:+"$OUT/$name"}) 2>&1
 status=0
 start=$SECONDS
 
 echo "# GPU benchmarks"
 echo
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "- commit: $commit$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+echo "- commit: $commit"
 echo "- GPU: $(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'none: no nvidia-smi')"
-find_cuda_toolkit > "$tmp/toolkit" || status=1
-echo "- host: $(nproc) cores; $(cat "$tmp/toolkit")"
+echo "- host: $(nproc) cores; $(cat "$tmp/toolkit"); $(ldd --version | head -1)"
 echo "- PyTorch: $("$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())' 2>&1 | tail -1)"
 [ -n "$bundle" ] && echo "- bundle: $(head -1 "$bundle/MANIFEST" 2>/dev/null)"
 echo "- Switchyard: bf16 multiplicands on tensor cores (mma.sync), f32 accumulation; PyTorch: bf16 (autocast, SDPA in bf16)"
@@ -82,7 +91,7 @@ run() {
   echo "## $title ($((SECONDS - start)) s so far)"
   echo
   echo '```'
-  timeout "$limit" "$bench" "${common[@]}" "$@"
+  timeout -k 10 "$limit" "$bench" "${common[@]}" "$@"
   local rc=$?
   echo '```'
   if [ $rc != 0 ]; then
@@ -115,6 +124,5 @@ for phase in $phases; do
 done
 
 echo "total: $((SECONDS - start)) s; $([ $status = 0 ] && echo 'all runs passed' || echo 'SOME RUNS FAILED')"
-echo "written to ${out#$root/}"
-[ -n "${OUT:-}" ] && cp "$out" "$OUT/" 2>/dev/null
+echo "written to ${out#$root/}${OUT:+ and \$OUT/$name}"
 exit $status
