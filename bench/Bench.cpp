@@ -139,8 +139,7 @@ double bench::timeCall(const Options &options, rt::Program &program,
     resident.push_back(check(program.upload(*argument), "upload"));
     args.emplace_back(resident.back().get());
   }
-  std::vector<bool> keepAll(spec->results.size(), true);
-  llvm::SmallVector<bool> keep(keepAll.begin(), keepAll.end());
+  llvm::SmallVector<bool> keep(spec->results.size(), true);
   std::vector<rt::CallResult> out;
   double ms = medianMs(options.reps, [&] {
     out = check(program.callResident(function, args, keep),
@@ -239,6 +238,34 @@ llvm::json::Object bench::runPython(const Options &options,
   if (!report.getAsObject())
     fail(script + " printed no JSON object");
   return std::move(*report.getAsObject());
+}
+
+std::vector<Measurement> bench::torchRows(const llvm::json::Object &report,
+                                          llvm::StringRef context) {
+  std::vector<Measurement> rows;
+  if (const llvm::json::Object *results = report.getObject("results"))
+    for (const auto &[form, value] : *results) {
+      const llvm::json::Object *r = value.getAsObject();
+      if (!r)
+        continue;
+      Measurement m;
+      m.name = "PyTorch " + form.str();
+      m.forwardMs = r->getNumber("forward_ms").value_or(NAN);
+      m.fwdbwdMs = r->getNumber("fwdbwd_ms").value_or(NAN);
+      m.loss = r->getNumber("loss").value_or(NAN);
+      m.equalFlops = r->getBoolean("equal_flops").value_or(false);
+      if (m.equalFlops)
+        m.name += " (equal FLOPs)";
+      if (const llvm::json::Object *norms = r->getObject("grad_norms"))
+        for (const auto &[name, norm] : *norms)
+          m.gradNorms[name.str()] = norm.getAsNumber().value_or(NAN);
+      rows.push_back(std::move(m));
+    }
+  if (const llvm::json::Object *skipped = report.getObject("skipped"))
+    for (const auto &[form, reason] : *skipped)
+      llvm::errs() << formatv("{0}PyTorch {1}: skipped ({2})\n", context,
+                              form.str(), reason.getAsString().value_or("?"));
+  return rows;
 }
 
 std::vector<std::string> bench::torchDeviceArguments(const Options &options) {

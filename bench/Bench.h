@@ -118,6 +118,13 @@ double gradTolerance(const Options &options);
 llvm::json::Object runPython(const Options &options, llvm::StringRef script,
                              llvm::ArrayRef<std::string> arguments);
 
+/// One row "PyTorch <formulation>" per entry of a peer script's
+/// {"results": {formulation: {"forward_ms", "fwdbwd_ms", "loss",
+/// "grad_norms", "equal_flops"}}, "skipped": {formulation: reason}}; the
+/// skipped ones are reported on stderr after `context`.
+std::vector<Measurement> torchRows(const llvm::json::Object &report,
+                                   llvm::StringRef context);
+
 /// The PyTorch device and dtype arguments for the options.
 std::vector<std::string> torchDeviceArguments(const Options &options);
 

@@ -273,27 +273,8 @@ double measureTorch(const Options &options, std::vector<Kernel> &kernels,
         functions ? functions->getObject(kernel.name) : nullptr;
     if (!f)
       continue;
-    if (const llvm::json::Object *results = f->getObject("results"))
-      for (const auto &[form, value] : *results) {
-        const llvm::json::Object *r = value.getAsObject();
-        Measurement m;
-        m.name = "PyTorch " + form.str();
-        m.forwardMs = r->getNumber("forward_ms").value_or(NAN);
-        m.fwdbwdMs = r->getNumber("fwdbwd_ms").value_or(NAN);
-        m.loss = r->getNumber("loss").value_or(NAN);
-        m.equalFlops = r->getBoolean("equal_flops").value_or(false);
-        if (m.equalFlops)
-          m.name += " (equal FLOPs)";
-        if (const llvm::json::Object *norms = r->getObject("grad_norms"))
-          for (const auto &[name, norm] : *norms)
-            m.gradNorms[name.str()] = norm.getAsNumber().value_or(NAN);
-        kernel.rows.push_back(std::move(m));
-      }
-    if (const llvm::json::Object *skipped = f->getObject("skipped"))
-      for (const auto &[form, reason] : *skipped)
-        llvm::errs() << formatv("{0}: PyTorch {1} skipped ({2})\n",
-                                kernel.name, form.str(),
-                                reason.getAsString().value_or("?"));
+    for (Measurement &m : torchRows(*f, kernel.name + ": "))
+      kernel.rows.push_back(std::move(m));
   }
   return peak;
 }

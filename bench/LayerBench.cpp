@@ -246,26 +246,11 @@ std::vector<Measurement> measureTorch(const Options &options,
                     report.getString("dtype").value_or("?"))
                 .str()
           : formatv("{0} thread{1}", threads, threads == 1 ? "" : "s").str();
-  std::vector<Measurement> rows;
-  const llvm::json::Object *results = report.getObject("results");
-  if (!results)
+  std::vector<Measurement> rows = torchRows(report, "");
+  if (rows.empty())
     fail(options.layerScript + " reported no results");
-  for (const auto &[form, value] : *results) {
-    const llvm::json::Object *r = value.getAsObject();
-    Measurement m;
-    m.name = formatv("PyTorch {0}, {1}", form.str(), where);
-    m.forwardMs = r->getNumber("forward_ms").value_or(NAN);
-    m.fwdbwdMs = r->getNumber("fwdbwd_ms").value_or(NAN);
-    m.loss = r->getNumber("loss").value_or(NAN);
-    if (const llvm::json::Object *norms = r->getObject("grad_norms"))
-      for (const auto &[name, norm] : *norms)
-        m.gradNorms[name.str()] = norm.getAsNumber().value_or(NAN);
-    rows.push_back(std::move(m));
-  }
-  if (const llvm::json::Object *skipped = report.getObject("skipped"))
-    for (const auto &[form, reason] : *skipped)
-      llvm::errs() << formatv("PyTorch {0}: skipped ({1})\n", form.str(),
-                              reason.getAsString().value_or("?"));
+  for (Measurement &m : rows)
+    m.name += ", " + where;
   return rows;
 }
 
