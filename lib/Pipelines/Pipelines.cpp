@@ -90,8 +90,10 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
         createSwitchyardRoundContractionOperandsPass(round));
   }
 
-  // Loops (fused row kernels are scf.forall on vectors), nested for
+  // Register-blocked vector kernels for the matmul-like ops; loops for the
+  // rest (fused row kernels are scf.forall on vectors), nested for
   // unit-stride vector code, then the LLVM dialect.
+  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuContractionKernelsPass());
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());

@@ -722,3 +722,89 @@ TEST(ExecutionTest, RoundedContractionFactors) {
                 .find("unsupported element-type 'f8'"),
             std::string::npos);
 }
+
+//===----------------------------------------------------------------------===//
+// switchyard-cpu-contraction-kernels
+//===----------------------------------------------------------------------===//
+
+/// One matmul-like linalg.generic, C[b, m, n] = Σ_k A · B with the layouts
+/// below, compiled for the CPU (so through the register-blocked kernels,
+/// with row and column tails, a transposed copy of B, a dynamic batch) and
+/// compared with a double-precision loop.
+struct ContractionCase {
+  const char *name;
+  int64_t batch, m, n, k;
+  bool aTransposed; // A[b, k, m] instead of A[b, m, k]
+  bool bTransposed; // B[b, n, k] instead of B[b, k, n]
+};
+
+void checkContraction(const ContractionCase &c) {
+  SCOPED_TRACE(c.name);
+  std::string aType = c.aTransposed ? formatv("?x{0}x{1}", c.k, c.m).str()
+                                    : formatv("?x{0}x{1}", c.m, c.k).str();
+  std::string bType = c.bTransposed ? formatv("?x{0}x{1}", c.n, c.k).str()
+                                    : formatv("?x{0}x{1}", c.k, c.n).str();
+  std::string source = formatv(R"mlir(
+    func.func @contract(%a: tensor<{0}xf32>, %b: tensor<{1}xf32>) -> tensor<?x{2}x{3}xf32> {{
+      %c0 = arith.constant 0 : index
+      %zero = arith.constant 0.0 : f32
+      %batch = tensor.dim %a, %c0 : tensor<{0}xf32>
+      %empty = tensor.empty(%batch) : tensor<?x{2}x{3}xf32>
+      %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<?x{2}x{3}xf32>) -> tensor<?x{2}x{3}xf32>
+      %c = linalg.generic {{indexing_maps = [
+          affine_map<(b, m, n, k) -> {4}>, affine_map<(b, m, n, k) -> {5}>,
+          affine_map<(b, m, n, k) -> (b, m, n)>],
+          iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+          ins(%a, %b : tensor<{0}xf32>, tensor<{1}xf32>) outs(%init : tensor<?x{2}x{3}xf32>) {{
+      ^bb0(%x: f32, %y: f32, %acc: f32):
+        %p = arith.mulf %x, %y : f32
+        %s = arith.addf %acc, %p : f32
+        linalg.yield %s : f32
+      } -> tensor<?x{2}x{3}xf32>
+      return %c : tensor<?x{2}x{3}xf32>
+    })mlir",
+                               aType, bType, c.m, c.n,
+                               c.aTransposed ? "(b, k, m)" : "(b, m, k)",
+                               c.bTransposed ? "(b, n, k)" : "(b, k, n)")
+                           .str();
+  std::unique_ptr<rt::CpuProgram> program = compile(source);
+  ASSERT_TRUE(program);
+  rt::HostTensor a = test::randomTensor(
+      c.aTransposed ? std::vector<int64_t>{c.batch, c.k, c.m}
+                    : std::vector<int64_t>{c.batch, c.m, c.k},
+      11, 1.0f);
+  rt::HostTensor b = test::randomTensor(
+      c.bTransposed ? std::vector<int64_t>{c.batch, c.n, c.k}
+                    : std::vector<int64_t>{c.batch, c.k, c.n},
+      12, 1.0f);
+  auto results = callOrFail(*program, "contract", {a, b});
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_EQ(results[0].shape, (std::vector<int64_t>{c.batch, c.m, c.n}));
+  std::span<const float> av = a.values<float>(), bv = b.values<float>(),
+                         cv = results[0].values<float>();
+  for (int64_t i = 0; i < c.batch; ++i)
+    for (int64_t m = 0; m < c.m; ++m)
+      for (int64_t n = 0; n < c.n; ++n) {
+        double sum = 0;
+        for (int64_t k = 0; k < c.k; ++k) {
+          double x = c.aTransposed ? av[(i * c.k + k) * c.m + m]
+                                   : av[(i * c.m + m) * c.k + k];
+          double y = c.bTransposed ? bv[(i * c.n + n) * c.k + k]
+                                   : bv[(i * c.k + k) * c.n + n];
+          sum += x * y;
+        }
+        // f32 accumulation over k terms of size <= 1.
+        ASSERT_NEAR(cv[(i * c.m + m) * c.n + n], sum, 1e-5 * c.k)
+            << "at " << i << ", " << m << ", " << n;
+      }
+}
+
+TEST(ExecutionTest, ContractionKernelsOddShapes) {
+  // Row tails (m not a multiple of 8), column tails (n not a multiple of
+  // 32), a single row, exact tiles, and every layout of A and B.
+  checkContraction({"A·B", 2, 37, 45, 29, false, false});
+  checkContraction({"A·Bᵀ (B copied transposed)", 3, 9, 70, 50, false, true});
+  checkContraction({"Aᵀ·B", 1, 16, 64, 33, true, false});
+  checkContraction({"Aᵀ·Bᵀ, one row", 2, 1, 33, 7, true, true});
+  checkContraction({"short rows", 1, 5, 17, 3, false, false});
+}

@@ -85,6 +85,79 @@ def SwitchyardGpuParallelDimsFirstPass
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def SwitchyardCpuContractionKernelsPass
+    : Pass<"switchyard-cpu-contraction-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Register-blocked vector kernels for matmul-like linalg ops on the CPU";
+  let description = [{
+    Rewrites each matmul-like linalg op on buffers (`out += a * b` over one
+    or more reduction dimensions, f32 accumulation; the ops that
+    `switchyard-gpu-tensor-core-matmul` also takes) into an explicit
+    register-blocked kernel: the output's last (unit-stride) dimension `n`
+    is the vector dimension and a tile of `rows` × `columns` outputs (one
+    row per index of an `m` dimension, the last of `a`'s output dimensions)
+    is accumulated in vector registers over the whole reduction. Each step
+    of the reduction loads one `columns`-wide row of `b` and `rows` scalars
+    of `a`, and issues `rows` vector FMAs, so that every element loaded
+    feeds several multiply-adds; the output tile is read and written once.
+    Rows past the last multiple of `rows` are done one at a time, columns
+    past the end of `n` are masked.
+
+    Where `b`'s last index is not `n` (`Y = X·Wᵀ`, `QKᵀ`), `b` is first
+    copied with its dimensions permuted (`linalg.transpose` into a new
+    buffer), so that its rows are contiguous. Ops whose output row is shorter
+    than `min-columns` (statically), or whose output's last dimension is not
+    unit-stride, are left to `switchyard-cpu-loop-order`. The summation order
+    differs from the loops': each product is a fused multiply-add, and
+    every f32 order is a valid one (docs/Semantics.md fixes none).
+
+    Before (`Y[t, o] = Σ_i X[t, i] · W[o, i]`):
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>,
+                                     affine_map<(d0, d1, d2) -> (d1, d2)>,
+                                     affine_map<(d0, d1, d2) -> (d0, d1)>],
+                    iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : memref<512x412xf32>, memref<152x412xf32>)
+        outs(%y : memref<512x152xf32>) {...}
+    ```
+
+    After (with `rows=8 columns=32`):
+
+    ```mlir
+    linalg.transpose ins(%w : memref<152x412xf32>)
+                     outs(%wt : memref<412x152xf32>) permutation = [1, 0]
+    scf.for %t0 = %c0 to %c512 step %c8 {
+      scf.for %o0 = %c0 to %c152 step %c32 {
+        %acc0 = vector.transfer_read %y[%t0, %o0] ... : vector<32xf32>
+        ...  // 8 rows
+        %r:8 = scf.for %i = %c0 to %c412 step %c1 iter_args(...) {
+          %b = vector.transfer_read %wt[%i, %o0] ... : vector<32xf32>
+          %a0 = memref.load %x[%t0, %i]
+          %s0 = vector.broadcast %a0 : f32 to vector<32xf32>
+          %n0 = vector.fma %s0, %b, %acc0 : vector<32xf32>
+          ...
+        }
+        vector.transfer_write %r#0, %y[%t0, %o0] ...
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"rows", "rows", "int64_t", /*default=*/"8",
+           "Output rows per register tile (values of the m dimension)">,
+    Option<"columns", "columns", "int64_t", /*default=*/"32",
+           "Output columns per register tile (the vector width of a row)">,
+    Option<"minColumns", "min-columns", "int64_t", /*default=*/"16",
+           "Leave ops whose static output row is shorter than this to "
+           "switchyard-cpu-loop-order">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def SwitchyardCpuLoopOrderPass
     : Pass<"switchyard-cpu-loop-order", "::mlir::func::FuncOp"> {
   let summary = "Nest linalg loops for unit-stride vector code on the CPU";
