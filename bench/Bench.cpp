@@ -48,15 +48,23 @@ double bench::medianMs(unsigned reps, llvm::function_ref<void()> run) {
   return times[times.size() / 2];
 }
 
-rt::CompileOptions bench::compileOptions(llvm::StringRef fuse) {
-  rt::CompileOptions options;
-  options.gradients = true;
-  if (fuse == "none")
-    options.fusion = {/*router=*/false, /*expertProjection=*/false,
-                      /*attention=*/false};
-  else if (fuse != "all")
-    fail("unknown fusion setting '" + fuse + "' (all or none)");
-  return options;
+rt::CompileOptions bench::compileOptions(const Options &options,
+                                         llvm::StringRef fuse) {
+  rt::CompileOptions compile;
+  compile.gradients = true;
+  compile.fusion = check(mlir::switchyard::parseFusions(fuse, options.gpu()),
+                         "--fuse");
+  return compile;
+}
+
+std::string bench::fusionLabel(const Options &options, llvm::StringRef fuse) {
+  std::string fusions =
+      mlir::switchyard::describeFusions(compileOptions(options, fuse).fusion);
+  if (fusions == "all")
+    return "fused";
+  if (fusions == "none")
+    return "unfused";
+  return "default: " + fusions;
 }
 
 std::unique_ptr<rt::Program> bench::compile(const Options &options,

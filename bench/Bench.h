@@ -64,8 +64,13 @@ T check(llvm::Expected<T> value, const llvm::Twine &what) {
 /// after one untimed warm-up run.
 double medianMs(unsigned reps, llvm::function_ref<void()> run);
 
-/// The fusion options "all" or "none" select.
-rt::CompileOptions compileOptions(llvm::StringRef fuse);
+/// The compile options (with gradients) of a fusion setting: default (the
+/// device's own, FusionOptions::deviceDefault), all or none.
+rt::CompileOptions compileOptions(const Options &options, llvm::StringRef fuse);
+
+/// A row label for a fusion setting: "fused" (all), "unfused" (none), or
+/// "default: <the fusions>" where the device's default is neither.
+std::string fusionLabel(const Options &options, llvm::StringRef fuse);
 
 /// Compiles MLIR source for the options' backend; sets `compileMs` to the
 /// time from source text to callable code (kernels and host code).

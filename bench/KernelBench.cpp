@@ -322,9 +322,9 @@ int bench::runKernels(const Options &options, llvm::StringRef file) {
   std::string compileTimes;
   for (const std::string &fuse : options.fusions) {
     double compileMs = 0;
-    llvm::StringRef label = fuse == "all" ? "fused" : "unfused";
+    std::string label = fusionLabel(options, fuse);
     programs.push_back(compile(options, (*source)->getBuffer(), file,
-                               compileOptions(fuse), compileMs));
+                               compileOptions(options, fuse), compileMs));
     compileTimes += formatv("{0}{1:F0} ms {2}", compileTimes.empty() ? "" : ", ",
                             compileMs, label);
     measureProgram(options, *programs.back(), label, infos, kernels);
@@ -383,7 +383,7 @@ int bench::runKernels(const Options &options, llvm::StringRef file) {
       "equal-FLOPs ones\nis cross-checked against the first (loss {1:e1}, "
       "gradient norms {2:e1} relative).\ncompile time (definition to "
       "callable code, every function and _grad): {3}\n",
-      options.fusions.front() == "all" ? "fused" : "unfused",
+      fusionLabel(options, options.fusions.front()),
       lossTolerance(options), gradTolerance(options), compileTimes);
   if (!peakLine.empty())
     llvm::outs() << peakLine << "\n";

@@ -137,7 +137,7 @@ Measurement measureSwitchyard(const Options &options, const Config &c,
       compile(options, source,
               kind == Kind::SwitchHead ? "switchhead-layer.mlir"
                                        : "dense-layer.mlir",
-              compileOptions(fuse), compileMs);
+              compileOptions(options, fuse), compileMs);
   if (inputs.params.empty())
     inputs = makeInputs(*program, c, options.batch);
   std::vector<const rt::HostTensor *> forward = {&inputs.tokens,
@@ -150,7 +150,7 @@ Measurement measureSwitchyard(const Options &options, const Config &c,
   Measurement m;
   m.name = formatv("switchyard {0}({1})",
                    kind == Kind::SwitchHead ? "" : "dense MHA ",
-                   fuse == "all" ? "fused" : "unfused");
+                   fusionLabel(options, fuse));
   std::vector<rt::HostTensor> results;
   m.forwardMs = timeCall(options, *program, "layer", forward, results);
   m.fwdbwdMs = timeCall(options, *program, "layer_grad", grad, results);
@@ -297,14 +297,23 @@ int bench::runLayer(const Options &options) {
   llvm::outs().flush();
 
   Inputs inputs, denseInputs;
-  double fusedCompileMs = 0, unfusedCompileMs = 0, denseCompileMs = 0;
+  double defaultCompileMs = 0, fusedCompileMs = 0, unfusedCompileMs = 0,
+         denseCompileMs = 0;
   std::vector<Measurement> rows;
+  const double lossTol = lossTolerance(options), gradTol = gradTolerance(options);
+  // The device's default fusions first (what `switchyard train` compiles),
+  // then all and none, where the default is neither.
+  const bool defaultIsAll = fusionLabel(options, "default") == "fused";
+  if (!defaultIsAll)
+    rows.push_back(measureSwitchyard(options, c, Kind::SwitchHead, "default",
+                                     inputs, defaultCompileMs));
   rows.push_back(measureSwitchyard(options, c, Kind::SwitchHead, "all",
                                    inputs, fusedCompileMs));
-  const double lossTol = lossTolerance(options), gradTol = gradTolerance(options);
+  if (rows.size() > 1)
+    crossCheck(rows[0], rows.back(), lossTol, gradTol);
   rows.push_back(measureSwitchyard(options, c, Kind::SwitchHead, "none",
                                    inputs, unfusedCompileMs));
-  crossCheck(rows[0], rows[1], lossTol, gradTol);
+  crossCheck(rows[0], rows.back(), lossTol, gradTol);
   if (!options.skipReference) {
     rows.push_back(measureReference(options, c, inputs));
     crossCheck(rows[0], rows.back(), lossTol, gradTol);
@@ -313,7 +322,7 @@ int bench::runLayer(const Options &options) {
   if (!options.python.empty())
     addTorchRows(options, c, Kind::SwitchHead, inputs, rows[0], rows,
                  torchVersion);
-  Measurement dense = measureSwitchyard(options, c, Kind::Dense, "all",
+  Measurement dense = measureSwitchyard(options, c, Kind::Dense, "default",
                                         denseInputs, denseCompileMs);
   rows.push_back(dense);
   if (!options.python.empty())
@@ -327,7 +336,7 @@ int bench::runLayer(const Options &options) {
   const double denseFlops =
       2.0 * double(options.batch) * double(layerMacs(c, Kind::Dense));
   const Measurement &ours = rows[0];
-  llvm::outs() << formatv("{0,-44} {1,11} {2,11} {3,9} {4,9} {5,10}\n", "",
+  llvm::outs() << formatv("{0,-50} {1,11} {2,11} {3,9} {4,9} {5,10}\n", "",
                           "forward ms", "fwd+bwd ms", "fwd ratio",
                           "f+b ratio", "f+b TFLOP/s");
   bool mismatched = false;
@@ -336,10 +345,10 @@ int bench::runLayer(const Options &options) {
     double tflops = 3.0 * (isDense ? denseFlops : flops) / (m.fwdbwdMs * 1e9);
     if (!m.mismatch.empty()) {
       mismatched = true;
-      llvm::outs() << formatv("{0,-44} MISMATCH: {1}\n", m.name, m.mismatch);
+      llvm::outs() << formatv("{0,-50} MISMATCH: {1}\n", m.name, m.mismatch);
       continue;
     }
-    llvm::outs() << formatv("{0,-44} {1,11:F2} {2,11:F2} {3,9} {4,9} {5,10}\n",
+    llvm::outs() << formatv("{0,-50} {1,11:F2} {2,11:F2} {3,9} {4,9} {5,10}\n",
                             m.name, m.forwardMs, m.fwdbwdMs,
                             ratio(m.forwardMs, ours.forwardMs),
                             ratio(m.fwdbwdMs, ours.fwdbwdMs),
@@ -348,7 +357,7 @@ int bench::runLayer(const Options &options) {
                                                      .str());
   }
   llvm::outs() << formatv(
-      "\nratio: the row's time over switchyard (fused) SwitchHead; above 1: "
+      "\nratio: the row's time over the first row's ({9}); above 1: "
       "switchyard is faster.\nThe SwitchHead rows compute loss {0:F6} and "
       "the dense rows {1:F6}: every implementation\nof a layer is "
       "cross-checked against the first of its kind (loss to {2:e1} relative, "
@@ -356,9 +365,13 @@ int bench::runLayer(const Options &options) {
       "{5:F3} GFLOP (dense) per forward\npass by the paper's formulas "
       "(all T x S query-key pairs); fwd+bwd counted as 3 forward.\n"
       "compile time (definition to callable code, forward and _grad): "
-      "SwitchHead fused {6:F0} ms, unfused {7:F0} ms; dense {8:F0} ms\n",
+      "SwitchHead {10}fused {6:F0} ms, unfused {7:F0} ms; dense {8:F0} ms\n",
       ours.loss, dense.loss, lossTol, gradTol, flops / 1e9, denseFlops / 1e9,
-      fusedCompileMs, unfusedCompileMs, denseCompileMs);
+      fusedCompileMs, unfusedCompileMs, denseCompileMs, ours.name,
+      defaultIsAll ? std::string()
+                   : formatv("{0:F0} ms {1}, ", defaultCompileMs,
+                             fusionLabel(options, "default"))
+                         .str());
   if (!torchVersion.empty())
     llvm::outs() << "PyTorch " << torchVersion << "\n";
 
@@ -377,6 +390,7 @@ int bench::runLayer(const Options &options) {
                                  {"torch", torchVersion},
                                  {"forward_flops", flops},
                                  {"dense_forward_flops", denseFlops},
+                                 {"compile_ms_default", defaultIsAll ? fusedCompileMs : defaultCompileMs},
                                  {"compile_ms_fused", fusedCompileMs},
                                  {"compile_ms_unfused", unfusedCompileMs},
                                  {"compile_ms_dense", denseCompileMs},

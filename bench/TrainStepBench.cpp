@@ -63,7 +63,7 @@ StepRow measureModel(const Options &options, llvm::StringRef path,
   StepRow row;
   row.model = llvm::sys::path::filename(path).str();
   row.fuse = fuse.str();
-  rt::CompileOptions compileOpts = compileOptions(fuse);
+  rt::CompileOptions compileOpts = compileOptions(options, fuse);
   compileOpts.trainStep = true;
   std::unique_ptr<rt::Program> program = compile(
       options, (*source)->getBuffer(), path, compileOpts, row.compileMs);
@@ -121,7 +121,7 @@ int bench::runTrainSteps(const Options &options,
         "Training steps (AdamW, runtime::train on a synthetic token stream), "
         "batch {0}; the median of {1} steps after one warm-up step\n{2}\n\n",
         options.batch, options.reps, describeBackend(options));
-  llvm::outs() << formatv("{0,-28} {1,-7} {2,9} {3,11} {4,10} {5,10} {6,8} "
+  llvm::outs() << formatv("{0,-28} {1,-26} {2,9} {3,11} {4,10} {5,10} {6,8} "
                           "{7}\n",
                           "model", "kernels", "params", "compile ms",
                           "step ms", "tokens/s", "ratio", "loss first > last");
@@ -133,9 +133,9 @@ int bench::runTrainSteps(const Options &options,
       const StepRow &row = rows.back();
       const StepRow &first = rows.front();
       llvm::outs() << formatv(
-          "{0,-28} {1,-7} {2,8:F2}M {3,11:F0} {4,10:F1} {5,10:F0} {6,8} "
+          "{0,-28} {1,-26} {2,8:F2}M {3,11:F0} {4,10:F1} {5,10:F0} {6,8} "
           "{7:F3} > {8:F3}\n",
-          row.model, row.fuse == "all" ? "fused" : "unfused",
+          row.model, fusionLabel(options, row.fuse),
           double(row.params) / 1e6, row.compileMs, row.stepMs,
           double(row.tokensPerStep) / (row.stepMs / 1e3),
           ratio(row.stepMs, first.stepMs), row.firstLoss, row.lastLoss);

@@ -6,7 +6,8 @@
 # switchyard-bench, and runs
 #   1. the SwitchHead layer of the paper's 47M configuration (embedding,
 #      lm.switchhead with Transformer-XL memory, cross-entropy; batch 2),
-#      forward and forward+backward: Switchyard fused and unfused, the plain
+#      forward and forward+backward: Switchyard with the CPU's default
+#      fusions (expert-projection), all fusions and none, the plain
 #      C++ reference (forward), PyTorch eager (dense-all-experts and
 #      per-expert loop, 1 thread and all cores), and the dense MHA layer of
 #      the same parameter count (Switchyard and PyTorch), after checking
@@ -15,7 +16,8 @@
 #   3. the layer's ops one by one (bench/Inputs/kernels-47m.mlir), fused and
 #      unfused, forward and loss-and-gradient, against PyTorch
 #      (bench/torch_kernels.py);
-#   4. whole training steps of the 47M SwitchHead and dense models;
+#   4. whole training steps of the 47M SwitchHead and dense models, with the
+#      CPU's default fusions;
 # and writes everything it printed, with the machine, date and commit, to
 # bench/results/cpu-<date>-<commit>.md.
 #

@@ -56,8 +56,10 @@ cl::opt<bool> compileOnly(
 cl::list<std::string> fuse(
     "fuse", cl::CommaSeparated,
     cl::desc("With --kernels or --train-step: the fusion settings to measure, "
-             "all and/or none (default: all,none for --kernels, all for "
-             "--train-step; the layer benchmark always measures both)"),
+             "default (the device's: all on the GPU, expert-projection on "
+             "the CPU), all and/or none (default: all,none for --kernels, "
+             "default for --train-step; the layer benchmark measures all "
+             "three)"),
     cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per call or step (2)"),
                        cl::init(2), cl::cat(category));
@@ -173,11 +175,11 @@ int main(int argc, char **argv) {
   options.jsonOut = jsonOut;
   if (options.fusions.empty())
     options.fusions = trainStep.empty() ? std::vector<std::string>{"all", "none"}
-                                        : std::vector<std::string>{"all"};
+                                        : std::vector<std::string>{"default"};
   for (const std::string &setting : options.fusions)
-    if (setting != "all" && setting != "none") {
-      llvm::errs() << "switchyard-bench: error: --fuse: expected all or none, "
-                      "found '"
+    if (setting != "default" && setting != "all" && setting != "none") {
+      llvm::errs() << "switchyard-bench: error: --fuse: expected default, all "
+                      "or none, found '"
                    << setting << "'\n";
       return 1;
     }

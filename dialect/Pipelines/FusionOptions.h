@@ -5,10 +5,25 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
 #ifndef SWITCHYARD_DIALECT_PIPELINES_FUSIONOPTIONS_H
 #define SWITCHYARD_DIALECT_PIPELINES_FUSIONOPTIONS_H
 
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
 namespace mlir::switchyard {
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
 
 /// How moe ops become kernels: which fusions run before the lowering to
 /// linalg. Each fusion can be switched off; the unfused route computes the
@@ -22,8 +37,41 @@ struct FusionOptions {
   /// moe-fuse-attention: flash-style attention with online softmax, forward
   /// and backward, without a T×T matrix in memory.
   bool attention = true;
+
+  /// No fusion: every moe op through its plain linalg lowering.
+  static FusionOptions none() { return {false, false, false}; }
+
+  /// The fusions that make a device's code fastest, as measured by
+  /// switchyard-bench (README, Fusions): all of them on the GPU; on the CPU
+  /// only the expert projections, whose fused kernels beat the unfused
+  /// gathers there, while the router's and attention's fused row kernels,
+  /// written for one GPU thread per row, lose to the unfused lowerings'
+  /// vectorized loops and register-blocked matmuls on one CPU core.
+  static FusionOptions deviceDefault(bool gpu) {
+    return gpu ? FusionOptions() : FusionOptions{false, true, false};
+  }
+
+  bool operator==(const FusionOptions &other) const = default;
 };
 
+/// Parses a fusion setting: `default` (deviceDefault(gpu)), `all`, `none`,
+/// or a comma-separated list of router, expert-projection, attention.
+llvm::Expected<FusionOptions> parseFusions(llvm::StringRef spec, bool gpu);
+
+/// The fusions `options` applies, as parseFusions() reads them back: `all`,
+/// `none`, or the comma-separated list.
+std::string describeFusions(const FusionOptions &options);
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
 } // namespace mlir::switchyard
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
 
 #endif // SWITCHYARD_DIALECT_PIPELINES_FUSIONOPTIONS_H

@@ -95,6 +95,8 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   // unit-stride vector code, then the LLVM dialect.
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuContractionKernelsPass());
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
+  // exp and log as polynomials that LLVM vectorizes, not libm calls.
+  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuMathApproximationPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass());

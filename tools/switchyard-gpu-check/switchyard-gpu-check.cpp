@@ -246,8 +246,7 @@ int main(int argc, char **argv) {
   options.gradients = gradients;
   options.trainStep = trainStep;
   if (fusion == Fusion::none)
-    options.fusion = {/*router=*/false, /*expertProjection=*/false,
-                      /*attention=*/false};
+    options.fusion = mlir::switchyard::FusionOptions::none();
   if (!llvm::is_contained({"f32", "bf16", "f16"},
                           llvm::StringRef(elementType))) {
     llvm::errs() << "switchyard-gpu-check: --element-type: expected f32, "

@@ -94,36 +94,24 @@ struct ModelOptions {
       cl::init(0), cl::cat(category)};
   cl::opt<std::string> fuse{
       "fuse",
-      cl::desc("Fusions to apply: all (default), none, or a comma-separated "
-               "list of router, expert-projection, attention (the unfused "
-               "route computes the same results; see README, Fusions)"),
-      cl::init("all"), cl::cat(category)};
+      cl::desc("Fusions to apply: default (the fastest set for the device: "
+               "all on the GPU, expert-projection on the CPU), all, none, or "
+               "a comma-separated list of router, expert-projection, "
+               "attention (the unfused route computes the same results; see "
+               "README, Fusions)"),
+      cl::init("default"), cl::cat(category)};
 
-  /// The compile options these select, or an error naming a bad --fuse.
-  llvm::Expected<rt::CompileOptions> compileOptions() const {
+  /// The compile options these select for the CPU or the GPU, or an error
+  /// naming a bad --fuse.
+  llvm::Expected<rt::CompileOptions> compileOptions(bool gpu) const {
     rt::CompileOptions options;
     options.numLayers = numLayers;
-    mlir::switchyard::FusionOptions &fusion = options.fusion;
-    if (fuse == "all")
-      return options;
-    fusion.router = fusion.expertProjection = fusion.attention = false;
-    if (fuse == "none")
-      return options;
-    llvm::SmallVector<StringRef> names;
-    StringRef(fuse).split(names, ',');
-    for (StringRef name : names) {
-      bool *flag = llvm::StringSwitch<bool *>(name.trim())
-                       .Case("router", &fusion.router)
-                       .Case("expert-projection", &fusion.expertProjection)
-                       .Case("attention", &fusion.attention)
-                       .Default(nullptr);
-      if (!flag)
-        return llvm::createStringError(
-            "--fuse: unknown fusion '" + name.trim().str() +
-            "'; expected all, none, or a comma-separated list of router, "
-            "expert-projection, attention");
-      *flag = true;
-    }
+    llvm::Expected<mlir::switchyard::FusionOptions> fusion =
+        mlir::switchyard::parseFusions(fuse, gpu);
+    if (!fusion)
+      return llvm::createStringError("--fuse: " +
+                                     llvm::toString(fusion.takeError()));
+    options.fusion = *fusion;
     return options;
   }
 };
@@ -513,7 +501,8 @@ struct DeviceOption {
 llvm::Expected<std::unique_ptr<rt::Program>>
 compileFor(const DeviceOption &device, const ModelOptions &model,
            bool trainStep = false) {
-  llvm::Expected<rt::CompileOptions> selected = model.compileOptions();
+  llvm::Expected<rt::CompileOptions> selected =
+      model.compileOptions(device.device == Device::gpu);
   if (!selected)
     return selected.takeError();
   rt::CompileOptions options = *selected;

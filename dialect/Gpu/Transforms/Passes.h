@@ -30,6 +30,9 @@ class NVVMDialect;
 namespace linalg {
 class LinalgDialect;
 } // namespace linalg
+namespace math {
+class MathDialect;
+} // namespace math
 namespace memref {
 class MemRefDialect;
 } // namespace memref

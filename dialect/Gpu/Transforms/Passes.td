@@ -158,6 +158,33 @@ def SwitchyardCpuContractionKernelsPass
                            "::mlir::vector::VectorDialect"];
 }
 
+def SwitchyardCpuMathApproximationPass
+    : Pass<"switchyard-cpu-math-approximation", "::mlir::func::FuncOp"> {
+  let summary = "Replace f32 exp and log with MLIR's polynomial approximations on the CPU";
+  let description = [{
+    `math.exp` and `math.log` on f32 (scalars and vectors) become upstream
+    MLIR's polynomial approximations (`populateMathPolynomialApproximation
+    Patterns`: Cephes' range reduction and polynomials, a few ulp), plain
+    arithmetic that LLVM vectorizes, instead of calls to libm's `expf` and
+    `logf`, which the loop vectorizer cannot vectorize without a vector
+    math library, and which sit on the critical path of every softmax,
+    sigmoid and cross-entropy. exp(-inf) stays 0 (inputs are clamped to
+    where 2^n is 0), log(0) is -inf, log of a negative number NaN.
+    CPU pipeline only; the GPU target keeps libdevice's functions.
+
+    Before:
+
+    ```mlir
+    %e = math.exp %x : f32
+    ```
+
+    After: an `arith` and `math.fma` polynomial with no call.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def SwitchyardCpuLoopOrderPass
     : Pass<"switchyard-cpu-loop-order", "::mlir::func::FuncOp"> {
   let summary = "Nest linalg loops for unit-stride vector code on the CPU";
