@@ -101,6 +101,11 @@ FailureOr<KernelPlan> planKernel(linalg::LinalgOp op, int64_t minColumns) {
   Value output = op.getDpsInitOperand(0)->get();
   if (!hasUnitStrideRows(output))
     return failure();
+  // The kernel reads the inputs while it writes output tiles: an input that
+  // is the output buffer itself is left to the loops.
+  for (OpOperand *input : op.getDpsInputOperands())
+    if (input->get() == output)
+      return failure();
   auto outType = cast<MemRefType>(output.getType());
   if (!outType.isDynamicDim(outType.getRank() - 1) &&
       outType.getShape().back() < minColumns)

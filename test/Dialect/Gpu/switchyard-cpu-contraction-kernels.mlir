@@ -86,19 +86,27 @@ func.func @batched_rounded(%a: memref<?x3x5xf32>, %b: memref<?x5x32xf32>, %c: me
 
 // -----
 
-// Output rows shorter than min-columns (16), and bodies that are not a
-// plain multiply-add, are left to switchyard-cpu-loop-order.
+// Output rows shorter than min-columns (16), bodies that are not a plain
+// multiply-add, and an input that is the output buffer itself are left to
+// switchyard-cpu-loop-order.
 // CHECK-LABEL: func.func @left_alone
 // CHECK: linalg.matmul
 // CHECK: linalg.generic
+// CHECK: linalg.generic
 // CHECK-NOT: vector.fma
-func.func @left_alone(%x: memref<8x6xf32>, %w: memref<6x10xf32>, %y: memref<8x10xf32>, %w2: memref<6x32xf32>, %y2: memref<8x32xf32>) {
+func.func @left_alone(%x: memref<8x6xf32>, %w: memref<6x10xf32>, %y: memref<8x10xf32>, %w2: memref<6x32xf32>, %y2: memref<8x32xf32>, %sq: memref<32x32xf32>) {
   linalg.matmul ins(%x, %w : memref<8x6xf32>, memref<6x10xf32>) outs(%y : memref<8x10xf32>)
   linalg.generic {indexing_maps = [affine_map<(n, o, i) -> (n, i)>, affine_map<(n, o, i) -> (i, o)>, affine_map<(n, o, i) -> (n, o)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w2 : memref<8x6xf32>, memref<6x32xf32>) outs(%y2 : memref<8x32xf32>) {
   ^bb0(%a: f32, %b: f32, %c: f32):
     %m = arith.mulf %a, %b : f32
     %e = math.exp %m : f32
     %s = arith.addf %c, %e : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%y2, %sq : memref<8x32xf32>, memref<32x32xf32>) outs(%y2 : memref<8x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
     linalg.yield %s : f32
   }
   return
