@@ -58,8 +58,8 @@ rt::CompileOptions bench::compileOptions(const Options &options,
 }
 
 std::string bench::fusionLabel(const Options &options, llvm::StringRef fuse) {
-  std::string fusions =
-      mlir::switchyard::describeFusions(compileOptions(options, fuse).fusion);
+  std::string fusions = mlir::switchyard::describeFusions(
+      check(mlir::switchyard::parseFusions(fuse, options.gpu()), "--fuse"));
   if (fusions == "all")
     return "fused";
   if (fusions == "none")

@@ -303,7 +303,9 @@ int bench::runLayer(const Options &options) {
   const double lossTol = lossTolerance(options), gradTol = gradTolerance(options);
   // The device's default fusions first (what `switchyard train` compiles),
   // then all and none, where the default is neither.
-  const bool defaultIsAll = fusionLabel(options, "default") == "fused";
+  const bool defaultIsAll =
+      mlir::switchyard::FusionOptions::deviceDefault(options.gpu()) ==
+      mlir::switchyard::FusionOptions();
   if (!defaultIsAll)
     rows.push_back(measureSwitchyard(options, c, Kind::SwitchHead, "default",
                                      inputs, defaultCompileMs));

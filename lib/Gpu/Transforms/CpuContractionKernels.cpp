@@ -30,24 +30,18 @@ namespace {
 
 /// Whether the last dimension of `value` (a memref) has stride 1.
 bool hasUnitStrideRows(Value value) {
-  auto type = cast<MemRefType>(value.getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (type.getRank() == 0 || failed(type.getStridesAndOffset(strides, offset)))
-    return false;
-  return strides.back() == 1;
+  return cast<MemRefType>(value.getType()).isLastDimUnitStride();
 }
 
-/// The loop dimension of each result of `map`, or failure where a result is
-/// not a plain dimension.
+/// The loop dimension of each result of `map`, a projected permutation
+/// (plain dimensions, each at most once: no diagonal, no constant), or
+/// failure.
 FailureOr<SmallVector<unsigned>> resultDims(AffineMap map) {
+  if (!map.isProjectedPermutation())
+    return failure();
   SmallVector<unsigned> dims;
-  for (AffineExpr expr : map.getResults()) {
-    auto dim = dyn_cast<AffineDimExpr>(expr);
-    if (!dim)
-      return failure();
-    dims.push_back(dim.getPosition());
-  }
+  for (unsigned i = 0, e = map.getNumResults(); i < e; ++i)
+    dims.push_back(map.getDimPosition(i));
   return dims;
 }
 
@@ -75,8 +69,8 @@ Value replayCasts(OpBuilder &b, Location loc, Value factor, Value value) {
 /// tile's row dimension `m` (if any), `b` the vector dimension `n`.
 struct KernelPlan {
   Contraction contraction;
-  unsigned aInput, bInput;
-  unsigned n;
+  unsigned aInput = 0, bInput = 1;
+  unsigned n = 0;
   std::optional<unsigned> m;
   /// The dimensions looped around the tile (parallel ones other than m and
   /// n, in the output's order) and inside it (the reductions).
@@ -90,8 +84,8 @@ FailureOr<KernelPlan> planKernel(linalg::LinalgOp op, int64_t minColumns) {
   FailureOr<Contraction> contraction = matchContraction(op);
   if (failed(contraction))
     return failure();
-  KernelPlan plan{*contraction, 0, 1, 0, std::nullopt, {}, {}, {}, {}, {},
-                  std::nullopt};
+  KernelPlan plan;
+  plan.contraction = *contraction;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   FailureOr<SmallVector<unsigned>> in0 = resultDims(maps[0]),
                                    in1 = resultDims(maps[1]),
@@ -122,13 +116,6 @@ FailureOr<KernelPlan> planKernel(linalg::LinalgOp op, int64_t minColumns) {
   plan.aDims = plan.aInput == 0 ? *in0 : *in1;
   plan.bDims = plan.aInput == 0 ? *in1 : *in0;
   plan.outDims = *out;
-
-  // Each dimension once per operand (a diagonal access is left alone).
-  for (ArrayRef<unsigned> dims : {ArrayRef(plan.aDims), ArrayRef(plan.bDims),
-                                  ArrayRef(plan.outDims)})
-    if (llvm::SmallDenseSet<unsigned>(dims.begin(), dims.end()).size() !=
-        dims.size())
-      return failure();
 
   Value b = op.getDpsInputOperand(plan.bInput)->get();
   if (plan.bDims.back() != plan.n || !hasUnitStrideRows(b)) {
