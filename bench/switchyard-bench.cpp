@@ -56,10 +56,10 @@ cl::opt<bool> compileOnly(
 cl::list<std::string> fuse(
     "fuse", cl::CommaSeparated,
     cl::desc("With --kernels or --train-step: the fusion settings to measure, "
-             "default (the device's: all on the GPU, expert-projection on "
-             "the CPU), all and/or none (default: all,none for --kernels, "
-             "default for --train-step; the layer benchmark measures all "
-             "three)"),
+             "default (the device's: all on the GPU, none on the CPU), all "
+             "and/or none (default: all,none for --kernels, default for "
+             "--train-step; the layer benchmark measures the three, each "
+             "setting once)"),
     cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per call or step (2)"),
                        cl::init(2), cl::cat(category));
@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
       "  (default)      one SwitchHead layer (embedding, lm.switchhead with "
       "Transformer-XL\n                 memory, cross-entropy), forward and "
       "forward+backward: the device's\n                 default fusions "
-      "(CPU: expert-projection), all and none, the C++\n                 "
+      "(CPU: none), then all and none where they differ, the C++\n                 "
       "reference (forward), the dense MHA layer of the same\n"
       "                 parameter count, and PyTorch "
       "(bench/torch_switchhead.py) for both\n"

@@ -15,8 +15,11 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
     Rewrites every `moe` op into `linalg.generic` ops on tensors (plus
     `tensor`, `arith`, `math` and, for top-k, `scf`): the reference
     lowering, one generic per contraction, used by the CPU target and as the
-    unfused baseline. Gathered expert weights are read with `tensor.extract`
-    inside the generic bodies; all products accumulate in f32. Attention
+    unfused baseline. The expert projections take the dense all-experts
+    formulation: every token through every expert of its head in one
+    matmul-like contraction over the weight viewed as `[H, E, A, B]`, then a
+    sum weighted by the dense gates `[N, H, E]` (0 for experts no route
+    picks); all products accumulate in f32. Attention
     (`moe.attention`, `moe.attention_grad`) materialises the `[B, T, S, H]`
     score tensor; the flash-attention ops of `moe-fuse-attention` become
     row kernels instead (`scf.forall` over query or key rows, on `vector<F>`

@@ -5,11 +5,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-
-#include <string>
-
 #ifndef SWITCHYARD_DIALECT_PIPELINES_FUSIONOPTIONS_H
 #define SWITCHYARD_DIALECT_PIPELINES_FUSIONOPTIONS_H
 
@@ -19,11 +14,6 @@
 #include <string>
 
 namespace mlir::switchyard {
-
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-
-#include <string>
 
 /// How moe ops become kernels: which fusions run before the lowering to
 /// linalg. Each fusion can be switched off; the unfused route computes the
@@ -42,13 +32,13 @@ struct FusionOptions {
   static FusionOptions none() { return {false, false, false}; }
 
   /// The fusions that make a device's code fastest, as measured by
-  /// switchyard-bench (README, Fusions): all of them on the GPU; on the CPU
-  /// only the expert projections, whose fused kernels beat the unfused
-  /// gathers there, while the router's and attention's fused row kernels,
-  /// written for one GPU thread per row, lose to the unfused lowerings'
-  /// vectorized loops and register-blocked matmuls on one CPU core.
+  /// switchyard-bench (README, Fusions): all of them on the GPU, none on the
+  /// CPU. The fused kernels are row kernels, written for one GPU thread per
+  /// row; on one CPU core the unfused lowerings win, because their matmuls
+  /// (the expert projections' dense all-experts contractions included) run
+  /// as register-blocked vector kernels.
   static FusionOptions deviceDefault(bool gpu) {
-    return gpu ? FusionOptions() : FusionOptions{false, true, false};
+    return gpu ? FusionOptions() : none();
   }
 
   bool operator==(const FusionOptions &other) const = default;
@@ -62,16 +52,6 @@ llvm::Expected<FusionOptions> parseFusions(llvm::StringRef spec, bool gpu);
 /// `none`, or the comma-separated list.
 std::string describeFusions(const FusionOptions &options);
 
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-
-#include <string>
-
 } // namespace mlir::switchyard
-
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-
-#include <string>
 
 #endif // SWITCHYARD_DIALECT_PIPELINES_FUSIONOPTIONS_H

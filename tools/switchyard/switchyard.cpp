@@ -95,7 +95,7 @@ struct ModelOptions {
   cl::opt<std::string> fuse{
       "fuse",
       cl::desc("Fusions to apply: default (the fastest set for the device: "
-               "all on the GPU, expert-projection on the CPU), all, none, or "
+               "all on the GPU, none on the CPU), all, none, or "
                "a comma-separated list of router, expert-projection, "
                "attention (the unfused route computes the same results; see "
                "README, Fusions)"),

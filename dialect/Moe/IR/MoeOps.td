@@ -211,8 +211,8 @@ def Moe_ExpertProjGradOp : Moe_Op<"expert_proj_grad", [Pure,
     in f32, converted to the operands' element types. No gradient flows into
     the indices. This is what `lm-differentiate` emits for
     `moe.expert_proj`; `convert-moe-to-linalg` lowers it as linalg on
-    tensors (the weight gradient through a dense route-sum tensor
-    `[N, H·E, F]`), and `moe-fuse-expert-projection` turns it into
+    tensors, in the dense all-experts formulation (contractions over every
+    expert, `[N, H, E, F]`), and `moe-fuse-expert-projection` turns it into
     `moe.fused_expert_proj_grad`.
 
     ```mlir
@@ -259,9 +259,9 @@ def Moe_ExpertMergeGradOp : Moe_Op<"expert_merge_grad", [Pure,
 
     in f32, converted to the operands' element types. This is what
     `lm-differentiate` emits for `moe.expert_merge`; `convert-moe-to-linalg`
-    lowers it as linalg on tensors (the weight gradient through a dense
-    route-sum tensor `[N, H·E, F]`), and `moe-fuse-expert-projection` turns
-    it into `moe.fused_expert_merge_grad`.
+    lowers it as linalg on tensors, in the dense all-experts formulation
+    (contractions over every expert, `[N, H, E, F]`), and
+    `moe-fuse-expert-projection` turns it into `moe.fused_expert_merge_grad`.
 
     ```mlir
     %do, %dw, %dg = moe.expert_merge_grad %o, %w_o, %g, %i, %dy : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x128xf32> -> tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>
@@ -773,12 +773,12 @@ def Moe_FusedExpertProjGradOp : Moe_Op<"fused_expert_proj_grad", [Pure,
       chunk of `C` head columns scans all tokens, adding
       `(Σ_j [indices[n, h, j] == e] · g) · input[n, d] · dout[n, h, chunk]`.
       This is the dense formulation masked per route: it costs
-      `O(N · H·E · D · F)` whatever `k` is (the unfused route-sum tensor
-      has the same cost); a scan over routes sorted by expert, as CVMM
-      does, is not implemented.
+      `O(N · H·E · D · F)` whatever `k` is (the unfused dense lowering has
+      the same cost); a scan over routes sorted by expert, as CVMM does, is
+      not implemented.
 
-    No `[N, H·E, F]` route-sum tensor and no `[N, H, K, F]` per-route tensor
-    exist. The weight's dims 1 and 2 (model and head width) must be static.
+    No `[N, H, E, F]` all-experts tensor and no `[N, H, K, F]` per-route
+    tensor exist. The weight's dims 1 and 2 (model and head width) must be static.
 
     ```mlir
     %dx, %dw, %dg = moe.fused_expert_proj_grad %x, %w_v, %g, %i, %dv : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x32xf32> -> tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>
@@ -827,8 +827,8 @@ def Moe_FusedExpertMergeGradOp : Moe_Op<"fused_expert_merge_grad", [Pure,
       the dense formulation masked per route, `O(N · H·E · F · D)` whatever
       `k` is; sorting the routes by expert (CVMM) is not implemented.
 
-    No `[N, H·E, F]` route-sum tensor and no `[N, H, K, D]` per-route tensor
-    exist. The weight's dims 1 and 2 (head and model width) must be static.
+    No `[N, H, E, F]` all-experts tensor and no `[N, H, K, D]` per-route
+    tensor exist. The weight's dims 1 and 2 (head and model width) must be static.
 
     ```mlir
     %do, %dw, %dg = moe.fused_expert_merge_grad %o, %w_o, %g, %i, %dy : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x128xf32> -> tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>

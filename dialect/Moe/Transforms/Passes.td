@@ -57,19 +57,20 @@ def MoeFuseExpertProjectionPass : Pass<"moe-fuse-expert-projection"> {
     reduction over heads × k routes) into `moe.fused_expert_merge`. Each
     fused op lowers to one row kernel that gathers the selected expert
     matrices, accumulates the projection in a vector register, scales by
-    the gate and sums over routes; the unfused ops lower in two stages
-    through a per-route `[N, H, K, width]` tensor, as PyTorch
-    implementations compute them. Ops whose accumulated width (the head
+    the gate and sums over routes, `k` expert matrices per token and head;
+    the unfused ops lower in the dense all-experts formulation (every token
+    through every expert of its head, `E/k` times the MACs, in matmul-like
+    contractions), as PyTorch's dense implementation computes them. Ops whose accumulated width (the head
     width for V, the model width for O) is dynamic are left unfused.
 
     The gradients `moe.expert_proj_grad` and `moe.expert_merge_grad` (what
     `lm-differentiate` emits for the projections) become
     `moe.fused_expert_proj_grad` and `moe.fused_expert_merge_grad`: one row
     kernel per gradient (input, weight, gates), none of which builds the
-    `[N, H·E, F]` route-sum tensor or a per-route tensor of the unfused
-    lowering. The weight-gradient kernel scans every token for every expert
-    row (dense, masked per route: the cost of the unfused route sums, not
-    the `k/E` of sorted routes as in CVMM). Gradient ops whose expert weight
+    `[N, H, E, F]` all-experts tensors of the unfused lowering. The
+    weight-gradient kernel scans every token for every expert row (dense,
+    masked per route: the cost of the unfused lowering, not the `k/E` of
+    sorted routes as in CVMM). Gradient ops whose expert weight
     has a dynamic width (dims 1 or 2) are left unfused. The pass belongs
     after `lm-differentiate` (the fused ops have no gradient rule).
 

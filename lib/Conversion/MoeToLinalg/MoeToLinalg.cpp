@@ -2,8 +2,8 @@
 //
 // The reference lowering of the `moe` ops: each becomes a few
 // linalg.generic ops on tensors that follow docs/Semantics.md literally.
-// Gathered expert weights are read with tensor.extract inside generic
-// bodies, top-k is a rank computation per output slot, and attention
+// The expert projections are dense contractions over all experts, weighted
+// by dense gates, top-k is a rank computation per output slot, and attention
 // (moe.attention and moe.attention_grad) materialises its score tensor. It
 // is the unfused baseline that the fusions are checked against; the ops of
 // the fusions lower here too (FlashAttention.cpp: row kernels of the
@@ -188,101 +188,187 @@ struct TopKLowering : public OpRewritePattern<moe::TopKOp> {
 // moe.expert_proj and moe.expert_merge
 //===----------------------------------------------------------------------===//
 
-/// The unfused route, as PyTorch implementations compute it: each route's
-/// projection into an f32 tensor [N, H, K, W] (one generic gathering the
-/// selected expert matrices), then the gated sum over the routes (a second
-/// generic). moe-fuse-expert-projection replaces both by one row kernel
-/// (FusedKernels.cpp).
-///
-/// routes[n, h, j, w] = Σ_r source[n, (h,) r] · W[h·E + i[n, h, j], r, w]
-/// over (n, h, j, w | r); `headed` says whether source has the head dim.
-Value routeProjections(ImplicitLocOpBuilder &b, Value source, bool headed,
-                       Value w, Value gates, Value indices) {
-  MLIRContext *ctx = b.getContext();
-  Value perHead = expertsPerHead(b, w, gates);
-  SmallVector<OpFoldResult> sizes = sizesOf(b, gates);
-  sizes.push_back(sizesOf(b, w)[2]);
-  AffineMap sourceMap = headed ? dimsMap(ctx, 5, {0, 1, 4})
-                               : dimsMap(ctx, 5, {0, 4});
-  return generic(
-      b, {source, indices}, filled(b, sizes, b.getF32Type(), 0.0),
-      {sourceMap, dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2, 3})},
-      iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-        Value row = expertRow(b, loopIndex(b, 1), perHead, args[1]);
-        Value weight = tensor::ExtractOp::create(
-            b, w, ValueRange{row, loopIndex(b, 4), loopIndex(b, 3)});
-        Value product =
-            arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, weight));
-        return arith::AddFOp::create(b, args[2], product);
-      });
+/// The unfused route: the dense all-experts formulation, as PyTorch's dense
+/// implementation computes it. Every token is projected through every expert
+/// of every head with one matmul-like contraction over the weight viewed as
+/// [H, E, A, B]; the routes then only select and scale, through the dense
+/// gates G[n, h, e] = Σ_j gates[n, h, j] · [indices[n, h, j] = e] (0 for an
+/// expert no route picks). That costs E/k times the MACs of the routes, all
+/// of them in contractions that the targets' matmul kernels take (the CPU's
+/// register-blocked kernels, the GPU's tensor cores), where the routes'
+/// gathers do not vectorize. moe-fuse-expert-projection replaces it by row
+/// kernels that gather per route (FusedKernels.cpp).
+class DenseExperts {
+public:
+  DenseExperts(ImplicitLocOpBuilder &b, Value gates, Value indices)
+      : b(b), gates(gates), indices(indices) {}
+
+  /// A stacked weight [H·E, A, B] as [H, E, A, B].
+  Value byHead(Value w) {
+    SmallVector<OpFoldResult> sizes = sizesOf(b, w);
+    OpFoldResult heads = sizesOf(b, gates)[1];
+    auto type = cast<RankedTensorType>(w.getType());
+    int64_t h = cast<RankedTensorType>(gates.getType()).getDimSize(1);
+    int64_t e = ShapedType::kDynamic;
+    OpFoldResult experts;
+    if (!ShapedType::isDynamic(h) && !type.isDynamicDim(0)) {
+      e = type.getDimSize(0) / h;
+      experts = b.getIndexAttr(e);
+    } else {
+      experts = expertsPerHead(b, w, gates);
+    }
+    auto resultType =
+        RankedTensorType::get({h, e, type.getDimSize(1), type.getDimSize(2)},
+                              type.getElementType());
+    return tensor::ExpandShapeOp::create(
+        b, resultType, w, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}},
+        ArrayRef<OpFoldResult>{heads, experts, sizes[1], sizes[2]});
+  }
+
+  /// A weight gradient [H, E, A, B] back as [H·E, A, B].
+  Value stacked(Value w) {
+    return tensor::CollapseShapeOp::create(
+        b, w, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
+  }
+
+  /// G[n, h, e] in f32, over (n, h, e | j).
+  Value denseGates(OpFoldResult experts) {
+    MLIRContext *ctx = b.getContext();
+    SmallVector<OpFoldResult> sizes = sizesOf(b, gates);
+    sizes[2] = experts;
+    return generic(
+        b, {gates, indices}, filled(b, sizes, b.getF32Type(), 0.0),
+        {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {0, 1, 3}),
+         dimsMap(ctx, 4, {0, 1, 2})},
+        iterators(3, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+          Value e = arith::IndexCastOp::create(b, b.getIndexType(), args[1]);
+          Value match = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, e,
+                                              loopIndex(b, 2));
+          Value gate = arith::SelectOp::create(b, match, toF32(b, args[0]),
+                                               f32Constant(b, 0.0));
+          return arith::AddFOp::create(b, args[2], gate);
+        });
+  }
+
+  /// spread[n, h, e, f] = G[n, h, e] · v[n, h, f]: each head's row once per
+  /// expert, scaled by the expert's dense gate.
+  Value spread(Value g, Value v) {
+    MLIRContext *ctx = b.getContext();
+    SmallVector<OpFoldResult> sizes = sizesOf(b, g);
+    sizes.push_back(sizesOf(b, v)[2]);
+    Value init = tensor::EmptyOp::create(b, sizes, b.getF32Type());
+    return generic(b, {g, v}, init,
+                   {dimsMap(ctx, 4, {0, 1, 2}), dimsMap(ctx, 4, {0, 1, 3}),
+                    dimsMap(ctx, 4, {0, 1, 2, 3})},
+                   iterators(4), [](ImplicitLocOpBuilder &b, ValueRange args) {
+                     return arith::MulFOp::create(b, args[0],
+                                                  toF32(b, args[1]));
+                   });
+  }
+
+  /// combine[n, h, f] = Σ_e G[n, h, e] · p[n, h, e, f], over (n, h, f | e).
+  Value combine(Value g, Value p) {
+    MLIRContext *ctx = b.getContext();
+    SmallVector<OpFoldResult> sizes = sizesOf(b, p);
+    sizes.erase(sizes.begin() + 2);
+    return generic(b, {p, g}, filled(b, sizes, b.getF32Type(), 0.0),
+                   {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 3}),
+                    dimsMap(ctx, 4, {0, 1, 2})},
+                   iterators(3, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+                     Value gated = arith::MulFOp::create(b, args[1], args[0]);
+                     return arith::AddFOp::create(b, args[2], gated);
+                   });
+  }
+
+  /// The gate gradients: dg[n, h, j] = Σ_f v[n, h, f] · p[n, h, e, f] at
+  /// e = indices[n, h, j], with `p` each expert's dense projection or its
+  /// adjoint. The dots are dense ([N, H, E]); the routes read theirs.
+  Value routeDots(Value v, Value p) {
+    MLIRContext *ctx = b.getContext();
+    SmallVector<OpFoldResult> sizes = sizesOf(b, p);
+    sizes.pop_back();
+    Value dots = contractF32(b, v, dimsMap(ctx, 4, {0, 1, 3}), p,
+                             dimsMap(ctx, 4, {0, 1, 2, 3}),
+                             dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1),
+                             sizes);
+    AffineMap id = b.getMultiDimIdentityMap(3);
+    Value init = tensor::EmptyOp::create(b, sizesOf(b, indices),
+                                         b.getF32Type());
+    return generic(b, {indices}, init, {id, id}, iterators(3),
+                   [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                     Value e = arith::IndexCastOp::create(
+                         b, b.getIndexType(), args[0]);
+                     return tensor::ExtractOp::create(
+                         b, dots, ValueRange{loopIndex(b, 0), loopIndex(b, 1),
+                                             e});
+                   });
+  }
+
+private:
+  ImplicitLocOpBuilder &b;
+  Value gates, indices;
+};
+
+/// The number of experts per head of a [H, E, A, B] weight.
+OpFoldResult expertsOf(ImplicitLocOpBuilder &b, Value w4) {
+  return sizesOf(b, w4)[1];
 }
 
-/// routes[n, h, j, f] = Σ_d x[n, d] · W[h·E + i[n, h, j], d, f], then
-/// out[n, h, f] = Σ_j g[n, h, j] · routes[n, h, j, f].
+/// p[n, h, e, f] = Σ_d x[n, d] · W[h, e, d, f]: every token through every
+/// expert, over (n, h, e, f | d).
+Value projectAll(ImplicitLocOpBuilder &b, Value x, Value w4) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<OpFoldResult> w = sizesOf(b, w4);
+  return contractF32(b, x, dimsMap(ctx, 5, {0, 4}), w4,
+                     dimsMap(ctx, 5, {1, 2, 4, 3}),
+                     dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
+                     {sizesOf(b, x)[0], w[0], w[1], w[3]});
+}
+
+/// out[n, h, f] = Σ_e G[n, h, e] · Σ_d x[n, d] · W[h, e, d, f].
 struct ExpertProjLowering : public OpRewritePattern<moe::ExpertProjOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(moe::ExpertProjOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    Value routes = routeProjections(b, op.getInput(), /*headed=*/false,
-                                    op.getWeight(), op.getGates(),
-                                    op.getIndices());
-    // Loop dims (n, h, f, j) with j reduced: routes read (n, h, j, f).
-    SmallVector<OpFoldResult> sizes = sizesOf(b, op.getGates());
-    sizes[2] = sizesOf(b, op.getWeight())[2];
-    MLIRContext *ctx = b.getContext();
-    Value acc = generic(
-        b, {routes, op.getGates()}, filled(b, sizes, b.getF32Type(), 0.0),
-        {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 3}),
-         dimsMap(ctx, 4, {0, 1, 2})},
-        iterators(3, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value gated = arith::MulFOp::create(b, args[1], args[0]);
-          return arith::AddFOp::create(b, args[2], gated);
-        });
+    DenseExperts dense(b, op.getGates(), op.getIndices());
+    Value w4 = dense.byHead(op.getWeight());
+    Value g = dense.denseGates(expertsOf(b, w4));
+    Value acc = dense.combine(g, projectAll(b, op.getInput(), w4));
     rewriter.replaceOp(op, finish(b, acc, op.getResult()));
     return success();
   }
 };
 
-/// routes[n, h, j, o] = Σ_f heads[n, h, f] · W[h·E + i[n, h, j], f, o],
-/// then y[n, o] = Σ_h Σ_j g[n, h, j] · routes[n, h, j, o].
+/// y[n, o] = Σ_{h, e, f} A[n, h, e, f] · W[h, e, f, o], A = G · heads: one
+/// contraction over heads, experts and the head width.
 struct ExpertMergeLowering : public OpRewritePattern<moe::ExpertMergeOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(moe::ExpertMergeOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    Value routes = routeProjections(b, op.getHeads(), /*headed=*/true,
-                                    op.getWeight(), op.getGates(),
-                                    op.getIndices());
-    SmallVector<OpFoldResult> sizes = {sizesOf(b, op.getHeads())[0],
-                                       sizesOf(b, op.getWeight())[2]};
-    // Loop dims (n, o, h, j) with h, j reduced: routes read (n, h, j, o).
     MLIRContext *ctx = b.getContext();
-    Value acc = generic(
-        b, {routes, op.getGates()}, filled(b, sizes, b.getF32Type(), 0.0),
-        {dimsMap(ctx, 4, {0, 2, 3, 1}), dimsMap(ctx, 4, {0, 2, 3}),
-         dimsMap(ctx, 4, {0, 1})},
-        iterators(2, 2), [](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value gated = arith::MulFOp::create(b, args[1], args[0]);
-          return arith::AddFOp::create(b, args[2], gated);
-        });
+    DenseExperts dense(b, op.getGates(), op.getIndices());
+    Value w4 = dense.byHead(op.getWeight());
+    Value a = dense.spread(dense.denseGates(expertsOf(b, w4)), op.getHeads());
+    // Over (n, o | h, e, f).
+    Value acc = contractF32(
+        b, a, dimsMap(ctx, 5, {0, 2, 3, 4}), w4, dimsMap(ctx, 5, {2, 3, 4, 1}),
+        dimsMap(ctx, 5, {0, 1}), iterators(2, 3),
+        {sizesOf(b, op.getHeads())[0], sizesOf(b, op.getWeight())[2]});
     rewriter.replaceOp(op, finish(b, acc, op.getResult()));
     return success();
   }
 };
 
-/// The gradients as their rules emitted them before they became ops: dx and
-/// dg one generic each, gathering the selected expert weights; dW through the
-/// dense route sums C [N, H·E, F] (routeSums), then one contraction over
-/// tokens. moe-fuse-expert-projection replaces them by row kernels without C
-/// (FusedKernels.cpp).
-///
-/// out[n, h, f] = Σ_j g · Σ_d x[n, d] · W[r, d, f], r = h·E + i[n, h, j]:
-///   dx[n, d]    = Σ_{h, j, f} g · dout[n, h, f] · W[r, d, f]
-///   dg[n, h, j] = Σ_{f, d} dout[n, h, f] · x[n, d] · W[r, d, f]
-///   dW[r, d, f] = Σ_n x[n, d] · C[n, r, f],  C = Σ_j [route] g · dout[n, h, f]
+/// The gradients in the same dense formulation, with C = G · dout
+/// [N, H, E, F] the adjoint of every expert's projection:
+///   dx[n, d]       = Σ_{h, e, f} C[n, h, e, f] · W[h, e, d, f]
+///   dW[h, e, d, f] = Σ_n x[n, d] · C[n, h, e, f]
+///   dg[n, h, j]    = Σ_f dout[n, h, f] · P[n, h, e, f] at e = i[n, h, j],
+/// P the forward's dense projection, recomputed.
 struct ExpertProjGradLowering : public OpRewritePattern<moe::ExpertProjGradOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -290,63 +376,33 @@ struct ExpertProjGradLowering : public OpRewritePattern<moe::ExpertProjGradOp> {
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     MLIRContext *ctx = b.getContext();
-    Value x = op.getInput(), w = op.getWeight(), g = op.getGates();
-    Value idx = op.getIndices(), dout = op.getResultGrad();
-    Value perHead = expertsPerHead(b, w, g);
-    Type f32 = b.getF32Type();
-    auto weightAt = [&](ImplicitLocOpBuilder &b, Value h, Value e, Value d,
-                        Value f) -> Value {
-      Value row = expertRow(b, h, perHead, e);
-      return toF32(b, tensor::ExtractOp::create(b, w, ValueRange{row, d, f}));
-    };
-
-    // dx over (n, d | h, j, f).
-    Value dx = generic(
-        b, {dout, g, idx}, filled(b, sizesOf(b, x), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 2, 4}), dimsMap(ctx, 5, {0, 2, 3}),
-         dimsMap(ctx, 5, {0, 2, 3}), dimsMap(ctx, 5, {0, 1})},
-        iterators(2, 3), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value wv = weightAt(b, loopIndex(b, 2), args[2], loopIndex(b, 1),
-                              loopIndex(b, 4));
-          Value term = arith::MulFOp::create(
-              b, arith::MulFOp::create(b, toF32(b, args[0]), args[1]), wv);
-          return arith::AddFOp::create(b, args[3], term);
-        });
-    // dg over (n, h, j | f, d).
-    Value dg = generic(
-        b, {dout, x, idx}, filled(b, sizesOf(b, g), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 4}),
-         dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
-        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 4),
-                              loopIndex(b, 3));
-          Value term = arith::MulFOp::create(
-              b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1])),
-              wv);
-          return arith::AddFOp::create(b, args[3], term);
-        });
-    // dW = Σ_n x[n, d] · C[n, r, f] over (r, d, f | n).
-    SmallVector<OpFoldResult> wSizes = sizesOf(b, w);
-    Value c = routeSums(b, g, idx, perHead, wSizes[0], wSizes[2],
-                        [&](ImplicitLocOpBuilder &b, Value n, Value h, Value,
-                            Value f) -> Value {
-                          return toF32(b, tensor::ExtractOp::create(
-                                              b, dout, ValueRange{n, h, f}));
-                        });
-    Value dw = contractF32(b, x, dimsMap(ctx, 4, {3, 1}), c,
-                           dimsMap(ctx, 4, {3, 0, 2}),
-                           dimsMap(ctx, 4, {0, 1, 2}), iterators(3, 1), wSizes);
+    Value x = op.getInput(), dout = op.getResultGrad();
+    DenseExperts dense(b, op.getGates(), op.getIndices());
+    Value w4 = dense.byHead(op.getWeight());
+    Value c = dense.spread(dense.denseGates(expertsOf(b, w4)), dout);
+    SmallVector<OpFoldResult> w = sizesOf(b, w4);
+    // dx over (n, d | h, e, f); dW over (h, e, d, f | n).
+    Value dx = contractF32(b, c, dimsMap(ctx, 5, {0, 2, 3, 4}), w4,
+                           dimsMap(ctx, 5, {2, 3, 1, 4}),
+                           dimsMap(ctx, 5, {0, 1}), iterators(2, 3),
+                           sizesOf(b, x));
+    Value dw = contractF32(b, x, dimsMap(ctx, 5, {4, 2}), c,
+                           dimsMap(ctx, 5, {4, 0, 1, 3}),
+                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), w);
+    Value dg = dense.routeDots(dout, projectAll(b, x, w4));
     rewriter.replaceOp(op, {finish(b, dx, op.getInputGrad()),
-                            finish(b, dw, op.getWeightGrad()),
+                            finish(b, dense.stacked(dw), op.getWeightGrad()),
                             castTo(b, dg, op.getGatesGrad().getType())});
     return success();
   }
 };
 
-/// y[n, o] = Σ_h Σ_j g · Σ_f heads[n, h, f] · W[r, f, o]:
-///   dheads[n, h, f] = Σ_{j, o} g · dy[n, o] · W[r, f, o]
-///   dg[n, h, j]     = Σ_{f, o} heads[n, h, f] · W[r, f, o] · dy[n, o]
-///   dW[r, f, o]     = Σ_n C[n, r, f] · dy[n, o],  C = Σ_j [route] g · heads
+/// With A = G · heads as in the forward and dA the adjoint of every
+/// expert's input [N, H, E, F]:
+///   dA[n, h, e, f]  = Σ_o dy[n, o] · W[h, e, f, o]
+///   dheads[n, h, f] = Σ_e G[n, h, e] · dA[n, h, e, f]
+///   dg[n, h, j]     = Σ_f heads[n, h, f] · dA[n, h, e, f] at e = i[n, h, j]
+///   dW[h, e, f, o]  = Σ_n A[n, h, e, f] · dy[n, o]
 struct ExpertMergeGradLowering
     : public OpRewritePattern<moe::ExpertMergeGradOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -355,55 +411,24 @@ struct ExpertMergeGradLowering
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     MLIRContext *ctx = b.getContext();
-    Value heads = op.getHeads(), w = op.getWeight(), g = op.getGates();
-    Value idx = op.getIndices(), dy = op.getResultGrad();
-    Value perHead = expertsPerHead(b, w, g);
-    Type f32 = b.getF32Type();
-    auto weightAt = [&](ImplicitLocOpBuilder &b, Value h, Value e, Value f,
-                        Value o) -> Value {
-      Value row = expertRow(b, h, perHead, e);
-      return toF32(b, tensor::ExtractOp::create(b, w, ValueRange{row, f, o}));
-    };
-
-    // dheads over (n, h, f | j, o).
-    Value dheads = generic(
-        b, {dy, g, idx}, filled(b, sizesOf(b, heads), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 4}), dimsMap(ctx, 5, {0, 1, 3}),
-         dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 1, 2})},
-        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 2),
-                              loopIndex(b, 4));
-          Value term = arith::MulFOp::create(
-              b, arith::MulFOp::create(b, toF32(b, args[0]), args[1]), wv);
-          return arith::AddFOp::create(b, args[3], term);
-        });
-    // dg over (n, h, j | f, o).
-    Value dg = generic(
-        b, {heads, dy, idx}, filled(b, sizesOf(b, g), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 1, 3}), dimsMap(ctx, 5, {0, 4}),
-         dimsMap(ctx, 5, {0, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
-        iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value wv = weightAt(b, loopIndex(b, 1), args[2], loopIndex(b, 3),
-                              loopIndex(b, 4));
-          Value term = arith::MulFOp::create(
-              b, arith::MulFOp::create(b, toF32(b, args[0]), toF32(b, args[1])),
-              wv);
-          return arith::AddFOp::create(b, args[3], term);
-        });
-    // dW = Σ_n C[n, r, f] · dy[n, o] over (r, f, o | n).
-    SmallVector<OpFoldResult> wSizes = sizesOf(b, w);
-    Value c = routeSums(b, g, idx, perHead, wSizes[0], wSizes[1],
-                        [&](ImplicitLocOpBuilder &b, Value n, Value h, Value,
-                            Value f) -> Value {
-                          return toF32(b, tensor::ExtractOp::create(
-                                              b, heads, ValueRange{n, h, f}));
-                        });
-    Value dw = contractF32(b, c, dimsMap(ctx, 4, {3, 0, 1}), dy,
-                           dimsMap(ctx, 4, {3, 2}), dimsMap(ctx, 4, {0, 1, 2}),
-                           iterators(3, 1), wSizes);
-    rewriter.replaceOp(op, {finish(b, dheads, op.getHeadsGrad()),
-                            finish(b, dw, op.getWeightGrad()),
-                            castTo(b, dg, op.getGatesGrad().getType())});
+    Value heads = op.getHeads(), dy = op.getResultGrad();
+    DenseExperts dense(b, op.getGates(), op.getIndices());
+    Value w4 = dense.byHead(op.getWeight());
+    Value g = dense.denseGates(expertsOf(b, w4));
+    SmallVector<OpFoldResult> w = sizesOf(b, w4);
+    // dA over (n, h, e, f | o); dW over (h, e, f, o | n).
+    Value da = contractF32(b, dy, dimsMap(ctx, 5, {0, 4}), w4,
+                           dimsMap(ctx, 5, {1, 2, 3, 4}),
+                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
+                           {sizesOf(b, heads)[0], w[0], w[1], w[2]});
+    Value dw = contractF32(b, dense.spread(g, heads),
+                           dimsMap(ctx, 5, {4, 0, 1, 2}), dy,
+                           dimsMap(ctx, 5, {4, 3}),
+                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), w);
+    rewriter.replaceOp(op, {finish(b, dense.combine(g, da), op.getHeadsGrad()),
+                            finish(b, dense.stacked(dw), op.getWeightGrad()),
+                            castTo(b, dense.routeDots(heads, da),
+                                   op.getGatesGrad().getType())});
     return success();
   }
 };

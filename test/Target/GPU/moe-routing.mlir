@@ -1,6 +1,6 @@
 // REQUIRES: ptxas
-// The routing of a SwitchHead value projection (gate, top-k, gathered expert
-// projection) through the GPU pipeline with the fusions off: host code in
+// The routing of a SwitchHead value projection (gate, top-k, expert
+// projection in the dense all-experts formulation) through the GPU pipeline with the fusions off: host code in
 // the LLVM dialect that allocates device buffers and launches one kernel per
 // linalg op on one stream, and one gpu.binary whose PTX targets sm_80 and
 // assembles. (fused-routing.mlir: the same with the fusions on.)
@@ -13,11 +13,13 @@
 // RUN: FileCheck %s --input-file=%t.dir/route_kernels.ptx --check-prefix=PTX
 // RUN: %ptxas -arch=sm_80 %t.dir/route_kernels.ptx -o %t.dir/route_kernels.cubin
 
-// Host: one stream per call; the result-sized buffers, the scores and the
-// per-route projections are device allocations; fill, logits, sigmoid,
-// top-k, fill, per-route projection, fill, gated sum are eight launches in
-// order on that stream; temporaries are freed on it; the result is returned
-// (the caller owns it) after one synchronisation.
+// Host: one stream per call; the result-sized buffers, the scores, the
+// dense gates and the all-experts projections are device allocations; fill,
+// logits, sigmoid, top-k, fill and dense gates, fill and the projection
+// through every expert (one contraction), fill and the gated sum over the
+// experts are ten launches in order on that stream; temporaries are freed
+// on it; the result is returned (the caller owns it) after one
+// synchronisation.
 // CHECK-LABEL: llvm.func @route(
 // CHECK: %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
 // CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
@@ -32,7 +34,10 @@
 // CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
 // CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_6 blocks in
 // CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_7 blocks in
-// CHECK-COUNT-4: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
+// CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_8 blocks in
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_9 blocks in
+// CHECK-COUNT-5: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
 // CHECK: llvm.call @mgpuStreamSynchronize(%[[STREAM]])
 // CHECK: llvm.call @mgpuStreamDestroy(%[[STREAM]])
 // CHECK: llvm.return
@@ -43,11 +48,11 @@
 // LOWERED-NOT: {{^ *(%[^ ]+ = )?(linalg|memref|scf|cf|arith|math|tensor|func|affine|bufferization)\.}}
 // LOWERED-NOT: llvm.load
 
-// The kernels: PTX 7.0 for sm_80 (the lowest that knows the chip), eight
+// The kernels: PTX 7.0 for sm_80 (the lowest that knows the chip), ten
 // entries, libdevice's expf linked in (no external __nv_ symbol left).
 // PTX: .version 7.0
 // PTX: .target sm_80
-// PTX-COUNT-8: .visible .entry route_kernel_{{[0-7]}}(
+// PTX-COUNT-10: .visible .entry route_kernel_{{[0-9]}}(
 // PTX-NOT: .entry
 // PTX-NOT: __nv_
 func.func @route(%x: tensor<?x16xf32>, %ws: tensor<6x16xf32>, %wv: tensor<6x16x8xf32>) -> tensor<?x2x8xf32> {
