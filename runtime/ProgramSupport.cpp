@@ -450,13 +450,38 @@ HostTensor detail::gather(const ResultDescriptor &result, ElementType type,
   size_t elementSize = sizeOf(type);
   int64_t count = output.numElements();
   output.bytes.resize(size_t(std::max<int64_t>(count, 0)) * elementSize);
+  if (count <= 0)
+    return output;
+  // Row-major results (all but views) are one copy; otherwise one copy per
+  // unit-stride row, or element by element.
+  bool dense = true;
+  int64_t expected = 1;
+  for (int64_t d = int64_t(rank) - 1; d >= 0; --d) {
+    if (result.sizes[d] != 1 && result.strides[d] != expected)
+      dense = false;
+    expected *= result.sizes[d];
+  }
+  if (dense) {
+    std::memcpy(output.bytes.data(), first, size_t(count) * elementSize);
+    return output;
+  }
+  int64_t rowLength = rank ? result.sizes[rank - 1] : 1;
+  bool unitRows = rank && result.strides[rank - 1] == 1;
   std::vector<int64_t> index(rank, 0);
-  for (int64_t linear = 0; linear < count; ++linear) {
+  for (int64_t linear = 0; linear < count;) {
     int64_t source = 0;
     for (size_t d = 0; d < rank; ++d)
       source += index[d] * result.strides[d];
-    std::memcpy(output.bytes.data() + linear * elementSize,
-                first + source * elementSize, elementSize);
+    if (unitRows) {
+      std::memcpy(output.bytes.data() + linear * elementSize,
+                  first + source * elementSize, rowLength * elementSize);
+      linear += rowLength;
+      index[rank - 1] = rowLength - 1;
+    } else {
+      std::memcpy(output.bytes.data() + linear * elementSize,
+                  first + source * elementSize, elementSize);
+      ++linear;
+    }
     for (int64_t d = int64_t(rank) - 1; d >= 0; --d) {
       if (++index[d] < result.sizes[d])
         break;

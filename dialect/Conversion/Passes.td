@@ -20,8 +20,10 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
     matmul-like contraction over the weight viewed as `[H, E, A, B]`, then a
     sum weighted by the dense gates `[N, H, E]` (0 for experts no route
     picks); all products accumulate in f32. Attention
-    (`moe.attention`, `moe.attention_grad`) materialises the `[B, T, S, H]`
-    score tensor; the flash-attention ops of `moe-fuse-attention` become
+    (`moe.attention`, `moe.attention_grad`) materialises the `[B, H, T, S]`
+    score tensor, keys in the unit-stride dimension, with every product a
+    contraction (Transformer-XL's relative keys: `q · relᵀ` over every
+    distance, then a skew that reads each pair's distance); the flash-attention ops of `moe-fuse-attention` become
     row kernels instead (`scf.forall` over query or key rows, on `vector<F>`
     rows, with an online softmax), which never build it.
 

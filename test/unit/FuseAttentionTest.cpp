@@ -3,7 +3,7 @@
 // moe-fuse-attention must not change what a program computes: each test
 // compiles the same source twice, with CompileOptions::fusion.attention on
 // (flash-attention row kernels) and off (the reference lowering that
-// materialises the [B, T, S, H] weights), and compares every result of the
+// materialises the [B, H, T, S] weights), and compares every result of the
 // forward function and of its loss-and-gradient function `<name>_grad`:
 // causal attention, XL memory (more keys than queries) with relative keys,
 // and a dense and a SwitchHead model's loss and all parameter gradients.

@@ -68,9 +68,23 @@ RoutingMean routingMean(ImplicitLocOpBuilder &b, Value logits);
 /// ahead of the queries (u <= t + shift).
 Value attentionVisible(ImplicitLocOpBuilder &b, Value t, Value u, Value shift);
 
-/// The causal softmax weights [B, T, S, H] (f32, 0 where invisible) of
+/// The distance t + shift - u of key u from query t, the row of the
+/// relative keys that the pair reads.
+Value relativeDistance(ImplicitLocOpBuilder &b, Value t, Value u, Value shift);
+
+/// The skew of Transformer-XL's relative attention: for x [B, H, T, Δ]
+/// indexed by distance, the f32 tensor [B, H, T, width] whose element
+/// (b, a, t, u) is x[b, a, t, t + shift - u], 0 where that distance is
+/// outside [0, Δ). Its own inverse up to the zeros: skewing a [.., S]
+/// tensor into [.., Δ] reads key t + shift - δ at distance δ.
+Value skewed(ImplicitLocOpBuilder &b, Value x, OpFoldResult width,
+             Value shift);
+
+/// The causal softmax weights [B, H, T, S] (f32, 0 where invisible) of
 /// queries q [B, T, H, F] over keys k [B, S, H, F], with the optional
-/// relative keys rel [S, H, F] added at distance t + (S - T) - u.
+/// relative keys rel [S, H, F] added at distance t + (S - T) - u. The
+/// scores are contractions (q·kᵀ, and q·relᵀ over every distance, skewed),
+/// with the keys in the unit-stride dimension.
 Value attentionWeights(ImplicitLocOpBuilder &b, Value q, Value k, Value rel);
 
 /// mask ? 0 : x / (1 - rate), element-wise, in x's element type: the

@@ -880,7 +880,7 @@ def Moe_AttentionGradOp : Moe_Op<"attention_grad", [Pure,
 
     per head `a`, in f32, converted to the operands' element types. This is
     what `lm-differentiate` emits for `moe.attention`; `convert-moe-to-linalg`
-    lowers it with the weights `P` materialised (`[B, T, S, H]`), and
+    lowers it with the weights `P` materialised (`[B, H, T, S]`), and
     `moe-fuse-attention` turns it into `moe.flash_attention_grad`, which does
     not materialise them.
 
@@ -917,7 +917,7 @@ def Moe_FlashAttentionOp : Moe_Op<"flash_attention", [Pure,
   let description = [{
     Computes the same `result` as `moe.attention` (same operands, same
     causal visibility, XL memory and relative keys) without materialising
-    the `[B, T, S, H]` scores: one row `(b, t, a)` at a time, the visible
+    the `[B, H, T, S]` scores: one row `(b, t, a)` at a time, the visible
     keys are visited in order with a running maximum `m`, a running sum `l`
     of `exp(score - m)` and an accumulator of the weighted values, rescaled
     by `exp(m_old - m_new)` whenever the maximum grows (the online softmax of

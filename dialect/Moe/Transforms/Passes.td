@@ -102,7 +102,7 @@ def MoeFuseAttentionPass : Pass<"moe-fuse-attention"> {
     the logsumexp in the manner of FlashAttention-2. Causal masking, XL
     memory (more keys than queries) and relative keys carry over
     unchanged; RoPE is applied before attention by `moe.rope`. Neither op's
-    lowering builds a `[B, T, S, H]` tensor.
+    lowering builds a `[B, H, T, S]` tensor.
 
     The gradient op takes the forward output and logsumexp from a
     `moe.flash_attention` of the same operands earlier in its block (after

@@ -4,7 +4,7 @@
 // moe-fuse-attention) to row kernels: scf.forall on tensors whose bodies
 // work on scalars and vector<F> rows (F, the head width, is static), read
 // their inputs with vector.transfer_read and write their own row of each
-// shared output through tensor.parallel_insert_slice. No [B, T, S, H]
+// shared output through tensor.parallel_insert_slice. No [B, H, T, S]
 // tensor, and no tensor temporary inside a kernel, is ever built: the
 // scores and softmax weights of a row live in scalars of an scf.for over
 // the keys. Both targets lower these kernels (the CPU to loops, the GPU to

@@ -221,6 +221,40 @@ Value mlir::switchyard::attentionVisible(ImplicitLocOpBuilder &b, Value t,
   return arith::CmpIOp::create(b, arith::CmpIPredicate::ule, u, last);
 }
 
+Value mlir::switchyard::relativeDistance(ImplicitLocOpBuilder &b, Value t,
+                                         Value u, Value shift) {
+  return arith::SubIOp::create(b, arith::AddIOp::create(b, t, shift), u);
+}
+
+Value mlir::switchyard::skewed(ImplicitLocOpBuilder &b, Value x,
+                               OpFoldResult width, Value shift) {
+  SmallVector<OpFoldResult> sizes = sizesOf(b, x);
+  Value columns = dimOf(b, x, 3);
+  sizes[3] = width;
+  AffineMap id = b.getMultiDimIdentityMap(4);
+  Value init = tensor::EmptyOp::create(b, sizes, b.getF32Type());
+  return generic(
+      b, {}, init, {id}, iterators(4),
+      [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+        Value column = relativeDistance(b, loopIndex(b, 2), loopIndex(b, 3),
+                                        shift);
+        Value zero = indexConstant(b, 0);
+        Value valid = arith::AndIOp::create(
+            b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, column, zero),
+            arith::CmpIOp::create(b, arith::CmpIPredicate::slt, column,
+                                  columns));
+        Value clamped = arith::MaxSIOp::create(
+            b,
+            arith::MinSIOp::create(
+                b, column, arith::SubIOp::create(b, columns, indexConstant(b, 1))),
+            zero);
+        Value element = tensor::ExtractOp::create(
+            b, x, ValueRange{loopIndex(b, 0), loopIndex(b, 1), loopIndex(b, 2),
+                             clamped});
+        return arith::SelectOp::create(b, valid, element, f32Constant(b, 0.0));
+      });
+}
+
 Value mlir::switchyard::attentionWeights(ImplicitLocOpBuilder &b, Value q,
                                          Value k, Value rel) {
   MLIRContext *ctx = b.getContext();
@@ -228,72 +262,66 @@ Value mlir::switchyard::attentionWeights(ImplicitLocOpBuilder &b, Value q,
   SmallVector<OpFoldResult> qSizes = sizesOf(b, q), kSizes = sizesOf(b, k);
   Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
   Value negInf = f32Constant(b, -std::numeric_limits<double>::infinity());
+  SmallVector<OpFoldResult> pSizes = {qSizes[0], qSizes[2], qSizes[1],
+                                      kSizes[1]};
+  AffineMap id4 = b.getMultiDimIdentityMap(4);
 
-  // score[b, t, u, a] over (b, t, u, a | f).
-  Value scoresInit =
-      filled(b, {qSizes[0], qSizes[1], kSizes[1], qSizes[2]}, f32, 0.0);
-  Value scores = generic(
-      b, {q, k}, scoresInit,
-      {dimsMap(ctx, 5, {0, 1, 3, 4}), dimsMap(ctx, 5, {0, 2, 3, 4}),
-       dimsMap(ctx, 5, {0, 1, 2, 3})},
-      iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-        Value key = toF32(b, args[1]);
-        if (rel) {
-          Value t = loopIndex(b, 1), u = loopIndex(b, 2);
-          Value distance =
-              arith::SubIOp::create(b, arith::AddIOp::create(b, t, shift), u);
-          // Invisible pairs may have a negative distance: clamp, they are
-          // masked below anyway.
-          distance = arith::MaxSIOp::create(b, distance, indexConstant(b, 0));
-          Value relKey = tensor::ExtractOp::create(
-              b, rel, ValueRange{distance, loopIndex(b, 3), loopIndex(b, 4)});
-          key = arith::AddFOp::create(b, key, toF32(b, relKey));
-        }
-        Value product = arith::MulFOp::create(b, toF32(b, args[0]), key);
-        return arith::AddFOp::create(b, args[2], product);
-      });
+  // score[b, a, t, u] = Σ_f q[b, t, a, f] · k[b, u, a, f], one contraction
+  // over (b, a, t, u | f) with the keys in the unit-stride dimension.
+  Value scores = contractF32(b, q, dimsMap(ctx, 5, {0, 2, 1, 4}), k,
+                             dimsMap(ctx, 5, {0, 3, 1, 4}),
+                             dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
+                             pSizes);
+  if (rel) {
+    // Transformer-XL's relative keys: every query against every distance
+    // δ (a second contraction), then score[b, a, t, u] += that at
+    // δ = t + shift - u, a skew of the rows.
+    SmallVector<OpFoldResult> relSizes = pSizes;
+    relSizes[3] = sizesOf(b, rel)[0];
+    Value byDistance = contractF32(b, q, dimsMap(ctx, 5, {0, 2, 1, 4}), rel,
+                                   dimsMap(ctx, 5, {3, 1, 4}),
+                                   dimsMap(ctx, 5, {0, 1, 2, 3}),
+                                   iterators(4, 1), relSizes);
+    Value relative = skewed(b, byDistance, kSizes[1], shift);
+    scores = generic(b, {scores, relative},
+                     tensor::EmptyOp::create(b, pSizes, f32), {id4, id4, id4},
+                     iterators(4), [](ImplicitLocOpBuilder &b, ValueRange args) {
+                       return arith::AddFOp::create(b, args[0], args[1]);
+                     });
+  }
 
-  // Row maxima over the visible keys: (b, t, a | u).
-  Value maxInit = filled(b, {qSizes[0], qSizes[1], qSizes[2]}, f32,
+  // Row maxima over the visible keys: (b, a, t | u).
+  Value maxInit = filled(b, {pSizes[0], pSizes[1], pSizes[2]}, f32,
                          -std::numeric_limits<double>::infinity());
   Value maxima = generic(
-      b, {scores}, maxInit,
-      {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2})},
-      iterators(3, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-        Value ok = attentionVisible(b, loopIndex(b, 1), loopIndex(b, 3), shift);
+      b, {scores}, maxInit, {id4, dimsMap(ctx, 4, {0, 1, 2})}, iterators(3, 1),
+      [&](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value ok = attentionVisible(b, loopIndex(b, 2), loopIndex(b, 3), shift);
         Value candidate = arith::SelectOp::create(b, ok, args[0], negInf);
         return arith::MaximumFOp::create(b, args[1], candidate);
       });
 
   // Unnormalised weights exp(score - max), 0 where invisible.
-  Value weightsInit = tensor::EmptyOp::create(
-      b, ArrayRef<OpFoldResult>{qSizes[0], qSizes[1], kSizes[1], qSizes[2]},
-      f32);
   Value weights = generic(
-      b, {scores, maxima}, weightsInit,
-      {dimsMap(ctx, 4, {0, 1, 2, 3}), dimsMap(ctx, 4, {0, 1, 3}),
-       dimsMap(ctx, 4, {0, 1, 2, 3})},
-      iterators(4), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-        Value ok = attentionVisible(b, loopIndex(b, 1), loopIndex(b, 2), shift);
+      b, {scores, maxima}, tensor::EmptyOp::create(b, pSizes, f32),
+      {id4, dimsMap(ctx, 4, {0, 1, 2}), id4}, iterators(4),
+      [&](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value ok = attentionVisible(b, loopIndex(b, 2), loopIndex(b, 3), shift);
         Value e =
             math::ExpOp::create(b, arith::SubFOp::create(b, args[0], args[1]));
         return arith::SelectOp::create(b, ok, e, f32Constant(b, 0.0));
       });
 
-  // Normalisers (b, t, a | u), then the normalised weights.
+  // Normalisers (b, a, t | u), then the normalised weights.
   Value sums = generic(
-      b, {weights}, filled(b, {qSizes[0], qSizes[1], qSizes[2]}, f32, 0.0),
-      {dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2})},
-      iterators(3, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
+      b, {weights}, filled(b, {pSizes[0], pSizes[1], pSizes[2]}, f32, 0.0),
+      {id4, dimsMap(ctx, 4, {0, 1, 2})}, iterators(3, 1),
+      [](ImplicitLocOpBuilder &b, ValueRange args) {
         return arith::AddFOp::create(b, args[1], args[0]);
       });
-  Value normalisedInit = tensor::EmptyOp::create(
-      b, ArrayRef<OpFoldResult>{qSizes[0], qSizes[1], kSizes[1], qSizes[2]},
-      f32);
-  return generic(b, {weights, sums}, normalisedInit,
-                 {dimsMap(ctx, 4, {0, 1, 2, 3}), dimsMap(ctx, 4, {0, 1, 3}),
-                  dimsMap(ctx, 4, {0, 1, 2, 3})},
-                 iterators(4), [](ImplicitLocOpBuilder &b, ValueRange args) {
+  return generic(b, {weights, sums}, tensor::EmptyOp::create(b, pSizes, f32),
+                 {id4, dimsMap(ctx, 4, {0, 1, 2}), id4}, iterators(4),
+                 [](ImplicitLocOpBuilder &b, ValueRange args) {
                    return arith::DivFOp::create(b, args[0], args[1]);
                  });
 }

@@ -504,27 +504,22 @@ struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
     MLIRContext *ctx = b.getContext();
     Value weights = attentionWeights(b, op.getQuery(), op.getKey(),
                                      op.getRel());
-    // result[b, t, a, f] = Σ_u weights[b, t, u, a] · v[b, u, a, f]
+    // result[b, t, a, f] = Σ_u weights[b, a, t, u] · v[b, u, a, f]
     // over (b, t, a, f | u).
-    Value outInit = filled(b, sizesOf(b, op.getQuery()), b.getF32Type(), 0.0);
-    Value acc = generic(
-        b, {weights, op.getValue()}, outInit,
-        {dimsMap(ctx, 5, {0, 1, 4, 2}), dimsMap(ctx, 5, {0, 4, 2, 3}),
-         dimsMap(ctx, 5, {0, 1, 2, 3})},
-        iterators(4, 1), [](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value product =
-              arith::MulFOp::create(b, args[0], toF32(b, args[1]));
-          return arith::AddFOp::create(b, args[2], product);
-        });
+    Value acc = contractF32(b, weights, dimsMap(ctx, 5, {0, 2, 1, 4}),
+                            op.getValue(), dimsMap(ctx, 5, {0, 4, 2, 3}),
+                            dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
+                            sizesOf(b, op.getQuery()));
     rewriter.replaceOp(op, finish(b, acc, op.getResult()));
     return success();
   }
 };
 
-/// With P the softmax weights (recomputed, [B, T, S, H]) and
-/// ds = P·(dP - Σ_u P·dP):
-///   dv = Σ_t P · do,  dP = do · v,  dq = Σ_u ds · (k + rel[δ]),
-///   dk = Σ_t ds · q,  drel[δ] = Σ_{b, t} ds[b, t, t + shift - δ] · q.
+/// With P the softmax weights (recomputed, [B, H, T, S]) and
+/// ds = P·(dP - Σ_u P·dP), every product a contraction:
+///   dv = Σ_t P · do,  dP = do · v,  dq = Σ_u ds · k + Σ_δ dsrel · rel,
+///   dk = Σ_t ds · q,  drel[δ] = Σ_{b, t} dsrel[.., t, δ] · q,
+/// where dsrel = skew(ds) holds ds[b, a, t, t + shift - δ] by distance.
 struct AttentionGradLowering : public OpRewritePattern<moe::AttentionGradOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -537,89 +532,65 @@ struct AttentionGradLowering : public OpRewritePattern<moe::AttentionGradOp> {
     Value dout = op.getResultGrad();
     Type f32 = b.getF32Type();
     Value p = attentionWeights(b, q, k, rel);
-    Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
     SmallVector<OpFoldResult> pSizes = sizesOf(b, p);
+    // Rows of P are (b, a, t) and its columns the keys u: over loop dims
+    // (b, x, a, f | y) a [B, L, H, F] operand reads (b, x/y, a, f).
+    AffineMap byRow = dimsMap(ctx, 5, {0, 1, 2, 3});
 
     // dv[b, u, a, f] over (b, u, a, f | t).
-    Value dv = contractF32(b, p, dimsMap(ctx, 5, {0, 4, 1, 2}), dout,
-                           dimsMap(ctx, 5, {0, 4, 2, 3}),
-                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
-                           sizesOf(b, v));
-    // dP[b, t, u, a] over (b, t, u, a | f).
-    Value dp =
-        contractF32(b, dout, dimsMap(ctx, 5, {0, 1, 3, 4}), v,
-                    dimsMap(ctx, 5, {0, 2, 3, 4}),
-                    dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), pSizes);
-    // Row sums Σ_u P·dP over (b, t, a | u), then ds.
-    Value rowSums =
-        contractF32(b, p, dimsMap(ctx, 4, {0, 1, 3, 2}), dp,
-                    dimsMap(ctx, 4, {0, 1, 3, 2}), dimsMap(ctx, 4, {0, 1, 2}),
-                    iterators(3, 1), {pSizes[0], pSizes[1], pSizes[3]});
+    Value dv = contractF32(b, p, dimsMap(ctx, 5, {0, 2, 4, 1}), dout,
+                           dimsMap(ctx, 5, {0, 4, 2, 3}), byRow,
+                           iterators(4, 1), sizesOf(b, v));
+    // dP[b, a, t, u] over (b, a, t, u | f).
+    Value dp = contractF32(b, dout, dimsMap(ctx, 5, {0, 2, 1, 4}), v,
+                           dimsMap(ctx, 5, {0, 3, 1, 4}), byRow,
+                           iterators(4, 1), pSizes);
+    // Row sums Σ_u P·dP over (b, a, t | u), then ds.
     AffineMap id4 = b.getMultiDimIdentityMap(4);
+    AffineMap rows = dimsMap(ctx, 4, {0, 1, 2});
+    Value rowSums = contractF32(b, p, id4, dp, id4, rows, iterators(3, 1),
+                                {pSizes[0], pSizes[1], pSizes[2]});
     Value ds =
         generic(b, {p, dp, rowSums}, tensor::EmptyOp::create(b, pSizes, f32),
-                {id4, id4, dimsMap(ctx, 4, {0, 1, 3}), id4}, iterators(4),
+                {id4, id4, rows, id4}, iterators(4),
                 [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
                   return arith::MulFOp::create(
                       b, args[0], arith::SubFOp::create(b, args[1], args[2]));
                 });
-    // dq[b, t, a, f] over (b, t, a, f | u), with the relative keys.
-    Value dq = generic(
-        b, {ds, k}, filled(b, sizesOf(b, q), f32, 0.0),
-        {dimsMap(ctx, 5, {0, 1, 4, 2}), dimsMap(ctx, 5, {0, 4, 2, 3}),
-         dimsMap(ctx, 5, {0, 1, 2, 3})},
-        iterators(4, 1), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-          Value key = toF32(b, args[1]);
-          if (rel) {
-            Value distance = arith::SubIOp::create(
-                b, arith::AddIOp::create(b, loopIndex(b, 1), shift),
-                loopIndex(b, 4));
-            distance = arith::MaxSIOp::create(b, distance, indexConstant(b, 0));
-            Value relKey = tensor::ExtractOp::create(
-                b, rel, ValueRange{distance, loopIndex(b, 2), loopIndex(b, 3)});
-            key = arith::AddFOp::create(b, key, toF32(b, relKey));
-          }
-          return arith::AddFOp::create(b, args[2],
-                                       arith::MulFOp::create(b, args[0], key));
-        });
-    // dk[b, u, a, f] over (b, u, a, f | t).
-    Value dk = contractF32(
-        b, ds, dimsMap(ctx, 5, {0, 4, 1, 2}), q, dimsMap(ctx, 5, {0, 4, 2, 3}),
-        dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), sizesOf(b, k));
+    // dq[b, t, a, f] over (b, t, a, f | u); dk[b, u, a, f] over
+    // (b, u, a, f | t).
+    Value dq = contractF32(b, ds, dimsMap(ctx, 5, {0, 2, 1, 4}), k,
+                           dimsMap(ctx, 5, {0, 4, 2, 3}), byRow,
+                           iterators(4, 1), sizesOf(b, q));
+    Value dk = contractF32(b, ds, dimsMap(ctx, 5, {0, 2, 4, 1}), q,
+                           dimsMap(ctx, 5, {0, 4, 2, 3}), byRow,
+                           iterators(4, 1), sizesOf(b, k));
+    Value drel;
+    if (rel) {
+      Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
+      SmallVector<OpFoldResult> relSizes = sizesOf(b, rel);
+      Value dsrel = skewed(b, ds, relSizes[0], shift);
+      // dq += Σ_δ dsrel[b, a, t, δ] · rel[δ, a, f] over (b, t, a, f | δ).
+      Value dqRel = contractF32(b, dsrel, dimsMap(ctx, 5, {0, 2, 1, 4}), rel,
+                                dimsMap(ctx, 5, {4, 2, 3}), byRow,
+                                iterators(4, 1), sizesOf(b, q));
+      dq = generic(b, {dq, dqRel},
+                   tensor::EmptyOp::create(b, sizesOf(b, q), f32),
+                   {id4, id4, id4}, iterators(4),
+                   [](ImplicitLocOpBuilder &b, ValueRange args) {
+                     return arith::AddFOp::create(b, args[0], args[1]);
+                   });
+      // drel[δ, a, f] over (δ, a, f | b, t).
+      drel = contractF32(b, dsrel, dimsMap(ctx, 5, {3, 1, 4, 0}), q,
+                         dimsMap(ctx, 5, {3, 4, 1, 2}),
+                         dimsMap(ctx, 5, {0, 1, 2}), iterators(3, 2),
+                         relSizes);
+    }
     SmallVector<Value> results = {finish(b, dq, op.getQueryGrad()),
                                   finish(b, dk, op.getKeyGrad()),
                                   finish(b, dv, op.getValueGrad())};
-    if (rel) {
-      // drel[δ, a, f] over (δ, a, f | b, t), u = t + shift - δ.
-      Value keys = dimOf(b, k, 1);
-      Value drel = generic(
-          b, {q}, filled(b, sizesOf(b, rel), f32, 0.0),
-          {dimsMap(ctx, 5, {3, 4, 1, 2}), dimsMap(ctx, 5, {0, 1, 2})},
-          iterators(3, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-            Value u = arith::SubIOp::create(
-                b, arith::AddIOp::create(b, loopIndex(b, 4), shift),
-                loopIndex(b, 0));
-            Value valid = arith::AndIOp::create(
-                b,
-                arith::CmpIOp::create(b, arith::CmpIPredicate::sge, u,
-                                      indexConstant(b, 0)),
-                arith::CmpIOp::create(b, arith::CmpIPredicate::slt, u, keys));
-            Value clamped = arith::MaxSIOp::create(
-                b,
-                arith::MinSIOp::create(
-                    b, u, arith::SubIOp::create(b, keys, indexConstant(b, 1))),
-                indexConstant(b, 0));
-            Value dsv = tensor::ExtractOp::create(
-                b, ds,
-                ValueRange{loopIndex(b, 3), loopIndex(b, 4), clamped,
-                           loopIndex(b, 1)});
-            Value term = arith::MulFOp::create(b, dsv, toF32(b, args[0]));
-            return arith::AddFOp::create(
-                b, args[1],
-                arith::SelectOp::create(b, valid, term, f32Constant(b, 0.0)));
-          });
+    if (rel)
       results.push_back(finish(b, drel, op.getRelGrad()));
-    }
     rewriter.replaceOp(op, results);
     return success();
   }

@@ -101,18 +101,24 @@ func.func @mlp(%x: tensor<5x16xf16>, %up: tensor<8x16x4xf16>, %down: tensor<8x4x
   return %y : tensor<5x16xf16>
 }
 
-// Attention: scores (with the relative keys read at the distance), masked
-// maxima, exponentials, sums, weighted values.
+// Attention: scores [B, H, T, S] with the keys in the unit-stride
+// dimension, as contractions (q·kᵀ, and q·relᵀ over every distance, then
+// skewed: read at t + shift - u), masked maxima, exponentials, sums,
+// normalised weights, and the weighted values, a contraction too.
 // CHECK-LABEL: func.func @attention
-// CHECK: %[[SCORES:.*]] = linalg.generic {{.*}}outs(%{{.*}} : tensor<?x4x6x2xf32>)
-// CHECK: arith.maxsi
-// CHECK: tensor.extract %{{.*}} : tensor<6x2x8xf32>
-// CHECK: linalg.generic {{.*}}ins(%[[SCORES]] : tensor<?x4x6x2xf32>) outs(%{{.*}} : tensor<?x4x2xf32>)
+// CHECK: %[[QK:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>) outs(%{{.*}} : tensor<?x2x4x6xf32>)
+// CHECK: %[[QR:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<?x4x2x8xf32>, tensor<6x2x8xf32>) outs(%{{.*}} : tensor<?x2x4x6xf32>)
+// CHECK: %[[SKEW:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?x2x4x6xf32>)
+// CHECK: tensor.extract %[[QR]]
+// CHECK: %[[SCORES:.*]] = linalg.generic {{.*}} ins(%[[QK]], %[[SKEW]] : tensor<?x2x4x6xf32>, tensor<?x2x4x6xf32>)
+// CHECK: linalg.generic {{.*}}ins(%[[SCORES]] : tensor<?x2x4x6xf32>) outs(%{{.*}} : tensor<?x2x4xf32>)
 // CHECK: arith.cmpi ule
 // CHECK: arith.maximumf
 // CHECK: math.exp
 // CHECK: linalg.generic
-// CHECK: linalg.generic {{.*}}outs(%{{.*}} : tensor<?x4x2x8xf32>)
+// CHECK: %[[P:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<?x2x4x6xf32>, tensor<?x2x4xf32>) outs(%{{.*}} : tensor<?x2x4x6xf32>)
+// CHECK: arith.divf
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[P]], %{{.*}} : tensor<?x2x4x6xf32>, tensor<?x6x2x8xf32>) outs(%{{.*}} : tensor<?x4x2x8xf32>)
 // CHECK-NOT: moe.
 func.func @attention(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x6x2x8xf32>, %r: tensor<6x2x8xf32>) -> tensor<?x4x2x8xf32> {
   %o = moe.attention %q, %k, %v rel(%r : tensor<6x2x8xf32>) : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>

@@ -31,7 +31,7 @@
 // CHECK-NOT: linalg.
 // CHECK: return
 // UNFUSED-LABEL: func.func @forward
-// UNFUSED: tensor<?x4x6x2xf32>
+// UNFUSED: tensor<?x2x4x6xf32>
 func.func @forward(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x6x2x8xf32>, %r: tensor<6x2x8xf32>) -> tensor<?x4x2x8xf32> {
   %o = moe.attention %q, %k, %v rel(%r : tensor<6x2x8xf32>) : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
   return %o : tensor<?x4x2x8xf32>
@@ -60,7 +60,7 @@ func.func @forward(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<
 // CHECK-NOT: linalg.
 // CHECK: return
 // UNFUSED-LABEL: func.func @gradient
-// UNFUSED: tensor<?x4x6x2xf32>
+// UNFUSED: tensor<?x2x4x6xf32>
 func.func @gradient(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x6x2x8xf32>, %r: tensor<6x2x8xbf16>, %do: tensor<?x4x2x8xf32>) -> (tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>, tensor<6x2x8xbf16>) {
   %qb = arith.truncf %q : tensor<?x4x2x8xf32> to tensor<?x4x2x8xbf16>
   %kb = arith.truncf %k : tensor<?x6x2x8xf32> to tensor<?x6x2x8xbf16>
