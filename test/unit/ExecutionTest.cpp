@@ -801,10 +801,16 @@ void checkContraction(const ContractionCase &c) {
 
 TEST(ExecutionTest, ContractionKernelsOddShapes) {
   // Row tails (m not a multiple of 8), column tails (n not a multiple of
-  // 32), a single row, exact tiles, and every layout of A and B.
+  // 32), a single row, exact tiles, every layout of A and B, and blocks of
+  // columns.
   checkContraction({"A·B", 2, 37, 45, 29, false, false});
   checkContraction({"A·Bᵀ (B copied transposed)", 3, 9, 70, 50, false, true});
   checkContraction({"Aᵀ·B", 1, 16, 64, 33, true, false});
   checkContraction({"Aᵀ·Bᵀ, one row", 2, 1, 33, 7, true, true});
   checkContraction({"short rows", 1, 5, 17, 3, false, false});
+  // Several blocks of columns (b's panel is 256 KiB: two tiles of 32 a
+  // block at these reductions), the last one partial and masked.
+  checkContraction({"column blocks", 1, 13, 200, 700, false, false});
+  checkContraction({"column blocks, B copied transposed", 2, 9, 100, 900,
+                    false, true});
 }

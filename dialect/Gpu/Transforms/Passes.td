@@ -100,7 +100,11 @@ def SwitchyardCpuContractionKernelsPass
     of `a`, and issues `rows` vector FMAs, so that every element loaded
     feeds several multiply-adds; the output tile is read and written once.
     Rows past the last multiple of `rows` are done one at a time, columns
-    past the end of `n` are masked.
+    past the end of `n` are masked. The columns are taken in blocks whose
+    panel of `b` (the reduction's length × the block's columns) fits in
+    `panel-kib` KiB, a multiple of `columns` wide: every row tile runs over
+    one block before the next, so the panel stays in the core's L2 cache
+    instead of streaming all of `b` from L3 for every row tile.
 
     Where `b`'s last index is not `n` (`Y = X·Wᵀ`, `QKᵀ`), `b` is first
     copied with its dimensions permuted (`linalg.transpose` into a new
@@ -126,8 +130,9 @@ def SwitchyardCpuContractionKernelsPass
     ```mlir
     linalg.transpose ins(%w : memref<152x412xf32>)
                      outs(%wt : memref<412x152xf32>) permutation = [1, 0]
-    scf.for %t0 = %c0 to %c512 step %c8 {
-      scf.for %o0 = %c0 to %c152 step %c32 {
+    scf.for %nb = %c0 to %c152 step %c128 {  // blocks: 412·128·4 B ≤ 256 KiB
+     scf.for %t0 = %c0 to %c512 step %c8 {
+      scf.for %o0 = %nb to %end step %c32 {
         %acc0 = vector.transfer_read %y[%t0, %o0] ... : vector<32xf32>
         ...  // 8 rows
         %r:8 = scf.for %i = %c0 to %c412 step %c1 iter_args(...) {
@@ -139,6 +144,7 @@ def SwitchyardCpuContractionKernelsPass
         }
         vector.transfer_write %r#0, %y[%t0, %o0] ...
       }
+     }
     }
     ```
   }];
@@ -150,6 +156,10 @@ def SwitchyardCpuContractionKernelsPass
     Option<"minColumns", "min-columns", "int64_t", /*default=*/"16",
            "Leave ops whose static output row is shorter than this to "
            "switchyard-cpu-loop-order">,
+    Option<"panelKiB", "panel-kib", "int64_t", /*default=*/"256",
+           "Size of b's panel (reduction × a block of columns) that the row "
+           "tiles share, in KiB: about a quarter of a core's L2 cache; "
+           "blocks of 4 tiles where the reduction is dynamic">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",

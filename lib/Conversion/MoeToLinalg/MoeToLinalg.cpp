@@ -190,36 +190,52 @@ struct TopKLowering : public OpRewritePattern<moe::TopKOp> {
 
 /// The unfused route: the dense all-experts formulation, as PyTorch's dense
 /// implementation computes it. Every token is projected through every expert
-/// of every head with one matmul-like contraction over the weight viewed as
-/// [H, E, A, B]; the routes then only select and scale, through the dense
-/// gates G[n, h, e] = Σ_j gates[n, h, j] · [indices[n, h, j] = e] (0 for an
+/// of every head: for V one contraction over the weight viewed as
+/// [H, E, D, F], for O one matmul [N, H·E·F] · [H·E·F, D] (the weight's
+/// rows (h, e, f) flattened); the routes then only select and scale,
+/// through the dense gates
+/// G[n, h, e] = Σ_j gates[n, h, j] · [indices[n, h, j] = e] (0 for an
 /// expert no route picks). That costs E/k times the MACs of the routes, all
-/// of them in contractions that the targets' matmul kernels take (the CPU's
+/// of them in plain matmuls that the targets' matmul kernels take (the CPU's
 /// register-blocked kernels, the GPU's tensor cores), where the routes'
 /// gathers do not vectorize. moe-fuse-expert-projection replaces it by row
 /// kernels that gather per route (FusedKernels.cpp).
 class DenseExperts {
 public:
-  DenseExperts(ImplicitLocOpBuilder &b, Value gates, Value indices)
-      : b(b), gates(gates), indices(indices) {}
+  DenseExperts(ImplicitLocOpBuilder &b, Value gates, Value indices,
+               Value weight)
+      : b(b), gates(gates), indices(indices) {
+    auto type = cast<RankedTensorType>(weight.getType());
+    staticHeads = cast<RankedTensorType>(gates.getType()).getDimSize(1);
+    heads = sizesOf(b, gates)[1];
+    if (!ShapedType::isDynamic(staticHeads) && !type.isDynamicDim(0)) {
+      staticExperts = type.getDimSize(0) / staticHeads;
+      experts = b.getIndexAttr(staticExperts);
+    } else {
+      experts = expertsPerHead(b, weight, gates);
+    }
+  }
+
+  /// [N, H·E·W] with columns (h, e, w) as [N, H, E, W].
+  Value split(Value t, OpFoldResult width) {
+    auto type = cast<RankedTensorType>(t.getType());
+    std::optional<int64_t> staticWidth = getConstantIntValue(width);
+    auto resultType = RankedTensorType::get(
+        {type.getDimSize(0), staticHeads, staticExperts,
+         staticWidth ? *staticWidth : ShapedType::kDynamic},
+        type.getElementType());
+    return tensor::ExpandShapeOp::create(
+        b, resultType, t, ArrayRef<ReassociationIndices>{{0}, {1, 2, 3}},
+        ArrayRef<OpFoldResult>{sizesOf(b, t)[0], heads, experts, width});
+  }
 
   /// A stacked weight [H·E, A, B] as [H, E, A, B].
   Value byHead(Value w) {
-    SmallVector<OpFoldResult> sizes = sizesOf(b, w);
-    OpFoldResult heads = sizesOf(b, gates)[1];
     auto type = cast<RankedTensorType>(w.getType());
-    int64_t h = cast<RankedTensorType>(gates.getType()).getDimSize(1);
-    int64_t e = ShapedType::kDynamic;
-    OpFoldResult experts;
-    if (!ShapedType::isDynamic(h) && !type.isDynamicDim(0)) {
-      e = type.getDimSize(0) / h;
-      experts = b.getIndexAttr(e);
-    } else {
-      experts = expertsPerHead(b, w, gates);
-    }
-    auto resultType =
-        RankedTensorType::get({h, e, type.getDimSize(1), type.getDimSize(2)},
-                              type.getElementType());
+    SmallVector<OpFoldResult> sizes = sizesOf(b, w);
+    auto resultType = RankedTensorType::get(
+        {staticHeads, staticExperts, type.getDimSize(1), type.getDimSize(2)},
+        type.getElementType());
     return tensor::ExpandShapeOp::create(
         b, resultType, w, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}},
         ArrayRef<OpFoldResult>{heads, experts, sizes[1], sizes[2]});
@@ -231,8 +247,14 @@ public:
         b, w, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
   }
 
+  /// [N, H, E, W] as [N, H·E·W].
+  Value join(Value t) {
+    return tensor::CollapseShapeOp::create(
+        b, t, ArrayRef<ReassociationIndices>{{0}, {1, 2, 3}});
+  }
+
   /// G[n, h, e] in f32, over (n, h, e | j).
-  Value denseGates(OpFoldResult experts) {
+  Value denseGates() {
     MLIRContext *ctx = b.getContext();
     SmallVector<OpFoldResult> sizes = sizesOf(b, gates);
     sizes[2] = experts;
@@ -250,20 +272,20 @@ public:
         });
   }
 
-  /// spread[n, h, e, f] = G[n, h, e] · v[n, h, f]: each head's row once per
-  /// expert, scaled by the expert's dense gate.
+  /// spread[n, h, e, f] = G[n, h, e] · v[n, h, f]: each head's row once
+  /// per expert, scaled by the expert's dense gate.
   Value spread(Value g, Value v) {
     MLIRContext *ctx = b.getContext();
     SmallVector<OpFoldResult> sizes = sizesOf(b, g);
     sizes.push_back(sizesOf(b, v)[2]);
     Value init = tensor::EmptyOp::create(b, sizes, b.getF32Type());
-    return generic(b, {g, v}, init,
-                   {dimsMap(ctx, 4, {0, 1, 2}), dimsMap(ctx, 4, {0, 1, 3}),
-                    dimsMap(ctx, 4, {0, 1, 2, 3})},
-                   iterators(4), [](ImplicitLocOpBuilder &b, ValueRange args) {
-                     return arith::MulFOp::create(b, args[0],
-                                                  toF32(b, args[1]));
-                   });
+    return generic(
+        b, {g, v}, init,
+        {dimsMap(ctx, 4, {0, 1, 2}), dimsMap(ctx, 4, {0, 1, 3}),
+         dimsMap(ctx, 4, {0, 1, 2, 3})},
+        iterators(4), [](ImplicitLocOpBuilder &b, ValueRange args) {
+          return arith::MulFOp::create(b, args[0], toF32(b, args[1]));
+        });
   }
 
   /// combine[n, h, f] = Σ_e G[n, h, e] · p[n, h, e, f], over (n, h, f | e).
@@ -307,12 +329,9 @@ public:
 private:
   ImplicitLocOpBuilder &b;
   Value gates, indices;
+  int64_t staticHeads, staticExperts = ShapedType::kDynamic;
+  OpFoldResult heads, experts;
 };
-
-/// The number of experts per head of a [H, E, A, B] weight.
-OpFoldResult expertsOf(ImplicitLocOpBuilder &b, Value w4) {
-  return sizesOf(b, w4)[1];
-}
 
 /// p[n, h, e, f] = Σ_d x[n, d] · W[h, e, d, f]: every token through every
 /// expert, over (n, h, e, f | d).
@@ -325,24 +344,30 @@ Value projectAll(ImplicitLocOpBuilder &b, Value x, Value w4) {
                      {sizesOf(b, x)[0], w[0], w[1], w[3]});
 }
 
-/// out[n, h, f] = Σ_e G[n, h, e] · Σ_d x[n, d] · W[h, e, d, f].
+/// out[n, h, f] = Σ_e G[n, h, e] · Σ_d x[n, d] · W[h·E + e, d, f].
 struct ExpertProjLowering : public OpRewritePattern<moe::ExpertProjOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(moe::ExpertProjOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    DenseExperts dense(b, op.getGates(), op.getIndices());
-    Value w4 = dense.byHead(op.getWeight());
-    Value g = dense.denseGates(expertsOf(b, w4));
-    Value acc = dense.combine(g, projectAll(b, op.getInput(), w4));
+    Value w = op.getWeight();
+    DenseExperts dense(b, op.getGates(), op.getIndices(), w);
+    Value p = projectAll(b, op.getInput(), dense.byHead(w));
+    Value acc = dense.combine(dense.denseGates(), p);
     rewriter.replaceOp(op, finish(b, acc, op.getResult()));
     return success();
   }
 };
 
-/// y[n, o] = Σ_{h, e, f} A[n, h, e, f] · W[h, e, f, o], A = G · heads: one
-/// contraction over heads, experts and the head width.
+/// The O projection's stacked weight [H·E, F, D] as the matrix [H·E·F, D].
+Value mergeRows(ImplicitLocOpBuilder &b, Value w) {
+  return tensor::CollapseShapeOp::create(
+      b, w, ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+}
+
+/// y[n, o] = Σ_{(h, e, f)} A[n, (h, e, f)] · W[(h, e, f), o], A = G · heads:
+/// one matmul [N, H·E·F] · [H·E·F, D].
 struct ExpertMergeLowering : public OpRewritePattern<moe::ExpertMergeOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -350,14 +375,13 @@ struct ExpertMergeLowering : public OpRewritePattern<moe::ExpertMergeOp> {
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     MLIRContext *ctx = b.getContext();
-    DenseExperts dense(b, op.getGates(), op.getIndices());
-    Value w4 = dense.byHead(op.getWeight());
-    Value a = dense.spread(dense.denseGates(expertsOf(b, w4)), op.getHeads());
-    // Over (n, o | h, e, f).
-    Value acc = contractF32(
-        b, a, dimsMap(ctx, 5, {0, 2, 3, 4}), w4, dimsMap(ctx, 5, {2, 3, 4, 1}),
-        dimsMap(ctx, 5, {0, 1}), iterators(2, 3),
-        {sizesOf(b, op.getHeads())[0], sizesOf(b, op.getWeight())[2]});
+    Value w = op.getWeight();
+    DenseExperts dense(b, op.getGates(), op.getIndices(), w);
+    Value a = dense.join(dense.spread(dense.denseGates(), op.getHeads()));
+    Value acc = contractF32(b, a, dimsMap(ctx, 3, {0, 2}), mergeRows(b, w),
+                            dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
+                            iterators(2, 1),
+                            {sizesOf(b, a)[0], sizesOf(b, w)[2]});
     rewriter.replaceOp(op, finish(b, acc, op.getResult()));
     return success();
   }
@@ -375,34 +399,37 @@ struct ExpertProjGradLowering : public OpRewritePattern<moe::ExpertProjGradOp> {
   LogicalResult matchAndRewrite(moe::ExpertProjGradOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value w = op.getWeight();
     MLIRContext *ctx = b.getContext();
     Value x = op.getInput(), dout = op.getResultGrad();
-    DenseExperts dense(b, op.getGates(), op.getIndices());
-    Value w4 = dense.byHead(op.getWeight());
-    Value c = dense.spread(dense.denseGates(expertsOf(b, w4)), dout);
-    SmallVector<OpFoldResult> w = sizesOf(b, w4);
-    // dx over (n, d | h, e, f); dW over (h, e, d, f | n).
+    DenseExperts dense(b, op.getGates(), op.getIndices(), w);
+    Value c = dense.spread(dense.denseGates(), dout);
+    // Per expert, with the weight as [H, E, D, F]: dx over (n, d | h, e, f);
+    // dW over (h, e, d, f | n). (With the weight flattened to [D, H·E·F],
+    // one matmul each, the CPU's loss-and-gradient measured slower.)
+    Value w4 = dense.byHead(w);
     Value dx = contractF32(b, c, dimsMap(ctx, 5, {0, 2, 3, 4}), w4,
                            dimsMap(ctx, 5, {2, 3, 1, 4}),
                            dimsMap(ctx, 5, {0, 1}), iterators(2, 3),
                            sizesOf(b, x));
-    Value dw = contractF32(b, x, dimsMap(ctx, 5, {4, 2}), c,
-                           dimsMap(ctx, 5, {4, 0, 1, 3}),
-                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), w);
+    Value dw = dense.stacked(
+        contractF32(b, x, dimsMap(ctx, 5, {4, 2}), c,
+                    dimsMap(ctx, 5, {4, 0, 1, 3}),
+                    dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
+                    sizesOf(b, w4)));
     Value dg = dense.routeDots(dout, projectAll(b, x, w4));
     rewriter.replaceOp(op, {finish(b, dx, op.getInputGrad()),
-                            finish(b, dense.stacked(dw), op.getWeightGrad()),
+                            finish(b, dw, op.getWeightGrad()),
                             castTo(b, dg, op.getGatesGrad().getType())});
     return success();
   }
 };
 
-/// With A = G · heads as in the forward and dA the adjoint of every
-/// expert's input [N, H, E, F]:
-///   dA[n, h, e, f]  = Σ_o dy[n, o] · W[h, e, f, o]
+/// With A = G · heads as in the forward, Wr the weight as [H·E·F, D] and
+/// dA = dy · Wrᵀ the adjoint of every expert's input [N, H·E·F]:
 ///   dheads[n, h, f] = Σ_e G[n, h, e] · dA[n, h, e, f]
 ///   dg[n, h, j]     = Σ_f heads[n, h, f] · dA[n, h, e, f] at e = i[n, h, j]
-///   dW[h, e, f, o]  = Σ_n A[n, h, e, f] · dy[n, o]
+///   dWr             = Aᵀ · dy
 struct ExpertMergeGradLowering
     : public OpRewritePattern<moe::ExpertMergeGradOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -410,23 +437,31 @@ struct ExpertMergeGradLowering
   LogicalResult matchAndRewrite(moe::ExpertMergeGradOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value w = op.getWeight();
     MLIRContext *ctx = b.getContext();
     Value heads = op.getHeads(), dy = op.getResultGrad();
-    DenseExperts dense(b, op.getGates(), op.getIndices());
-    Value w4 = dense.byHead(op.getWeight());
-    Value g = dense.denseGates(expertsOf(b, w4));
-    SmallVector<OpFoldResult> w = sizesOf(b, w4);
-    // dA over (n, h, e, f | o); dW over (h, e, f, o | n).
-    Value da = contractF32(b, dy, dimsMap(ctx, 5, {0, 4}), w4,
-                           dimsMap(ctx, 5, {1, 2, 3, 4}),
-                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1),
-                           {sizesOf(b, heads)[0], w[0], w[1], w[2]});
-    Value dw = contractF32(b, dense.spread(g, heads),
-                           dimsMap(ctx, 5, {4, 0, 1, 2}), dy,
-                           dimsMap(ctx, 5, {4, 3}),
-                           dimsMap(ctx, 5, {0, 1, 2, 3}), iterators(4, 1), w);
+    DenseExperts dense(b, op.getGates(), op.getIndices(), w);
+    Value rows = mergeRows(b, w);
+    Value g = dense.denseGates();
+    // dA over (n, c | o); dWr over (c, o | n).
+    Value da = dense.split(
+        contractF32(b, dy, dimsMap(ctx, 3, {0, 2}), rows,
+                    dimsMap(ctx, 3, {1, 2}), dimsMap(ctx, 3, {0, 1}),
+                    iterators(2, 1), {sizesOf(b, dy)[0], sizesOf(b, rows)[0]}),
+        sizesOf(b, w)[1]);
+    Value dwRows = contractF32(b, dense.join(dense.spread(g, heads)),
+                               dimsMap(ctx, 3, {2, 0}), dy,
+                               dimsMap(ctx, 3, {2, 1}),
+                               dimsMap(ctx, 3, {0, 1}), iterators(2, 1),
+                               sizesOf(b, rows));
+    SmallVector<OpFoldResult> wSizes = sizesOf(b, w);
+    auto f32Weight = RankedTensorType::get(
+        cast<RankedTensorType>(w.getType()).getShape(), b.getF32Type());
+    Value dw = tensor::ExpandShapeOp::create(
+        b, f32Weight, dwRows, ArrayRef<ReassociationIndices>{{0, 1}, {2}},
+        wSizes);
     rewriter.replaceOp(op, {finish(b, dense.combine(g, da), op.getHeadsGrad()),
-                            finish(b, dense.stacked(dw), op.getWeightGrad()),
+                            finish(b, dw, op.getWeightGrad()),
                             castTo(b, dense.routeDots(heads, da),
                                    op.getGatesGrad().getType())});
     return success();

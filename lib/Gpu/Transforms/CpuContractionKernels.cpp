@@ -155,9 +155,9 @@ FailureOr<KernelPlan> planKernel(linalg::LinalgOp op, int64_t minColumns) {
 class KernelBuilder {
 public:
   KernelBuilder(RewriterBase &rewriter, KernelPlan plan, int64_t rows,
-                int64_t columns)
+                int64_t columns, int64_t panelBytes)
       : b(rewriter), plan(std::move(plan)), rows(rows), columns(columns),
-        loc(this->plan.contraction.op.getLoc()) {}
+        panelBytes(panelBytes), loc(this->plan.contraction.op.getLoc()) {}
 
   void build() {
     linalg::LinalgOp op = plan.contraction.op;
@@ -190,6 +190,7 @@ public:
     auto outType = cast<MemRefType>(out.getType());
     inBounds = !outType.isDynamicDim(outType.getRank() - 1) &&
                outType.getShape().back() % columns == 0;
+    blockColumns = chooseBlockColumns();
     buildOuter(0);
     if (packed)
       memref::DeallocOp::create(b, loc, packed);
@@ -210,13 +211,43 @@ private:
     body(forOp.getInductionVar());
   }
 
+  /// Columns per block: as many tiles as keep b's panel (the reduction's
+  /// length × the block) within panelBytes, at least one; 4 tiles where the
+  /// reduction's length is dynamic.
+  int64_t chooseBlockColumns() {
+    SmallVector<int64_t> ranges = plan.contraction.op.getStaticLoopRanges();
+    int64_t length = 1;
+    for (unsigned dim : plan.reductions) {
+      if (ShapedType::isDynamic(ranges[dim]))
+        return 4 * columns;
+      length *= ranges[dim];
+    }
+    int64_t elementBytes =
+        cast<MemRefType>(bMatrix.getType()).getElementTypeBitWidth() / 8;
+    int64_t tiles = panelBytes / (std::max<int64_t>(length, 1) * elementBytes *
+                                  columns);
+    return std::max<int64_t>(tiles, 1) * columns;
+  }
+
   void buildOuter(size_t depth) {
     if (depth == plan.outer.size())
-      return buildRows();
+      return buildBlocks();
     unsigned dim = plan.outer[depth];
     loop(constant(0), sizes[dim], constant(1), [&](Value iv) {
       ivs[dim] = iv;
       buildOuter(depth + 1);
+    });
+  }
+
+  /// Blocks of `blockColumns` along n, each done by every row tile.
+  void buildBlocks() {
+    Value size = sizes[plan.n];
+    loop(constant(0), size, constant(blockColumns), [&](Value start) {
+      blockStart = start;
+      blockEnd = arith::MinUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, start, constant(blockColumns)),
+          size);
+      buildRows();
     });
   }
 
@@ -252,7 +283,7 @@ private:
   }
 
   void buildColumns(int64_t tileRows) {
-    loop(constant(0), sizes[plan.n], constant(columns), [&](Value n0) {
+    loop(blockStart, blockEnd, constant(columns), [&](Value n0) {
       ivs[plan.n] = n0;
       auto vectorType = VectorType::get({columns}, b.getF32Type());
       Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
@@ -306,8 +337,9 @@ private:
 
   RewriterBase &b;
   KernelPlan plan;
-  int64_t rows, columns;
+  int64_t rows, columns, panelBytes, blockColumns = 0;
   Location loc;
+  Value blockStart, blockEnd;
   SmallVector<Value> sizes;
   llvm::DenseMap<unsigned, Value> ivs;
   Value a, bMatrix, out, aFactor, bFactor;
@@ -320,8 +352,9 @@ struct SwitchyardCpuContractionKernelsPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (rows < 1 || columns < 1) {
-      getOperation().emitError() << "rows and columns must be positive";
+    if (rows < 1 || columns < 1 || panelKiB < 1) {
+      getOperation().emitError()
+          << "rows, columns and panel-kib must be positive";
       return signalPassFailure();
     }
     SmallVector<linalg::LinalgOp> ops;
@@ -330,7 +363,7 @@ struct SwitchyardCpuContractionKernelsPass
     for (linalg::LinalgOp op : ops) {
       FailureOr<KernelPlan> plan = planKernel(op, minColumns);
       if (succeeded(plan))
-        KernelBuilder(rewriter, *plan, rows, columns).build();
+        KernelBuilder(rewriter, *plan, rows, columns, panelKiB * 1024).build();
     }
   }
 };

@@ -197,29 +197,36 @@ struct RopeGradient
   }
 };
 
-/// dtable[v, d] = Σ_{b, t: tokens[b, t] = v} dy[b, t, d], over
-/// (v, d | b, t); no gradient into token ids.
+/// dtable[v, d] = Σ_{b, t: tokens[b, t] = v} dy[b, t, d]: the one-hot
+/// matrix of the tokens [B, T, V] (f32) contracted with dy over (b, t), a
+/// matmul the targets' kernels take (O(V·B·T·D) multiply-adds, as a masked
+/// sum would cost, but at matmul speed). No gradient into token ids.
 struct EmbedGradient
     : public DifferentiableOpInterface::ExternalModel<EmbedGradient, EmbedOp> {
   SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
                                    ValueRange adjoints) const {
     auto embed = cast<EmbedOp>(op);
     MLIRContext *ctx = b.getContext();
-    Value table = embed.getTable();
-    Value dtable =
-        generic(b, {embed.getTokens(), adjoints[0]},
-                filled(b, sizesOf(b, table), b.getF32Type(), 0.0),
-                {dimsMap(ctx, 4, {2, 3}), dimsMap(ctx, 4, {2, 3, 1}),
-                 dimsMap(ctx, 4, {0, 1})},
-                iterators(2, 2), [&](ImplicitLocOpBuilder &b, ValueRange args) {
-                  Value token =
-                      arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
-                  Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                                    token, loopIndex(b, 0));
-                  Value added =
-                      arith::AddFOp::create(b, args[2], toF32(b, args[1]));
-                  return arith::SelectOp::create(b, hit, added, args[2]);
-                });
+    Value table = embed.getTable(), tokens = embed.getTokens();
+    SmallVector<OpFoldResult> oneHotSizes = sizesOf(b, tokens);
+    oneHotSizes.push_back(sizesOf(b, table)[0]);
+    Type f32 = b.getF32Type();
+    Value oneHot = generic(
+        b, {tokens}, tensor::EmptyOp::create(b, oneHotSizes, f32),
+        {dimsMap(ctx, 3, {0, 1}), dimsMap(ctx, 3, {0, 1, 2})}, iterators(3),
+        [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value token =
+              arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
+          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, token,
+                                            loopIndex(b, 2));
+          return arith::SelectOp::create(b, hit, f32Constant(b, 1.0),
+                                         f32Constant(b, 0.0));
+        });
+    // Over (v, d | b, t).
+    Value dtable = contractF32(b, oneHot, dimsMap(ctx, 4, {2, 3, 0}),
+                               adjoints[0], dimsMap(ctx, 4, {2, 3, 1}),
+                               dimsMap(ctx, 4, {0, 1}), iterators(2, 2),
+                               sizesOf(b, table));
     return {asTypeOf(b, dtable, table), Value()};
   }
 };

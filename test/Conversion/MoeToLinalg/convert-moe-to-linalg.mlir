@@ -32,21 +32,22 @@ func.func @topk(%s: tensor<?x5xf32>, %m: tensor<?x5xi1>) -> (tensor<?x3xf32>, te
   return %v, %i : tensor<?x3xf32>, tensor<?x3xi64>
 }
 
-// The projections (unfused) in the dense all-experts formulation: the dense
-// gates G [N, H, E] (the routes' gates at their experts, 0 elsewhere), every
-// token through every expert of its head in one contraction over the weight
-// viewed as [H, E, A, B], then the G-weighted sum over the experts. The
-// merge spreads the heads over the experts first (A = G · heads) and
-// contracts over heads, experts and the head width at once.
+// The projections (unfused) in the dense all-experts formulation: every
+// token through every expert of its head in one contraction over the V
+// weight viewed as [H, E, D, F], then the sum over the experts weighted by
+// the dense gates G [N, H, E] (the routes' gates at their experts, 0
+// elsewhere). The merge spreads the heads over the experts (A = G · heads),
+// flattens (h, e, f) and multiplies by the O weight as [H·E·F, D].
 // CHECK-LABEL: func.func @projections
 // CHECK: %[[WV:.*]] = tensor.expand_shape %{{.*}} {{\[}}[0, 1], [2], [3]] output_shape [2, 5, 16, 8] : tensor<10x16x8xf32> into tensor<2x5x16x8xf32>
+// CHECK: %[[P:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %[[WV]] : tensor<?x16xf32>, tensor<2x5x16x8xf32>) outs(%{{.*}} : tensor<?x2x5x8xf32>)
 // CHECK: %[[G:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<?x2x3xf32>, tensor<?x2x3xi32>) outs(%{{.*}} : tensor<?x2x5xf32>)
 // CHECK: arith.cmpi eq
-// CHECK: %[[P:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %[[WV]] : tensor<?x16xf32>, tensor<2x5x16x8xf32>) outs(%{{.*}} : tensor<?x2x5x8xf32>)
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[P]], %[[G]] : tensor<?x2x5x8xf32>, tensor<?x2x5xf32>) outs(%{{.*}} : tensor<?x2x8xf32>)
-// CHECK: %[[WO:.*]] = tensor.expand_shape %{{.*}} : tensor<10x8x16xf32> into tensor<2x5x8x16xf32>
 // CHECK: %[[A:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%{{.*}}, %{{.*}} : tensor<?x2x5xf32>, tensor<?x2x8xf32>) outs(%{{.*}} : tensor<?x2x5x8xf32>)
-// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%[[A]], %[[WO]] : tensor<?x2x5x8xf32>, tensor<2x5x8x16xf32>) outs(%{{.*}} : tensor<?x16xf32>)
+// CHECK: %[[AF:.*]] = tensor.collapse_shape %[[A]] {{\[}}[0], [1, 2, 3]] : tensor<?x2x5x8xf32> into tensor<?x80xf32>
+// CHECK: %[[WO:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2]] : tensor<10x8x16xf32> into tensor<80x16xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[AF]], %[[WO]] : tensor<?x80xf32>, tensor<80x16xf32>) outs(%{{.*}} : tensor<?x16xf32>)
 // No gather of expert weights is left.
 // CHECK-NOT: tensor.extract %{{.*}} : tensor<10x
 // CHECK-NOT: moe.
@@ -60,24 +61,27 @@ func.func @projections(%x: tensor<?x16xf32>, %wv: tensor<10x16x8xf32>, %wo: tens
 // dx contracts C with the weight over (h, e, f), dW contracts the tokens
 // with C over n, and the gate gradients read the dense dots of dout with
 // the recomputed projections [N, H, E] at the routes' experts. The merge's
-// dA = dy · Wᵀ [N, H, E, F] gives dheads (G-weighted sum over experts)
+// dA = dy · Wᵀ [N, H·E·F] gives dheads (the G-weighted sum over experts)
 // and the gate gradients; dW contracts A = G · heads with dy over n.
 // CHECK-LABEL: func.func @projection_grads
-// CHECK: %[[W:.*]] = tensor.expand_shape %{{.*}} : tensor<10x16x8xf32> into tensor<2x5x16x8xf32>
 // CHECK: %[[C:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%{{.*}}, %{{.*}} : tensor<?x2x5xf32>, tensor<?x2x8xf32>) outs(%{{.*}} : tensor<?x2x5x8xf32>)
+// CHECK: %[[W:.*]] = tensor.expand_shape %{{.*}} : tensor<10x16x8xf32> into tensor<2x5x16x8xf32>
 // CHECK: %[[DX:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%[[C]], %[[W]] : tensor<?x2x5x8xf32>, tensor<2x5x16x8xf32>) outs(%{{.*}} : tensor<?x16xf32>)
 // CHECK: %[[DW:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %[[C]] : tensor<?x16xf32>, tensor<?x2x5x8xf32>) outs(%{{.*}} : tensor<2x5x16x8xf32>)
+// CHECK: %[[DWV:.*]] = tensor.collapse_shape %[[DW]] {{\[}}[0, 1], [2], [3]] : tensor<2x5x16x8xf32> into tensor<10x16x8xf32>
 // CHECK: %[[P:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[W]] : tensor<?x16xf32>, tensor<2x5x16x8xf32>) outs(%{{.*}} : tensor<?x2x5x8xf32>)
 // CHECK: %[[DOTS:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[P]] : tensor<?x2x8xf32>, tensor<?x2x5x8xf32>) outs(%{{.*}} : tensor<?x2x5xf32>)
 // CHECK: %[[DG:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<?x2x3xi32>) outs(%{{.*}} : tensor<?x2x3xf32>)
 // CHECK: tensor.extract %[[DOTS]]
-// CHECK: %[[DWV:.*]] = tensor.collapse_shape %[[DW]] {{\[}}[0, 1], [2], [3]] : tensor<2x5x16x8xf32> into tensor<10x16x8xf32>
-// CHECK: %[[WO:.*]] = tensor.expand_shape %{{.*}} : tensor<10x8x16xf32> into tensor<2x5x8x16xf32>
-// CHECK: %[[DA:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[WO]] : tensor<?x16xf32>, tensor<2x5x8x16xf32>) outs(%{{.*}} : tensor<?x2x5x8xf32>)
+// CHECK: %[[WO:.*]] = tensor.collapse_shape %{{.*}} : tensor<10x8x16xf32> into tensor<80x16xf32>
+// CHECK: %[[DA:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[WO]] : tensor<?x16xf32>, tensor<80x16xf32>) outs(%{{.*}} : tensor<?x80xf32>)
+// CHECK: %[[DA4:.*]] = tensor.expand_shape %[[DA]] {{.*}} : tensor<?x80xf32> into tensor<?x2x5x8xf32>
 // CHECK: %[[A:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?x2x5x8xf32>)
-// CHECK: linalg.generic {{.*}} ins(%[[A]], %{{.*}} : tensor<?x2x5x8xf32>, tensor<?x16xf32>) outs(%{{.*}} : tensor<2x5x8x16xf32>)
-// CHECK: linalg.generic {{.*}} ins(%[[DA]], %{{.*}} : tensor<?x2x5x8xf32>, tensor<?x2x5xf32>) outs(%{{.*}} : tensor<?x2x8xf32>)
-// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[DA]] : tensor<?x2x8xf32>, tensor<?x2x5x8xf32>) outs(%{{.*}} : tensor<?x2x5xf32>)
+// CHECK: %[[AF:.*]] = tensor.collapse_shape %[[A]]
+// CHECK: %[[DWO:.*]] = linalg.generic {{.*}} ins(%[[AF]], %{{.*}} : tensor<?x80xf32>, tensor<?x16xf32>) outs(%{{.*}} : tensor<80x16xf32>)
+// CHECK: tensor.expand_shape %[[DWO]] {{.*}} : tensor<80x16xf32> into tensor<10x8x16xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[DA4]], %{{.*}} : tensor<?x2x5x8xf32>, tensor<?x2x5xf32>) outs(%{{.*}} : tensor<?x2x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[DA4]] : tensor<?x2x8xf32>, tensor<?x2x5x8xf32>) outs(%{{.*}} : tensor<?x2x5xf32>)
 // CHECK: return %[[DX]], %[[DWV]], %[[DG]],
 // CHECK-NOT: moe.
 func.func @projection_grads(%x: tensor<?x16xf32>, %wv: tensor<10x16x8xf32>, %wo: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %v: tensor<?x2x8xf32>, %dv: tensor<?x2x8xf32>, %dy: tensor<?x16xf32>) -> (tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>) {

@@ -1,17 +1,21 @@
 // RUN: switchyard-opt %s --switchyard-cpu-contraction-kernels --split-input-file | FileCheck %s
 // RUN: switchyard-opt %s --switchyard-cpu-contraction-kernels="rows=4 columns=16" --split-input-file | FileCheck %s --check-prefix=SMALL
+// RUN: switchyard-opt %s --switchyard-cpu-contraction-kernels="panel-kib=1" --split-input-file | FileCheck %s --check-prefix=PANEL
 // RUN: not switchyard-opt %s --switchyard-cpu-contraction-kernels="rows=0" --split-input-file 2>&1 | FileCheck %s --check-prefix=ERR
-// ERR: error: rows and columns must be positive
+// ERR: error: rows, columns and panel-kib must be positive
 
 // dX = dY·W: W's rows are the vector rows; 8 rows of dX per tile (the
 // first 16 of 20), then the last 4 one at a time; 48 columns: one full
-// tile of 32 and a masked one.
+// tile of 32 and a masked one. W (12 × 48 f32) is far smaller than the
+// 256 KiB panel: one block of columns, [0, 48).
 // CHECK-LABEL: func.func @matmul
 // CHECK-NOT: linalg.generic
 // CHECK-NOT: linalg.transpose
+// CHECK: scf.for %[[NB:.*]] = %c0 to %c48 step %c5440
+// CHECK: %[[END:.*]] = arith.minui %{{.*}}, %c48 : index
 // CHECK: %[[FULL:.*]] = arith.subi %c20, %{{.*}} : index
 // CHECK: scf.for %[[M:.*]] = %{{.*}} to %[[FULL]] step %c8
-// CHECK:   scf.for %[[N:.*]] = %{{.*}} to %c48 step %c32
+// CHECK:   scf.for %[[N:.*]] = %[[NB]] to %[[END]] step %c32
 // CHECK:     %[[ACC0:.*]] = vector.transfer_read %[[DX:.*]][%[[M]], %[[N]]], %{{.*}} : memref<20x48xf32>, vector<32xf32>
 // CHECK:     scf.for %[[K:[a-z0-9_]+]] = %{{.*}} to %c12 step %{{.*}} iter_args(%[[A0:[a-z0-9_]+]] = %[[ACC0]], {{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
 // CHECK:       %[[ROW:.*]] = vector.transfer_read %[[W:.*]][%[[K]], %[[N]]], %{{.*}} : memref<12x48xf32>, vector<32xf32>
@@ -28,8 +32,16 @@
 // CHECK: return
 // SMALL-LABEL: func.func @matmul
 // SMALL: scf.for %{{.*}} step %c4
-// SMALL:   scf.for %{{.*}} to %c48 step %c16
+// SMALL:   scf.for %{{.*}} step %c16
 // SMALL-COUNT-4: vector.fma {{.*}} : vector<16xf32>
+// With a 1 KiB panel (under 12 rows × 32 columns of f32), blocks of one
+// tile: every row tile runs over columns [0, 32), then over [32, 48).
+// PANEL-LABEL: func.func @matmul
+// PANEL: scf.for %[[NB:.*]] = %c0 to %c48 step %c32 {
+// PANEL:   %[[NEXT:.*]] = arith.addi %[[NB]], %{{.*}} : index
+// PANEL:   %[[END:.*]] = arith.minui %[[NEXT]], %c48 : index
+// PANEL:   scf.for %[[M:.*]] = %{{.*}} step %c8
+// PANEL:     scf.for %{{.*}} = %[[NB]] to %[[END]] step %c32
 func.func @matmul(%dy: memref<20x12xf32>, %w: memref<12x48xf32>, %dx: memref<20x48xf32>) {
   linalg.matmul ins(%dy, %w : memref<20x12xf32>, memref<12x48xf32>) outs(%dx : memref<20x48xf32>)
   return
