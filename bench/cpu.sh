@@ -7,12 +7,14 @@
 #   1. the SwitchHead layer of the paper's 47M configuration (embedding,
 #      lm.switchhead with Transformer-XL memory, cross-entropy; batch 2),
 #      forward and forward+backward: Switchyard with the CPU's default
-#      fusions (expert-projection), all fusions and none, the plain
+#      fusions (none) and with all of them, the plain
 #      C++ reference (forward), PyTorch eager (dense-all-experts and
 #      per-expert loop, 1 thread and all cores), and the dense MHA layer of
 #      the same parameter count (Switchyard and PyTorch), after checking
 #      that all of them compute the same loss and gradient norms;
-#   2. the same for the tiny configuration (the test model's layer);
+#   2. the same for the tiny configuration (the test model's layer), and the
+#      47M layer again with glibc's heap trimming off for every process, so
+#      that PyTorch's temporaries reuse their pages as Switchyard's do;
 #   3. the layer's ops one by one (bench/Inputs/kernels-47m.mlir), fused and
 #      unfused, forward and loss-and-gradient, against PyTorch
 #      (bench/torch_kernels.py);
@@ -70,6 +72,15 @@ bench="$build/bin/switchyard-bench"
   echo
   echo '```'
   "$bench" --config tiny --reps "$reps"
+  echo '```'
+  echo
+  echo "The 47M layer again with glibc's heap trimming and mmap threshold off for"
+  echo "every process (GLIBC_TUNABLES): PyTorch's freed temporaries then keep their"
+  echo "pages too, as Switchyard's do through its buffer cache (runtime/BufferCache.h):"
+  echo
+  echo '```'
+  GLIBC_TUNABLES=glibc.malloc.trim_threshold=4294967296:glibc.malloc.mmap_threshold=4294967296 \
+    "$bench" --config 47m --reps "$reps" --skip-reference --torch-threads 1
   echo '```'
   echo
   echo "The 47M layer's ops one by one (bench/Inputs/kernels-47m.mlir):"

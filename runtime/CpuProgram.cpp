@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/CpuProgram.h"
+#include "runtime/BufferCache.h"
 #include "runtime/ProgramSupport.h"
 
 #include "dialect/InitSwitchyard.h"
@@ -93,7 +94,9 @@ struct CpuProgram::Impl {
 };
 
 CpuProgram::CpuProgram() : impl(std::make_unique<Impl>()) {}
-CpuProgram::~CpuProgram() = default;
+// Blocks cached for this program's calls go back to the system (another
+// live program only pays fresh pages again on its next call).
+CpuProgram::~CpuProgram() { bufferCacheTrim(); }
 
 const std::vector<FunctionSpec> &CpuProgram::functions() const {
   return impl->functions;
@@ -168,14 +171,22 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
                                  bufferName,
                                  llvm::toString(engine.takeError()),
                                  compilation.diagnostics()));
-  if (StringRef(SWITCHYARD_C_RUNNER_UTILS) == "")
-    (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
-      llvm::orc::SymbolMap symbols;
+  // The compiled code's malloc and free keep its large temporaries for the
+  // next call (BufferCache.h).
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner("malloc")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&switchyardBufferAlloc),
+        llvm::JITSymbolFlags::Exported};
+    symbols[interner("free")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&switchyardBufferFree),
+        llvm::JITSymbolFlags::Exported};
+    if (StringRef(SWITCHYARD_C_RUNNER_UTILS) == "")
       symbols[interner("memrefCopy")] = {
           llvm::orc::ExecutorAddr::fromPtr(&switchyardMemrefCopy),
           llvm::JITSymbolFlags::Exported};
-      return symbols;
-    });
+    return symbols;
+  });
   program->impl->engine = std::move(*engine);
   return program;
 }
@@ -210,7 +221,7 @@ CpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
         result.aligned + result.offset * int64_t(sizeOf(spec.type))));
     if (result.allocated && !argumentBuffers.count(result.allocated) &&
         freed.insert(result.allocated).second)
-      std::free(result.allocated);
+      switchyardBufferFree(result.allocated);
   }
   return outputs;
 }
