@@ -100,6 +100,9 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass());
+  // One function per loop nest: LLVM's time grows faster than linearly with
+  // a function's size, and a training step is thousands of loop nests.
+  pm.addPass(createSwitchyardCpuOutlineLoopsPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());

@@ -168,6 +168,51 @@ def SwitchyardCpuContractionKernelsPass
                            "::mlir::vector::VectorDialect"];
 }
 
+def SwitchyardCpuOutlineLoopsPass
+    : Pass<"switchyard-cpu-outline-loops", "::mlir::ModuleOp"> {
+  let summary = "Outline every top-level loop nest of a CPU function into a function of its own";
+  let description = [{
+    Moves each `scf.for` nest directly in a function's body (a kernel of
+    `switchyard-cpu-contraction-kernels`, the loops of a linalg op) into a
+    new private function marked `noinline`, called in its place, with the
+    constants it uses cloned in and everything else it uses passed as
+    arguments. A training step is one function of thousands of loop nests;
+    LLVM's optimisations and register allocation grow faster than linearly
+    with a function's size, so compiling many small functions is far faster
+    (measured on the 47M SwitchHead model's training step: see the README's
+    Benchmarks) at the cost of one call per loop nest.
+
+    Before:
+
+    ```mlir
+    func.func @step(%a: memref<64xf32>) {
+      %c0 = arith.constant 0 : index
+      %c64 = arith.constant 64 : index
+      %c1 = arith.constant 1 : index
+      scf.for %i = %c0 to %c64 step %c1 { ... %a ... }
+      return
+    }
+    ```
+
+    After:
+
+    ```mlir
+    func.func private @step_loop0(%a: memref<64xf32>) attributes {passthrough = ["noinline"]} {
+      %c0 = arith.constant 0 : index
+      ...
+      scf.for %i = %c0 to %c64 step %c1 { ... %a ... }
+      return
+    }
+    func.func @step(%a: memref<64xf32>) {
+      call @step_loop0(%a) : (memref<64xf32>) -> ()
+      return
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def SwitchyardCpuMathApproximationPass
     : Pass<"switchyard-cpu-math-approximation", "::mlir::func::FuncOp"> {
   let summary = "Replace f32 exp and log with MLIR's polynomial approximations on the CPU";

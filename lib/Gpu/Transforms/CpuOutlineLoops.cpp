@@ -1,0 +1,97 @@
+//===- CpuOutlineLoops.cpp - one function per top-level CPU loop nest -----===//
+//
+// Implements `switchyard-cpu-outline-loops` (see Passes.td) with upstream's
+// scf::outlineSingleBlockRegion: each loop nest is wrapped in an
+// scf.execute_region, whose region is outlined, and the region op is then
+// replaced by the call it holds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Gpu/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace mlir::switchyard {
+#define GEN_PASS_DEF_SWITCHYARDCPUOUTLINELOOPSPASS
+#include "dialect/Gpu/Transforms/Passes.h.inc"
+} // namespace mlir::switchyard
+
+using namespace mlir;
+
+namespace {
+
+/// Clones the constants that `region` uses from above into its entry block,
+/// so that the outlined function keeps them (loop bounds, sizes) constant.
+void cloneConstantsInto(RewriterBase &rewriter, Region &region) {
+  SetVector<Value> above;
+  getUsedValuesDefinedAbove(region, above);
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointToStart(&region.front());
+  for (Value value : above) {
+    Operation *def = value.getDefiningOp();
+    if (!def || !matchPattern(value, m_Constant()))
+      continue;
+    Value inside = rewriter.clone(*def)->getResult(0);
+    rewriter.replaceUsesWithIf(value, inside, [&](OpOperand &use) {
+      return region.isAncestor(use.getOwner()->getParentRegion());
+    });
+  }
+}
+
+struct SwitchyardCpuOutlineLoopsPass
+    : public switchyard::impl::SwitchyardCpuOutlineLoopsPassBase<
+          SwitchyardCpuOutlineLoopsPass> {
+  void runOnOperation() override {
+    SmallVector<scf::ForOp> loops;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      for (Block &block : func.getBody())
+        for (auto loop : block.getOps<scf::ForOp>())
+          if (loop.getNumResults() == 0)
+            loops.push_back(loop);
+    }
+
+    IRRewriter rewriter(&getContext());
+    llvm::StringMap<unsigned> counts;
+    for (scf::ForOp loop : loops) {
+      auto parent = loop->getParentOfType<func::FuncOp>();
+      std::string name =
+          (parent.getSymName() + "_loop" + Twine(counts[parent.getSymName()]++))
+              .str();
+      Location loc = loop.getLoc();
+      rewriter.setInsertionPoint(loop);
+      auto wrapper = scf::ExecuteRegionOp::create(rewriter, loc, TypeRange{});
+      rewriter.createBlock(&wrapper.getRegion());
+      auto yield = scf::YieldOp::create(rewriter, loc);
+      rewriter.moveOpBefore(loop, yield);
+      cloneConstantsInto(rewriter, wrapper.getRegion());
+
+      func::CallOp call;
+      FailureOr<func::FuncOp> outlined = outlineSingleBlockRegion(
+          rewriter, loc, wrapper.getRegion(), name, &call);
+      if (failed(outlined)) {
+        wrapper.emitError("cannot outline this loop nest");
+        return signalPassFailure();
+      }
+      outlined->setPrivate();
+      outlined->getOperation()->setAttr(
+          "passthrough", rewriter.getArrayAttr(rewriter.getStringAttr("noinline")));
+      // The region now holds the call and the yield: put the call in its
+      // place.
+      Block &callBlock = wrapper.getRegion().front();
+      rewriter.eraseOp(callBlock.getTerminator());
+      rewriter.inlineBlockBefore(&callBlock, wrapper);
+      rewriter.eraseOp(wrapper);
+    }
+  }
+};
+
+} // namespace

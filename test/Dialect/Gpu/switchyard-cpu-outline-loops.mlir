@@ -1,0 +1,45 @@
+// RUN: switchyard-opt %s --switchyard-cpu-outline-loops | FileCheck %s
+
+// Each top-level loop nest becomes a private, noinline function called in
+// its place: the constants it uses are cloned in (its bounds stay
+// constant), the buffers are arguments. Loops with results, and what is
+// not a loop, stay.
+// CHECK-LABEL: func.func private @step_loop0(
+// CHECK-SAME: %[[A:.*]]: memref<64xf32>) attributes {passthrough = ["noinline"]}
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG: %[[C64:.*]] = arith.constant 64 : index
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: scf.for %[[I:.*]] = %[[C0]] to %[[C64]] step %{{.*}} {
+// CHECK:   memref.store %[[ONE]], %[[A]][%[[I]]]
+// CHECK: return
+// CHECK-LABEL: func.func private @step_loop1(
+// CHECK-SAME: %{{.*}}: memref<64xf32>, %{{.*}}: memref<64xf32>, %{{.*}}: index) attributes {passthrough = ["noinline"]}
+// CHECK: scf.for
+// CHECK:   scf.for
+// CHECK-LABEL: func.func @step(
+// CHECK: call @step_loop0(%{{.*}}) : (memref<64xf32>) -> ()
+// CHECK: call @step_loop1(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<64xf32>, memref<64xf32>, index) -> ()
+// CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args
+// CHECK: return %[[SUM]]
+func.func @step(%a: memref<64xf32>, %b: memref<64xf32>, %n: index) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %one = arith.constant 1.0 : f32
+  %zero = arith.constant 0.0 : f32
+  scf.for %i = %c0 to %c64 step %c1 {
+    memref.store %one, %a[%i] : memref<64xf32>
+  }
+  scf.for %i = %c0 to %n step %c1 {
+    scf.for %j = %c0 to %c64 step %c1 {
+      %x = memref.load %a[%j] : memref<64xf32>
+      memref.store %x, %b[%j] : memref<64xf32>
+    }
+  }
+  %sum = scf.for %i = %c0 to %c64 step %c1 iter_args(%acc = %zero) -> f32 {
+    %x = memref.load %b[%i] : memref<64xf32>
+    %s = arith.addf %acc, %x : f32
+    scf.yield %s : f32
+  }
+  return %sum : f32
+}
