@@ -7,7 +7,9 @@
 
 #include "runtime/BufferCache.h"
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +55,16 @@ extern "C" void *switchyard::runtime::switchyardBufferAlloc(size_t size) {
     return nullptr;
   block->size = size;
   return block + 1;
+}
+
+extern "C" void *switchyard::runtime::switchyardBufferCalloc(size_t count,
+                                                            size_t size) {
+  if (size != 0 && count > SIZE_MAX / size)
+    return nullptr;
+  void *pointer = switchyardBufferAlloc(count * size);
+  if (pointer)
+    std::memset(pointer, 0, count * size);
+  return pointer;
 }
 
 extern "C" void switchyard::runtime::switchyardBufferFree(void *pointer) {

@@ -10,8 +10,8 @@
 // 10-head XL attention forward with 10 MB score tensors took 51 ms through
 // malloc and 19 ms with glibc's trimming switched off.
 //
-// CpuProgram binds the JIT-compiled code's malloc and free to bufferAlloc
-// and bufferFree: blocks of at least kLargeBlock bytes are kept after free,
+// CpuProgram binds the JIT-compiled code's malloc, calloc and free to
+// switchyardBufferAlloc, switchyardBufferCalloc and switchyardBufferFree: blocks of at least kLargeBlock bytes are kept after free,
 // by exact size, and handed out again to the next request of that size;
 // smaller ones go straight to malloc and free. The cache holds at most
 // kCacheLimit bytes (beyond that, freed blocks go back to the system) and
@@ -35,6 +35,11 @@ inline constexpr size_t kCacheLimit = size_t(2) << 30;
 /// malloc for the compiled code: 16-byte aligned, a cached block of exactly
 /// `size` bytes when one is free. Null when the system is out of memory.
 extern "C" void *switchyardBufferAlloc(size_t size);
+
+/// calloc for the compiled code (LLVM may fold a malloc followed by a zero
+/// fill into a calloc call): switchyardBufferAlloc, zeroed. Null on
+/// overflow or when the system is out of memory.
+extern "C" void *switchyardBufferCalloc(size_t count, size_t size);
 
 /// free for the compiled code: keeps large blocks for reuse (up to
 /// kCacheLimit bytes in all). A null pointer is ignored.

@@ -178,6 +178,11 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
     symbols[interner("malloc")] = {
         llvm::orc::ExecutorAddr::fromPtr(&switchyardBufferAlloc),
         llvm::JITSymbolFlags::Exported};
+    // LLVM may fold malloc + memset(0) into calloc: it must come from here
+    // too, since free is ours.
+    symbols[interner("calloc")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&switchyardBufferCalloc),
+        llvm::JITSymbolFlags::Exported};
     symbols[interner("free")] = {
         llvm::orc::ExecutorAddr::fromPtr(&switchyardBufferFree),
         llvm::JITSymbolFlags::Exported};

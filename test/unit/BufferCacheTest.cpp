@@ -39,6 +39,22 @@ TEST(BufferCacheTest, ReusesLargeBlocksBySize) {
   EXPECT_EQ(bufferCacheBytes(), 0u);
 }
 
+TEST(BufferCacheTest, CallocZeroesReusedBlocks) {
+  bufferCacheTrim();
+  auto *first = static_cast<unsigned char *>(switchyardBufferAlloc(kLargeBlock));
+  ASSERT_NE(first, nullptr);
+  std::memset(first, 7, kLargeBlock);
+  switchyardBufferFree(first);
+  auto *zeroed = static_cast<unsigned char *>(
+      switchyardBufferCalloc(kLargeBlock / 4, 4));
+  EXPECT_EQ(zeroed, first);
+  for (size_t i = 0; i < kLargeBlock; ++i)
+    ASSERT_EQ(zeroed[i], 0) << i;
+  switchyardBufferFree(zeroed);
+  EXPECT_EQ(switchyardBufferCalloc(SIZE_MAX / 2, 4), nullptr);
+  bufferCacheTrim();
+}
+
 TEST(BufferCacheTest, SmallBlocksAndNullAreNotCached) {
   bufferCacheTrim();
   void *small = switchyardBufferAlloc(kLargeBlock - 1);

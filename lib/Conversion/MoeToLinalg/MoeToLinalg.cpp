@@ -200,6 +200,18 @@ struct TopKLowering : public OpRewritePattern<moe::TopKOp> {
 /// register-blocked kernels, the GPU's tensor cores), where the routes'
 /// gathers do not vectorize. moe-fuse-expert-projection replaces it by row
 /// kernels that gather per route (FusedKernels.cpp).
+/// The dense formulation splits the stacked weights into heads and experts
+/// with expand_shape, which needs them static where the weight's first
+/// dimension is (and LLVM 22's expand-strided-metadata fails on the
+/// dynamic ones); the lowered models always have a static head count.
+LogicalResult needStaticHeads(PatternRewriter &rewriter, Operation *op,
+                              Value gates) {
+  if (!cast<RankedTensorType>(gates.getType()).isDynamicDim(1))
+    return success();
+  return rewriter.notifyMatchFailure(
+      op, "the dense expert lowering needs a static head count");
+}
+
 class DenseExperts {
 public:
   DenseExperts(ImplicitLocOpBuilder &b, Value gates, Value indices,
@@ -350,6 +362,8 @@ struct ExpertProjLowering : public OpRewritePattern<moe::ExpertProjOp> {
 
   LogicalResult matchAndRewrite(moe::ExpertProjOp op,
                                 PatternRewriter &rewriter) const override {
+    if (failed(needStaticHeads(rewriter, op, op.getGates())))
+      return failure();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
     DenseExperts dense(b, op.getGates(), op.getIndices(), w);
@@ -373,6 +387,8 @@ struct ExpertMergeLowering : public OpRewritePattern<moe::ExpertMergeOp> {
 
   LogicalResult matchAndRewrite(moe::ExpertMergeOp op,
                                 PatternRewriter &rewriter) const override {
+    if (failed(needStaticHeads(rewriter, op, op.getGates())))
+      return failure();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     MLIRContext *ctx = b.getContext();
     Value w = op.getWeight();
@@ -398,6 +414,8 @@ struct ExpertProjGradLowering : public OpRewritePattern<moe::ExpertProjGradOp> {
 
   LogicalResult matchAndRewrite(moe::ExpertProjGradOp op,
                                 PatternRewriter &rewriter) const override {
+    if (failed(needStaticHeads(rewriter, op, op.getGates())))
+      return failure();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
     MLIRContext *ctx = b.getContext();
@@ -436,6 +454,8 @@ struct ExpertMergeGradLowering
 
   LogicalResult matchAndRewrite(moe::ExpertMergeGradOp op,
                                 PatternRewriter &rewriter) const override {
+    if (failed(needStaticHeads(rewriter, op, op.getGates())))
+      return failure();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
     MLIRContext *ctx = b.getContext();
