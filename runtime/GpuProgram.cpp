@@ -252,26 +252,8 @@ uint64_t denseBytes(ElementType type, llvm::ArrayRef<int64_t> shape) {
 /// Whether `result` views its buffer densely in row-major order from the
 /// buffer's start: then the buffer itself can become a handle.
 bool isWholeDenseBuffer(const detail::ResultDescriptor &result) {
-  if (result.offset != 0 || result.aligned != result.allocated)
-    return false;
-  int64_t stride = 1;
-  for (int64_t d = int64_t(result.sizes.size()) - 1; d >= 0; --d) {
-    if (result.sizes[d] != 1 && result.strides[d] != stride)
-      return false;
-    stride *= result.sizes[d];
-  }
-  return true;
-}
-
-/// Whether `result` is dense in row-major order from its first element.
-bool isDenseView(const detail::ResultDescriptor &result) {
-  int64_t stride = 1;
-  for (int64_t d = int64_t(result.sizes.size()) - 1; d >= 0; --d) {
-    if (result.sizes[d] != 1 && result.strides[d] != stride)
-      return false;
-    stride *= result.sizes[d];
-  }
-  return true;
+  return result.offset == 0 && result.aligned == result.allocated &&
+         result.isDense();
 }
 
 } // namespace
@@ -460,7 +442,7 @@ GpuProgram::callResident(StringRef name,
     }
     auto first = reinterpret_cast<cuda::DevicePtr>(result.aligned) +
                  uint64_t(result.offset) * elementSize;
-    if (kept && isDenseView(result)) {
+    if (kept && result.isDense()) {
       uint64_t bytes = denseBytes(spec.type, result.sizes);
       Expected<cuda::DevicePtr> buffer =
           driver.allocate(std::max<uint64_t>(bytes, 1));

@@ -400,6 +400,16 @@ int64_t ResultDescriptor::spanElements() const {
   return last + 1;
 }
 
+bool ResultDescriptor::isDense() const {
+  int64_t stride = 1;
+  for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[d] != 1 && strides[d] != stride)
+      return false;
+    stride *= sizes[d];
+  }
+  return true;
+}
+
 Expected<std::vector<ResultDescriptor>>
 detail::invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
                std::vector<std::vector<int64_t>> &arguments) {
@@ -454,14 +464,7 @@ HostTensor detail::gather(const ResultDescriptor &result, ElementType type,
     return output;
   // Row-major results (all but views) are one copy; otherwise one copy per
   // unit-stride row, or element by element.
-  bool dense = true;
-  int64_t expected = 1;
-  for (int64_t d = int64_t(rank) - 1; d >= 0; --d) {
-    if (result.sizes[d] != 1 && result.strides[d] != expected)
-      dense = false;
-    expected *= result.sizes[d];
-  }
-  if (dense) {
+  if (result.isDense()) {
     std::memcpy(output.bytes.data(), first, size_t(count) * elementSize);
     return output;
   }

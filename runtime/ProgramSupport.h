@@ -99,6 +99,9 @@ struct ResultDescriptor {
   /// Elements from the first one of the view to its last, inclusive (0 for
   /// an empty view): what a copy of the whole view has to read.
   int64_t spanElements() const;
+  /// Whether the view is dense in row-major order from its first element
+  /// (dimensions of size 1 may have any stride).
+  bool isDense() const;
 };
 
 /// Calls `_mlir_ciface_<function.name>` in `engine` with one descriptor per
