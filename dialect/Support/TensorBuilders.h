@@ -48,6 +48,12 @@ Value contractF32(ImplicitLocOpBuilder &b, Value lhs, AffineMap lhsMap,
                   ArrayRef<utils::IteratorType> iterators,
                   ArrayRef<OpFoldResult> sizes);
 
+/// acc + Σ lhs·rhs over the reduction dimensions, for an f32 tensor `acc`
+/// indexed by `outMap`: contractF32 onto existing sums.
+Value accumulateF32(ImplicitLocOpBuilder &b, Value lhs, AffineMap lhsMap,
+                    Value rhs, AffineMap rhsMap, AffineMap outMap,
+                    ArrayRef<utils::IteratorType> iterators, Value acc);
+
 /// `x · wᵀ` for x [N, K] and w [M, K]: an f32 [N, M] tensor.
 Value matmulTransposedF32(ImplicitLocOpBuilder &b, Value x, Value w);
 

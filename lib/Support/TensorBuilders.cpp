@@ -77,8 +77,16 @@ Value mlir::switchyard::contractF32(ImplicitLocOpBuilder &b, Value lhs,
                                     AffineMap rhsMap, AffineMap outMap,
                                     ArrayRef<utils::IteratorType> iterators,
                                     ArrayRef<OpFoldResult> sizes) {
-  Value init = filled(b, sizes, b.getF32Type(), 0.0);
-  return generic(b, {lhs, rhs}, init, {lhsMap, rhsMap, outMap}, iterators,
+  return accumulateF32(b, lhs, lhsMap, rhs, rhsMap, outMap, iterators,
+                       filled(b, sizes, b.getF32Type(), 0.0));
+}
+
+Value mlir::switchyard::accumulateF32(ImplicitLocOpBuilder &b, Value lhs,
+                                      AffineMap lhsMap, Value rhs,
+                                      AffineMap rhsMap, AffineMap outMap,
+                                      ArrayRef<utils::IteratorType> iterators,
+                                      Value acc) {
+  return generic(b, {lhs, rhs}, acc, {lhsMap, rhsMap, outMap}, iterators,
                  [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
                    Value product = arith::MulFOp::create(b, toF32(b, args[0]),
                                                          toF32(b, args[1]));

@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/Conversion/MoeToLinalg/MoeToLinalg.h"
+#include "dialect/Conversion/MoeToLinalg/Kernels.h"
 #include "dialect/Moe/IR/MoeOps.h"
 #include "dialect/Support/TensorBuilders.h"
 
@@ -187,9 +188,8 @@ struct Attention {
     Value key = readRow(b, k, {bi, u, a});
     if (!rel)
       return key;
-    Value distance =
-        arith::SubIOp::create(b, arith::AddIOp::create(b, t, shift), u);
-    return arith::AddFOp::create(b, key, readRow(b, rel, {distance, a}));
+    return arith::AddFOp::create(
+        b, key, readRow(b, rel, {relativeDistance(b, t, u, shift), a}));
   }
 
   /// Σ_f x·y of two f32 rows.

@@ -188,18 +188,6 @@ struct TopKLowering : public OpRewritePattern<moe::TopKOp> {
 // moe.expert_proj and moe.expert_merge
 //===----------------------------------------------------------------------===//
 
-/// The unfused route: the dense all-experts formulation, as PyTorch's dense
-/// implementation computes it. Every token is projected through every expert
-/// of every head: for V one contraction over the weight viewed as
-/// [H, E, D, F], for O one matmul [N, H·E·F] · [H·E·F, D] (the weight's
-/// rows (h, e, f) flattened); the routes then only select and scale,
-/// through the dense gates
-/// G[n, h, e] = Σ_j gates[n, h, j] · [indices[n, h, j] = e] (0 for an
-/// expert no route picks). That costs E/k times the MACs of the routes, all
-/// of them in plain matmuls that the targets' matmul kernels take (the CPU's
-/// register-blocked kernels, the GPU's tensor cores), where the routes'
-/// gathers do not vectorize. moe-fuse-expert-projection replaces it by row
-/// kernels that gather per route (FusedKernels.cpp).
 /// The dense formulation splits the stacked weights into heads and experts
 /// with expand_shape, which needs them static where the weight's first
 /// dimension is (and LLVM 22's expand-strided-metadata fails on the
@@ -212,6 +200,18 @@ LogicalResult needStaticHeads(PatternRewriter &rewriter, Operation *op,
       op, "the dense expert lowering needs a static head count");
 }
 
+/// The unfused route: the dense all-experts formulation, as PyTorch's dense
+/// implementation computes it. Every token is projected through every expert
+/// of every head: for V one contraction over the weight viewed as
+/// [H, E, D, F], for O one matmul [N, H·E·F] · [H·E·F, D] (the weight's
+/// rows (h, e, f) flattened); the routes then only select and scale,
+/// through the dense gates
+/// G[n, h, e] = Σ_j gates[n, h, j] · [indices[n, h, j] = e] (0 for an
+/// expert no route picks). That costs E/k times the MACs of the routes, all
+/// of them in plain matmuls that the targets' matmul kernels take (the CPU's
+/// register-blocked kernels, the GPU's tensor cores), where the routes'
+/// gathers do not vectorize. moe-fuse-expert-projection replaces it by row
+/// kernels that gather per route (FusedKernels.cpp).
 class DenseExperts {
 public:
   DenseExperts(ImplicitLocOpBuilder &b, Value gates, Value indices,
@@ -626,15 +626,9 @@ struct AttentionGradLowering : public OpRewritePattern<moe::AttentionGradOp> {
       SmallVector<OpFoldResult> relSizes = sizesOf(b, rel);
       Value dsrel = skewed(b, ds, relSizes[0], shift);
       // dq += Σ_δ dsrel[b, a, t, δ] · rel[δ, a, f] over (b, t, a, f | δ).
-      Value dqRel = contractF32(b, dsrel, dimsMap(ctx, 5, {0, 2, 1, 4}), rel,
-                                dimsMap(ctx, 5, {4, 2, 3}), byRow,
-                                iterators(4, 1), sizesOf(b, q));
-      dq = generic(b, {dq, dqRel},
-                   tensor::EmptyOp::create(b, sizesOf(b, q), f32),
-                   {id4, id4, id4}, iterators(4),
-                   [](ImplicitLocOpBuilder &b, ValueRange args) {
-                     return arith::AddFOp::create(b, args[0], args[1]);
-                   });
+      dq = accumulateF32(b, dsrel, dimsMap(ctx, 5, {0, 2, 1, 4}), rel,
+                         dimsMap(ctx, 5, {4, 2, 3}), byRow, iterators(4, 1),
+                         dq);
       // drel[δ, a, f] over (δ, a, f | b, t).
       drel = contractF32(b, dsrel, dimsMap(ctx, 5, {3, 1, 4, 0}), q,
                          dimsMap(ctx, 5, {3, 4, 1, 2}),

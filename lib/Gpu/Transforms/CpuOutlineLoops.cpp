@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir::switchyard {
@@ -63,9 +64,13 @@ struct SwitchyardCpuOutlineLoopsPass
     llvm::StringMap<unsigned> counts;
     for (scf::ForOp loop : loops) {
       auto parent = loop->getParentOfType<func::FuncOp>();
-      std::string name =
-          (parent.getSymName() + "_loop" + Twine(counts[parent.getSymName()]++))
-              .str();
+      // <function>_loop<N>, the first N that names no symbol yet.
+      std::string name;
+      do {
+        name = (parent.getSymName() + "_loop" +
+                Twine(counts[parent.getSymName()]++))
+                   .str();
+      } while (SymbolTable::lookupSymbolIn(getOperation(), name));
       Location loc = loop.getLoc();
       rewriter.setInsertionPoint(loop);
       auto wrapper = scf::ExecuteRegionOp::create(rewriter, loc, TypeRange{});

@@ -43,3 +43,24 @@ func.func @step(%a: memref<64xf32>, %b: memref<64xf32>, %n: index) -> f32 {
   }
   return %sum : f32
 }
+
+// -----
+
+// A name that is taken is skipped.
+// CHECK-LABEL: func.func @taken_loop0(
+// CHECK-LABEL: func.func private @taken_loop1(
+// CHECK-LABEL: func.func @taken(
+// CHECK: call @taken_loop1(
+func.func @taken_loop0() {
+  return
+}
+func.func @taken(%a: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %one = arith.constant 1.0 : f32
+  scf.for %i = %c0 to %c64 step %c1 {
+    memref.store %one, %a[%i] : memref<64xf32>
+  }
+  return
+}
