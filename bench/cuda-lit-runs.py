@@ -38,7 +38,10 @@ for name in sorted(os.listdir(tests_dir)):
         runs.append(text)
     file_ok = True
     for run in runs:
-        command = run.replace("%examples", os.path.join(args.root, "examples"))
+        # lit's test/lit.cfg.py without --param gpu_emulation=1.
+        command = run.replace("%gpu-check", "switchyard-gpu-check")
+        command = command.replace("%gpu-device", "gpu")
+        command = command.replace("%examples", os.path.join(args.root, "examples"))
         command = command.replace("%python", sys.executable)
         command = command.replace("%S", tests_dir)
         command = command.replace("%t", os.path.join(tmp, name))

@@ -30,6 +30,7 @@
 #include "llvm/Target/TargetMachine.h"
 
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -44,6 +45,16 @@ using llvm::StringRef;
 #endif
 
 namespace {
+/// The compiled code's `puts`: only a failing runtime check (cf.assert,
+/// lowered to puts + abort; the GPU emulation's check-bounds) calls it, just
+/// before aborting. It writes to stderr, which is not buffered, so that the
+/// message is not lost with stdout's buffer.
+extern "C" int switchyardFailedCheckMessage(const char *message) {
+  std::fputs(message, stderr);
+  std::fputc('\n', stderr);
+  return 0;
+}
+
 /// MLIR's memrefCopy (mlir/lib/ExecutionEngine/CRunnerUtils.cpp), for builds
 /// without libmlir_c_runner_utils.so (SWITCHYARD_STATIC_LLVM): copies a
 /// strided memref element by element.
@@ -91,6 +102,7 @@ struct CpuProgram::Impl {
   std::vector<FunctionSpec> functions;
   ParamTable params;
   std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::string backend = "cpu";
 };
 
 CpuProgram::CpuProgram() : impl(std::make_unique<Impl>()) {}
@@ -103,6 +115,8 @@ const std::vector<FunctionSpec> &CpuProgram::functions() const {
 }
 
 const ParamTable &CpuProgram::params() const { return impl->params; }
+
+StringRef CpuProgram::backend() const { return impl->backend; }
 
 Expected<std::unique_ptr<CpuProgram>>
 CpuProgram::compileFile(StringRef path, const CompileOptions &options) {
@@ -141,9 +155,19 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
 
   // Stages 5-6: native code.
   mlir::PassManager codegen(&context);
-  mlir::switchyard::buildCpuCodegenPipeline(codegen,
-                                            options.roundContractionOperands);
-  if (llvm::Error error = compilation.run(codegen, "CPU code generation"))
+  if (options.emulateGpu) {
+    mlir::switchyard::GpuEmulationPipelineOptions emulation;
+    emulation.elementType = options.roundContractionOperands;
+    emulation.checkBounds = options.checkBounds;
+    mlir::switchyard::buildGpuEmulationCodegenPipeline(codegen, emulation);
+    program->impl->backend = "gpu-emulation";
+  } else {
+    mlir::switchyard::buildCpuCodegenPipeline(
+        codegen, options.roundContractionOperands);
+  }
+  if (llvm::Error error = compilation.run(
+          codegen, options.emulateGpu ? "GPU emulation code generation"
+                                      : "CPU code generation"))
     return std::move(error);
 
   // Optimise for this machine: without a target machine, LLVM's cost
@@ -185,6 +209,9 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
         llvm::JITSymbolFlags::Exported};
     symbols[interner("free")] = {
         llvm::orc::ExecutorAddr::fromPtr(&switchyardBufferFree),
+        llvm::JITSymbolFlags::Exported};
+    symbols[interner("puts")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&switchyardFailedCheckMessage),
         llvm::JITSymbolFlags::Exported};
     if (StringRef(SWITCHYARD_C_RUNNER_UTILS) == "")
       symbols[interner("memrefCopy")] = {

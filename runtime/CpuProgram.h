@@ -7,6 +7,10 @@
 // code. Functions take and return HostTensors; no MLIR type crosses this
 // header.
 //
+// With CompileOptions::emulateGpu, the module goes through the GPU target's
+// kernel formation instead and its kernels run on the host (the GPU
+// emulation).
+//
 // Calling convention: every public function is called through its C
 // interface; arguments are read-only; results are fresh buffers the runtime
 // copies into HostTensors and frees.
@@ -44,7 +48,8 @@ public:
   llvm::Expected<std::vector<HostTensor>>
   call(llvm::StringRef name,
        llvm::ArrayRef<const HostTensor *> arguments) override;
-  llvm::StringRef backend() const override { return "cpu"; }
+  /// "cpu", or "gpu-emulation" (CompileOptions::emulateGpu).
+  llvm::StringRef backend() const override;
 
 private:
   CpuProgram();

@@ -85,6 +85,16 @@ struct CompileOptions {
   /// GpuCompileOptions::elementType; a reference for those. The GPU backend
   /// takes its element type from GpuCompileOptions instead.
   std::string roundContractionOperands = "f32";
+  /// CPU backend: run the GPU target's kernels instead of the CPU's (the GPU
+  /// emulation, switchyard-gpu-emulation-pipeline): every kernel launch as
+  /// loops over its blocks and threads, one thread after another, with the
+  /// factors of contractions rounded to roundContractionOperands as the GPU
+  /// target's SIMT route does on sm_75. Slow; for testing the GPU route's
+  /// code without a GPU. The program's backend() is "gpu-emulation".
+  bool emulateGpu = false;
+  /// With emulateGpu: check every load and store of the kernels against its
+  /// buffer's bounds; a failing check prints the op and aborts the process.
+  bool checkBounds = false;
 };
 
 /// A tensor that a backend keeps between calls, where it computes: device

@@ -11,11 +11,21 @@ import lit.formats
 from lit.llvm import llvm_config
 from lit.llvm.subst import ToolSubst
 
-config.name = "Switchyard"
+# --param gpu_emulation=1 runs the GPU execution tests (test/Integration/CUDA)
+# without a GPU: %gpu-check and %gpu-device select the GPU emulation (the GPU
+# route's kernels on the host CPU) instead of the GPU, and the feature
+# `gpu-emulation` stands in for `cuda-gpu`. The suite then has its own name,
+# so that no report passes an emulated run off as a GPU one.
+gpu_emulation = lit_config.params.get("gpu_emulation", "0") not in ("0", "")
+config.name = "Switchyard (GPU emulation)" if gpu_emulation else "Switchyard"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.switchyard_obj_root, "test")
+if gpu_emulation:
+    # Its own Output/ directories, apart from a GPU run of the same tests.
+    config.test_exec_root = os.path.join(config.test_exec_root,
+                                         "gpu-emulation")
 config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py",
                    "lit.site.cfg.py", "unit", "Inputs"]
 
@@ -27,6 +37,17 @@ config.substitutions.append(("%switchyard_src", config.switchyard_src_root))
 config.substitutions.append(("%examples",
                              os.path.join(config.switchyard_src_root,
                                           "examples")))
+
+# Before the tool substitutions, which then resolve switchyard-gpu-check.
+gpu_check = os.path.join(config.switchyard_tools_dir, "switchyard-gpu-check")
+if gpu_emulation and os.path.exists(gpu_check):
+    config.available_features.add("gpu-emulation")
+    config.substitutions.append(("%gpu-check",
+                                 "switchyard-gpu-check --emulate"))
+    config.substitutions.append(("%gpu-device", "gpu-emulation"))
+else:
+    config.substitutions.append(("%gpu-check", "switchyard-gpu-check"))
+    config.substitutions.append(("%gpu-device", "gpu"))
 
 # --param verify_roundtrip=1: every switchyard-opt run also checks that its
 # output parses back to the same IR (as CIRCT's lit switch does).

@@ -132,6 +132,12 @@ void buildBufferizePipeline(OpPassManager &pm);
 void buildCpuCodegenPipeline(OpPassManager &pm,
                              llvm::StringRef roundContractionOperands = "f32");
 
+/// The CPU target's last stages: bufferized loops (scf, with vector, math,
+/// arith, memref) to the LLVM dialect, each top-level loop nest in a
+/// function of its own. Shared by buildCpuCodegenPipeline and the GPU
+/// emulation.
+void buildCpuLoopsToLLVMStages(OpPassManager &pm);
+
 /// The whole CPU target: the front end, the lowering to linalg, and CPU
 /// code generation.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
@@ -200,6 +206,43 @@ void buildGpuCodegenPipeline(OpPassManager &pm,
 /// The whole GPU target: the front end, the lowering to linalg, and GPU
 /// code generation.
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
+
+/// Options of the GPU emulation: the GPU target's SIMT kernels run on the
+/// host CPU (switchyard-gpu-launch-to-host-loops).
+struct GpuEmulationPipelineOptions
+    : public ModelPipelineOptions<GpuEmulationPipelineOptions> {
+  detail::PassOptions::Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block, as in switchyard-gpu-pipeline"),
+      llvm::cl::init(256)};
+  detail::PassOptions::Option<std::string> elementType{
+      *this, "element-type",
+      llvm::cl::desc("Element type of matmul multiplicands: f32 (exact), "
+                     "bf16 or f16 (rounded, f32 accumulation: the GPU "
+                     "target's SIMT route of sm_75; tensor cores are not "
+                     "emulated)"),
+      llvm::cl::init("f32")};
+  detail::PassOptions::Option<bool> checkBounds{
+      *this, "check-bounds",
+      llvm::cl::desc("Check every load and store of the kernels against "
+                     "its buffer's bounds when it runs "
+                     "(generate-runtime-verification); a failing check "
+                     "prints the op and its location and aborts"),
+      llvm::cl::init(false)};
+};
+
+/// Stages 5-6 of the GPU target up to its kernels (bufferization into
+/// device memory, kernel formation, host leftovers into kernels), then the
+/// kernels as loops on the host (switchyard-gpu-launch-to-host-loops) and
+/// the CPU target's last stages: host code in the LLVM dialect that runs
+/// the GPU route's kernels one thread after another. For running and
+/// testing the GPU route's code on machines without a GPU.
+void buildGpuEmulationCodegenPipeline(
+    OpPassManager &pm, const GpuEmulationPipelineOptions &options);
+
+/// The front end, the lowering to linalg, and the GPU emulation.
+void buildGpuEmulationPipeline(OpPassManager &pm,
+                               const GpuEmulationPipelineOptions &options);
 
 /// Adds the dialects and interfaces the GPU pipeline produces and needs
 /// (gpu, nvvm, the NVVM target, LLVM IR translations) to `registry`.

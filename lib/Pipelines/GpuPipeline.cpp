@@ -55,11 +55,16 @@
 //   1. buildBufferizationStages: tensors to buffers in device memory.
 //   2. buildKernelFormationStages: (bf16/f16) matmuls to tensor-core
 //      launches, linalg to parallel loops to gpu.launch, host leftovers into
-//      kernels, outlining into one gpu.module per function.
+//      kernels; buildOutliningStages: one gpu.module per function.
 //   3. buildDeviceStages: gpu.module to NVVM for the chip (nvgpu first).
 //   4. buildHostStages: host code to the LLVM dialect.
 //   5. gpu-module-to-binary: PTX (LLVM's NVPTX backend), then ptxas /
 //      fatbinary from the CUDA toolkit for bin / fatbin.
+//
+// The GPU emulation (switchyard-gpu-emulation-pipeline) shares stages 1 and
+// 2 up to outlining, then runs each launch as loops on the host
+// (switchyard-gpu-launch-to-host-loops) and takes the CPU target's last
+// stages: the kernels' code, executed on a machine without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -152,15 +157,41 @@ struct ReportPipelineErrorPass
   std::string message;
 };
 
+/// Adds a pass reporting `error` to `pm` where there is one; returns whether
+/// it did (the pipeline is then that pass alone).
+bool addedOptionError(OpPassManager &pm, const std::string &error) {
+  if (error.empty())
+    return false;
+  pm.addPass(std::make_unique<ReportPipelineErrorPass>(error));
+  return true;
+}
+
 /// The CUDA toolkit root that `options` name.
 std::string toolkitDir(const switchyard::GpuPipelineOptions &options) {
   return options.toolkit.empty() ? std::string(SWITCHYARD_CUDA_TOOLKIT_DIR)
                                  : std::string(options.toolkit);
 }
 
+/// The errors of the kernel-formation options, or an empty string.
+std::string checkKernelOptions(int64_t blockSize, StringRef elementType,
+                               StringRef pipeline) {
+  std::string error;
+  llvm::raw_string_ostream os(error);
+  if (blockSize < 1 || blockSize > 1024)
+    os << pipeline << ": block-size must be 1 to 1024, found " << blockSize;
+  else if (!llvm::is_contained({"f32", "bf16", "f16"}, elementType))
+    os << pipeline << ": unsupported element-type '" << elementType
+       << "'; expected f32, bf16 or f16";
+  return error;
+}
+
 /// The option errors of `options`, or an empty string.
 std::string checkOptions(const switchyard::GpuPipelineOptions &options) {
-  std::string error;
+  std::string error =
+      checkKernelOptions(options.blockSize, options.elementType,
+                         "switchyard-gpu-pipeline");
+  if (!error.empty())
+    return error;
   llvm::raw_string_ostream os(error);
   if (!defaultPtxFeature(options.chip))
     os << "switchyard-gpu-pipeline: unsupported chip '" << options.chip
@@ -174,13 +205,6 @@ std::string checkOptions(const switchyard::GpuPipelineOptions &options) {
   else if (options.optLevel > 3)
     os << "switchyard-gpu-pipeline: opt-level must be 0 to 3, found "
        << options.optLevel;
-  else if (options.blockSize < 1 || options.blockSize > 1024)
-    os << "switchyard-gpu-pipeline: block-size must be 1 to 1024, found "
-       << options.blockSize;
-  else if (!llvm::is_contained({"f32", "bf16", "f16"},
-                               StringRef(options.elementType)))
-    os << "switchyard-gpu-pipeline: unsupported element-type '"
-       << options.elementType << "'; expected f32, bf16 or f16";
   else if (!llvm::sys::fs::is_directory(toolkitDir(options)))
     // Checked here because gpu-module-to-binary only warns in the form of an
     // error diagnostic and goes on without libdevice (upstream, LLVM 22).
@@ -210,16 +234,26 @@ bool usesWgmma(const switchyard::GpuPipelineOptions &options) {
   return options.wgmma && usesTensorCores(options) && options.chip == "sm_90a";
 }
 
+/// How kernels are formed: what the GPU pipeline's options ask for, and
+/// what the emulation runs (no tensor cores).
+struct KernelFormation {
+  std::string elementType = "f32";
+  bool tensorCores = false;
+  bool wgmma = false;
+  int64_t blockSize = 256;
+};
+
 /// Linalg to kernels: tensor-core kernels for matmuls (16-bit element types
-/// only), parallel loops, one thread per element, host leftovers in
-/// single-thread kernels, outlined into @<func>_kernels.
+/// only; rounded SIMT contractions without tensor cores), parallel loops,
+/// one thread per element, host leftovers in single-thread kernels; each
+/// launch named @<func>_kernels::@<func>_kernel_<i>, not yet outlined.
 void buildKernelFormationStages(OpPassManager &pm,
-                                const switchyard::GpuPipelineOptions &options) {
-  if (options.elementType != "f32") {
+                                const KernelFormation &formation) {
+  if (formation.elementType != "f32") {
     switchyard::SwitchyardGpuTensorCoreMatmulPassOptions matmul;
-    matmul.elementType = options.elementType;
-    matmul.tensorCores = usesTensorCores(options);
-    matmul.wgmma = usesWgmma(options);
+    matmul.elementType = formation.elementType;
+    matmul.tensorCores = formation.tensorCores;
+    matmul.wgmma = formation.wgmma;
     pm.addNestedPass<func::FuncOp>(
         switchyard::createSwitchyardGpuTensorCoreMatmulPass(matmul));
   }
@@ -229,7 +263,7 @@ void buildKernelFormationStages(OpPassManager &pm,
   // Fused row kernels: one thread per scf.forall iteration.
   pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
   switchyard::SwitchyardGpuMapParallelLoopsPassOptions map;
-  map.blockSize = options.blockSize;
+  map.blockSize = formation.blockSize;
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuMapParallelLoopsPass(map));
   // No canonicalization here: it would merge the nested block and thread
@@ -239,10 +273,15 @@ void buildKernelFormationStages(OpPassManager &pm,
       switchyard::createSwitchyardGpuLaunchHostComputePass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuNameKernelsPass());
+}
+
+/// The launches outlined into one gpu.module per function, each call on a
+/// stream of its own.
+void buildOutliningStages(OpPassManager &pm, bool wgmma) {
   // The TMA descriptors are made on the host (mgpuTensorMapEncodeTiledMemref)
   // and reach the kernels as pointers: lower the nvgpu ops before outlining,
   // host and kernels alike, as upstream's gpu-lower-to-nvvm-pipeline does.
-  if (usesWgmma(options))
+  if (wgmma)
     pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(createGpuKernelOutliningPass());
   // One stream per call: allocations, launches and frees in program order on
@@ -300,13 +339,13 @@ void buildHostStages(OpPassManager &pm) {
 
 void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
                                          const GpuPipelineOptions &options) {
-  std::string error = checkOptions(options);
-  if (!error.empty()) {
-    pm.addPass(std::make_unique<ReportPipelineErrorPass>(error));
+  if (addedOptionError(pm, checkOptions(options)))
     return;
-  }
   buildBufferizationStages(pm);
-  buildKernelFormationStages(pm, options);
+  KernelFormation formation{options.elementType, usesTensorCores(options),
+                            usesWgmma(options), options.blockSize};
+  buildKernelFormationStages(pm, formation);
+  buildOutliningStages(pm, formation.wgmma);
   buildDeviceStages(pm, options);
   buildHostStages(pm);
 
@@ -321,6 +360,30 @@ void switchyard::buildGpuPipeline(OpPassManager &pm,
                                   const GpuPipelineOptions &options) {
   buildModelToLinalgPipeline(pm, options.numLayers, options.lowering());
   buildGpuCodegenPipeline(pm, options);
+}
+
+void switchyard::buildGpuEmulationCodegenPipeline(
+    OpPassManager &pm, const GpuEmulationPipelineOptions &options) {
+  if (addedOptionError(pm, checkKernelOptions(options.blockSize,
+                                              options.elementType,
+                                              "switchyard-gpu-emulation")))
+    return;
+  buildBufferizationStages(pm);
+  // The SIMT route: no tensor cores.
+  KernelFormation formation{options.elementType, /*tensorCores=*/false,
+                            /*wgmma=*/false, options.blockSize};
+  buildKernelFormationStages(pm, formation);
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuLaunchToHostLoopsPass());
+  if (options.checkBounds)
+    pm.addPass(createGenerateRuntimeVerificationPass());
+  buildCpuLoopsToLLVMStages(pm);
+}
+
+void switchyard::buildGpuEmulationPipeline(
+    OpPassManager &pm, const GpuEmulationPipelineOptions &options) {
+  buildModelToLinalgPipeline(pm, options.numLayers, options.lowering());
+  buildGpuEmulationCodegenPipeline(pm, options);
 }
 
 void switchyard::registerGpuDialects(DialectRegistry &registry) {
@@ -363,4 +426,11 @@ void switchyard::registerGpuPipelines() {
       "NVIDIA GPU code generation from linalg on tensors (the last stages "
       "of switchyard-gpu-pipeline; its model options are ignored)",
       buildGpuCodegenPipeline);
+  PassPipelineRegistration<GpuEmulationPipelineOptions>(
+      "switchyard-gpu-emulation-pipeline",
+      "The GPU target's kernels run on the host CPU, one thread after "
+      "another: front end, lowering, the GPU pipeline's kernel formation, "
+      "then loops over blocks and threads in the LLVM dialect (SIMT route "
+      "only; for testing without a GPU)",
+      buildGpuEmulationPipeline);
 }

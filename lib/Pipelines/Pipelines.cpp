@@ -78,26 +78,7 @@ void switchyard::buildModelToLinalgPipeline(OpPassManager &pm,
   buildLowerToLinalgPipeline(pm, options);
 }
 
-void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
-                                         StringRef roundContractionOperands) {
-  buildBufferizePipeline(pm);
-  // The reference for the GPU's bf16/f16 matmuls: the same ops rounded the
-  // same way (the tensor-core pass also runs right after bufferization).
-  if (roundContractionOperands != "f32") {
-    SwitchyardRoundContractionOperandsPassOptions round;
-    round.elementType = roundContractionOperands.str();
-    pm.addNestedPass<func::FuncOp>(
-        createSwitchyardRoundContractionOperandsPass(round));
-  }
-
-  // Register-blocked vector kernels for the matmul-like ops; loops for the
-  // rest (fused row kernels are scf.forall on vectors), nested for
-  // unit-stride vector code, then the LLVM dialect.
-  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuContractionKernelsPass());
-  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
-  // exp and log as polynomials that LLVM vectorizes, not libm calls.
-  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuMathApproximationPass());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+void switchyard::buildCpuLoopsToLLVMStages(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass());
   // One function per loop nest: LLVM's time grows faster than linearly with
@@ -121,6 +102,29 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
+                                         StringRef roundContractionOperands) {
+  buildBufferizePipeline(pm);
+  // The reference for the GPU's bf16/f16 matmuls: the same ops rounded the
+  // same way (the tensor-core pass also runs right after bufferization).
+  if (roundContractionOperands != "f32") {
+    SwitchyardRoundContractionOperandsPassOptions round;
+    round.elementType = roundContractionOperands.str();
+    pm.addNestedPass<func::FuncOp>(
+        createSwitchyardRoundContractionOperandsPass(round));
+  }
+
+  // Register-blocked vector kernels for the matmul-like ops; loops for the
+  // rest (fused row kernels are scf.forall on vectors), nested for
+  // unit-stride vector code, then the LLVM dialect.
+  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuContractionKernelsPass());
+  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
+  // exp and log as polynomials that LLVM vectorizes, not libm calls.
+  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuMathApproximationPass());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  buildCpuLoopsToLLVMStages(pm);
 }
 
 void switchyard::buildCpuPipeline(OpPassManager &pm,

@@ -7,6 +7,15 @@
 // when every result of every function matches; one line per result says
 // how close it was. It needs a GPU; test/Integration/CUDA runs it.
 //
+// --emulate runs the GPU side without a GPU: the GPU target's kernels, as
+// its SIMT route forms them, execute on the host one thread after another
+// (CompileOptions::emulateGpu, switchyard-gpu-emulation-pipeline), with
+// every load and store checked against its buffer's bounds. That checks
+// everything of the GPU route up to the NVVM lowering (the fused kernels,
+// the mapping to blocks and threads, the host code's kernels, device
+// buffers) but not the NVVM lowering, the tensor cores or the driver;
+// test/Integration/GpuEmulation runs it.
+//
 // Inputs: parameters (`lm.param`) get their declared initialisers where the
 // module declares them, other floats are uniform in [-1, 1]; integer
 // arguments are uniform in [0, lm.vocab) where the argument has `lm.vocab`,
@@ -29,7 +38,13 @@
 // Tolerance: a float result matches when every element has
 // |gpu - cpu| <= atol + rtol * |cpu| (defaults 1e-4 and 1e-3, for f32 sums
 // accumulated in a different order), and NaN or infinity where the other
-// has the same; integer and i1 results must be equal.
+// has the same; integer and i1 results must be equal. With --rel-l2 T, a
+// float result that fails this still matches when its relative error norm
+// ||gpu - cpu||_2 / ||cpu||_2 is at most T: for whole low-precision models,
+// where a last-bit difference of the f32 sums (another summation order) can
+// round to a neighbouring bf16 value and change a top-k choice, so that a
+// few tokens differ by far more than the rounding (see
+// test/Integration/CUDA/tensor-cores-tiny.test).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +89,16 @@ cl::opt<double> absoluteTolerance("atol", cl::desc("Absolute tolerance (1e-4)"),
                      cl::init(1e-4));
 cl::opt<double> relativeTolerance("rtol", cl::desc("Relative tolerance (1e-3)"),
                      cl::init(1e-3));
+cl::opt<bool> emulate(
+    "emulate",
+    cl::desc("Run the GPU side's kernels on the host (the GPU emulation, "
+             "with bounds checks) instead of on a GPU: no GPU needed; "
+             "bf16/f16 are rounded as on sm_75, without tensor cores"));
+cl::opt<double> relativeL2(
+    "rel-l2",
+    cl::desc("Also accept a float result whose ||gpu - cpu||_2 is at most "
+             "this fraction of ||cpu||_2 (default 0: elementwise only)"),
+    cl::init(0.0));
 cl::opt<std::string> chip("chip",
                           cl::desc("GPU chip (default: the device's)"));
 cl::opt<std::string> toolkit(
@@ -198,8 +223,9 @@ bool compare(llvm::StringRef function, size_t index, const rt::HostTensor &cpu,
   };
   size_t count = size_t(cpu.numElements());
   double worst = 0, worstRatio = 0;
-  size_t worstAt = 0;
-  bool ok = true;
+  size_t worstAt = 0, over = 0;
+  double errorSquares = 0, referenceSquares = 0;
+  bool ok = true, finite = true;
   for (size_t i = 0; i < count; ++i) {
     double c = value(cpu, i), g = value(gpu, i);
     if (!std::isfinite(c) || !std::isfinite(g)) {
@@ -210,21 +236,36 @@ bool compare(llvm::StringRef function, size_t index, const rt::HostTensor &cpu,
             g);
       }
       ok &= same;
+      finite = false;
       continue;
     }
     double error = std::abs(g - c);
+    errorSquares += error * error;
+    referenceSquares += c * c;
     double ratio = error / (absoluteTolerance + relativeTolerance * std::abs(c));
+    over += ratio > 1.0;
     if (ratio > worstRatio) {
       worstRatio = ratio;
       worst = error;
       worstAt = i;
     }
   }
-  ok &= worstRatio <= 1.0;
+  double relative = referenceSquares > 0
+                        ? std::sqrt(errorSquares / referenceSquares)
+                        : std::sqrt(errorSquares);
+  bool elementwise = worstRatio <= 1.0;
+  ok &= elementwise || (relativeL2 > 0 && finite && relative <= relativeL2);
+  std::string outside =
+      over ? llvm::formatv(", {0} of {1} elements outside it; relative L2 "
+                           "error {2:e2}",
+                           over, count, relative)
+                 .str()
+           : std::string();
   llvm::outs() << llvm::formatv(
-      "{0}: max |gpu - cpu| {1:e2} at element {2} ({3:f2} of the tolerance)"
-      "{4}\n",
-      where, worst, worstAt, worstRatio, ok ? ": ok" : ": MISMATCH");
+      "{0}: max |gpu - cpu| {1:e2} at element {2} ({3:f2} of the tolerance"
+      "{4}){5}\n",
+      where, worst, worstAt, worstRatio, outside,
+      !ok ? ": MISMATCH" : elementwise ? ": ok" : ": ok (relative L2)");
   return ok;
 }
 
@@ -234,8 +275,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "switchyard-gpu-check: run a module on the GPU and the CPU backend and "
-      "compare\n");
+      "switchyard-gpu-check: run a module on the GPU (or the GPU emulation) "
+      "and the CPU backend and compare\n");
   auto fail = [](llvm::Error error) {
     llvm::errs() << "switchyard-gpu-check: " << llvm::toString(std::move(error))
                  << "\n";
@@ -259,15 +300,30 @@ int main(int argc, char **argv) {
   auto cpu = rt::CpuProgram::compileFile(input, options);
   if (!cpu)
     return fail(cpu.takeError());
-  rt::GpuCompileOptions gpuOptions;
-  gpuOptions.chip = chip;
-  gpuOptions.toolkit = toolkit;
-  gpuOptions.elementType = elementType;
-  auto gpu = rt::GpuProgram::compileFile(input, options, gpuOptions);
-  if (!gpu)
-    return fail(gpu.takeError());
-  llvm::outs() << "compiled " << input << " for the CPU and for "
-               << (*gpu)->chip() << " (" << elementType << " multiplicands, "
+  std::unique_ptr<rt::Program> gpu;
+  std::string target;
+  if (emulate) {
+    rt::CompileOptions emulation = options;
+    emulation.emulateGpu = true;
+    emulation.checkBounds = true;
+    auto program = rt::CpuProgram::compileFile(input, emulation);
+    if (!program)
+      return fail(program.takeError());
+    gpu = std::move(*program);
+    target = "the GPU emulation";
+  } else {
+    rt::GpuCompileOptions gpuOptions;
+    gpuOptions.chip = chip;
+    gpuOptions.toolkit = toolkit;
+    gpuOptions.elementType = elementType;
+    auto program = rt::GpuProgram::compileFile(input, options, gpuOptions);
+    if (!program)
+      return fail(program.takeError());
+    target = (*program)->chip();
+    gpu = std::move(*program);
+  }
+  llvm::outs() << "compiled " << input << " for the CPU and for " << target
+               << " (" << elementType << " multiplicands, "
                << (fusion == Fusion::all ? "fused" : "unfused") << ")\n";
 
   std::vector<const rt::FunctionSpec *> selected;
@@ -293,14 +349,19 @@ int main(int argc, char **argv) {
     auto expected = (*cpu)->call(function->name, pointers);
     if (!expected)
       return fail(expected.takeError());
-    auto actual = (*gpu)->call(function->name, pointers);
+    auto actual = gpu->call(function->name, pointers);
     if (!actual)
       return fail(actual.takeError());
     for (size_t i = 0; i < expected->size(); ++i)
       mismatches += !compare(function->name, i, (*expected)[i], (*actual)[i]);
   }
   llvm::outs() << llvm::formatv(
-      "{0} functions checked, {1} mismatching results (atol {2}, rtol {3})\n",
-      selected.size(), mismatches, double(absoluteTolerance), double(relativeTolerance));
+      "{0} functions checked, {1} mismatching results (atol {2:e1}, rtol "
+      "{3:e1}{4})\n",
+      selected.size(), mismatches, double(absoluteTolerance),
+      double(relativeTolerance),
+      relativeL2 > 0
+          ? llvm::formatv(", relative L2 {0:e1}", double(relativeL2)).str()
+          : std::string());
   return mismatches ? 1 : 0;
 }

@@ -95,7 +95,8 @@ struct ModelOptions {
   cl::opt<std::string> fuse{
       "fuse",
       cl::desc("Fusions to apply: default (the fastest set for the device: "
-               "all on the GPU, none on the CPU), all, none, or "
+               "all on the GPU and in its emulation, none on the CPU), "
+               "all, none, or "
                "a comma-separated list of router, expert-projection, "
                "attention (the unfused route computes the same results; see "
                "README, Fusions)"),
@@ -420,7 +421,7 @@ int fail(const llvm::Twine &message) {
 }
 
 /// Where a command runs the compiled model.
-enum class Device { cpu, gpu };
+enum class Device { cpu, gpu, gpuEmulation };
 
 /// The --device option of the commands that run a model, with the GPU
 /// target's code generation options.
@@ -437,7 +438,12 @@ struct DeviceOption {
                                      "the CPU target, JIT-compiled here"),
                           clEnumValN(Device::gpu, "gpu",
                                      "the GPU target (NVIDIA, through the "
-                                     "CUDA driver) on device 0")),
+                                     "CUDA driver) on device 0"),
+                          clEnumValN(Device::gpuEmulation, "gpu-emulation",
+                                     "the GPU target's SIMT kernels run on "
+                                     "this CPU, one thread after another "
+                                     "(slow; checks the GPU route without a "
+                                     "GPU)")),
                cl::init(Device::cpu), cl::cat(category)),
         gpuChip("gpu-chip",
                 cl::desc("With --device gpu: the chip to compile for, e.g. "
@@ -445,9 +451,10 @@ struct DeviceOption {
                 cl::value_desc("sm_XY"), cl::cat(category)),
         gpuElementType(
             "gpu-element-type",
-            cl::desc("With --device gpu: element type of the matmul "
-                     "multiplicands, f32 (default, exact SIMT), bf16 or f16 "
-                     "(tensor cores on sm_80+, f32 accumulation)"),
+            cl::desc("With --device gpu or gpu-emulation: element type of "
+                     "the matmul multiplicands, f32 (default, exact SIMT), "
+                     "bf16 or f16 (tensor cores on sm_80+, rounded SIMT in "
+                     "the emulation; f32 accumulation)"),
             cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(category)),
         gpuFormat("gpu-format",
                   cl::desc("With --device gpu: how kernels are shipped, bin "
@@ -461,16 +468,19 @@ struct DeviceOption {
                             "$SWITCHYARD_CUDA_TOOLKIT, else the build's)"),
                    cl::value_desc("dir"), cl::cat(category)) {}
 
-  /// The GPU options chosen; an error for a GPU option without --device gpu
-  /// (it would be ignored silently otherwise).
+  /// The GPU options chosen; an error for a GPU option that the device
+  /// would ignore silently (all but the element type need --device gpu).
   llvm::Expected<rt::GpuCompileOptions> gpuOptions() const {
-    bool gpuOptionGiven = gpuChip.getNumOccurrences() ||
-                          gpuElementType.getNumOccurrences() ||
-                          gpuFormat.getNumOccurrences();
+    bool gpuOptionGiven =
+        gpuChip.getNumOccurrences() || gpuFormat.getNumOccurrences();
     if (device != Device::gpu && gpuOptionGiven)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--gpu-chip and --gpu-format need "
+                                     "--device gpu");
+    if (device == Device::cpu && gpuElementType.getNumOccurrences())
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          "--gpu-chip, --gpu-element-type and --gpu-format need --device gpu");
+          "--gpu-element-type needs --device gpu or gpu-emulation");
     // Checked here too (the GPU pipeline checks every option), so that a
     // typo fails before the driver is looked for.
     if (!llvm::is_contained({"f32", "bf16", "f16"}, StringRef(gpuElementType)))
@@ -502,7 +512,7 @@ llvm::Expected<std::unique_ptr<rt::Program>>
 compileFor(const DeviceOption &device, const ModelOptions &model,
            bool trainStep = false) {
   llvm::Expected<rt::CompileOptions> selected =
-      model.compileOptions(device.device == Device::gpu);
+      model.compileOptions(device.device != Device::cpu);
   if (!selected)
     return selected.takeError();
   rt::CompileOptions options = *selected;
@@ -511,7 +521,14 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
   llvm::Expected<rt::GpuCompileOptions> gpuOptions = device.gpuOptions();
   if (!gpuOptions)
     return gpuOptions.takeError();
-  if (device.device == Device::cpu) {
+  if (device.device == Device::gpuEmulation) {
+    options.emulateGpu = true;
+    options.roundContractionOperands = gpuOptions->elementType;
+    llvm::errs() << "device: GPU emulation on this CPU (the GPU route's "
+                    "kernels, one thread after another), "
+                 << gpuOptions->elementType << " multiplicands\n";
+  }
+  if (device.device != Device::gpu) {
     llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
         rt::CpuProgram::compileFile(path, options);
     if (!program)

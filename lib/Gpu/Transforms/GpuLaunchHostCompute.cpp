@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/Gpu/Transforms/HostCode.h"
 #include "dialect/Gpu/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,24 +26,9 @@ namespace mlir::switchyard {
 } // namespace mlir::switchyard
 
 using namespace mlir;
+using mlir::switchyard::readsOrWritesMemory;
 
 namespace {
-/// Whether `op` itself (its nested ops aside) reads or writes memory.
-bool readsOrWritesMemory(Operation *op) {
-  if (auto iface = dyn_cast<MemoryEffectOpInterface>(op)) {
-    SmallVector<MemoryEffects::EffectInstance> effects;
-    iface.getEffects(effects);
-    return llvm::any_of(effects, [](const MemoryEffects::EffectInstance &e) {
-      return isa<MemoryEffects::Read, MemoryEffects::Write>(e.getEffect());
-    });
-  }
-  // Region holders with recursive effects are decided by their nested ops.
-  if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
-    return false;
-  // Unknown effects: conservatively, any op that takes a buffer.
-  return llvm::any_of(op->getOperandTypes(), llvm::IsaPred<MemRefType>);
-}
-
 /// Ops that only the host can execute.
 bool isHostOnly(Operation *op) {
   return isa<gpu::LaunchOp, gpu::AllocOp, gpu::DeallocOp, gpu::MemcpyOp,

@@ -15,6 +15,11 @@
 // OPT: error: switchyard-gpu-pipeline: opt-level must be 0 to 3, found 4
 // ELEMENT: error: switchyard-gpu-pipeline: unsupported element-type 'f64'; expected f32, bf16 or f16
 // ELEMENT-NOT: gpu.binary
+// The GPU emulation checks the options it shares.
+// RUN: not switchyard-opt %s --switchyard-gpu-emulation-pipeline="block-size=0" 2>&1 | FileCheck %s --check-prefix=EMU-BLOCK
+// RUN: not switchyard-opt %s --switchyard-gpu-emulation-pipeline="element-type=f8" 2>&1 | FileCheck %s --check-prefix=EMU-ELEMENT
+// EMU-BLOCK: error: switchyard-gpu-emulation: block-size must be 1 to 1024, found 0
+// EMU-ELEMENT: error: switchyard-gpu-emulation: unsupported element-type 'f8'; expected f32, bf16 or f16
 // TOOLKIT: error: switchyard-gpu-pipeline: toolkit '{{.*}}.missing' is not a directory; expected the CUDA toolkit root (bin/ptxas, nvvm/libdevice)
 func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = arith.addf %x, %x : tensor<4xf32>

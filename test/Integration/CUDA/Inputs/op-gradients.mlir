@@ -9,9 +9,9 @@ func.func @linear(%x: tensor<4x6xf32> {lm.param = "x"}, %w: tensor<5x6xf32> {lm.
   %loss = moe.cross_entropy %l, %t : tensor<1x4x5xf32>, tensor<1x4xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
-func.func @switchhead_v(%x: tensor<5x6xf32> {lm.param = "x"}, %wg: tensor<12x6xf32> {lm.param = "wg"}, %wv: tensor<6x6x4xf32> {lm.param = "wv"}, %wo: tensor<6x4x6xf32> {lm.param = "wo"}, %t: tensor<1x5xi32> {lm.vocab = 6 : i64}) -> tensor<f32> {
-  %s = moe.gate %x, %wg : tensor<5x6xf32>, tensor<12x6xf32> -> tensor<5x2x6xf32>
-  %g, %i = moe.topk %s k(2) : tensor<5x2x6xf32> -> tensor<5x2x2xf32>, tensor<5x2x2xi32>
+func.func @switchhead_v(%x: tensor<5x6xf32> {lm.param = "x"}, %wg: tensor<6x6xf32> {lm.param = "wg"}, %wv: tensor<6x6x4xf32> {lm.param = "wv"}, %wo: tensor<6x4x6xf32> {lm.param = "wo"}, %t: tensor<1x5xi32> {lm.vocab = 6 : i64}) -> tensor<f32> {
+  %s = moe.gate %x, %wg : tensor<5x6xf32>, tensor<6x6xf32> -> tensor<5x2x3xf32>
+  %g, %i = moe.topk %s k(2) : tensor<5x2x3xf32> -> tensor<5x2x2xf32>, tensor<5x2x2xi32>
   %h = moe.expert_proj %x, %wv, %g, %i : tensor<5x6xf32>, tensor<6x6x4xf32>, tensor<5x2x2xf32>, tensor<5x2x2xi32> -> tensor<5x2x4xf32>
   %y = moe.expert_merge %h, %wo, %g, %i : tensor<5x2x4xf32>, tensor<6x4x6xf32>, tensor<5x2x2xf32>, tensor<5x2x2xi32> -> tensor<5x6xf32>
   %l = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 5, 6] : tensor<5x6xf32> into tensor<1x5x6xf32>

@@ -21,11 +21,11 @@ func.func @topk_masked(%s: tensor<7x5xf32>, %m: tensor<7x5xi1>) -> (tensor<7x1xf
   %v, %i = moe.topk %s k(1) mask(%m) : tensor<7x5xf32>, tensor<7x5xi1> -> tensor<7x1xf32>, tensor<7x1xi64>
   return %v, %i : tensor<7x1xf32>, tensor<7x1xi64>
 }
-func.func @expert_proj(%x: tensor<5x6xf32>, %w: tensor<6x6x4xf32>, %g: tensor<5x2x2xf32>, %i: tensor<5x2x2xi32> {lm.vocab = 6 : i64}) -> tensor<5x2x4xf32> {
+func.func @expert_proj(%x: tensor<5x6xf32>, %w: tensor<6x6x4xf32>, %g: tensor<5x2x2xf32>, %i: tensor<5x2x2xi32> {lm.vocab = 3 : i64}) -> tensor<5x2x4xf32> {
   %y = moe.expert_proj %x, %w, %g, %i : tensor<5x6xf32>, tensor<6x6x4xf32>, tensor<5x2x2xf32>, tensor<5x2x2xi32> -> tensor<5x2x4xf32>
   return %y : tensor<5x2x4xf32>
 }
-func.func @expert_merge(%h: tensor<5x2x4xf32>, %w: tensor<6x4x6xf32>, %g: tensor<5x2x2xf32>, %i: tensor<5x2x2xi32> {lm.vocab = 6 : i64}) -> tensor<5x6xf32> {
+func.func @expert_merge(%h: tensor<5x2x4xf32>, %w: tensor<6x4x6xf32>, %g: tensor<5x2x2xf32>, %i: tensor<5x2x2xi32> {lm.vocab = 3 : i64}) -> tensor<5x6xf32> {
   %y = moe.expert_merge %h, %w, %g, %i : tensor<5x2x4xf32>, tensor<6x4x6xf32>, tensor<5x2x2xf32>, tensor<5x2x2xi32> -> tensor<5x6xf32>
   return %y : tensor<5x6xf32>
 }

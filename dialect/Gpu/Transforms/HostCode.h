@@ -1,0 +1,26 @@
+//===- HostCode.h - what host code of the GPU target may do -----*- C++ -*-===//
+//
+// The GPU target's host code never dereferences a buffer: buffers live in
+// device memory (GpuPipeline.cpp, "Device memory design"). One test of
+// whether an op reads or writes memory, shared by the pass that moves such
+// ops into kernels (switchyard-gpu-launch-host-compute) and the GPU
+// emulation's check that none is left (switchyard-gpu-launch-to-host-loops).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_DIALECT_GPU_TRANSFORMS_HOSTCODE_H
+#define SWITCHYARD_DIALECT_GPU_TRANSFORMS_HOSTCODE_H
+
+namespace mlir {
+class Operation;
+} // namespace mlir
+
+namespace mlir::switchyard {
+
+/// Whether `op` itself (its nested ops aside) reads or writes memory. Ops
+/// without the memory-effect interface count when they take a buffer.
+bool readsOrWritesMemory(Operation *op);
+
+} // namespace mlir::switchyard
+
+#endif // SWITCHYARD_DIALECT_GPU_TRANSFORMS_HOSTCODE_H
