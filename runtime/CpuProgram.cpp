@@ -199,24 +199,18 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   // next call (BufferCache.h).
   (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap symbols;
-    symbols[interner("malloc")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&switchyardBufferAlloc),
-        llvm::JITSymbolFlags::Exported};
+    auto bind = [&](StringRef name, auto *function) {
+      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(function),
+                                 llvm::JITSymbolFlags::Exported};
+    };
+    bind("malloc", &switchyardBufferAlloc);
     // LLVM may fold malloc + memset(0) into calloc: it must come from here
     // too, since free is ours.
-    symbols[interner("calloc")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&switchyardBufferCalloc),
-        llvm::JITSymbolFlags::Exported};
-    symbols[interner("free")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&switchyardBufferFree),
-        llvm::JITSymbolFlags::Exported};
-    symbols[interner("puts")] = {
-        llvm::orc::ExecutorAddr::fromPtr(&switchyardFailedCheckMessage),
-        llvm::JITSymbolFlags::Exported};
+    bind("calloc", &switchyardBufferCalloc);
+    bind("free", &switchyardBufferFree);
+    bind("puts", &switchyardFailedCheckMessage);
     if (StringRef(SWITCHYARD_C_RUNNER_UTILS) == "")
-      symbols[interner("memrefCopy")] = {
-          llvm::orc::ExecutorAddr::fromPtr(&switchyardMemrefCopy),
-          llvm::JITSymbolFlags::Exported};
+      bind("memrefCopy", &switchyardMemrefCopy);
     return symbols;
   });
   program->impl->engine = std::move(*engine);

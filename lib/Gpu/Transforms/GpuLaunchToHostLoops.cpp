@@ -154,39 +154,29 @@ void emulate(gpu::LaunchOp launch, IRRewriter &rewriter) {
 
 /// Device memory to host memory: allocations, frees and copies.
 LogicalResult toHostMemory(Operation *op, IRRewriter &rewriter) {
+  if (auto async = dyn_cast<gpu::AsyncOpInterface>(op);
+      async && async.getAsyncToken())
+    return op->emitOpError() << "is not emulated (asynchronous)";
   rewriter.setInsertionPoint(op);
-  Location loc = op->getLoc();
   if (auto alloc = dyn_cast<gpu::AllocOp>(op)) {
-    if (alloc.getAsyncToken() || alloc.getHostShared())
-      return alloc.emitOpError()
-             << "is not emulated (asynchronous or host-shared)";
+    if (alloc.getHostShared())
+      return alloc.emitOpError() << "is not emulated (host-shared)";
     // cuMemAlloc aligns to 256 bytes; the CPU's vector code wants 64.
     rewriter.replaceOpWithNewOp<memref::AllocOp>(
         alloc, alloc.getType(), alloc.getDynamicSizes(),
         alloc.getSymbolOperands(), rewriter.getI64IntegerAttr(64));
-    return success();
+  } else if (auto dealloc = dyn_cast<gpu::DeallocOp>(op)) {
+    rewriter.replaceOpWithNewOp<memref::DeallocOp>(dealloc,
+                                                   dealloc.getMemref());
+  } else if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {
+    rewriter.replaceOpWithNewOp<memref::CopyOp>(copy, copy.getSrc(),
+                                                copy.getDst());
+  } else if (isa<gpu::WaitOp>(op)) {
+    rewriter.eraseOp(op);
+  } else {
+    return op->emitOpError() << "in host code is not emulated";
   }
-  if (auto dealloc = dyn_cast<gpu::DeallocOp>(op)) {
-    if (dealloc.getAsyncToken())
-      return dealloc.emitOpError() << "is not emulated (asynchronous)";
-    memref::DeallocOp::create(rewriter, loc, dealloc.getMemref());
-    rewriter.eraseOp(dealloc);
-    return success();
-  }
-  if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {
-    if (copy.getAsyncToken())
-      return copy.emitOpError() << "is not emulated (asynchronous)";
-    memref::CopyOp::create(rewriter, loc, copy.getSrc(), copy.getDst());
-    rewriter.eraseOp(copy);
-    return success();
-  }
-  if (auto wait = dyn_cast<gpu::WaitOp>(op)) {
-    if (wait.getAsyncToken())
-      return wait.emitOpError() << "is not emulated (asynchronous)";
-    rewriter.eraseOp(wait);
-    return success();
-  }
-  return op->emitOpError() << "in host code is not emulated";
+  return success();
 }
 
 struct SwitchyardGpuLaunchToHostLoopsPass
@@ -205,9 +195,7 @@ struct SwitchyardGpuLaunchToHostLoopsPass
         failed |= mlir::failed(checkEmulable(launch));
         return WalkResult::skip();
       }
-      if (isa<gpu::AllocOp, gpu::DeallocOp, gpu::MemcpyOp, gpu::WaitOp>(op) ||
-          (op->getDialect() &&
-           op->getDialect()->getNamespace() == "gpu")) {
+      if (isa_and_nonnull<gpu::GPUDialect>(op->getDialect())) {
         hostMemoryOps.push_back(op);
         return WalkResult::advance();
       }
