@@ -52,12 +52,20 @@ rt::CompileOptions bench::compileOptions(const Options &options,
                                          llvm::StringRef fuse) {
   rt::CompileOptions compile;
   compile.gradients = true;
-  compile.fusion = check(mlir::switchyard::parseFusions(fuse, options.gpu()),
-                         "--fuse");
+  // The CPU's unfused expert projections are grouped by expert unless the
+  // setting is `dense` (switchyard's --experts).
+  bool dense = fuse == kDenseExperts;
+  compile.fusion =
+      check(mlir::switchyard::parseFusions(dense ? "none" : fuse,
+                                           options.gpu()),
+            "--fuse");
+  compile.groupedExperts = !options.gpu() && !dense;
   return compile;
 }
 
 std::string bench::fusionLabel(const Options &options, llvm::StringRef fuse) {
+  if (fuse == kDenseExperts)
+    return "unfused, dense experts";
   std::string fusions = mlir::switchyard::describeFusions(
       check(mlir::switchyard::parseFusions(fuse, options.gpu()), "--fuse"));
   if (fusions == "all")

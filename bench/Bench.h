@@ -64,8 +64,14 @@ T check(llvm::Expected<T> value, const llvm::Twine &what) {
 /// after one untimed warm-up run.
 double medianMs(unsigned reps, llvm::function_ref<void()> run);
 
+/// The fusion setting of the CPU's unfused route with the expert
+/// projections dense over all experts (`switchyard --experts=dense`); in
+/// the others the CPU's are grouped by expert, its default.
+inline constexpr llvm::StringLiteral kDenseExperts = "dense";
+
 /// The compile options (with gradients) of a fusion setting: default (the
-/// device's own, FusionOptions::deviceDefault), all or none.
+/// device's own, FusionOptions::deviceDefault), all, none or, on the CPU,
+/// kDenseExperts.
 rt::CompileOptions compileOptions(const Options &options, llvm::StringRef fuse);
 
 /// A row label for a fusion setting: "fused" (all), "unfused" (none), or

@@ -307,11 +307,16 @@ int bench::runLayer(const Options &options) {
   const FusionOptions byDefault = FusionOptions::deviceDefault(options.gpu());
   // Each setting's row label and compile time, in the rows' order.
   std::vector<std::pair<std::string, double>> compileMs;
-  for (llvm::StringRef fuse : {"default", "all", "none"}) {
-    FusionOptions fusions =
-        check(mlir::switchyard::parseFusions(fuse, options.gpu()), "--fuse");
-    if (fuse != "default" && fusions == byDefault)
+  // On the CPU also the unfused route with dense expert projections.
+  for (llvm::StringRef fuse : {"default", "all", "none", "dense"}) {
+    if (fuse == kDenseExperts) {
+      if (options.gpu())
+        continue;
+    } else if (fuse != "default" &&
+               check(mlir::switchyard::parseFusions(fuse, options.gpu()),
+                     "--fuse") == byDefault) {
       continue;
+    }
     double ms = 0;
     rows.push_back(
         measureSwitchyard(options, c, Kind::SwitchHead, fuse, inputs, ms));

@@ -56,10 +56,12 @@ cl::opt<bool> compileOnly(
 cl::list<std::string> fuse(
     "fuse", cl::CommaSeparated,
     cl::desc("With --kernels or --train-step: the fusion settings to measure, "
-             "default (the device's: all on the GPU, none on the CPU), all "
-             "and/or none (default: all,none for --kernels, default for "
-             "--train-step; the layer benchmark measures the three, each "
-             "setting once)"),
+             "default (the device's: all on the GPU, none on the CPU), all, "
+             "none and/or, on the CPU, dense (none, with the expert "
+             "projections dense over all experts instead of grouped by "
+             "expert; switchyard --experts) (default: all,none (CPU: "
+             "all,none,dense) for --kernels, default for --train-step; the "
+             "layer benchmark measures them all, each setting once)"),
     cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per call or step (2)"),
                        cl::init(2), cl::cat(category));
@@ -128,8 +130,9 @@ int main(int argc, char **argv) {
       "  (default)      one SwitchHead layer (embedding, lm.switchhead with "
       "Transformer-XL\n                 memory, cross-entropy), forward and "
       "forward+backward: the device's\n                 default fusions "
-      "(CPU: none), then all and none where they differ, the C++\n                 "
-      "reference (forward), the dense MHA layer of the same\n"
+      "(CPU: none), then all and none where they differ, on the CPU\n"
+      "                 unfused with dense expert projections, the C++\n"
+      "                 reference (forward), the dense MHA layer of the same\n"
       "                 parameter count, and PyTorch "
       "(bench/torch_switchhead.py) for both\n"
       "  --kernels F    every function of F and its _grad, fused and "
@@ -174,13 +177,17 @@ int main(int argc, char **argv) {
   options.compileOnly = compileOnly;
   options.fusions.assign(fuse.begin(), fuse.end());
   options.jsonOut = jsonOut;
-  if (options.fusions.empty())
+  if (options.fusions.empty()) {
     options.fusions = trainStep.empty() ? std::vector<std::string>{"all", "none"}
                                         : std::vector<std::string>{"default"};
+    if (trainStep.empty() && !options.gpu())
+      options.fusions.push_back(kDenseExperts.str());
+  }
   for (const std::string &setting : options.fusions)
-    if (setting != "default" && setting != "all" && setting != "none") {
-      llvm::errs() << "switchyard-bench: error: --fuse: expected default, all "
-                      "or none, found '"
+    if (setting != "default" && setting != "all" && setting != "none" &&
+        (setting != kDenseExperts || options.gpu())) {
+      llvm::errs() << "switchyard-bench: error: --fuse: expected default, all, "
+                      "none or (on the CPU) dense, found '"
                    << setting << "'\n";
       return 1;
     }

@@ -138,6 +138,9 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   }();
   (void)nativeTargetReady;
 
+  if (options.emulateGpu && options.groupedExperts)
+    return failure("the GPU emulation runs the GPU target's kernels, and "
+                   "the grouped expert formulation is the CPU target's");
   std::unique_ptr<CpuProgram> program(new CpuProgram());
   mlir::MLIRContext &context = program->impl->context;
   mlir::DialectRegistry registry;

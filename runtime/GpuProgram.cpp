@@ -128,6 +128,9 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   }();
   (void)nativeTargetReady;
 
+  if (options.groupedExperts)
+    return failure("the grouped expert formulation is the CPU backend's: "
+                   "its host code reads the routes' sort");
   std::unique_ptr<GpuProgram> program(new GpuProgram());
   Impl &impl = *program->impl;
   impl.chip = gpuOptions.chip;

@@ -78,6 +78,11 @@ struct CompileOptions {
   bool trainStep = false;
   /// Which fusions to apply (all by default).
   mlir::switchyard::FusionOptions fusion;
+  /// CPU backend: lower the unfused expert projections with the routes
+  /// grouped by expert (convert-moe-to-linalg `grouped-experts`) instead of
+  /// densely over all experts. The GPU backend and the GPU emulation refuse
+  /// it (host code reads the routes' sort).
+  bool groupedExperts = false;
   /// LLVM optimisation level of the JIT (0-3).
   unsigned optLevel = 2;
   /// CPU backend: round the factors of matmul-like contractions to "bf16" or

@@ -160,6 +160,7 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
   loweringOptions.gradients = options.gradients;
   loweringOptions.trainStep = options.trainStep;
   loweringOptions.fusion = options.fusion;
+  loweringOptions.groupedExperts = options.groupedExperts;
   mlir::switchyard::buildLowerToLinalgPipeline(lowering, loweringOptions);
   if (llvm::Error error = run(lowering, "lowering to linalg"))
     return error;

@@ -19,7 +19,10 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
     formulation: every token through every expert of its head in one
     matmul-like contraction over the weight viewed as `[H, E, A, B]`, then a
     sum weighted by the dense gates `[N, H, E]` (0 for experts no route
-    picks); all products accumulate in f32. Attention
+    picks); all products accumulate in f32. With `grouped-experts` they
+    take the grouped one instead (GroupedExperts.cpp): the routes sorted by
+    expert, then one `[count_e, A] x [A, B]` matmul per expert on its
+    contiguous block of gathered rows. Attention
     (`moe.attention`, `moe.attention_grad`) materialises the `[B, H, T, S]`
     score tensor, keys in the unit-stride dimension, with every product a
     contraction (Transformer-XL's relative keys: `q · relᵀ` over every
@@ -42,6 +45,15 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
     %s = tensor.expand_shape %sig [[0], [1, 2]] ... : tensor<?x6xf32> into tensor<?x2x3xf32>
     ```
   }];
+  let options = [
+    Option<"groupedExperts", "grouped-experts", "bool", /*default=*/"false",
+           "Group the routes of moe.expert_proj, moe.expert_merge and their "
+           "gradients by expert (the paper's CVMM): a counting sort of the "
+           "routes, the rows gathered in that order, one matmul per expert "
+           "on its block, the products summed back over the routes. Costs "
+           "the routes' MACs (k/E of the dense formulation's); the sort and "
+           "the blocks' sizes are read by host code, so a CPU formulation">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",

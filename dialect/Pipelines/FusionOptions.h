@@ -35,8 +35,8 @@ struct FusionOptions {
   /// switchyard-bench (README, Fusions): all of them on the GPU, none on the
   /// CPU. The fused kernels are row kernels, written for one GPU thread per
   /// row; on one CPU core the unfused lowerings win, because their matmuls
-  /// (the expert projections' dense all-experts contractions included) run
-  /// as register-blocked vector kernels.
+  /// (the expert projections', dense or grouped by expert, included) run as
+  /// register-blocked vector kernels.
   static FusionOptions deviceDefault(bool gpu) {
     return gpu ? FusionOptions() : none();
   }

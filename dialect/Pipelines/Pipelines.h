@@ -42,6 +42,10 @@ struct LoweringOptions {
   /// Also each model's AdamW step `<model>_train_step` (implies gradients).
   bool trainStep = false;
   FusionOptions fusion;
+  /// The unfused expert projections with the routes grouped by expert
+  /// (convert-moe-to-linalg `grouped-experts`; the CPU target's only: host
+  /// code reads the routes' sort).
+  bool groupedExperts = false;
 };
 
 /// The options every target shares: which functions to build from each
@@ -101,6 +105,13 @@ struct CpuPipelineOptions : public ModelPipelineOptions<CpuPipelineOptions> {
                      "type (f32: exact; bf16 or f16: what the GPU's tensor "
                      "cores compute, as a reference for them)"),
       llvm::cl::init("f32")};
+  detail::PassOptions::Option<bool> groupedExperts{
+      *this, "grouped-experts",
+      llvm::cl::desc("Lower the unfused expert projections and their "
+                     "gradients with the routes grouped by expert (one "
+                     "matmul per expert on its sorted rows, the routes' "
+                     "MACs) instead of densely over all experts"),
+      llvm::cl::init(true)};
 };
 
 /// Stages 2-4: lm layers decomposed into moe ops, models turned into

@@ -49,7 +49,9 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
     pm.addPass(moe::createMoeFuseExpertProjectionPass());
   if (options.fusion.attention)
     pm.addPass(moe::createMoeFuseAttentionPass());
-  pm.addPass(createConvertMoeToLinalgPass());
+  ConvertMoeToLinalgPassOptions toLinalg;
+  toLinalg.groupedExperts = options.groupedExperts;
+  pm.addPass(createConvertMoeToLinalgPass(toLinalg));
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());
 }
@@ -129,7 +131,9 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
 
 void switchyard::buildCpuPipeline(OpPassManager &pm,
                                   const CpuPipelineOptions &options) {
-  buildModelToLinalgPipeline(pm, options.numLayers, options.lowering());
+  LoweringOptions lowering = options.lowering();
+  lowering.groupedExperts = options.groupedExperts;
+  buildModelToLinalgPipeline(pm, options.numLayers, lowering);
   buildCpuCodegenPipeline(pm, options.roundContractionOperands);
 }
 

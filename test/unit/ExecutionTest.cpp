@@ -106,9 +106,11 @@ double relativeError(const ref::Tensor &actual, const ref::Tensor &expected) {
   return error / scale;
 }
 
-std::unique_ptr<rt::CpuProgram> compile(const std::string &source) {
+std::unique_ptr<rt::CpuProgram>
+compile(const std::string &source,
+        const rt::CompileOptions &options = rt::CompileOptions()) {
   llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
-      rt::CpuProgram::compile(source, "test.mlir");
+      rt::CpuProgram::compile(source, "test.mlir", options);
   if (!program) {
     ADD_FAILURE() << llvm::toString(program.takeError());
     return nullptr;
@@ -204,12 +206,22 @@ TEST(ExecutionTest, TopKEdgeCases) {
   checkTopK(scores, 7, &mask);
 }
 
-/// The SwitchHead V and O projections for given routes.
+/// The expert projections' formulations: fused row kernels (the default
+/// options), and unfused, dense over all experts or grouped by expert.
+std::vector<std::pair<const char *, rt::CompileOptions>> expertFormulations() {
+  rt::CompileOptions fused, dense, grouped;
+  dense.fusion = grouped.fusion = mlir::switchyard::FusionOptions::none();
+  grouped.groupedExperts = true;
+  return {{"fused", fused}, {"dense", dense}, {"grouped", grouped}};
+}
+
+/// The SwitchHead V and O projections for given routes, in every
+/// formulation; with `dynamicTokens` the token dimension is `?`.
 void checkProjections(int64_t tokens, int64_t k, const ref::IndexTensor &idx,
-                      unsigned seed) {
+                      unsigned seed, bool dynamicTokens = false) {
   const int64_t heads = 2, experts = 3, width = 11, headWidth = 5;
-  auto program =
-      compile(formatv(R"mlir(
+  std::string n = dynamicTokens ? "?" : std::to_string(tokens);
+  std::string source = formatv(R"mlir(
     func.func @proj(%x: tensor<{0}x{1}xf32>, %w: tensor<{2}x{1}x{3}xf32>, %g: tensor<{0}x{4}x{5}xf32>, %i: tensor<{0}x{4}x{5}xi32>) -> tensor<{0}x{4}x{3}xf32> {{
       %p = moe.expert_proj %x, %w, %g, %i : tensor<{0}x{1}xf32>, tensor<{2}x{1}x{3}xf32>, tensor<{0}x{4}x{5}xf32>, tensor<{0}x{4}x{5}xi32> -> tensor<{0}x{4}x{3}xf32>
       return %p : tensor<{0}x{4}x{3}xf32>
@@ -218,28 +230,32 @@ void checkProjections(int64_t tokens, int64_t k, const ref::IndexTensor &idx,
       %y = moe.expert_merge %o, %w, %g, %i : tensor<{0}x{4}x{3}xf32>, tensor<{2}x{3}x{1}xf32>, tensor<{0}x{4}x{5}xf32>, tensor<{0}x{4}x{5}xi32> -> tensor<{0}x{1}xf32>
       return %y : tensor<{0}x{1}xf32>
     })mlir",
-                      tokens, width, heads * experts, headWidth, heads, k)
-                  .str());
-  ASSERT_TRUE(program);
+                               n, width, heads * experts, headWidth, heads, k)
+                           .str();
   ref::Tensor x = random({tokens, width}, seed);
   ref::Tensor wv = random({heads * experts, width, headWidth}, seed + 1);
   ref::Tensor wo = random({heads * experts, headWidth, width}, seed + 2);
   ref::Tensor gates = random({tokens, heads, k}, seed + 3);
   ref::Tensor o = random({tokens, heads, headWidth}, seed + 4);
+  ref::Tensor expectedProj = ref::expertProj(x, wv, gates, idx);
+  ref::Tensor expectedMerge = ref::expertMerge(o, wo, gates, idx);
   auto i32 = rt::ElementType::i32;
 
-  auto proj =
-      callOrFail(*program, "proj",
-                 {toHost(x), toHost(wv), toHost(gates), toHost(idx, i32)});
-  ASSERT_EQ(proj.size(), 1u);
-  EXPECT_LE(relativeError(toRef(proj[0]), ref::expertProj(x, wv, gates, idx)),
-            kTolerance);
-  auto merge =
-      callOrFail(*program, "merge",
-                 {toHost(o), toHost(wo), toHost(gates), toHost(idx, i32)});
-  ASSERT_EQ(merge.size(), 1u);
-  EXPECT_LE(relativeError(toRef(merge[0]), ref::expertMerge(o, wo, gates, idx)),
-            kTolerance);
+  for (const auto &[formulation, options] : expertFormulations()) {
+    SCOPED_TRACE(formulation);
+    auto program = compile(source, options);
+    ASSERT_TRUE(program);
+    auto proj =
+        callOrFail(*program, "proj",
+                   {toHost(x), toHost(wv), toHost(gates), toHost(idx, i32)});
+    ASSERT_EQ(proj.size(), 1u);
+    EXPECT_LE(relativeError(toRef(proj[0]), expectedProj), kTolerance);
+    auto merge =
+        callOrFail(*program, "merge",
+                   {toHost(o), toHost(wo), toHost(gates), toHost(idx, i32)});
+    ASSERT_EQ(merge.size(), 1u);
+    EXPECT_LE(relativeError(toRef(merge[0]), expectedMerge), kTolerance);
+  }
 }
 
 TEST(ExecutionTest, DropoutMaskAndDropout) {
@@ -282,13 +298,15 @@ TEST(ExecutionTest, DropoutMaskAndDropout) {
 }
 
 TEST(ExecutionTest, ExpertProjectionsAwkwardShapes) {
-  // One token; k = 1; k = E; random routes.
+  // One token; k = 1; k = E; random routes; fused, dense and grouped.
   checkProjections(1, 1, randomIndices({1, 2, 1}, 3, 5), 10);
-  checkProjections(9, 3, randomIndices({9, 2, 3}, 3, 6), 20);
+  checkProjections(9, 3, randomIndices({9, 2, 3}, 3, 6), 20,
+                   /*dynamicTokens=*/true);
   checkProjections(9, 2, randomIndices({9, 2, 2}, 3, 7), 30);
-  // Every token chooses expert 2 of every head.
+  // Every token chooses expert 2 of every head: the other experts' blocks
+  // are empty in the grouped formulation.
   ref::IndexTensor same{{6, 2, 1}, std::vector<int64_t>(12, 2)};
-  checkProjections(6, 1, same, 40);
+  checkProjections(6, 1, same, 40, /*dynamicTokens=*/true);
 }
 
 TEST(ExecutionTest, ExpertMlp) {

@@ -267,6 +267,41 @@ void checkFusedRouter(int64_t tokens, int64_t heads, int64_t experts,
   }
 }
 
+TEST(FusionTest, GroupedExpertsAgainstDense) {
+  // The unfused expert projections in their two formulations
+  // (convert-moe-to-linalg grouped-experts, CompileOptions::groupedExperts):
+  // routes sorted by expert, one matmul per expert, against dense over all
+  // experts. SwitchHead with k < E and k = E, SwitchAll with expert dropout
+  // (masked experts have no routes: empty blocks), the forward, the loss and
+  // every gradient. Same tolerance as the fusions: the two sum the routes
+  // in different orders.
+  const char *model = R"mlir(
+    lm.model @m(%t: tensor<?x5xi32>) -> tensor<?x5x11xf32> {
+      %x0 = lm.embed "embed" %t {vocab = 11} : tensor<?x5xi32> -> tensor<?x5x12xf32>
+      %a0 = lm.switchhead "layers.0.att" %x0 {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<rope>, expert_dropout = 0.4} : tensor<?x5x12xf32>
+      %a1 = lm.switchhead "layers.1.att" %a0 {heads = 3, experts = 2, k = 2, head_dim = 5, pos = #lm.pos<rope>} : tensor<?x5x12xf32>
+      %x1 = lm.sigma_moe "layers.1.ffn" %a1 {experts = 5, k = 2, expert_dim = 3} : tensor<?x5x12xf32>
+      %l = lm.output "out" %x1 {vocab = 11} : tensor<?x5x12xf32> -> tensor<?x5x11xf32>
+      lm.return %l : tensor<?x5x11xf32>
+    })mlir";
+  rt::CompileOptions options;
+  options.gradients = true;
+  options.fusion = mlir::switchyard::FusionOptions::none();
+  auto dense = rt::CpuProgram::compile(model, "grouped-test.mlir", options);
+  options.groupedExperts = true;
+  auto grouped = rt::CpuProgram::compile(model, "grouped-test.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(dense)) << llvm::toString(dense.takeError());
+  ASSERT_TRUE(static_cast<bool>(grouped))
+      << llvm::toString(grouped.takeError());
+  rt::HostTensor tokens = indices({4, 5}, 11, 21);
+  EXPECT_GT(expectSameResults(**grouped, **dense, "m", {tokens}), 0u);
+  for (int64_t seed : {int64_t(7), int64_t(-3)})
+    EXPECT_GT(expectSameResults(**grouped, **dense, "m_grad",
+                                {tokens, indices({4, 5}, 11, 22),
+                                 seedTensor(seed)}),
+              0u);
+}
+
 TEST(FusionTest, FusedRouterAgainstReference) {
   for (int64_t k : {1, 2, 5})
     checkFusedRouter(7, 2, 5, k, nullptr, 30 + unsigned(k));

@@ -18,6 +18,11 @@
 
 namespace mlir::switchyard {
 
+/// Converts the f32 accumulator of a lowering to the type of `result`, an
+/// op's result it replaces (element type, and a tensor.cast where the
+/// lowering built it more or less static).
+Value finish(ImplicitLocOpBuilder &b, Value accumulator, Value result);
+
 /// Row `h·E + e` of a stacked per-head expert weight, for an integer expert
 /// number `expert` read from an index tensor.
 Value expertRow(ImplicitLocOpBuilder &b, Value head, Value expertsPerHead,

@@ -24,6 +24,10 @@ void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
 /// FusedKernels.cpp).
 void populateFusedKernelPatterns(RewritePatternSet &patterns);
 
+/// The expert projections and their gradients with the routes grouped by
+/// expert (GroupedExperts.cpp), above the dense formulation's patterns.
+void populateGroupedExpertPatterns(RewritePatternSet &patterns);
+
 /// Adds the lowerings of moe.flash_attention and moe.flash_attention_grad
 /// (the ops of moe-fuse-attention) to row kernels: scf.forall on tensors
 /// whose bodies work on scalars and vector<F> rows (FlashAttention.cpp).

@@ -247,8 +247,9 @@ def SwitchyardCpuLoopOrderPass
     `convert-linalg-to-loops` nests the loops in the order of the iteration
     dimensions, and a matmul's `(m, n, k)` puts its reduction innermost,
     where `A·B` reads B down a column. This pass moves innermost the
-    dimension that is the last (unit-stride) index of the most operands,
-    a parallel one on a tie, keeping the others in their order, so that
+    dimension that is the last (unit-stride) index of the most accesses
+    (operands, and loads in the body whose last subscript is a loop's
+    `linalg.index`: gathers), a parallel one on a tie, keeping the others in their order, so that
     LLVM's loop vectorizer sees contiguous rows: `dX = dY·W` and
     `dW = dYᵀ·X` become row updates (axpy), `Y = X·Wᵀ` a dot product of
     two rows. Reductions are marked `reassoc`, so that a dot product is

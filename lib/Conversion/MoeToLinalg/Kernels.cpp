@@ -19,6 +19,14 @@
 using namespace mlir;
 using namespace mlir::switchyard;
 
+Value mlir::switchyard::finish(ImplicitLocOpBuilder &b, Value accumulator,
+                               Value result) {
+  Value converted = castElements(
+      b, accumulator,
+      cast<RankedTensorType>(result.getType()).getElementType());
+  return castTo(b, converted, result.getType());
+}
+
 Value mlir::switchyard::expertRow(ImplicitLocOpBuilder &b, Value head,
                                   Value expertsPerHead, Value expert) {
   Value e = arith::IndexCastOp::create(b, b.getIndexType(), expert);

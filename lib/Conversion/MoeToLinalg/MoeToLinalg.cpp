@@ -40,14 +40,6 @@ using utils::IteratorType;
 
 namespace {
 
-/// Converts the f32 accumulator of a lowering to the op's result type.
-Value finish(ImplicitLocOpBuilder &b, Value accumulator, Value result) {
-  Value converted = castElements(
-      b, accumulator,
-      cast<RankedTensorType>(result.getType()).getElementType());
-  return castTo(b, converted, result.getType());
-}
-
 /// Replaces `op` by `values`, cast to its result types where a lowering built
 /// them more or less static than the op declares.
 void replaceCast(PatternRewriter &rewriter, ImplicitLocOpBuilder &b,
@@ -995,6 +987,8 @@ struct AddLossLowering : public OpRewritePattern<moe::AddLossOp> {
 struct ConvertMoeToLinalgPass
     : public switchyard::impl::ConvertMoeToLinalgPassBase<
           ConvertMoeToLinalgPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     ConversionTarget target(*ctx);
@@ -1002,6 +996,8 @@ struct ConvertMoeToLinalgPass
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     populateMoeToLinalgPatterns(patterns);
+    if (groupedExperts)
+      populateGroupedExpertPatterns(patterns);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

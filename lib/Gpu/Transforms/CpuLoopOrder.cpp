@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDCPULOOPORDERPASS
@@ -21,7 +22,8 @@ using namespace mlir;
 namespace {
 
 /// The loop dimension to nest innermost: the last index of the most
-/// operands; on a tie a parallel one, then the later one.
+/// accesses, operands and the body's loads (gathers, whose last subscript
+/// is a loop's linalg.index); on a tie a parallel one, then the later one.
 unsigned innermostDim(linalg::LinalgOp op) {
   unsigned loops = op.getNumLoops();
   SmallVector<int> unitStride(loops, 0);
@@ -32,6 +34,12 @@ unsigned innermostDim(linalg::LinalgOp op) {
     if (auto dim = dyn_cast<AffineDimExpr>(map.getResults().back()))
       ++unitStride[dim.getPosition()];
   }
+  op->walk([&](memref::LoadOp load) {
+    if (load.getIndices().empty())
+      return;
+    if (auto index = load.getIndices().back().getDefiningOp<linalg::IndexOp>())
+      ++unitStride[index.getDim()];
+  });
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   auto rank = [&](unsigned dim) {
     return std::make_tuple(unitStride[dim],

@@ -1,0 +1,481 @@
+//===- GroupedExperts.cpp - the grouped (CVMM) expert formulation ---------===//
+//
+// The expert projections with the routes grouped by expert, as the paper's
+// CVMM kernel computes them (../shared/docs/SWITCHHEAD.md): the routes
+// (n, h, j) are sorted by their expert h·E + indices[n, h, j], each route's
+// input row is gathered into the sorted order, every expert multiplies its
+// own contiguous block of rows by its weight (one plain matmul per expert,
+// which the CPU's register-blocked kernels take), and the products are
+// summed back over the routes, scaled by their gates. That costs the routes'
+// MACs, k/E of the dense formulation's (MoeToLinalg.cpp), plus the sort and
+// the gathers. The sort and each expert's block size are read by host code,
+// so the formulation is the CPU target's (convert-moe-to-linalg
+// `grouped-experts`); the GPU target keeps the dense one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Conversion/MoeToLinalg/Kernels.h"
+#include "dialect/Conversion/MoeToLinalg/MoeToLinalg.h"
+#include "dialect/Moe/IR/MoeOps.h"
+#include "dialect/Support/TensorBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace mlir::switchyard;
+
+namespace {
+
+/// A new index tensor of `sizes` filled with `value`.
+Value filledIndex(ImplicitLocOpBuilder &b, ArrayRef<OpFoldResult> sizes,
+                  int64_t value) {
+  Value empty = tensor::EmptyOp::create(b, sizes, b.getIndexType());
+  return linalg::FillOp::create(b, indexConstant(b, value), empty)
+      .getResult(0);
+}
+
+/// The routes of an expert op sorted by expert, and the kernels that work
+/// in that order. A route r = (n·H + h)·k + j is token n's j-th choice in
+/// head h; its expert is h·E + indices[n, h, j], its row in the stacked
+/// weight [H·E, A, B].
+class SortedRoutes {
+public:
+  SortedRoutes(ImplicitLocOpBuilder &b, Value gates, Value indices,
+               Value weight)
+      : b(b), gates(gates), indices(indices) {
+    tokens = dimOf(b, indices, 0);
+    heads = dimOf(b, indices, 1);
+    choices = dimOf(b, indices, 2);
+    perHead = expertsPerHead(b, weight, gates);
+    experts = dimOf(b, weight, 0);
+    Value perToken = arith::MulIOp::create(b, heads, choices);
+    routes = arith::MulIOp::create(b, tokens, perToken);
+    sort();
+    routeGates = gather(gates);
+  }
+
+  /// Rows in the sorted order: row i of `value` itself (`sorted`), or the
+  /// i-th sorted route (n, h, j)'s row of `value`, value[n, w] ([N, W]) or
+  /// value[n, h, w] ([N, H, W]), times the route's gate if `gated`. Kernels
+  /// gather each expert's block where they use it, so that a block passes
+  /// through the cache, not the whole [R, W] copy through memory.
+  struct Rows {
+    Value value;
+    bool sorted = false;
+    bool gated = false;
+  };
+  static Rows sorted(Value value) { return {value, true, false}; }
+  static Rows gathered(Value value, bool gated) { return {value, false, gated}; }
+
+  /// The rows [begin, begin + count) of `rows`, f32 [count, W]. A gather
+  /// is a loop over the rows that copies each (a vector loop over w): a
+  /// generic over (i, w) would reload the route's index for every element,
+  /// since LLVM cannot tell the copy's stores from the index buffer.
+  Value block(ImplicitLocOpBuilder &b, const Rows &rows, Value begin,
+              Value count) const {
+    MLIRContext *ctx = b.getContext();
+    OpFoldResult width = sizesOf(b, rows.value).back();
+    if (rows.sorted)
+      return rowBlock(b, rows.value, begin, count, width);
+    auto type = cast<RankedTensorType>(rows.value.getType());
+    bool byHead = type.getRank() == 3;
+    Value init = tensor::EmptyOp::create(
+        b, ArrayRef<OpFoldResult>{count, width}, b.getF32Type());
+    auto loop = scf::ForOp::create(
+        b, indexConstant(b, 0), count, indexConstant(b, 1), ValueRange{init},
+        [&](OpBuilder &nested, Location loc, Value i, ValueRange acc) {
+          ImplicitLocOpBuilder b(loc, nested);
+          Value sortedAt = arith::AddIOp::create(b, begin, i);
+          auto [n, h, j] =
+              coordinates(b, tensor::ExtractOp::create(b, order, sortedAt));
+          OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+          SmallVector<OpFoldResult> offsets{n}, sizes{one}, strides{one};
+          if (byHead) {
+            offsets.push_back(h);
+            sizes.push_back(one);
+            strides.push_back(one);
+          }
+          offsets.push_back(zero);
+          sizes.push_back(width);
+          strides.push_back(one);
+          auto rowType = RankedTensorType::get({type.getShape().back()},
+                                               type.getElementType());
+          Value row = tensor::ExtractSliceOp::create(
+              b, rowType, rows.value, offsets, sizes, strides);
+          Value gate = rows.gated
+                           ? tensor::ExtractOp::create(b, routeGates, sortedAt)
+                                 .getResult()
+                           : Value();
+          auto outType =
+              RankedTensorType::get({type.getShape().back()}, b.getF32Type());
+          SmallVector<OpFoldResult> outOffsets{i, zero}, outSizes{one, width};
+          Value out = tensor::ExtractSliceOp::create(
+              b, outType, acc[0], outOffsets, outSizes,
+              ArrayRef<OpFoldResult>{one, one});
+          AffineMap id = b.getMultiDimIdentityMap(1);
+          Value copied = generic(
+              b, {row}, out, {id, id}, iterators(1),
+              [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                Value v = toF32(b, args[0]);
+                return gate ? arith::MulFOp::create(b, v, gate).getResult()
+                            : v;
+              });
+          scf::YieldOp::create(
+              b, ValueRange{tensor::InsertSliceOp::create(
+                     b, copied, acc[0], outOffsets, outSizes,
+                     ArrayRef<OpFoldResult>{one, one})});
+        });
+    (void)ctx;
+    return loop.getResult(0);
+  }
+
+  /// out[i, c] = Σ_a rows[i, a] · W[e, a, c] (or W[e, c, a] if
+  /// `transposed`) over the sorted routes i of each expert e: one matmul per
+  /// expert on its block of rows; f32 [R, C].
+  Value perExpert(const Rows &rows, Value weight, bool transposed) {
+    MLIRContext *ctx = b.getContext();
+    SmallVector<OpFoldResult> w = sizesOf(b, weight);
+    OpFoldResult outer = transposed ? w[1] : w[2];
+    Value init = tensor::EmptyOp::create(
+        b, ArrayRef<OpFoldResult>{routes, outer}, b.getF32Type());
+    // (i, c | a)
+    AffineMap weightMap =
+        transposed ? dimsMap(ctx, 3, {1, 2}) : dimsMap(ctx, 3, {2, 1});
+    return overExperts(init, [&](ImplicitLocOpBuilder &b, Value e,
+                                 Value begin, Value count, Value acc) {
+      Value lhs = block(b, rows, begin, count);
+      Value matrix = expertMatrix(b, weight, e);
+      Value out = zeroRows(b, acc, begin, count, outer);
+      Value product = accumulateF32(b, lhs, dimsMap(ctx, 3, {0, 2}), matrix,
+                                    weightMap, dimsMap(ctx, 3, {0, 1}),
+                                    iterators(2, 1), out);
+      return insertRows(b, product, acc, begin, count, outer);
+    });
+  }
+
+  /// dW[e, a, c] = Σ_i lhs[i, a] · rhs[i, c] over the sorted routes i of
+  /// expert e; f32 [H·E, A, C] (0 for an expert no route picks).
+  Value weightGrad(const Rows &lhs, const Rows &rhs) {
+    MLIRContext *ctx = b.getContext();
+    OpFoldResult a = sizesOf(b, lhs.value).back(),
+                 c = sizesOf(b, rhs.value).back();
+    Value init = tensor::EmptyOp::create(
+        b, ArrayRef<OpFoldResult>{experts, a, c}, b.getF32Type());
+    return overExperts(init, [&](ImplicitLocOpBuilder &b, Value e,
+                                 Value begin, Value count, Value acc) {
+      OpFoldResult one = b.getIndexAttr(1), origin = b.getIndexAttr(0);
+      SmallVector<OpFoldResult> offsets{e, origin, origin}, sizes{one, a, c},
+          strides{one, one, one};
+      auto matrixType = RankedTensorType::get(
+          {getConstantIntValue(a).value_or(ShapedType::kDynamic),
+           getConstantIntValue(c).value_or(ShapedType::kDynamic)},
+          b.getF32Type());
+      Value slice = tensor::ExtractSliceOp::create(b, matrixType, acc, offsets,
+                                                   sizes, strides);
+      Value zero =
+          linalg::FillOp::create(b, f32Constant(b, 0.0), slice).getResult(0);
+      // (a, c | i)
+      Value grad = accumulateF32(
+          b, block(b, lhs, begin, count), dimsMap(ctx, 3, {2, 0}),
+          block(b, rhs, begin, count), dimsMap(ctx, 3, {2, 1}),
+          dimsMap(ctx, 3, {0, 1}), iterators(2, 1), zero);
+      return tensor::InsertSliceOp::create(b, grad, acc, offsets, sizes,
+                                           strides);
+    });
+  }
+
+  /// The sum over the routes: out[n, h, w] = Σ_j g · rows[slot(n, h, j), w]
+  /// with `perHead`, else out[n, w] = Σ_{h, j} g · rows[slot(n, h, j), w];
+  /// g the route's gate if `gated`, else 1; f32.
+  Value sumRoutes(Value rows, bool perHead, bool gated) {
+    MLIRContext *ctx = b.getContext();
+    OpFoldResult width = sizesOf(b, rows)[1];
+    SmallVector<OpFoldResult> sizes{tokens, width};
+    if (perHead)
+      sizes.insert(sizes.begin() + 1, heads);
+    // (n, h, w, j), h summed over too unless perHead.
+    SmallVector<Value> inputs{slots};
+    SmallVector<AffineMap> maps{dimsMap(ctx, 4, {0, 1, 3})};
+    if (gated) {
+      inputs.push_back(gates);
+      maps.push_back(dimsMap(ctx, 4, {0, 1, 3}));
+    }
+    maps.push_back(perHead ? dimsMap(ctx, 4, {0, 1, 2})
+                           : dimsMap(ctx, 4, {0, 2}));
+    SmallVector<utils::IteratorType> types = iterators(3, 1);
+    if (!perHead)
+      types[1] = utils::IteratorType::reduction;
+    return generic(b, inputs, filled(b, sizes, b.getF32Type(), 0.0), maps,
+                   types,
+                   [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                     Value v = tensor::ExtractOp::create(
+                         b, rows, ValueRange{args[0], loopIndex(b, 2)});
+                     if (gated)
+                       v = arith::MulFOp::create(b, v, toF32(b, args[1]));
+                     return arith::AddFOp::create(b, args.back(), v);
+                   });
+  }
+
+  /// The gate gradients: dg[n, h, j] = Σ_w lhs[i, w] · rhs[i, w] at the
+  /// route's sorted position i; f32 [N, H, k].
+  Value routeDots(const Rows &lhsRows, const Rows &rhsRows) {
+    MLIRContext *ctx = b.getContext();
+    Value origin = indexConstant(b, 0);
+    Value lhs = block(b, lhsRows, origin, routes);
+    Value rhs = block(b, rhsRows, origin, routes);
+    Value dots = contractF32(b, lhs, dimsMap(ctx, 2, {0, 1}), rhs,
+                             dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0}),
+                             iterators(1, 1), {routes});
+    AffineMap id = b.getMultiDimIdentityMap(3);
+    Value init =
+        tensor::EmptyOp::create(b, sizesOf(b, indices), b.getF32Type());
+    return generic(b, {slots}, init, {id, id}, iterators(3),
+                   [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                     return tensor::ExtractOp::create(b, dots, args[0]);
+                   });
+  }
+
+private:
+  using ExpertBody = function_ref<Value(ImplicitLocOpBuilder &, Value e,
+                                        Value begin, Value count, Value acc)>;
+
+  /// A loop over the experts e carrying `init`; `body` sees e's block of
+  /// sorted routes [begin, begin + count).
+  Value overExperts(Value init, ExpertBody body) {
+    auto loop = scf::ForOp::create(
+        b, indexConstant(b, 0), experts, indexConstant(b, 1),
+        ValueRange{init},
+        [&](OpBuilder &nested, Location loc, Value e, ValueRange acc) {
+          ImplicitLocOpBuilder b(loc, nested);
+          Value begin = tensor::ExtractOp::create(b, offsets, e);
+          Value next = arith::AddIOp::create(b, e, indexConstant(b, 1));
+          Value end = tensor::ExtractOp::create(b, offsets, next);
+          Value count = arith::SubIOp::create(b, end, begin);
+          scf::YieldOp::create(b, body(b, e, begin, count, acc[0]));
+        });
+    return loop.getResult(0);
+  }
+
+  /// rows[begin : begin + count, 0 : width].
+  static Value rowBlock(ImplicitLocOpBuilder &b, Value rows, Value begin,
+                        Value count, OpFoldResult width) {
+    OpFoldResult one = b.getIndexAttr(1);
+    return tensor::ExtractSliceOp::create(
+        b, rows, ArrayRef<OpFoldResult>{begin, b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{count, width}, ArrayRef<OpFoldResult>{one, one});
+  }
+
+  /// The same block of `acc`, zeroed.
+  static Value zeroRows(ImplicitLocOpBuilder &b, Value acc, Value begin,
+                        Value count, OpFoldResult width) {
+    Value block = rowBlock(b, acc, begin, count, width);
+    return linalg::FillOp::create(b, f32Constant(b, 0.0), block).getResult(0);
+  }
+
+  /// `block` written back into `acc` at rows [begin, begin + count).
+  static Value insertRows(ImplicitLocOpBuilder &b, Value block, Value acc,
+                          Value begin, Value count, OpFoldResult width) {
+    OpFoldResult one = b.getIndexAttr(1);
+    return tensor::InsertSliceOp::create(
+        b, block, acc, ArrayRef<OpFoldResult>{begin, b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{count, width}, ArrayRef<OpFoldResult>{one, one});
+  }
+
+  /// weight[e] as a matrix [A, B].
+  static Value expertMatrix(ImplicitLocOpBuilder &b, Value weight, Value e) {
+    auto type = cast<RankedTensorType>(weight.getType());
+    SmallVector<OpFoldResult> sizes = sizesOf(b, weight);
+    OpFoldResult one = b.getIndexAttr(1), origin = b.getIndexAttr(0);
+    auto matrixType = RankedTensorType::get(
+        {type.getDimSize(1), type.getDimSize(2)}, type.getElementType());
+    return tensor::ExtractSliceOp::create(
+        b, matrixType, weight, ArrayRef<OpFoldResult>{e, origin, origin},
+        ArrayRef<OpFoldResult>{one, sizes[1], sizes[2]},
+        ArrayRef<OpFoldResult>{one, one, one});
+  }
+
+  /// Route r's (n, h, j).
+  std::tuple<Value, Value, Value> coordinates(ImplicitLocOpBuilder &b,
+                                              Value r) const {
+    Value j = arith::RemUIOp::create(b, r, choices);
+    Value nh = arith::DivUIOp::create(b, r, choices);
+    Value h = arith::RemUIOp::create(b, nh, heads);
+    Value n = arith::DivUIOp::create(b, nh, heads);
+    return {n, h, j};
+  }
+
+  /// Route r's expert h·E + indices[n, h, j].
+  Value expertOf(ImplicitLocOpBuilder &b, Value n, Value h, Value j) const {
+    Value chosen = tensor::ExtractOp::create(b, indices, ValueRange{n, h, j});
+    return expertRow(b, h, perHead, chosen);
+  }
+
+  /// offsets [H·E + 1]: offsets[e] = #routes whose expert is below e, so
+  /// expert e's block is [offsets[e], offsets[e + 1]); then a stable
+  /// counting sort: `order` [R], the route at each sorted position, and
+  /// `slots` [N, H, k], each route's sorted position.
+  void sort() {
+    MLIRContext *ctx = b.getContext();
+    Value one = indexConstant(b, 1);
+    Value bounds = arith::AddIOp::create(b, experts, one);
+    // (e | n, h, j)
+    offsets = generic(
+        b, {indices}, filledIndex(b, {bounds}, 0),
+        {dimsMap(ctx, 4, {1, 2, 3}), dimsMap(ctx, 4, {0})}, iterators(1, 3),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value expert = expertRow(b, loopIndex(b, 2), perHead, args[0]);
+          Value below = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                              expert, loopIndex(b, 0));
+          return arith::AddIOp::create(
+              b, args[1],
+              arith::SelectOp::create(b, below, one, indexConstant(b, 0)));
+        });
+    Value slotInit = tensor::EmptyOp::create(b, sizesOf(b, indices),
+                                             b.getIndexType());
+    Value orderInit = tensor::EmptyOp::create(
+        b, ArrayRef<OpFoldResult>{routes}, b.getIndexType());
+    auto loop = scf::ForOp::create(
+        b, indexConstant(b, 0), routes, one,
+        ValueRange{offsets, slotInit, orderInit},
+        [&](OpBuilder &nested, Location loc, Value r, ValueRange state) {
+          ImplicitLocOpBuilder b(loc, nested);
+          auto [n, h, j] = coordinates(b, r);
+          Value expert = expertOf(b, n, h, j);
+          Value position = tensor::ExtractOp::create(b, state[0], expert);
+          Value next = arith::AddIOp::create(b, position, indexConstant(b, 1));
+          Value cursor =
+              tensor::InsertOp::create(b, next, state[0], ValueRange{expert});
+          Value slot = tensor::InsertOp::create(b, position, state[1],
+                                                ValueRange{n, h, j});
+          Value order =
+              tensor::InsertOp::create(b, r, state[2], ValueRange{position});
+          scf::YieldOp::create(b, ValueRange{cursor, slot, order});
+        });
+    slots = loop.getResult(1);
+    order = loop.getResult(2);
+  }
+
+  /// values[n, h, j] at each sorted position: f32 [R].
+  Value gather(Value values) {
+    AffineMap id = b.getMultiDimIdentityMap(1);
+    Value init = tensor::EmptyOp::create(b, ArrayRef<OpFoldResult>{routes},
+                                         b.getF32Type());
+    return generic(b, {order}, init, {id, id}, iterators(1),
+                   [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                     auto [n, h, j] = coordinates(b, args[0]);
+                     return toF32(b, tensor::ExtractOp::create(
+                                         b, values, ValueRange{n, h, j}));
+                   });
+  }
+
+  ImplicitLocOpBuilder &b;
+  Value gates, indices;
+  Value tokens, heads, choices, perHead, experts, routes;
+  Value offsets, slots, order, routeGates;
+};
+
+/// out[n, h, f] = Σ_j g · (x[n] · W[h·E + indices[n, h, j]])[f].
+struct GroupedExpertProj : public OpRewritePattern<moe::ExpertProjOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ExpertProjOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value w = op.getWeight();
+    SortedRoutes routes(b, op.getGates(), op.getIndices(), w);
+    Value products = routes.perExpert(
+        SortedRoutes::gathered(op.getInput(), false), w, false);
+    rewriter.replaceOp(
+        op, finish(b, routes.sumRoutes(products, /*perHead=*/true, /*gated=*/true),
+                   op.getResult()));
+    return success();
+  }
+};
+
+/// y[n, o] = Σ_{h, j} (g · heads[n, h] · W[h·E + indices[n, h, j]])[o].
+struct GroupedExpertMerge : public OpRewritePattern<moe::ExpertMergeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ExpertMergeOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value w = op.getWeight();
+    SortedRoutes routes(b, op.getGates(), op.getIndices(), w);
+    Value products = routes.perExpert(
+        SortedRoutes::gathered(op.getHeads(), true), w, false);
+    rewriter.replaceOp(op,
+                       finish(b,
+                              routes.sumRoutes(products, /*perHead=*/false,
+                                               /*gated=*/false),
+                              op.getResult()));
+    return success();
+  }
+};
+
+/// With rows X (x by route), dO (dout by route) and dXu = dO · W[e]ᵀ per
+/// route (ungated: each route's input adjoint over its gate):
+///   dx = Σ_routes g · dXu, dW[e] = Xᵀ · (g · dO) over e's routes,
+///   dg = <dO, X · W[e]> = <X, dXu> per route,
+/// two matmuls per expert (the forward's product is not recomputed).
+struct GroupedExpertProjGrad
+    : public OpRewritePattern<moe::ExpertProjGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ExpertProjGradOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value w = op.getWeight();
+    SortedRoutes routes(b, op.getGates(), op.getIndices(), w);
+    auto x = SortedRoutes::gathered(op.getInput(), false);
+    Value dinput = routes.perExpert(
+        SortedRoutes::gathered(op.getResultGrad(), false), w, true);
+    Value dx = routes.sumRoutes(dinput, /*perHead=*/false, /*gated=*/true);
+    Value dw = routes.weightGrad(
+        x, SortedRoutes::gathered(op.getResultGrad(), true));
+    Value dg = routes.routeDots(x, SortedRoutes::sorted(dinput));
+    rewriter.replaceOp(op, {finish(b, dx, op.getInputGrad()),
+                            finish(b, dw, op.getWeightGrad()),
+                            finish(b, dg, op.getGatesGrad())});
+    return success();
+  }
+};
+
+/// With rows A (heads by route), gA (gated) and dY (dy by route), and
+/// dA = dY · W[e]ᵀ per route:
+///   dheads = Σ_j g · dA, dW[e] = gAᵀ · dY over e's routes, dg = <A, dA>.
+struct GroupedExpertMergeGrad
+    : public OpRewritePattern<moe::ExpertMergeGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::ExpertMergeGradOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value w = op.getWeight();
+    SortedRoutes routes(b, op.getGates(), op.getIndices(), w);
+    auto heads = SortedRoutes::gathered(op.getHeads(), false);
+    auto gatedHeads = SortedRoutes::gathered(op.getHeads(), true);
+    auto dy = SortedRoutes::gathered(op.getResultGrad(), false);
+    Value dheadRows = routes.perExpert(dy, w, true);
+    rewriter.replaceOp(
+        op, {finish(b, routes.sumRoutes(dheadRows, /*perHead=*/true, /*gated=*/true),
+                    op.getHeadsGrad()),
+             finish(b, routes.weightGrad(gatedHeads, dy), op.getWeightGrad()),
+             finish(b, routes.routeDots(heads, SortedRoutes::sorted(dheadRows)),
+                    op.getGatesGrad())});
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::switchyard::populateGroupedExpertPatterns(
+    RewritePatternSet &patterns) {
+  // Above the dense formulation's patterns, which stay for what these leave.
+  patterns.add<GroupedExpertProj, GroupedExpertMerge, GroupedExpertProjGrad,
+               GroupedExpertMergeGrad>(patterns.getContext(),
+                                       /*benefit=*/2);
+}

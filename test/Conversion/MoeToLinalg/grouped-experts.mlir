@@ -1,0 +1,47 @@
+// RUN: switchyard-opt %s --convert-moe-to-linalg=grouped-experts | FileCheck %s
+// RUN: switchyard-opt %s --convert-moe-to-linalg=grouped-experts --switchyard-cpu-pipeline -o /dev/null
+
+// The grouped (CVMM) formulation of the expert projections: the routes
+// sorted by expert (offsets, then a counting sort), one matmul per expert
+// on its block of rows, the products summed back over the routes. 2 heads
+// of 5 experts: 10 expert matrices.
+
+// CHECK-LABEL: func.func @proj
+// Each expert's first sorted position: #routes whose expert h·E + e is below.
+// CHECK: %[[OFFSETS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "reduction", "reduction"]{{.*}} outs({{.*}} : tensor<?xindex>)
+// CHECK: arith.cmpi ult
+// The counting sort: a cursor per expert, each route's slot, each slot's route.
+// CHECK: %[[SORT:.*]]:3 = scf.for {{.*}} iter_args({{.*}}) -> (tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>)
+// One matmul per expert on rows [offsets[e], offsets[e + 1]), gathered
+// row by row in the loop.
+// CHECK: %[[P:.*]] = scf.for %[[E:[a-z0-9_]+]] = %{{.*}} to %c10{{.*}} step
+// CHECK: %[[BEGIN:.*]] = tensor.extract %[[OFFSETS]][%[[E]]]
+// CHECK: %[[COUNT:.*]] = arith.subi
+// CHECK: scf.for {{.*}} to %[[COUNT]]
+// CHECK: tensor.extract %[[SORT]]#2
+// CHECK: tensor.extract_slice %arg0[{{.*}}, 0] [1, 16] [1, 1] : tensor<?x16xf32> to tensor<16xf32>
+// CHECK: tensor.extract_slice %arg1[%[[E]], 0, 0] [1, 16, 8] [1, 1, 1] : tensor<10x16x8xf32> to tensor<16x8xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]{{.*}} ins({{.*}} : tensor<?x16xf32>, tensor<16x8xf32>)
+// CHECK: tensor.insert_slice {{.*}}[%[[BEGIN]], 0] [%[[COUNT]], 8]
+// The gated sum over each head's routes, read at their slots.
+// CHECK: linalg.generic {{.*}}ins(%[[SORT]]#1, %arg2 : tensor<?x2x3xindex>, tensor<?x2x3xf32>)
+// CHECK: tensor.extract %[[P]]
+// CHECK-NOT: moe.
+func.func @proj(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>) -> tensor<?x2x8xf32> {
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x8xf32>
+  return %p : tensor<?x2x8xf32>
+}
+
+// The gradients: per expert, dX = dout · W[e]ᵀ (the weight read
+// transposed) and dW[e] = Xᵀ · (g · dout) over the expert's rows, written
+// into the weight gradient's row e; no dense [N, H, E, F] tensor.
+// CHECK-LABEL: func.func @grads
+// CHECK-NOT: tensor<?x2x5x8xf32>
+// CHECK: iterator_types = ["parallel", "parallel", "reduction"]} ins({{.*}} : tensor<?x8xf32>, tensor<16x8xf32>) outs({{.*}} : tensor<?x16xf32>)
+// CHECK: tensor.insert_slice {{.*}} : tensor<16x8xf32> into tensor<?x16x8xf32>
+// CHECK-NOT: moe.
+func.func @grads(%x: tensor<?x16xf32>, %wv: tensor<10x16x8xf32>, %wo: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dv: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %dy: tensor<?x16xf32>) -> (tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>) {
+  %dx, %dwv, %dgv = moe.expert_proj_grad %x, %wv, %g, %i, %dv : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x8xf32> -> tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>
+  %do, %dwo, %dgo = moe.expert_merge_grad %v, %wo, %g, %i, %dy : tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x16xf32> -> tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>
+  return %dx, %dwv, %dgv, %do, %dwo, %dgo : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>
+}
