@@ -77,7 +77,6 @@ public:
   /// since LLVM cannot tell the copy's stores from the index buffer.
   Value block(ImplicitLocOpBuilder &b, const Rows &rows, Value begin,
               Value count) const {
-    MLIRContext *ctx = b.getContext();
     OpFoldResult width = sizesOf(b, rows.value).back();
     if (rows.sorted)
       return rowBlock(b, rows.value, begin, count, width);
@@ -129,7 +128,6 @@ public:
                      b, copied, acc[0], outOffsets, outSizes,
                      ArrayRef<OpFoldResult>{one, one})});
         });
-    (void)ctx;
     return loop.getResult(0);
   }
 
