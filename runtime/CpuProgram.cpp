@@ -187,6 +187,8 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
       options.optLevel, /*sizeLevel=*/0, host->get());
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
+  engineOptions.jitCodeGenOptLevel =
+      static_cast<llvm::CodeGenOptLevel>(options.optLevel);
   llvm::SmallVector<StringRef> libraries;
   if (StringRef(SWITCHYARD_C_RUNNER_UTILS) != "")
     libraries.push_back(SWITCHYARD_C_RUNNER_UTILS);
@@ -217,6 +219,9 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
     return symbols;
   });
   program->impl->engine = std::move(*engine);
+  if (llvm::Error error = detail::materialize(*program->impl->engine,
+                                              program->impl->functions))
+    return std::move(error);
   return program;
 }
 

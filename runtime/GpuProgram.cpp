@@ -199,6 +199,8 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.llvmModuleBuilder = buildModule;
   engineOptions.transformer = transformer;
+  engineOptions.jitCodeGenOptLevel =
+      static_cast<llvm::CodeGenOptLevel>(options.optLevel);
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
       mlir::ExecutionEngine::create(compilation.module(), engineOptions);
   if (!engine) {
@@ -218,6 +220,8 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
     return symbols;
   });
   impl.engine = std::move(*engine);
+  if (llvm::Error error = detail::materialize(*impl.engine, impl.functions))
+    return std::move(error);
   return program;
 }
 

@@ -83,7 +83,8 @@ struct CompileOptions {
   /// densely over all experts. The GPU backend and the GPU emulation refuse
   /// it (host code reads the routes' sort).
   bool groupedExperts = false;
-  /// LLVM optimisation level of the JIT (0-3).
+  /// LLVM optimisation level of the JIT (0-3): its IR passes and its code
+  /// generation.
   unsigned optLevel = 2;
   /// CPU backend: round the factors of matmul-like contractions to "bf16" or
   /// "f16" ("f32": exact), as the GPU's tensor cores do with

@@ -411,6 +411,19 @@ bool ResultDescriptor::isDense() const {
   return true;
 }
 
+llvm::Error detail::materialize(mlir::ExecutionEngine &engine,
+                                llvm::ArrayRef<FunctionSpec> functions) {
+  // The module is one materialization unit: one lookup compiles it all.
+  if (functions.empty())
+    return llvm::Error::success();
+  Expected<void (*)(void **)> function =
+      engine.lookupPacked("_mlir_ciface_" + functions.front().name);
+  if (!function)
+    return failure(llvm::formatv("generating native code: {0}",
+                                 llvm::toString(function.takeError())));
+  return llvm::Error::success();
+}
+
 Expected<std::vector<ResultDescriptor>>
 detail::invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
                std::vector<std::vector<int64_t>> &arguments) {

@@ -104,6 +104,13 @@ struct ResultDescriptor {
   bool isDense() const;
 };
 
+/// Generates `engine`'s native code now: ORC compiles the module on its
+/// first lookup, and a program's first call should not also be its
+/// compilation (a training run's first step would report the compile time
+/// as its own).
+llvm::Error materialize(mlir::ExecutionEngine &engine,
+                        llvm::ArrayRef<FunctionSpec> functions);
+
 /// Calls `_mlir_ciface_<function.name>` in `engine` with one descriptor per
 /// argument, and decodes the descriptors it returns.
 llvm::Expected<std::vector<ResultDescriptor>>

@@ -321,6 +321,9 @@ void buildDeviceStages(OpPassManager &pm,
 /// Host code to the LLVM dialect; kernel launches and device allocations
 /// become calls of the mgpu* wrappers that the runtime provides.
 void buildHostStages(OpPassManager &pm) {
+  // Host code is CPU code: its loop nests (if any) in functions of their
+  // own, and straight-line functions compiled as at -O0.
+  pm.addPass(switchyard::createSwitchyardCpuOutlineLoopsPass());
   pm.addNestedPass<func::FuncOp>(createSCFToControlFlowPass());
   pm.addNestedPass<func::FuncOp>(memref::createExpandStridedMetadataPass());
   pm.addNestedPass<func::FuncOp>(createLowerAffinePass());

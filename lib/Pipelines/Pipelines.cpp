@@ -98,9 +98,13 @@ void switchyard::buildCpuLoopsToLLVMStages(OpPassManager &pm) {
   vectorToLLVM.reassociateFPReductions = true;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   pm.addPass(createConvertMathToLLVMPass());
+  // memref before arith: memref.dim with a constant index then reads the
+  // descriptor's field directly. After arith-to-llvm its index is a cast of
+  // an llvm.mlir.constant, which the lowering takes for a dynamic index: an
+  // alloca per dim, inside loops (the stack grows per iteration at -O0).
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());

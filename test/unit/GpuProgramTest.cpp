@@ -73,6 +73,9 @@ void expectSameSignatures(const rt::Program &cpu, const rt::Program &gpu) {
 TEST(GpuProgramTest, TinyTrainStepCompilesWithoutAGpuWithTheCpuSignatures) {
   rt::CompileOptions options;
   options.trainStep = true;
+  // Signatures only: the host code at -O0 (LLVM's time is most of the
+  // test's).
+  options.optLevel = 0;
   llvm::Expected<std::unique_ptr<rt::CpuProgram>> cpu =
       rt::CpuProgram::compileFile(kModel, options);
   ASSERT_TRUE(static_cast<bool>(cpu)) << llvm::toString(cpu.takeError());

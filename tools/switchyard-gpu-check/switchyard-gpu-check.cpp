@@ -64,58 +64,73 @@ namespace rt = switchyard::runtime;
 
 namespace {
 
+enum class Fusion { all, none };
+cl::OptionCategory category("switchyard-gpu-check options");
+
 cl::opt<std::string> input(cl::Positional, cl::desc("<file.mlir>"),
-                           cl::Required);
-cl::list<std::string> functionNames(
-    "function", cl::desc("Check this function (repeatable; default: all)"));
+                           cl::Required, cl::cat(category));
+cl::list<std::string>
+    functionNames("function",
+                  cl::desc("Check this function (repeatable; default: all)"),
+                  cl::cat(category));
 cl::opt<bool> gradients("gradients",
                         cl::desc("Also compile and check the <model>_grad "
-                                 "functions (lm-differentiate)"));
+                                 "functions (lm-differentiate)"),
+                        cl::cat(category));
 cl::opt<bool> trainStep("train-step",
                         cl::desc("Also compile the <model>_train_step "
-                                 "functions (checked only if named)"));
+                                 "functions (checked only if named)"),
+                        cl::cat(category));
 cl::opt<int64_t> numLayers("num-layers", cl::desc("As in switchyard"),
-                           cl::init(0));
+                           cl::init(0), cl::cat(category));
 cl::opt<int64_t> dynamicSize("dynamic-size",
                              cl::desc("Size of every dynamic dimension (3)"),
-                             cl::init(3));
-cl::opt<int64_t> indexRange(
-    "index-range",
-    cl::desc("Integer arguments without lm.vocab lie in [0, N) (2)"),
-    cl::init(2));
-cl::opt<uint64_t> seed("seed", cl::desc("Seed of the inputs (0)"),
-                       cl::init(0));
+                             cl::init(3), cl::cat(category));
+cl::opt<int64_t>
+    indexRange("index-range",
+               cl::desc("Integer arguments without lm.vocab lie in [0, N) (2)"),
+               cl::init(2), cl::cat(category));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of the inputs (0)"), cl::init(0),
+                       cl::cat(category));
 cl::opt<double> absoluteTolerance("atol", cl::desc("Absolute tolerance (1e-4)"),
-                     cl::init(1e-4));
+                                  cl::init(1e-4), cl::cat(category));
 cl::opt<double> relativeTolerance("rtol", cl::desc("Relative tolerance (1e-3)"),
-                     cl::init(1e-3));
+                                  cl::init(1e-3), cl::cat(category));
 cl::opt<bool> emulate(
     "emulate",
     cl::desc("Run the GPU side's kernels on the host (the GPU emulation, "
              "with bounds checks) instead of on a GPU: no GPU needed; "
-             "bf16/f16 are rounded as on sm_75, without tensor cores"));
+             "bf16/f16 are rounded as on sm_75, without tensor cores"),
+    cl::cat(category));
+cl::opt<unsigned> optLevel(
+    "opt-level",
+    cl::desc("LLVM optimisation level (0-3) of the JIT-compiled code on both "
+             "sides (default 2; the GPU side's kernels take theirs from the "
+             "GPU pipeline)"),
+    cl::init(2), cl::cat(category));
 cl::opt<double> relativeL2(
     "rel-l2",
     cl::desc("Also accept a float result whose ||gpu - cpu||_2 is at most "
              "this fraction of ||cpu||_2 (default 0: elementwise only)"),
-    cl::init(0.0));
-cl::opt<std::string> chip("chip",
-                          cl::desc("GPU chip (default: the device's)"));
-cl::opt<std::string> toolkit(
-    "gpu-toolkit", cl::desc("CUDA toolkit root (default: "
-                            "$SWITCHYARD_CUDA_TOOLKIT, else the build's)"));
+    cl::init(0.0), cl::cat(category));
+cl::opt<std::string> chip("chip", cl::desc("GPU chip (default: the device's)"),
+                          cl::cat(category));
+cl::opt<std::string>
+    toolkit("gpu-toolkit",
+            cl::desc("CUDA toolkit root (default: "
+                     "$SWITCHYARD_CUDA_TOOLKIT, else the build's)"),
+            cl::cat(category));
 cl::opt<std::string> elementType(
     "element-type",
     cl::desc("Matmul multiplicands on the GPU: f32 (default), bf16 or f16 "
              "(tensor cores); the CPU reference rounds them the same way"),
-    cl::init("f32"));
-enum class Fusion { all, none };
+    cl::init("f32"), cl::cat(category));
 cl::opt<Fusion> fusion(
     "fusion", cl::desc("The moe fusions on both sides (default: all)"),
     cl::values(clEnumValN(Fusion::all, "all",
                           "router, expert projection and attention fused"),
                clEnumValN(Fusion::none, "none", "the unfused route")),
-    cl::init(Fusion::all));
+    cl::init(Fusion::all), cl::cat(category));
 
 /// Seeded random inputs for `function`.
 llvm::Expected<std::vector<rt::HostTensor>>
@@ -138,8 +153,8 @@ makeInputs(const rt::FunctionSpec &function, const rt::ParamTable &params,
       if (spec.role == rt::ArgRole::hyper && count == 8) {
         // lr, beta1, beta2, eps, weight decay, clip, 1 - beta1^10,
         // 1 - beta2^10.
-        values = {1e-3f, 0.9f, 0.99f, 1e-8f, 0.01f, 0.25f, 0.6513216f,
-                  0.0956179f};
+        values = {1e-3f, 0.9f,  0.99f,      1e-8f,
+                  0.01f, 0.25f, 0.6513216f, 0.0956179f};
       } else if (spec.role == rt::ArgRole::adamM ||
                  spec.role == rt::ArgRole::adamV) {
         bool second = spec.role == rt::ArgRole::adamV;
@@ -154,8 +169,8 @@ makeInputs(const rt::FunctionSpec &function, const rt::ParamTable &params,
         for (float &v : values)
           v = uniform(generator);
       }
-      inputs.push_back(rt::HostTensor::fromValues<float>(
-          spec.param, spec.type, shape, values));
+      inputs.push_back(rt::HostTensor::fromValues<float>(spec.param, spec.type,
+                                                         shape, values));
       break;
     }
     case rt::ElementType::i32:
@@ -200,10 +215,9 @@ makeInputs(const rt::FunctionSpec &function, const rt::ParamTable &params,
 /// Compares one result; prints a line; returns whether it matches.
 bool compare(llvm::StringRef function, size_t index, const rt::HostTensor &cpu,
              const rt::HostTensor &gpu) {
-  std::string where =
-      llvm::formatv("@{0} result #{1} ({2}", function, index,
-                    rt::toString(cpu.type))
-          .str();
+  std::string where = llvm::formatv("@{0} result #{1} ({2}", function, index,
+                                    rt::toString(cpu.type))
+                          .str();
   for (int64_t size : cpu.shape)
     where += " " + std::to_string(size);
   where += ")";
@@ -232,8 +246,7 @@ bool compare(llvm::StringRef function, size_t index, const rt::HostTensor &cpu,
       bool same = (std::isnan(c) && std::isnan(g)) || c == g;
       if (!same && ok) {
         llvm::outs() << llvm::formatv(
-            "{0}: MISMATCH at element {1}: cpu {2}, gpu {3}\n", where, i, c,
-            g);
+            "{0}: MISMATCH at element {1}: cpu {2}, gpu {3}\n", where, i, c, g);
       }
       ok &= same;
       finite = false;
@@ -242,7 +255,8 @@ bool compare(llvm::StringRef function, size_t index, const rt::HostTensor &cpu,
     double error = std::abs(g - c);
     errorSquares += error * error;
     referenceSquares += c * c;
-    double ratio = error / (absoluteTolerance + relativeTolerance * std::abs(c));
+    double ratio =
+        error / (absoluteTolerance + relativeTolerance * std::abs(c));
     over += ratio > 1.0;
     if (ratio > worstRatio) {
       worstRatio = ratio;
@@ -265,7 +279,9 @@ bool compare(llvm::StringRef function, size_t index, const rt::HostTensor &cpu,
       "{0}: max |gpu - cpu| {1:e2} at element {2} ({3:f2} of the tolerance"
       "{4}){5}\n",
       where, worst, worstAt, worstRatio, outside,
-      !ok ? ": MISMATCH" : elementwise ? ": ok" : ": ok (relative L2)");
+      !ok           ? ": MISMATCH"
+      : elementwise ? ": ok"
+                    : ": ok (relative L2)");
   return ok;
 }
 
@@ -273,6 +289,7 @@ bool compare(llvm::StringRef function, size_t index, const rt::HostTensor &cpu,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
       "switchyard-gpu-check: run a module on the GPU (or the GPU emulation) "
@@ -286,6 +303,13 @@ int main(int argc, char **argv) {
   options.numLayers = numLayers;
   options.gradients = gradients;
   options.trainStep = trainStep;
+  if (optLevel > 3) {
+    llvm::errs() << "switchyard-gpu-check: --opt-level: expected 0 to 3, "
+                    "found "
+                 << optLevel << "\n";
+    return 2;
+  }
+  options.optLevel = optLevel;
   if (fusion == Fusion::none)
     options.fusion = mlir::switchyard::FusionOptions::none();
   if (!llvm::is_contained({"f32", "bf16", "f16"},

@@ -42,6 +42,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <map>
 #include <numbers>
@@ -1020,10 +1021,16 @@ int runTrain(int argc, char **argv) {
   if (!text)
     return fail(text.takeError());
   llvm::errs() << "compiling " << model.input << " with its train step\n";
+  auto compileStart = std::chrono::steady_clock::now();
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
       compileFor(device, model, /*trainStep=*/true);
   if (!compiled)
     return fail(compiled.takeError());
+  llvm::errs() << llvm::formatv(
+      "compiled in {0:f1} s\n",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                    compileStart)
+          .count());
   double unigram = text->unigramEntropyBits();
   llvm::errs() << llvm::formatv(
       "corpus: {0}: {1} training and {2} validation tokens, unigram entropy "

@@ -182,6 +182,15 @@ def SwitchyardCpuOutlineLoopsPass
     (measured on the 47M SwitchHead model's training step: see the README's
     Benchmarks) at the cost of one call per loop nest.
 
+    A public function left without loops (straight-line code that runs once
+    per call: allocations, calls to its loop nests, frees) and its C
+    interface wrapper are then marked `noinline` and `optnone`: LLVM's
+    instruction selection and schedulers took longer on its one block of
+    thousands of instructions than on all the loop nests together (the tiny
+    SwitchHead model's training step compiled in 27 s instead of 37 s), and
+    optimising it buys nothing. Functions that keep a loop, and private
+    ones, which may be called from loops, keep their optimisations.
+
     Before:
 
     ```mlir
@@ -203,7 +212,7 @@ def SwitchyardCpuOutlineLoopsPass
       scf.for %i = %c0 to %c64 step %c1 { ... %a ... }
       return
     }
-    func.func @step(%a: memref<64xf32>) {
+    func.func @step(%a: memref<64xf32>) attributes {passthrough = ["noinline", "optnone"]} {
       call @step_loop0(%a) : (memref<64xf32>) -> ()
       return
     }

@@ -16,7 +16,9 @@
 // CHECK-SAME: %{{.*}}: memref<64xf32>, %{{.*}}: memref<64xf32>, %{{.*}}: index) attributes {passthrough = ["noinline"]}
 // CHECK: scf.for
 // CHECK:   scf.for
+// A function that keeps a loop is optimised as usual.
 // CHECK-LABEL: func.func @step(
+// CHECK-NOT: passthrough
 // CHECK: call @step_loop0(%{{.*}}) : (memref<64xf32>) -> ()
 // CHECK: call @step_loop1(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<64xf32>, memref<64xf32>, index) -> ()
 // CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args
@@ -46,12 +48,16 @@ func.func @step(%a: memref<64xf32>, %b: memref<64xf32>, %n: index) -> f32 {
 
 // -----
 
-// A name that is taken is skipped.
-// CHECK-LABEL: func.func @taken_loop0(
+// A name that is taken is skipped. A public function left without loops
+// (straight-line code, run once per call) is compiled as at -O0; a private
+// one, which may be called from a loop, is not.
+// CHECK-LABEL: func.func private @taken_loop0(
+// CHECK-NOT: passthrough
 // CHECK-LABEL: func.func private @taken_loop1(
 // CHECK-LABEL: func.func @taken(
+// CHECK-SAME: attributes {passthrough = ["noinline", "optnone"]}
 // CHECK: call @taken_loop1(
-func.func @taken_loop0() {
+func.func private @taken_loop0() {
   return
 }
 func.func @taken(%a: memref<64xf32>) {
