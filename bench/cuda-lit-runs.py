@@ -38,8 +38,11 @@ for name in sorted(os.listdir(tests_dir)):
         runs.append(text)
     file_ok = True
     for run in runs:
-        # lit's test/lit.cfg.py without --param gpu_emulation=1.
-        command = run.replace("%gpu-check", "switchyard-gpu-check")
+        # lit's test/lit.cfg.py without --param gpu_emulation=1: on a GPU,
+        # `%if !gpu-emulation %{ ... %}` runs what it holds.
+        command = re.sub(r"^\s*%if\s+!gpu-emulation\s+%\{\s*(.*?)\s*%\}\s*$",
+                         r"\1", run)
+        command = command.replace("%gpu-check", "switchyard-gpu-check")
         command = command.replace("%gpu-device", "gpu")
         command = command.replace("%examples", os.path.join(args.root, "examples"))
         command = command.replace("%python", sys.executable)

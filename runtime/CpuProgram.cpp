@@ -16,13 +16,11 @@
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -173,28 +171,19 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
                                       : "CPU code generation"))
     return std::move(error);
 
-  // Optimise for this machine: without a target machine, LLVM's cost
-  // models know no vector registers and the loop vectorizer does nothing.
-  Expected<llvm::orc::JITTargetMachineBuilder> hostBuilder =
-      llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!hostBuilder)
-    return hostBuilder.takeError();
-  Expected<std::unique_ptr<llvm::TargetMachine>> host =
-      hostBuilder->createTargetMachine();
-  if (!host)
-    return host.takeError();
-  auto transformer = mlir::makeOptimizingTransformer(
-      options.optLevel, /*sizeLevel=*/0, host->get());
+  // Optimised for this machine.
+  Expected<detail::JitTarget> jit = detail::jitTarget(options.optLevel);
+  if (!jit)
+    return jit.takeError();
   mlir::ExecutionEngineOptions engineOptions;
-  engineOptions.transformer = transformer;
-  engineOptions.jitCodeGenOptLevel =
-      static_cast<llvm::CodeGenOptLevel>(options.optLevel);
+  engineOptions.transformer = jit->transformer;
   llvm::SmallVector<StringRef> libraries;
   if (StringRef(SWITCHYARD_C_RUNNER_UTILS) != "")
     libraries.push_back(SWITCHYARD_C_RUNNER_UTILS);
   engineOptions.sharedLibPaths = libraries;
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
-      mlir::ExecutionEngine::create(compilation.module(), engineOptions);
+      mlir::ExecutionEngine::create(compilation.module(), engineOptions,
+                                    std::move(jit->machine));
   if (!engine)
     return failure(llvm::formatv("{0}: JIT compilation failed: {1}\n{2}",
                                  bufferName,

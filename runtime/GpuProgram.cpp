@@ -16,7 +16,6 @@
 #include "dialect/Pipelines/Pipelines.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -26,6 +25,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
 
 #include <cstdlib>
 #include <set>
@@ -194,15 +194,15 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
     }
     return module;
   };
-  auto transformer = mlir::makeOptimizingTransformer(options.optLevel,
-                                                     /*sizeLevel=*/0, nullptr);
+  Expected<detail::JitTarget> jit = detail::jitTarget(options.optLevel);
+  if (!jit)
+    return jit.takeError();
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.llvmModuleBuilder = buildModule;
-  engineOptions.transformer = transformer;
-  engineOptions.jitCodeGenOptLevel =
-      static_cast<llvm::CodeGenOptLevel>(options.optLevel);
+  engineOptions.transformer = jit->transformer;
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
-      mlir::ExecutionEngine::create(compilation.module(), engineOptions);
+      mlir::ExecutionEngine::create(compilation.module(), engineOptions,
+                                    std::move(jit->machine));
   if (!engine) {
     std::string reason = llvm::toString(engine.takeError());
     if (!wrapperError.empty())

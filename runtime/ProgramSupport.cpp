@@ -14,12 +14,16 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Support/CodeGen.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Target/TargetMachine.h"
 
 #include <cstring>
 
@@ -409,6 +413,28 @@ bool ResultDescriptor::isDense() const {
     stride *= sizes[d];
   }
   return true;
+}
+
+Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel) {
+  std::optional<llvm::CodeGenOptLevel> level =
+      llvm::CodeGenOpt::getLevel(static_cast<int>(optLevel));
+  if (!level)
+    return failure(llvm::formatv(
+        "JIT optimisation level {0}: expected 0 to 3", optLevel));
+  Expected<llvm::orc::JITTargetMachineBuilder> builder =
+      llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return builder.takeError();
+  builder->setCodeGenOptLevel(*level);
+  Expected<std::unique_ptr<llvm::TargetMachine>> machine =
+      builder->createTargetMachine();
+  if (!machine)
+    return machine.takeError();
+  JitTarget target;
+  target.transformer = mlir::makeOptimizingTransformer(
+      optLevel, /*sizeLevel=*/0, machine->get());
+  target.machine = std::move(*machine);
+  return target;
 }
 
 llvm::Error detail::materialize(mlir::ExecutionEngine &engine,

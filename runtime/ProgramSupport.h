@@ -18,7 +18,13 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <functional>
 #include <memory>
+
+namespace llvm {
+class Module;
+class TargetMachine;
+} // namespace llvm
 
 namespace mlir {
 class ExecutionEngine;
@@ -103,6 +109,20 @@ struct ResultDescriptor {
   /// (dimensions of size 1 may have any stride).
   bool isDense() const;
 };
+
+/// How the JIT compiles at `optLevel` (0-3), IR passes and code generation.
+struct JitTarget {
+  /// This machine, generating code at `optLevel`: pass it to
+  /// mlir::ExecutionEngine::create (ExecutionEngineOptions::
+  /// jitCodeGenOptLevel alone does not reach the TargetMachine that
+  /// ExecutionEngine builds itself).
+  std::unique_ptr<llvm::TargetMachine> machine;
+  /// ExecutionEngineOptions::transformer: LLVM's pipeline at `optLevel`,
+  /// with `machine`'s cost models (without them, LLVM knows no vector
+  /// registers and the loop vectorizer does nothing).
+  std::function<llvm::Error(llvm::Module *)> transformer;
+};
+llvm::Expected<JitTarget> jitTarget(unsigned optLevel);
 
 /// Generates `engine`'s native code now: ORC compiles the module on its
 /// first lookup, and a program's first call should not also be its

@@ -322,7 +322,7 @@ void buildDeviceStages(OpPassManager &pm,
 /// become calls of the mgpu* wrappers that the runtime provides.
 void buildHostStages(OpPassManager &pm) {
   // Host code is CPU code: its loop nests (if any) in functions of their
-  // own, and straight-line functions compiled as at -O0.
+  // own, and straight-line entry points with code generation at -O0.
   pm.addPass(switchyard::createSwitchyardCpuOutlineLoopsPass());
   pm.addNestedPass<func::FuncOp>(createSCFToControlFlowPass());
   pm.addNestedPass<func::FuncOp>(memref::createExpandStridedMetadataPass());

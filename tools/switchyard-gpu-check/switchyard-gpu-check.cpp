@@ -105,8 +105,8 @@ cl::opt<bool> emulate(
 cl::opt<unsigned> optLevel(
     "opt-level",
     cl::desc("LLVM optimisation level (0-3) of the JIT-compiled code on both "
-             "sides (default 2; the GPU side's kernels take theirs from the "
-             "GPU pipeline)"),
+             "sides, IR passes and code generation (default 2); on a GPU, the "
+             "kernels take theirs from the GPU pipeline"),
     cl::init(2), cl::cat(category));
 cl::opt<double> relativeL2(
     "rel-l2",

@@ -182,14 +182,18 @@ def SwitchyardCpuOutlineLoopsPass
     (measured on the 47M SwitchHead model's training step: see the README's
     Benchmarks) at the cost of one call per loop nest.
 
-    A public function left without loops (straight-line code that runs once
-    per call: allocations, calls to its loop nests, frees) and its C
-    interface wrapper are then marked `noinline` and `optnone`: LLVM's
-    instruction selection and schedulers took longer on its one block of
-    thousands of instructions than on all the loop nests together (the tiny
-    SwitchHead model's training step compiled in 27 s instead of 37 s), and
-    optimising it buys nothing. Functions that keep a loop, and private
-    ones, which may be called from loops, keep their optimisations.
+    An entry point (a public function that nothing in the module calls)
+    left without loops, straight-line code that runs once per call
+    (allocations, calls to its loop nests, frees), and its C interface
+    wrapper are then marked `noinline` and `optnone`, so that LLVM's code
+    generation handles them as at -O0: its instruction selection and
+    schedulers took longer on their one block of thousands of instructions
+    than on all the loop nests together (the tiny SwitchHead model's
+    training step compiled in 27 s instead of 37 s), and optimising them
+    buys nothing. (mlir::ExecutionEngine's IR pipeline, which has no pass
+    instrumentation, still optimises them.) Functions that keep a loop, and
+    functions that are called, which may be called from loops, keep their
+    optimisations.
 
     Before:
 

@@ -46,6 +46,14 @@ void cloneConstantsInto(RewriterBase &rewriter, Region &region) {
   }
 }
 
+/// Whether `func` is one block without loops or other regions.
+bool isStraightLine(func::FuncOp func) {
+  if (!func.getBody().hasOneBlock())
+    return false;
+  return llvm::none_of(func.getBody().front(),
+                       [](Operation &op) { return op.getNumRegions() != 0; });
+}
+
 struct SwitchyardCpuOutlineLoopsPass
     : public switchyard::impl::SwitchyardCpuOutlineLoopsPassBase<
           SwitchyardCpuOutlineLoopsPass> {
@@ -97,27 +105,20 @@ struct SwitchyardCpuOutlineLoopsPass
       rewriter.eraseOp(wrapper);
     }
 
-    // What remains of an entry point (a public function) without loops is
-    // straight-line code that runs once per call (allocations, calls to its
-    // loop nests, frees): nothing to optimise, but thousands of
-    // instructions in one block, on which LLVM's instruction selection and
-    // schedulers took longer than on all the loops together. It and its C
-    // interface wrapper (which func-to-llvm gives the same passthrough) are
-    // compiled as at -O0. Private functions may be called from loops: they
-    // stay as they are.
+    // What remains of an entry point (a public function that nothing in
+    // the module calls) without loops is straight-line code that runs once
+    // per call (allocations, calls to its loop nests, frees): nothing to
+    // optimise, but thousands of instructions in one block, on which LLVM's
+    // instruction selection and schedulers took longer than on all the loops
+    // together. It and its C interface wrapper (which func-to-llvm gives the
+    // same passthrough) get LLVM's code generation at -O0 (optnone). A
+    // function that is called may be called from a loop: it stays as it is.
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (func.isPublic() && !func.isExternal() && isStraightLine(func) &&
-          !func->hasAttr("passthrough"))
+          !func->hasAttr("passthrough") &&
+          SymbolTable::symbolKnownUseEmpty(func, getOperation()))
         func->setAttr("passthrough",
                       rewriter.getStrArrayAttr({"noinline", "optnone"}));
-  }
-
-  static bool isStraightLine(func::FuncOp func) {
-    if (!func.getBody().hasOneBlock())
-      return false;
-    return llvm::none_of(func.getBody().front(), [](Operation &op) {
-      return op.getNumRegions() != 0;
-    });
   }
 };
 

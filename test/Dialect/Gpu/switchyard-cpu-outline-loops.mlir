@@ -48,9 +48,9 @@ func.func @step(%a: memref<64xf32>, %b: memref<64xf32>, %n: index) -> f32 {
 
 // -----
 
-// A name that is taken is skipped. A public function left without loops
-// (straight-line code, run once per call) is compiled as at -O0; a private
-// one, which may be called from a loop, is not.
+// A name that is taken is skipped. An entry point left without loops
+// (straight-line code, run once per call) gets code generation at -O0;
+// a private function, or one that is called (maybe from a loop), does not.
 // CHECK-LABEL: func.func private @taken_loop0(
 // CHECK-NOT: passthrough
 // CHECK-LABEL: func.func private @taken_loop1(
@@ -68,5 +68,19 @@ func.func @taken(%a: memref<64xf32>) {
   scf.for %i = %c0 to %c64 step %c1 {
     memref.store %one, %a[%i] : memref<64xf32>
   }
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @called(
+// CHECK-NOT: passthrough
+// CHECK-LABEL: func.func @caller(
+// CHECK-SAME: attributes {passthrough = ["noinline", "optnone"]}
+func.func @called(%a: memref<64xf32>) {
+  return
+}
+func.func @caller(%a: memref<64xf32>) {
+  call @called(%a) : (memref<64xf32>) -> ()
   return
 }
