@@ -542,6 +542,19 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
   llvm::Expected<rt::GpuCompileOptions> gpuOptions = device.gpuOptions();
   if (!gpuOptions)
     return gpuOptions.takeError();
+  // Progress on stderr (a 47M model takes minutes to compile), once the
+  // device is known to be there.
+  auto start = std::chrono::steady_clock::now();
+  auto announce = [&] {
+    llvm::errs() << "compiling " << path
+                 << (trainStep ? " with its train step\n" : "\n");
+    start = std::chrono::steady_clock::now();
+  };
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
   if (device.device == Device::gpuEmulation) {
     options.emulateGpu = true;
     options.roundContractionOperands = gpuOptions->elementType;
@@ -550,10 +563,12 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
                  << gpuOptions->elementType << " multiplicands\n";
   }
   if (device.device != Device::gpu) {
+    announce();
     llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
         rt::CpuProgram::compileFile(path, options);
     if (!program)
       return program.takeError();
+    llvm::errs() << llvm::formatv("compiled in {0:f1} s\n", seconds());
     return std::unique_ptr<rt::Program>(std::move(*program));
   }
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
@@ -568,13 +583,14 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
       driver->device().multiprocessors,
       double(driver->device().totalMemory) / double(1ull << 30),
       driver->device().driverVersion);
+  announce();
   llvm::Expected<std::unique_ptr<rt::GpuProgram>> program =
       rt::GpuProgram::compileFile(path, options, *gpuOptions);
   if (!program)
     return program.takeError();
-  llvm::errs() << llvm::formatv("compiled for {0}, {1} multiplicands, {2}\n",
-                                (*program)->chip(), gpuOptions->elementType,
-                                gpuOptions->format);
+  llvm::errs() << llvm::formatv(
+      "compiled in {0:f1} s for {1}, {2} multiplicands, {3}\n", seconds(),
+      (*program)->chip(), gpuOptions->elementType, gpuOptions->format);
   return std::unique_ptr<rt::Program>(std::move(*program));
 #else
   return llvm::createStringError(
@@ -1020,17 +1036,10 @@ int runTrain(int argc, char **argv) {
   llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
-  llvm::errs() << "compiling " << model.input << " with its train step\n";
-  auto compileStart = std::chrono::steady_clock::now();
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
       compileFor(device, model, /*trainStep=*/true);
   if (!compiled)
     return fail(compiled.takeError());
-  llvm::errs() << llvm::formatv(
-      "compiled in {0:f1} s\n",
-      std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                    compileStart)
-          .count());
   double unigram = text->unigramEntropyBits();
   llvm::errs() << llvm::formatv(
       "corpus: {0}: {1} training and {2} validation tokens, unigram entropy "
