@@ -51,9 +51,10 @@ config.substitutions.append(("%examples",
 
 # Before the tool substitutions, which then resolve switchyard-gpu-check.
 gpu_check = os.path.join(config.switchyard_tools_dir, "switchyard-gpu-check")
-if os.path.exists(gpu_check):
+have_gpu_check = os.path.exists(gpu_check)
+if have_gpu_check:
     config.available_features.add("switchyard-gpu-check")
-if gpu_emulation and os.path.exists(gpu_check):
+if gpu_emulation and have_gpu_check:
     config.available_features.add("gpu-emulation")
     # The emulation checks what the kernels compute, not LLVM's
     # optimisations: both sides' JIT code at -O0 compiles in 40% less time

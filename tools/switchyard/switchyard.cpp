@@ -544,7 +544,7 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
     return gpuOptions.takeError();
   // Progress on stderr (a 47M model takes minutes to compile), once the
   // device is known to be there.
-  auto start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point start;
   auto announce = [&] {
     llvm::errs() << "compiling " << path
                  << (trainStep ? " with its train step\n" : "\n");
