@@ -19,6 +19,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/CodeGen.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -435,6 +436,17 @@ Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel) {
       optLevel, /*sizeLevel=*/0, machine->get());
   target.machine = std::move(*machine);
   return target;
+}
+
+void detail::internalizeCInterfaceTargets(mlir::ModuleOp module) {
+  constexpr StringRef prefix = "_mlir_ciface_";
+  llvm::StringSet<> targets;
+  for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>())
+    if (!function.isExternal() && function.getName().starts_with(prefix))
+      targets.insert(function.getName().drop_front(prefix.size()));
+  for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>())
+    if (!function.isExternal() && targets.contains(function.getName()))
+      function.setLinkage(mlir::LLVM::Linkage::Internal);
 }
 
 llvm::Error detail::materialize(mlir::ExecutionEngine &engine,

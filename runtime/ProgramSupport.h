@@ -124,6 +124,15 @@ struct JitTarget {
 };
 llvm::Expected<JitTarget> jitTarget(unsigned optLevel);
 
+/// Makes the functions that `module`'s C interfaces (`_mlir_ciface_NAME`)
+/// call internal, so that mlir::ExecutionEngine, which gives every public
+/// function a packed wrapper and compiles them all, wraps only the C
+/// interfaces, which are all the runtime calls. The wrapper of a function
+/// itself loads each of its expanded memref arguments (thousands for a
+/// training step) in one block, on which LLVM's post-RA scheduler took
+/// longer than on the rest of the entry points together.
+void internalizeCInterfaceTargets(mlir::ModuleOp module);
+
 /// Generates `engine`'s native code now: ORC compiles the module on its
 /// first lookup, and a program's first call should not also be its
 /// compilation (a training run's first step would report the compile time
