@@ -182,6 +182,13 @@ def SwitchyardCpuOutlineLoopsPass
     (measured on the 47M SwitchHead model's training step: see the README's
     Benchmarks) at the cost of one call per loop nest.
 
+    A loop nest identical to one outlined before (the same operations,
+    attributes and types, up to locations), in the same function or
+    another, calls that function instead of getting a copy of it. A model
+    repeats its layers, and a training step contains its forward pass
+    again: the tiny SwitchHead model's training step's 2,854 loop nests
+    become 236 functions, and it compiles in 4.4 s instead of 24 s.
+
     An entry point (a public function that nothing in the module calls)
     left without loops, straight-line code that runs once per call
     (allocations, calls to its loop nests, frees), and its C interface

@@ -3,7 +3,9 @@
 // Implements `switchyard-cpu-outline-loops` (see Passes.td) with upstream's
 // scf::outlineSingleBlockRegion: each loop nest is wrapped in an
 // scf.execute_region, whose region is outlined, and the region op is then
-// replaced by the call it holds.
+// replaced by the call it holds. A loop nest identical to one outlined
+// before (same operations, attributes and types, up to locations) calls that
+// function instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -54,6 +57,43 @@ bool isStraightLine(func::FuncOp func) {
                        [](Operation &op) { return op.getNumRegions() != 0; });
 }
 
+/// A hash of `func`'s signature and of the structure of its body (operation
+/// names, attributes, result types, operand counts; not which values the
+/// operands are): functions that OperationEquivalence finds equivalent hash
+/// the same.
+llvm::hash_code structuralHash(func::FuncOp func) {
+  llvm::hash_code hash = hash_value(func.getFunctionType());
+  func.getBody().walk([&](Operation *op) {
+    hash = llvm::hash_combine(
+        hash, OperationEquivalence::computeHash(
+                  op, OperationEquivalence::ignoreHashValue,
+                  OperationEquivalence::ignoreHashValue,
+                  OperationEquivalence::IgnoreLocations),
+        op->getNumOperands(), op->getNumRegions());
+    for (Region &region : op->getRegions())
+      hash = llvm::hash_combine(hash, region.getBlocks().size());
+  });
+  return hash;
+}
+
+/// Whether outlined functions `a` and `b` compute the same: same type,
+/// same attributes but their names, equivalent bodies.
+bool sameFunction(func::FuncOp a, func::FuncOp b) {
+  if (a.getFunctionType() != b.getFunctionType())
+    return false;
+  auto otherAttributes = [](func::FuncOp func) {
+    SmallVector<NamedAttribute> attributes;
+    for (NamedAttribute attribute : func->getAttrs())
+      if (attribute.getName() != SymbolTable::getSymbolAttrName())
+        attributes.push_back(attribute);
+    return attributes;
+  };
+  if (otherAttributes(a) != otherAttributes(b))
+    return false;
+  return OperationEquivalence::isRegionEquivalentTo(
+      &a.getBody(), &b.getBody(), OperationEquivalence::IgnoreLocations);
+}
+
 struct SwitchyardCpuOutlineLoopsPass
     : public switchyard::impl::SwitchyardCpuOutlineLoopsPassBase<
           SwitchyardCpuOutlineLoopsPass> {
@@ -70,6 +110,11 @@ struct SwitchyardCpuOutlineLoopsPass
 
     IRRewriter rewriter(&getContext());
     llvm::StringMap<unsigned> counts;
+    // The functions outlined so far, by structuralHash. A model repeats its
+    // layers, and a training step its forward pass and gradients: most loop
+    // nests are copies of others (half of the tiny SwitchHead training
+    // step's), and LLVM would compile each copy again.
+    llvm::DenseMap<llvm::hash_code, SmallVector<func::FuncOp, 1>> outlinedByHash;
     for (scf::ForOp loop : loops) {
       auto parent = loop->getParentOfType<func::FuncOp>();
       // <function>_loop<N>, the first N that names no symbol yet.
@@ -97,6 +142,18 @@ struct SwitchyardCpuOutlineLoopsPass
       outlined->setPrivate();
       outlined->getOperation()->setAttr(
           "passthrough", rewriter.getArrayAttr(rewriter.getStringAttr("noinline")));
+      SmallVector<func::FuncOp, 1> &candidates =
+          outlinedByHash[structuralHash(*outlined)];
+      auto same = llvm::find_if(candidates, [&](func::FuncOp candidate) {
+        return sameFunction(candidate, *outlined);
+      });
+      if (same != candidates.end()) {
+        call.setCallee(same->getSymName());
+        rewriter.eraseOp(*outlined);
+        --counts[parent.getSymName()];
+      } else {
+        candidates.push_back(*outlined);
+      }
       // The region now holds the call and the yield: put the call in its
       // place.
       Block &callBlock = wrapper.getRegion().front();

@@ -1,4 +1,4 @@
-// RUN: switchyard-opt %s --switchyard-cpu-outline-loops | FileCheck %s
+// RUN: switchyard-opt %s --split-input-file --switchyard-cpu-outline-loops | FileCheck %s
 
 // Each top-level loop nest becomes a private, noinline function called in
 // its place: the constants it uses are cloned in (its bounds stay
@@ -82,5 +82,77 @@ func.func @called(%a: memref<64xf32>) {
 }
 func.func @caller(%a: memref<64xf32>) {
   call @called(%a) : (memref<64xf32>) -> ()
+  return
+}
+
+// -----
+
+// A loop nest identical to one outlined before (up to locations), in the
+// same function or another, calls that function; one that differs in a
+// constant, an attribute or a type gets its own.
+// CHECK-LABEL: func.func private @forward_loop0(
+// CHECK-SAME: memref<64xf32>)
+// CHECK: arith.constant 2.000000e+00 : f32
+// CHECK-LABEL: func.func private @forward_loop1(
+// CHECK-SAME: memref<64xf32>)
+// CHECK: arith.constant 3.000000e+00 : f32
+// CHECK-LABEL: func.func private @forward_loop2(
+// CHECK-SAME: memref<32xf32>)
+// CHECK-LABEL: func.func @forward(
+// CHECK: call @forward_loop0(%arg0)
+// CHECK-NEXT: call @forward_loop0(%arg1)
+// CHECK-NEXT: call @forward_loop1(%arg0)
+// CHECK-NEXT: call @forward_loop2(%arg2)
+// CHECK-NEXT: return
+// CHECK-NOT: func.func private
+// CHECK-LABEL: func.func @backward(
+// CHECK: call @forward_loop0(%arg1)
+// CHECK-NEXT: call @forward_loop1(%arg0)
+// CHECK-NEXT: return
+func.func @forward(%a: memref<64xf32>, %b: memref<64xf32>, %c: memref<32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %two = arith.constant 2.0 : f32
+  %three = arith.constant 3.0 : f32
+  scf.for %i = %c0 to %c64 step %c1 {
+    %x = memref.load %a[%i] : memref<64xf32>
+    %y = arith.mulf %x, %two : f32
+    memref.store %y, %a[%i] : memref<64xf32>
+  }
+  scf.for %i = %c0 to %c64 step %c1 {
+    %x = memref.load %b[%i] : memref<64xf32>
+    %y = arith.mulf %x, %two : f32
+    memref.store %y, %b[%i] : memref<64xf32>
+  } loc("elsewhere")
+  scf.for %i = %c0 to %c64 step %c1 {
+    %x = memref.load %a[%i] : memref<64xf32>
+    %y = arith.mulf %x, %three : f32
+    memref.store %y, %a[%i] : memref<64xf32>
+  }
+  scf.for %i = %c0 to %c32 step %c1 {
+    %x = memref.load %c[%i] : memref<32xf32>
+    %y = arith.mulf %x, %two : f32
+    memref.store %y, %c[%i] : memref<32xf32>
+  }
+  return
+}
+func.func @backward(%a: memref<64xf32>, %b: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %two = arith.constant 2.0 : f32
+  %three = arith.constant 3.0 : f32
+  scf.for %i = %c0 to %c64 step %c1 {
+    %x = memref.load %b[%i] : memref<64xf32>
+    %y = arith.mulf %x, %two : f32
+    memref.store %y, %b[%i] : memref<64xf32>
+  }
+  scf.for %i = %c0 to %c64 step %c1 {
+    %x = memref.load %a[%i] : memref<64xf32>
+    %y = arith.mulf %x, %three : f32
+    memref.store %y, %a[%i] : memref<64xf32>
+  }
   return
 }
