@@ -20,7 +20,6 @@
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
-#include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDCPUOUTLINELOOPSPASS
@@ -33,20 +32,25 @@ namespace {
 
 /// Clones the constants that `region` uses from above into its entry block,
 /// so that the outlined function keeps them (loop bounds, sizes) constant.
+/// One walk over the region's operands: replacing each constant's uses
+/// (every use in the function, for each loop nest) took quadratic time on a
+/// training step.
 void cloneConstantsInto(RewriterBase &rewriter, Region &region) {
-  SetVector<Value> above;
-  getUsedValuesDefinedAbove(region, above);
+  DenseMap<Value, Value> clones;
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPointToStart(&region.front());
-  for (Value value : above) {
-    Operation *def = value.getDefiningOp();
-    if (!def || !matchPattern(value, m_Constant()))
-      continue;
-    Value inside = rewriter.clone(*def)->getResult(0);
-    rewriter.replaceUsesWithIf(value, inside, [&](OpOperand &use) {
-      return region.isAncestor(use.getOwner()->getParentRegion());
-    });
-  }
+  region.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    for (OpOperand &operand : op->getOpOperands()) {
+      Value value = operand.get();
+      if (region.isAncestor(value.getParentRegion()) ||
+          !matchPattern(value, m_Constant()))
+        continue;
+      auto [clone, inserted] = clones.try_emplace(value);
+      if (inserted)
+        clone->second = rewriter.clone(*value.getDefiningOp())->getResult(0);
+      rewriter.modifyOpInPlace(op, [&] { operand.set(clone->second); });
+    }
+  });
 }
 
 /// Whether `func` is one block without loops or other regions.
