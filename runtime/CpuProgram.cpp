@@ -181,7 +181,7 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   if (StringRef(SWITCHYARD_C_RUNNER_UTILS) != "")
     libraries.push_back(SWITCHYARD_C_RUNNER_UTILS);
   engineOptions.sharedLibPaths = libraries;
-  detail::internalizeCInterfaceTargets(compilation.module());
+  detail::prepareForExecutionEngine(compilation.module());
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
       mlir::ExecutionEngine::create(compilation.module(), engineOptions,
                                     std::move(jit->machine));

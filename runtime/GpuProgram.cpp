@@ -200,7 +200,7 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.llvmModuleBuilder = buildModule;
   engineOptions.transformer = jit->transformer;
-  detail::internalizeCInterfaceTargets(compilation.module());
+  detail::prepareForExecutionEngine(compilation.module());
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
       mlir::ExecutionEngine::create(compilation.module(), engineOptions,
                                     std::move(jit->machine));

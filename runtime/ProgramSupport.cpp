@@ -438,15 +438,72 @@ Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel) {
   return target;
 }
 
-void detail::internalizeCInterfaceTargets(mlir::ModuleOp module) {
+namespace {
+
+/// `attributes` without those of other dialects than `llvm`; null if none
+/// is left.
+mlir::DictionaryAttr llvmAttributesOnly(mlir::DictionaryAttr attributes) {
+  if (!attributes)
+    return attributes;
+  llvm::SmallVector<mlir::NamedAttribute> kept;
+  for (mlir::NamedAttribute attribute : attributes)
+    if (attribute.getNameDialect() == nullptr ||
+        attribute.getName().strref().starts_with("llvm."))
+      kept.push_back(attribute);
+  if (kept.size() == attributes.size())
+    return attributes;
+  return kept.empty()
+             ? mlir::DictionaryAttr()
+             : mlir::DictionaryAttr::get(attributes.getContext(), kept);
+}
+
+void keepLLVMAttributesOnly(mlir::ArrayAttr &perValue) {
+  if (!perValue)
+    return;
+  llvm::SmallVector<mlir::Attribute> dictionaries;
+  bool any = false;
+  for (mlir::Attribute attributes : perValue) {
+    mlir::DictionaryAttr kept =
+        llvmAttributesOnly(llvm::cast<mlir::DictionaryAttr>(attributes));
+    any |= static_cast<bool>(kept) && !kept.empty();
+    dictionaries.push_back(
+        kept ? kept : mlir::DictionaryAttr::get(perValue.getContext()));
+  }
+  perValue = any ? mlir::ArrayAttr::get(perValue.getContext(), dictionaries)
+                 : mlir::ArrayAttr();
+}
+
+} // namespace
+
+void detail::prepareForExecutionEngine(mlir::ModuleOp module) {
   constexpr StringRef prefix = "_mlir_ciface_";
   llvm::StringSet<> targets;
   for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>())
     if (!function.isExternal() && function.getName().starts_with(prefix))
       targets.insert(function.getName().drop_front(prefix.size()));
-  for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>())
-    if (!function.isExternal() && targets.contains(function.getName()))
+  for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>()) {
+    if (!function.isExternal() && targets.contains(function.getName())) {
       function.setLinkage(mlir::LLVM::Linkage::Internal);
+      if (mlir::ArrayAttr passthrough = function.getPassthroughAttr()) {
+        llvm::SmallVector<mlir::Attribute> kept;
+        for (mlir::Attribute attribute : passthrough) {
+          auto name = llvm::dyn_cast<mlir::StringAttr>(attribute);
+          if (!name || (name.getValue() != "noinline" &&
+                        name.getValue() != "optnone"))
+            kept.push_back(attribute);
+        }
+        function.setPassthroughAttr(
+            mlir::ArrayAttr::get(function.getContext(), kept));
+        function.setAlwaysInline(true);
+      }
+    }
+    mlir::ArrayAttr arguments = function.getArgAttrsAttr();
+    keepLLVMAttributesOnly(arguments);
+    function.setArgAttrsAttr(arguments);
+    mlir::ArrayAttr results = function.getResAttrsAttr();
+    keepLLVMAttributesOnly(results);
+    function.setResAttrsAttr(results);
+  }
 }
 
 llvm::Error detail::materialize(mlir::ExecutionEngine &engine,

@@ -124,14 +124,19 @@ struct JitTarget {
 };
 llvm::Expected<JitTarget> jitTarget(unsigned optLevel);
 
-/// Makes the functions that `module`'s C interfaces (`_mlir_ciface_NAME`)
-/// call internal, so that mlir::ExecutionEngine, which gives every public
-/// function a packed wrapper and compiles them all, wraps only the C
-/// interfaces, which are all the runtime calls. The wrapper of a function
-/// itself loads each of its expanded memref arguments (thousands for a
-/// training step) in one block, on which LLVM's post-RA scheduler took
-/// longer than on the rest of the entry points together.
-void internalizeCInterfaceTargets(mlir::ModuleOp module);
+/// Readies `module`, in the LLVM dialect, for mlir::ExecutionEngine:
+/// - The functions that its C interfaces (`_mlir_ciface_NAME`) call become
+///   internal. ExecutionEngine gives every public function a packed
+///   wrapper and compiles them all, and the runtime calls only the C
+///   interfaces; the wrapper of a function itself loads each of its
+///   expanded memref arguments (thousands for a training step) in one
+///   block, on which LLVM's post-RA scheduler took longer than on the rest
+///   of the entry points together.
+/// - Argument and result attributes of other dialects than `llvm` (the
+///   runtime's `lm.param`, `lm.vocab`, ..., read before the lowering) are
+///   dropped: the translation to LLVM IR warns about each, with the whole
+///   function printed (31 MB of text for the tiny model's training step).
+void prepareForExecutionEngine(mlir::ModuleOp module);
 
 /// Generates `engine`'s native code now: ORC compiles the module on its
 /// first lookup, and a program's first call should not also be its
