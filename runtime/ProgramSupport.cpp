@@ -440,15 +440,14 @@ Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel) {
 
 namespace {
 
-/// `attributes` without those of other dialects than `llvm`; null if none
-/// is left.
+/// `attributes` without those of other dialects than `llvm` (whether
+/// loaded or not); null if none is left.
 mlir::DictionaryAttr llvmAttributesOnly(mlir::DictionaryAttr attributes) {
   if (!attributes)
     return attributes;
   llvm::SmallVector<mlir::NamedAttribute> kept;
   for (mlir::NamedAttribute attribute : attributes)
-    if (attribute.getNameDialect() == nullptr ||
-        attribute.getName().strref().starts_with("llvm."))
+    if (attribute.getName().strref().starts_with("llvm."))
       kept.push_back(attribute);
   if (kept.size() == attributes.size())
     return attributes;

@@ -172,14 +172,19 @@ struct SwitchyardCpuOutlineLoopsPass
     // optimise, but thousands of instructions in one block, on which LLVM's
     // instruction selection and schedulers took longer than on all the loops
     // together. It and its C interface wrapper (which func-to-llvm gives the
-    // same passthrough) get LLVM's code generation at -O0 (optnone). A
-    // function that is called may be called from a loop: it stays as it is.
+    // same passthrough) get LLVM's code generation at -O0 (optnone), and no
+    // implicit vector code (noimplicitfloat): mlir::ExecutionEngine's IR
+    // pipeline ignores optnone, and its SLP vectorizer, which
+    // noimplicitfloat turns off, spent most of a GPU model's compile on the
+    // kernel-argument stores of its host code's one block. A function that
+    // is called may be called from a loop: it stays as it is.
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (func.isPublic() && !func.isExternal() && isStraightLine(func) &&
           !func->hasAttr("passthrough") &&
           SymbolTable::symbolKnownUseEmpty(func, getOperation()))
         func->setAttr("passthrough",
-                      rewriter.getStrArrayAttr({"noinline", "optnone"}));
+                      rewriter.getStrArrayAttr(
+                          {"noinline", "optnone", "noimplicitfloat"}));
   }
 };
 

@@ -55,7 +55,7 @@ func.func @step(%a: memref<64xf32>, %b: memref<64xf32>, %n: index) -> f32 {
 // CHECK-NOT: passthrough
 // CHECK-LABEL: func.func private @taken_loop1(
 // CHECK-LABEL: func.func @taken(
-// CHECK-SAME: attributes {passthrough = ["noinline", "optnone"]}
+// CHECK-SAME: attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]}
 // CHECK: call @taken_loop1(
 func.func private @taken_loop0() {
   return
@@ -76,7 +76,7 @@ func.func @taken(%a: memref<64xf32>) {
 // CHECK-LABEL: func.func @called(
 // CHECK-NOT: passthrough
 // CHECK-LABEL: func.func @caller(
-// CHECK-SAME: attributes {passthrough = ["noinline", "optnone"]}
+// CHECK-SAME: attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]}
 func.func @called(%a: memref<64xf32>) {
   return
 }
