@@ -22,6 +22,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/CodeGen.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Target/TargetMachine.h"
@@ -123,6 +124,15 @@ llvm::Error Compilation::stageFailed(StringRef stage) const {
 }
 
 llvm::Error Compilation::run(mlir::PassManager &pm, StringRef stage) {
+  // The tool's --mlir-print-ir-*, --mlir-timing, ..., where it registers
+  // them (applyPassManagerCLOptions fails where it does not).
+  static const bool toolHasOptions =
+      llvm::cl::getRegisteredOptions().count("mlir-print-ir-after-all") != 0;
+  if (toolHasOptions) {
+    if (failed(mlir::applyPassManagerCLOptions(pm)))
+      return stageFailed(stage);
+    mlir::applyDefaultTimingPassManagerCLOptions(pm);
+  }
   if (failed(pm.run(*moduleOp)))
     return stageFailed(stage);
   return llvm::Error::success();

@@ -57,7 +57,9 @@ public:
   llvm::Error lowerToLinalg(const CompileOptions &options, ParamTable &params,
                             std::vector<FunctionSpec> &functions);
 
-  /// Runs `pm` on the module; a failure names `stage`.
+  /// Runs `pm` on the module, with the MLIR pass-manager options of the
+  /// command line (--mlir-print-ir-*, --mlir-timing, ...) where the tool
+  /// registers them; a failure names `stage`.
   llvm::Error run(mlir::PassManager &pm, llvm::StringRef stage);
 
   /// An error saying that `stage` failed, with the diagnostics so far.

@@ -139,10 +139,14 @@ struct ModelOptions {
 };
 
 /// Registers MLIR's IR-printing, timing and pass-manager options (for
-/// example --mlir-print-ir-after-all) and shows them, with `category`, in
-/// --help; LLVM's many unrelated global options stay hidden.
+/// example --mlir-print-ir-after-all; they apply to every stage of the
+/// compile, the runtime's included) and shows them, with `category`, in
+/// --help; LLVM's many unrelated global options stay hidden. Switchyard's
+/// passes are registered, as in switchyard-opt, so that
+/// --mlir-print-ir-after=PASS can name them.
 void registerCommandOptions(cl::OptionCategory &category) {
   static cl::OptionCategory mlirCategory("MLIR options");
+  mlir::switchyard::registerPassesAndPipelines();
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
