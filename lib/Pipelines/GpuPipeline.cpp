@@ -284,6 +284,9 @@ void buildOutliningStages(OpPassManager &pm, bool wgmma) {
   if (wgmma)
     pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // Identical kernels (a model's layers, a training step's forward pass)
+  // compiled once.
+  pm.addPass(switchyard::createSwitchyardGpuShareKernelsPass());
   // One stream per call: allocations, launches and frees in program order on
   // it, one synchronisation before returning. gpu-to-llvm only lowers the
   // async forms of gpu.alloc / gpu.dealloc.

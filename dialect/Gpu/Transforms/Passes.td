@@ -455,6 +455,47 @@ def SwitchyardGpuNameKernelsPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def SwitchyardGpuShareKernelsPass
+    : Pass<"switchyard-gpu-share-kernels", "::mlir::ModuleOp"> {
+  let summary = "Launch one kernel for all the identical kernels of the outlined gpu.modules";
+  let description = [{
+    Runs after `gpu-kernel-outlining`. A model repeats its layers, and a
+    training step contains its forward pass again: most kernels are copies
+    of others. A kernel identical to one seen before (same type, same
+    attributes but its name, the same body up to locations), in the same
+    gpu.module or another, is erased, and its `gpu.launch_func`s launch the
+    first one; a gpu.module left empty is erased. Every kernel that remains
+    is lowered, compiled to PTX and assembled by ptxas once. Kernels that
+    use a symbol (call a device function, say) are left alone: two calls of
+    `@f` compare equal even where the `@f`s of their modules differ.
+
+    Before:
+
+    ```mlir
+    gpu.module @step_kernels {
+      gpu.func @step_kernel_0(%a: memref<64xf32>) kernel { ... }
+      gpu.func @step_kernel_1(%a: memref<64xf32>) kernel { ... the same ... }
+    }
+    gpu.launch_func @step_kernels::@step_kernel_0 ... args(%x : memref<64xf32>)
+    gpu.launch_func @step_kernels::@step_kernel_1 ... args(%y : memref<64xf32>)
+    ```
+
+    After:
+
+    ```mlir
+    gpu.module @step_kernels {
+      gpu.func @step_kernel_0(%a: memref<64xf32>) kernel { ... }
+    }
+    gpu.launch_func @step_kernels::@step_kernel_0 ... args(%x : memref<64xf32>)
+    gpu.launch_func @step_kernels::@step_kernel_0 ... args(%y : memref<64xf32>)
+    ```
+  }];
+  let statistics = [
+    Statistic<"numShared", "shared-kernels",
+              "Kernels erased for an identical one">
+  ];
+}
+
 def SwitchyardGpuTensorCoreMatmulPass
     : Pass<"switchyard-gpu-tensor-core-matmul", "::mlir::func::FuncOp"> {
   let summary = "Run matmul-like linalg ops on tensor cores (mma.sync m16n8k16)";

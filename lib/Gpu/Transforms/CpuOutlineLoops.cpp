@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/Gpu/Transforms/Passes.h"
+#include "dialect/Gpu/Transforms/SameFunctions.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -17,7 +18,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
-#include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -61,43 +61,6 @@ bool isStraightLine(func::FuncOp func) {
                        [](Operation &op) { return op.getNumRegions() != 0; });
 }
 
-/// A hash of `func`'s signature and of the structure of its body (operation
-/// names, attributes, result types, operand counts; not which values the
-/// operands are): functions that OperationEquivalence finds equivalent hash
-/// the same.
-llvm::hash_code structuralHash(func::FuncOp func) {
-  llvm::hash_code hash = hash_value(func.getFunctionType());
-  func.getBody().walk([&](Operation *op) {
-    hash = llvm::hash_combine(
-        hash, OperationEquivalence::computeHash(
-                  op, OperationEquivalence::ignoreHashValue,
-                  OperationEquivalence::ignoreHashValue,
-                  OperationEquivalence::IgnoreLocations),
-        op->getNumOperands(), op->getNumRegions());
-    for (Region &region : op->getRegions())
-      hash = llvm::hash_combine(hash, region.getBlocks().size());
-  });
-  return hash;
-}
-
-/// Whether outlined functions `a` and `b` compute the same: same type,
-/// same attributes but their names, equivalent bodies.
-bool sameFunction(func::FuncOp a, func::FuncOp b) {
-  if (a.getFunctionType() != b.getFunctionType())
-    return false;
-  auto otherAttributes = [](func::FuncOp func) {
-    SmallVector<NamedAttribute> attributes;
-    for (NamedAttribute attribute : func->getAttrs())
-      if (attribute.getName() != SymbolTable::getSymbolAttrName())
-        attributes.push_back(attribute);
-    return attributes;
-  };
-  if (otherAttributes(a) != otherAttributes(b))
-    return false;
-  return OperationEquivalence::isRegionEquivalentTo(
-      &a.getBody(), &b.getBody(), OperationEquivalence::IgnoreLocations);
-}
-
 struct SwitchyardCpuOutlineLoopsPass
     : public switchyard::impl::SwitchyardCpuOutlineLoopsPassBase<
           SwitchyardCpuOutlineLoopsPass> {
@@ -114,11 +77,10 @@ struct SwitchyardCpuOutlineLoopsPass
 
     IRRewriter rewriter(&getContext());
     llvm::StringMap<unsigned> counts;
-    // The functions outlined so far, by structuralHash. A model repeats its
-    // layers, and a training step its forward pass and gradients: most loop
-    // nests are copies of others (half of the tiny SwitchHead training
-    // step's), and LLVM would compile each copy again.
-    llvm::DenseMap<llvm::hash_code, SmallVector<func::FuncOp, 1>> outlinedByHash;
+    // The functions outlined so far (SameFunctions.h): most loop nests are
+    // copies of others (half of the tiny SwitchHead training step's), and
+    // LLVM would compile each copy again.
+    switchyard::SameFunctions outlinedSoFar;
     for (scf::ForOp loop : loops) {
       auto parent = loop->getParentOfType<func::FuncOp>();
       // <function>_loop<N>, the first N that names no symbol yet.
@@ -146,17 +108,10 @@ struct SwitchyardCpuOutlineLoopsPass
       outlined->setPrivate();
       outlined->getOperation()->setAttr(
           "passthrough", rewriter.getArrayAttr(rewriter.getStringAttr("noinline")));
-      SmallVector<func::FuncOp, 1> &candidates =
-          outlinedByHash[structuralHash(*outlined)];
-      auto same = llvm::find_if(candidates, [&](func::FuncOp candidate) {
-        return sameFunction(candidate, *outlined);
-      });
-      if (same != candidates.end()) {
-        call.setCallee(same->getSymName());
+      if (FunctionOpInterface same = outlinedSoFar.findOrInsert(*outlined)) {
+        call.setCallee(same.getName());
         rewriter.eraseOp(*outlined);
         --counts[parent.getSymName()];
-      } else {
-        candidates.push_back(*outlined);
       }
       // The region now holds the call and the yield: put the call in its
       // place.
