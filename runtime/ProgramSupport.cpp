@@ -501,9 +501,11 @@ void detail::prepareForExecutionEngine(mlir::ModuleOp module) {
                         name.getValue() != "optnone"))
             kept.push_back(attribute);
         }
-        function.setPassthroughAttr(
-            mlir::ArrayAttr::get(function.getContext(), kept));
-        function.setAlwaysInline(true);
+        if (kept.size() != passthrough.size()) {
+          function.setPassthroughAttr(
+              mlir::ArrayAttr::get(function.getContext(), kept));
+          function.setAlwaysInline(true);
+        }
       }
     }
     mlir::ArrayAttr arguments = function.getArgAttrsAttr();

@@ -134,6 +134,11 @@ llvm::Expected<JitTarget> jitTarget(unsigned optLevel);
 ///   expanded memref arguments (thousands for a training step) in one
 ///   block, on which LLVM's post-RA scheduler took longer than on the rest
 ///   of the entry points together.
+/// - Such a function that switchyard-cpu-outline-loops marked noinline
+///   and optnone is always-inlined into its wrapper instead (which keeps
+///   optnone): the call between them passed every memref descriptor field
+///   as a scalar argument, thousands on the stack, and its instruction
+///   selection and register allocation dominated code generation.
 /// - Argument and result attributes of other dialects than `llvm` (the
 ///   runtime's `lm.param`, `lm.vocab`, ..., read before the lowering) are
 ///   dropped: the translation to LLVM IR warns about each, with the whole

@@ -33,7 +33,7 @@ constexpr const char *kModule = R"mlir(
     %r = llvm.call @step(%a, %n) : (!llvm.ptr, i64) -> i64
     llvm.return %r : i64
   }
-  llvm.func @plain(%a: !llvm.ptr) {
+  llvm.func @plain(%a: !llvm.ptr) attributes {passthrough = ["noimplicitfloat"]} {
     llvm.return
   }
   llvm.func @_mlir_ciface_plain(%a: !llvm.ptr) {
@@ -80,10 +80,11 @@ TEST(ExecutionEnginePrepTest, InternalizesCInterfaceTargetsAndDropsForeignAttrib
   EXPECT_EQ(wrapper.getPassthroughAttr().size(), 3u);
   EXPECT_FALSE(wrapper.getArgAttrsAttr());
 
-  // An unmarked target becomes internal and nothing else.
+  // A target that is not optnone becomes internal and nothing else.
   LLVM::LLVMFuncOp plain = function("plain");
   EXPECT_EQ(plain.getLinkage(), LLVM::Linkage::Internal);
   EXPECT_FALSE(plain.getAlwaysInline());
+  EXPECT_EQ(plain.getPassthroughAttr().size(), 1u);
 
   // Functions without a C interface keep their linkage.
   EXPECT_EQ(function("helper").getLinkage(), LLVM::Linkage::External);

@@ -467,7 +467,9 @@ def SwitchyardGpuShareKernelsPass
     first one; a gpu.module left empty is erased. Every kernel that remains
     is lowered, compiled to PTX and assembled by ptxas once. Kernels that
     use a symbol (call a device function, say) are left alone: two calls of
-    `@f` compare equal even where the `@f`s of their modules differ.
+    `@f` compare equal even where the `@f`s of their modules differ. The
+    gpu.modules' own attributes are not compared: the pass runs before
+    their targets are attached.
 
     Before:
 

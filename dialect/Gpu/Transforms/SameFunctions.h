@@ -22,7 +22,9 @@ class SameFunctions {
 public:
   /// A function seen before that computes the same as `function` (same
   /// type, same attributes but its name, equivalent body up to locations),
-  /// or null after recording `function` as the first of its kind.
+  /// or null after recording `function` as the first of its kind; null for
+  /// a declaration. Symbols are compared by name: the functions compared
+  /// must resolve them in the same table.
   FunctionOpInterface findOrInsert(FunctionOpInterface function);
 
 private:

@@ -78,8 +78,8 @@ struct SwitchyardCpuOutlineLoopsPass
     IRRewriter rewriter(&getContext());
     llvm::StringMap<unsigned> counts;
     // The functions outlined so far (SameFunctions.h): most loop nests are
-    // copies of others (half of the tiny SwitchHead training step's), and
-    // LLVM would compile each copy again.
+    // copies of others (the tiny SwitchHead training step's 2,854 nests are
+    // 236 functions), and LLVM would compile each copy again.
     switchyard::SameFunctions outlinedSoFar;
     for (scf::ForOp loop : loops) {
       auto parent = loop->getParentOfType<func::FuncOp>();

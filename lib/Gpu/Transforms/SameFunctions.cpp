@@ -52,6 +52,9 @@ bool sameFunction(FunctionOpInterface a, FunctionOpInterface b) {
 
 FunctionOpInterface
 switchyard::SameFunctions::findOrInsert(FunctionOpInterface function) {
+  // Declarations have no body to compare.
+  if (function.isExternal())
+    return nullptr;
   SmallVector<FunctionOpInterface, 1> &candidates =
       byHash[structuralHash(function)];
   for (FunctionOpInterface candidate : candidates)
