@@ -450,33 +450,22 @@ Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel) {
 
 namespace {
 
-/// `attributes` without those of other dialects than `llvm` (whether
-/// loaded or not); null if none is left.
-mlir::DictionaryAttr llvmAttributesOnly(mlir::DictionaryAttr attributes) {
-  if (!attributes)
-    return attributes;
-  llvm::SmallVector<mlir::NamedAttribute> kept;
-  for (mlir::NamedAttribute attribute : attributes)
-    if (attribute.getName().strref().starts_with("llvm."))
-      kept.push_back(attribute);
-  if (kept.size() == attributes.size())
-    return attributes;
-  return kept.empty()
-             ? mlir::DictionaryAttr()
-             : mlir::DictionaryAttr::get(attributes.getContext(), kept);
-}
-
+/// Keeps, of each value's attributes, those of the `llvm` dialect (by name:
+/// other dialects may not be loaded); null if none is left.
 void keepLLVMAttributesOnly(mlir::ArrayAttr &perValue) {
   if (!perValue)
     return;
   llvm::SmallVector<mlir::Attribute> dictionaries;
   bool any = false;
   for (mlir::Attribute attributes : perValue) {
-    mlir::DictionaryAttr kept =
-        llvmAttributesOnly(llvm::cast<mlir::DictionaryAttr>(attributes));
-    any |= static_cast<bool>(kept) && !kept.empty();
+    llvm::SmallVector<mlir::NamedAttribute> kept;
+    for (mlir::NamedAttribute attribute :
+         llvm::cast<mlir::DictionaryAttr>(attributes))
+      if (attribute.getName().strref().starts_with("llvm."))
+        kept.push_back(attribute);
+    any |= !kept.empty();
     dictionaries.push_back(
-        kept ? kept : mlir::DictionaryAttr::get(perValue.getContext()));
+        mlir::DictionaryAttr::get(perValue.getContext(), kept));
   }
   perValue = any ? mlir::ArrayAttr::get(perValue.getContext(), dictionaries)
                  : mlir::ArrayAttr();

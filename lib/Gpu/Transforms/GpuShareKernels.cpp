@@ -24,8 +24,9 @@ namespace {
 /// @module::@kernel
 SymbolRefAttr kernelReference(gpu::GPUFuncOp kernel) {
   auto module = kernel->getParentOfType<gpu::GPUModuleOp>();
-  return SymbolRefAttr::get(module.getSymNameAttr(),
-                            {FlatSymbolRefAttr::get(SymbolTable::getSymbolName(kernel))});
+  return SymbolRefAttr::get(
+      module.getSymNameAttr(),
+      {FlatSymbolRefAttr::get(SymbolTable::getSymbolName(kernel))});
 }
 
 /// Whether `kernel` refers to no symbol (which may differ between modules
@@ -48,12 +49,11 @@ struct SwitchyardGpuShareKernelsPass
       for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>()) {
         if (!kernel.isKernel() || !usesNoSymbol(kernel))
           continue;
-        auto same = llvm::cast_if_present<gpu::GPUFuncOp>(
-            kernels.findOrInsert(kernel).getOperation());
-        if (!same)
-          continue;
-        sharedWith[kernelReference(kernel)] = kernelReference(same);
-        duplicates.push_back(kernel);
+        if (FunctionOpInterface same = kernels.findOrInsert(kernel)) {
+          sharedWith[kernelReference(kernel)] =
+              kernelReference(cast<gpu::GPUFuncOp>(same));
+          duplicates.push_back(kernel);
+        }
       }
     if (duplicates.empty())
       return;
