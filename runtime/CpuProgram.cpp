@@ -159,6 +159,7 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   if (options.emulateGpu) {
     mlir::switchyard::GpuEmulationPipelineOptions emulation;
     emulation.elementType = options.roundContractionOperands;
+    emulation.tensorCores = options.emulateTensorCores;
     emulation.checkBounds = options.checkBounds;
     mlir::switchyard::buildGpuEmulationCodegenPipeline(codegen, emulation);
     program->impl->backend = "gpu-emulation";

@@ -93,11 +93,15 @@ struct CompileOptions {
   std::string roundContractionOperands = "f32";
   /// CPU backend: run the GPU target's kernels instead of the CPU's (the GPU
   /// emulation, switchyard-gpu-emulation-pipeline): every kernel launch as
-  /// loops over its blocks and threads, one thread after another, with the
-  /// factors of contractions rounded to roundContractionOperands as the GPU
-  /// target's SIMT route does on sm_75. Slow; for testing the GPU route's
+  /// loops over its blocks and threads, one thread after another (between
+  /// barriers, where they cooperate), with the factors of contractions
+  /// rounded to roundContractionOperands. Slow; for testing the GPU route's
   /// code without a GPU. The program's backend() is "gpu-emulation".
   bool emulateGpu = false;
+  /// With emulateGpu and 16-bit roundContractionOperands: the matmuls run
+  /// as the GPU target's tensor-core kernels (ldmatrix + mma.sync, sm_80 and
+  /// newer); false: as its SIMT route with rounded factors (sm_75).
+  bool emulateTensorCores = true;
   /// With emulateGpu: check every load and store of the kernels against its
   /// buffer's bounds; a failing check prints the op and aborts the process.
   bool checkBounds = false;

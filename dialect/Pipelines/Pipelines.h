@@ -229,10 +229,17 @@ struct GpuEmulationPipelineOptions
   detail::PassOptions::Option<std::string> elementType{
       *this, "element-type",
       llvm::cl::desc("Element type of matmul multiplicands: f32 (exact), "
-                     "bf16 or f16 (rounded, f32 accumulation: the GPU "
-                     "target's SIMT route of sm_75; tensor cores are not "
-                     "emulated)"),
+                     "bf16 or f16 (rounded, f32 accumulation; see "
+                     "tensor-cores)"),
       llvm::cl::init("f32")};
+  detail::PassOptions::Option<bool> tensorCores{
+      *this, "tensor-cores",
+      llvm::cl::desc("With element-type bf16 or f16: run the matmuls' "
+                     "tensor-core kernels (ldmatrix + mma.sync, the GPU "
+                     "target's route on sm_80 and newer), their warps' "
+                     "threads serialised between barriers; false: the SIMT "
+                     "route with rounded factors (sm_75's)"),
+      llvm::cl::init(true)};
   detail::PassOptions::Option<bool> checkBounds{
       *this, "check-bounds",
       llvm::cl::desc("Check every load and store of the kernels against "

@@ -235,7 +235,7 @@ bool usesWgmma(const switchyard::GpuPipelineOptions &options) {
 }
 
 /// How kernels are formed: what the GPU pipeline's options ask for, and
-/// what the emulation runs (no tensor cores).
+/// what the emulation runs (no wgmma).
 struct KernelFormation {
   std::string elementType = "f32";
   bool tensorCores = false;
@@ -375,14 +375,20 @@ void switchyard::buildGpuEmulationCodegenPipeline(
                                               "switchyard-gpu-emulation")))
     return;
   buildBufferizationStages(pm);
-  // The SIMT route: no tensor cores.
-  KernelFormation formation{options.elementType, /*tensorCores=*/false,
+  // The tensor-core route of sm_80+ (mma.sync; not wgmma), or the SIMT one.
+  KernelFormation formation{options.elementType,
+                            options.tensorCores && options.elementType != "f32",
                             /*wgmma=*/false, options.blockSize};
   buildKernelFormationStages(pm, formation);
-  pm.addNestedPass<func::FuncOp>(
-      switchyard::createSwitchyardGpuLaunchToHostLoopsPass());
+  // The kernels' own loads and stores checked, before the launches become
+  // host loops: the buffers through which serialised threads pass values
+  // across barriers are indexed by thread and need no checks (there were
+  // nine times as many, and the lowering of each check's message looks up a
+  // unique symbol name: quadratic).
   if (options.checkBounds)
     pm.addPass(createGenerateRuntimeVerificationPass());
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuLaunchToHostLoopsPass());
   buildCpuLoopsToLLVMStages(pm);
 }
 
@@ -436,7 +442,7 @@ void switchyard::registerGpuPipelines() {
       "switchyard-gpu-emulation-pipeline",
       "The GPU target's kernels run on the host CPU, one thread after "
       "another: front end, lowering, the GPU pipeline's kernel formation, "
-      "then loops over blocks and threads in the LLVM dialect (SIMT route "
-      "only; for testing without a GPU)",
+      "then loops over blocks and threads in the LLVM dialect (the SIMT "
+      "and mma.sync routes; for testing without a GPU)",
       buildGpuEmulationPipeline);
 }

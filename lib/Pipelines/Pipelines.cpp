@@ -97,6 +97,9 @@ void switchyard::buildCpuLoopsToLLVMStages(OpPassManager &pm) {
   ConvertVectorToLLVMPassOptions vectorToLLVM;
   vectorToLLVM.reassociateFPReductions = true;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
+  // The poison that vector.from_elements starts from (the GPU emulation's
+  // tensor-core fragments).
+  pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createConvertMathToLLVMPass());
   // memref before arith: memref.dim with a constant index then reads the
   // descriptor's field directly. After arith-to-llvm its index is a cast of

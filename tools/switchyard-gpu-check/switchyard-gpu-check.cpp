@@ -100,7 +100,9 @@ cl::opt<bool> emulate(
     "emulate",
     cl::desc("Run the GPU side's kernels on the host (the GPU emulation, "
              "with bounds checks) instead of on a GPU: no GPU needed; "
-             "bf16/f16 are rounded as on sm_75, without tensor cores"),
+             "bf16/f16 matmuls run as tensor-core kernels (mma.sync, as on "
+             "sm_80 and newer), or as sm_75's rounded SIMT route with "
+             "--chip sm_75"),
     cl::cat(category));
 cl::opt<unsigned> optLevel(
     "opt-level",
@@ -330,6 +332,7 @@ int main(int argc, char **argv) {
     rt::CompileOptions emulation = options;
     emulation.emulateGpu = true;
     emulation.checkBounds = true;
+    emulation.emulateTensorCores = chip != "sm_75";
     auto program = rt::CpuProgram::compileFile(input, emulation);
     if (!program)
       return fail(program.takeError());

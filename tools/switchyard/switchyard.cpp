@@ -478,8 +478,9 @@ struct DeviceOption {
             "gpu-element-type",
             cl::desc("With --device gpu or gpu-emulation: element type of "
                      "the matmul multiplicands, f32 (default, exact SIMT), "
-                     "bf16 or f16 (tensor cores on sm_80+, rounded SIMT in "
-                     "the emulation; f32 accumulation)"),
+                     "bf16 or f16 (tensor cores, mma.sync, on sm_80+ and "
+                     "in the emulation; rounded SIMT on sm_75; f32 "
+                     "accumulation)"),
             cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(category)),
         gpuFormat("gpu-format",
                   cl::desc("With --device gpu: how kernels are shipped, bin "
@@ -564,7 +565,11 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
     options.roundContractionOperands = gpuOptions->elementType;
     llvm::errs() << "device: GPU emulation on this CPU (the GPU route's "
                     "kernels, one thread after another), "
-                 << gpuOptions->elementType << " multiplicands\n";
+                 << gpuOptions->elementType << " multiplicands"
+                 << (gpuOptions->elementType == "f32"
+                         ? ""
+                         : " on emulated tensor cores (mma.sync)")
+                 << "\n";
   }
   if (device.device != Device::gpu) {
     announce();

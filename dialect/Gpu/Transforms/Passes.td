@@ -405,9 +405,21 @@ def SwitchyardGpuLaunchToHostLoopsPass
       blocks and then the z, y, x threads, around the kernel body; the
       body's block and thread ids and sizes (its region arguments, or
       `gpu.block_id` and friends) become the loops' induction variables and
-      bounds. Threads run one after another, so a kernel whose threads
-      communicate cannot be emulated: barriers, shuffles, shared memory,
-      clusters and NVVM or nvgpu ops (the tensor-core route) are errors.
+      bounds. Threads run one after another.
+    - A kernel whose threads cooperate (the tensor-core route's: barriers,
+      dynamic shared memory, `nvgpu.ldmatrix`, `nvvm.mma.sync` /
+      `nvgpu.mma.sync` m16n8k16 on bf16 or f16) has its threads serialised
+      first (ThreadSerialization.cpp, the barrier elimination of CPU back
+      ends for SPMD code): each stretch between barriers becomes a loop over
+      the block's threads, a value kept across a barrier a buffer with one
+      element per thread, shared memory a host buffer, and ldmatrix and
+      mma.sync an exchange between two barriers in which each lane computes
+      its share from its warp's values as the PTX ISA defines the fragments
+      (independently of the maps the tensor-core pass takes from upstream,
+      which running its kernels therefore checks). Barriers must be at the
+      top of the kernel or of `scf.for` loops whose bounds all threads
+      share, and blocks one-dimensional. Shuffles, clusters, workgroup
+      attributions, wgmma, TMA and other NVVM or nvgpu ops are errors.
     - `gpu.alloc` / `gpu.dealloc` / `gpu.memcpy` become `memref.alloc`
       (64-byte aligned) / `memref.dealloc` / `memref.copy`; a synchronous
       `gpu.wait` is dropped. Asynchronous forms are errors.

@@ -10,8 +10,10 @@
 
 #include "dialect/Gpu/Transforms/HostCode.h"
 #include "dialect/Gpu/Transforms/Passes.h"
+#include "dialect/Gpu/Transforms/ThreadSerialization.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -37,25 +39,38 @@ std::string kernelName(gpu::LaunchOp launch) {
       .str();
 }
 
+/// Whether `launch`'s threads cooperate (barriers, shared memory, warp-wide
+/// ops), so that they must run one after another between barriers
+/// (serializeThreads) rather than each to its end.
+bool needsSerializedThreads(gpu::LaunchOp launch) {
+  if (launch.getDynamicSharedMemorySize())
+    return true;
+  return launch.getBody()
+      .walk([](Operation *op) {
+        return switchyard::needsSerializedThreads(op) ? WalkResult::interrupt()
+                                                      : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 /// Whether the host emulation can run `launch`; emits why not. Threads run
-/// one after another, so nothing may depend on other threads running at the
-/// same time (barriers, shuffles, shared memory) or on the GPU's hardware
-/// (NVVM and nvgpu ops).
+/// one after another; where they cooperate, through barriers, dynamic
+/// shared memory and the tensor-core route's ldmatrix and mma.sync, in the
+/// forms serializeThreads handles. Other ops that depend on the GPU's
+/// hardware (shuffles, NVVM and nvgpu ops, wgmma and TMA) are refused.
 LogicalResult checkEmulable(gpu::LaunchOp launch) {
   auto refuse = [&](Operation *at, const Twine &what) {
     return at->emitOpError()
            << "in " << kernelName(launch) << ": " << what
-           << "; the GPU emulation runs the SIMT route only "
-              "(element-type=f32, or bf16/f16 rounded as on sm_75), "
-              "one thread after another";
+           << "; the GPU emulation runs the SIMT route and the mma.sync "
+              "tensor-core route (element-type=f32, bf16 or f16; no wgmma)";
   };
   if (launch.getAsyncToken() || !launch.getAsyncDependencies().empty())
     return refuse(launch, "asynchronous launches are not emulated");
   if (launch.hasClusterSize())
     return refuse(launch, "thread-block clusters are not emulated");
-  if (launch.getDynamicSharedMemorySize() ||
-      !launch.getWorkgroupAttributions().empty())
-    return refuse(launch, "shared memory is not emulated");
+  if (!launch.getWorkgroupAttributions().empty())
+    return refuse(launch, "workgroup memory attributions are not emulated");
   if (!launch.getPrivateAttributions().empty())
     return refuse(launch, "private memory attributions are not emulated");
   if (!launch.getBody().hasOneBlock())
@@ -65,6 +80,8 @@ LogicalResult checkEmulable(gpu::LaunchOp launch) {
                                          : StringRef();
     bool indexQuery = isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp,
                           gpu::GridDimOp>(op);
+    if (switchyard::needsSerializedThreads(op))
+      return WalkResult::advance();
     if ((dialect == "gpu" && !indexQuery && !isa<gpu::TerminatorOp>(op)) ||
         dialect == "nvgpu" || dialect == "nvvm") {
       (void)refuse(op, "this op depends on the GPU");
@@ -72,7 +89,11 @@ LogicalResult checkEmulable(gpu::LaunchOp launch) {
     }
     return WalkResult::advance();
   });
-  return failure(walk.wasInterrupted());
+  if (walk.wasInterrupted())
+    return failure();
+  if (needsSerializedThreads(launch))
+    return switchyard::checkSerializable(launch);
+  return success();
 }
 
 /// `dimension`'s component of `values`.
@@ -89,16 +110,24 @@ Value component(const gpu::KernelDim3 &values, gpu::Dimension dimension) {
 }
 
 /// Replaces `launch` with the loop nest over its blocks and threads (z, y, x
-/// blocks outermost, then z, y, x threads) around its body.
-void emulate(gpu::LaunchOp launch, IRRewriter &rewriter) {
+/// blocks outermost, then z, y, x threads) around its body. Threads that
+/// cooperate are first serialised between barriers (serializeThreads), and
+/// the body then runs once per block.
+LogicalResult emulate(gpu::LaunchOp launch, IRRewriter &rewriter) {
   Location loc = launch.getLoc();
+  bool serialized = needsSerializedThreads(launch);
+  if (serialized && failed(switchyard::serializeThreads(launch, rewriter)))
+    return failure();
   rewriter.setInsertionPoint(launch);
   gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
   gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
   Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
   Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
-  SmallVector<Value> upper = {grid.z,  grid.y,  grid.x,
-                              block.z, block.y, block.x};
+  SmallVector<Value> upper = {grid.z, grid.y, grid.x};
+  if (serialized)
+    upper.append(3, one);
+  else
+    upper.append({block.z, block.y, block.x});
   scf::LoopNest nest = scf::buildLoopNest(
       rewriter, loc, SmallVector<Value>(6, zero), upper,
       SmallVector<Value>(6, one));
@@ -150,6 +179,7 @@ void emulate(gpu::LaunchOp launch, IRRewriter &rewriter) {
       rewriter.eraseOp(op); // gpu.terminator
   }
   rewriter.eraseOp(launch);
+  return success();
 }
 
 /// Device memory to host memory: allocations, frees and copies.
@@ -201,7 +231,9 @@ struct SwitchyardGpuLaunchToHostLoopsPass
       }
       // The GPU target's host code only passes buffers around: it would
       // fault on a device pointer.
-      if (!isa<CallOpInterface>(op) &&
+      // (cf.assert, from check-bounds' runtime verification of host-side
+      // memref.dim, writes a message, not a buffer.)
+      if (!isa<CallOpInterface, cf::AssertOp>(op) &&
           !op->hasTrait<OpTrait::IsTerminator>() &&
           switchyard::readsOrWritesMemory(op)) {
         op->emitOpError()
@@ -220,7 +252,8 @@ struct SwitchyardGpuLaunchToHostLoopsPass
       if (mlir::failed(toHostMemory(op, rewriter)))
         return signalPassFailure();
     for (gpu::LaunchOp launch : launches)
-      emulate(launch, rewriter);
+      if (mlir::failed(emulate(launch, rewriter)))
+        return signalPassFailure();
   }
 };
 } // namespace

@@ -48,14 +48,142 @@ func.func @grid(%n: index, %src: memref<?xf32>) {
 
 // -----
 
-// Threads that wait for each other cannot run one after another.
-func.func @barrier(%buf: memref<4xf32>) {
+// Threads that wait for each other: each stretch between barriers becomes
+// a loop over the threads, dynamic shared memory a host buffer, and what a
+// thread keeps across a barrier (%mirror, the loop's sum) a buffer with one
+// element per thread. The loop around the barriers runs once per block, its
+// iteration value stored at its end (after the last barrier) and loaded
+// where it is used. The block loops' thread loops run once.
+// CHECK-LABEL: func.func @reverse
+// CHECK-SAME: (%[[BUF:.*]]: memref<4xf32>, %[[STEPS:.*]]: index)
+// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : index
+// CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.0{{.*}} : f32
+// CHECK: %[[BYTES:.*]] = arith.index_castui
+// CHECK: %[[SHARED:.*]] = memref.alloc(%[[BYTES]]) {alignment = 16 : i64} : memref<?xi8>
+// CHECK: %[[SUM:.*]] = memref.alloc(%[[C4]]) : memref<?xf32>
+// CHECK: %[[MIRROR:.*]] = memref.alloc(%[[C4]]) : memref<?xindex>
+// CHECK: %[[NEXT:.*]] = memref.alloc(%[[C4]]) : memref<?xf32>
+// CHECK-COUNT-6: scf.for
+// CHECK: %[[TILE:.*]] = memref.view %[[SHARED]][%{{.*}}][] : memref<?xi8> to memref<4xf32>
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[C4]]
+// CHECK:   %[[M:.*]] = arith.subi %[[C3]], %[[T]]
+// CHECK:   memref.store %[[M]], %[[MIRROR]][%[[T]]]
+// CHECK:   memref.store %[[ZERO]], %[[SUM]][%[[T]]]
+// CHECK: }
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[STEPS]]
+// CHECK:   scf.for %[[T:.*]] = %{{.*}} to %[[C4]]
+// CHECK:     %[[V:.*]] = memref.load %[[BUF]][%[[T]]]
+// CHECK:     memref.store %[[V]], %[[TILE]][%[[T]]]
+// CHECK:   }
+// CHECK:   scf.for %[[T:.*]] = %{{.*}} to %[[C4]]
+// CHECK:     %[[M:.*]] = memref.load %[[MIRROR]][%[[T]]]
+// CHECK:     %[[W:.*]] = memref.load %[[TILE]][%[[M]]]
+// CHECK:     %[[ACC:.*]] = memref.load %[[SUM]][%[[T]]]
+// CHECK:     %[[ADD:.*]] = arith.addf %[[ACC]], %[[W]]
+// CHECK:     memref.store %[[ADD]], %[[NEXT]][%[[T]]]
+// CHECK:   }
+// CHECK:   scf.for %[[T:.*]] = %{{.*}} to %[[C4]]
+// CHECK:     %[[ADD:.*]] = memref.load %[[NEXT]][%[[T]]]
+// CHECK:     memref.store %[[ADD]], %[[SUM]][%[[T]]]
+// CHECK:   }
+// CHECK: }
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[C4]]
+// CHECK:   %[[S:.*]] = memref.load %[[SUM]][%[[T]]]
+// CHECK:   memref.store %[[S]], %[[BUF]][%[[T]]]
+// CHECK-NOT: gpu.
+// CHECK: memref.dealloc %[[SHARED]]
+func.func @reverse(%buf: memref<4xf32>, %steps: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  %bytes = arith.constant 16 : i32
+  %zero = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1)
+             dynamic_shared_memory_size %bytes {
+    %shared = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+    %tile = memref.view %shared[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4xf32, #gpu.address_space<workgroup>>
+    %mirror = arith.subi %c3, %tx : index
+    %sum = scf.for %i = %c0 to %steps step %c1 iter_args(%acc = %zero) -> (f32) {
+      %v = memref.load %buf[%tx] : memref<4xf32>
+      memref.store %v, %tile[%tx] : memref<4xf32, #gpu.address_space<workgroup>>
+      gpu.barrier
+      %w = memref.load %tile[%mirror] : memref<4xf32, #gpu.address_space<workgroup>>
+      %next = arith.addf %acc, %w : f32
+      gpu.barrier
+      scf.yield %next : f32
+    }
+    memref.store %sum, %buf[%tx] : memref<4xf32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// A barrier that only some threads may reach cannot be serialised.
+func.func @barrier_in_if(%buf: memref<4xf32>) {
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
   gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
              threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
-    // expected-error @below {{'gpu.barrier' op in a kernel: this op depends on the GPU; the GPU emulation runs the SIMT route only}}
+    %first = arith.cmpi eq, %tx, %c1 : index
+    scf.if %first {
+      // expected-error @below {{'gpu.barrier' op inside scf.if is not emulated: the GPU emulation serialises threads around barriers at the top of a kernel or of scf.for loops only}}
+      gpu.barrier
+    }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Nor one in a loop whose trip count differs between threads.
+func.func @barrier_in_divergent_loop(%buf: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
+    // expected-error @below {{'scf.for' op contains a barrier but its bounds differ between threads}}
+    scf.for %i = %c0 to %tx step %c1 {
+      gpu.barrier
+    }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Serialised threads are numbered in x only.
+func.func @barrier_2d(%buf: memref<4xf32>) {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  // expected-error @below {{'gpu.launch' op synchronises its threads in blocks of more than one dimension, which the GPU emulation does not serialise}}
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c2, %sy = %c2, %sz = %c1) {
     gpu.barrier
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Other ops of the GPU's hardware are refused.
+func.func @shuffle(%x: f32) {
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %o = arith.constant 1 : i32
+  %w = arith.constant 32 : i32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    // expected-error @below {{'gpu.shuffle' op in a kernel: this op depends on the GPU; the GPU emulation runs the SIMT route and the mma.sync tensor-core route}}
+    %s, %valid = gpu.shuffle xor %x, %o, %w : f32
     gpu.terminator
   }
   return
