@@ -418,7 +418,8 @@ def SwitchyardGpuLaunchToHostLoopsPass
       (independently of the maps the tensor-core pass takes from upstream,
       which running its kernels therefore checks). Barriers must be at the
       top of the kernel or of `scf.for` loops whose bounds all threads
-      share, and blocks one-dimensional. Shuffles, clusters, workgroup
+      share, blocks one-dimensional (and a multiple of 32 threads where warps
+      exchange fragments). Shuffles, clusters, workgroup
       attributions, wgmma, TMA and other NVVM or nvgpu ops are errors.
     - `gpu.alloc` / `gpu.dealloc` / `gpu.memcpy` become `memref.alloc`
       (64-byte aligned) / `memref.dealloc` / `memref.copy`; a synchronous

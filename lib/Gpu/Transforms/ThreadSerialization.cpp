@@ -66,6 +66,8 @@ LogicalResult checkNvvmMma(NVVM::MmaOp mma) {
       mma.getLayoutB() != NVVM::MMALayout::col ||
       mma.getOperandA().size() != 4 || mma.getOperandB().size() != 2 ||
       mma.getOperandC().size() != 4 ||
+      !llvm::all_of(llvm::concat<Value>(mma.getOperandA(), mma.getOperandB()),
+                    [](Value v) { return v.getType().isInteger(32); }) ||
       !llvm::all_of(mma.getOperandC(),
                     [](Value v) { return v.getType().isF32(); }))
     return mma.emitOpError()
@@ -365,18 +367,18 @@ LogicalResult Serializer::privatizeLoop(scf::ForOp loop) {
   // Each iteration value in a buffer: stored before the loop and at the end
   // of each iteration, loaded where it is used.
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
-  for (auto [init, iterArg, yielded, result] :
-       llvm::zip_equal(loop.getInitArgs(), loop.getRegionIterArgs(),
-                       yield.getOperands(), loop.getResults())) {
+  SmallVector<Value> buffers;
+  for (Value init : loop.getInitArgs()) {
     if (!MemRefType::isValidElementType(init.getType()))
       return loop.emitOpError()
              << "carries a value of type " << init.getType()
              << " across a barrier, which the GPU emulation cannot keep";
-    Value buffer = perThreadBuffer(init.getType());
+    buffers.push_back(perThreadBuffer(init.getType()));
     rewriter.setInsertionPoint(loop);
-    memref::StoreOp::create(rewriter, loc, init, buffer, tid);
-    rewriter.setInsertionPoint(yield);
-    memref::StoreOp::create(rewriter, loc, yielded, buffer, tid);
+    memref::StoreOp::create(rewriter, loc, init, buffers.back(), tid);
+  }
+  for (auto [iterArg, result, buffer] :
+       llvm::zip_equal(loop.getRegionIterArgs(), loop.getResults(), buffers)) {
     for (Value value : {Value(iterArg), Value(result)}) {
       for (OpOperand &use : llvm::make_early_inc_range(value.getUses())) {
         if (use.getOwner() == yield)
@@ -387,10 +389,24 @@ LogicalResult Serializer::privatizeLoop(scf::ForOp loop) {
       }
     }
   }
+  // At the end of an iteration, every yielded iteration argument is read
+  // before any buffer is written (a loop may yield them swapped).
+  rewriter.setInsertionPoint(yield);
+  SmallVector<Value> next;
+  for (Value yielded : yield.getOperands()) {
+    auto arg = dyn_cast<BlockArgument>(yielded);
+    if (arg && arg.getOwner() == loop.getBody() && arg.getArgNumber() > 0)
+      yielded = memref::LoadOp::create(rewriter, loc,
+                                       buffers[arg.getArgNumber() - 1], tid);
+    next.push_back(yielded);
+  }
+  for (auto [value, buffer] : llvm::zip_equal(next, buffers))
+    memref::StoreOp::create(rewriter, loc, value, buffer, tid);
   rewriter.setInsertionPoint(loop);
-  auto plain =
-      scf::ForOp::create(rewriter, loc, loop.getLowerBound(),
-                         loop.getUpperBound(), loop.getStep(), ValueRange{});
+  auto plain = scf::ForOp::create(
+      rewriter, loc, loop.getLowerBound(), loop.getUpperBound(),
+      loop.getStep(), ValueRange{}, /*bodyBuilder=*/nullptr,
+      loop.getUnsignedCmp());
   rewriter.eraseOp(plain.getBody()->getTerminator());
   rewriter.setInsertionPoint(yield);
   scf::YieldOp::create(rewriter, loc);
@@ -420,24 +436,6 @@ void Serializer::makeThreadLoop(ArrayRef<Operation *> ops) {
 }
 
 LogicalResult Serializer::serializeBlock(Block &block) {
-  // The loops around barriers first: their iteration values become loads
-  // and stores in the stretches around and inside them.
-  SmallVector<Operation *> ops;
-  for (Operation &op : block.without_terminator())
-    ops.push_back(&op);
-  for (Operation *op : ops) {
-    if (isa<gpu::BarrierOp>(op) || !containsBarrier(op))
-      continue;
-    auto loop = dyn_cast<scf::ForOp>(op);
-    if (!loop)
-      return op->emitOpError()
-             << "contains a barrier; the GPU emulation serialises threads "
-                "around barriers at the top of a kernel or of scf.for loops "
-                "only";
-    if (failed(privatizeLoop(loop)))
-      return failure();
-  }
-
   // What every thread computes alike stays outside the thread loops,
   // hoisted above them (its operands are uniform and defined earlier).
   Operation *anchor = nullptr;
@@ -455,6 +453,25 @@ LogicalResult Serializer::serializeBlock(Block &block) {
       uniformValues.insert(result);
     if (anchor)
       rewriter.moveOpBefore(&op, anchor);
+  }
+
+  // Then the loops around barriers (their bounds known uniform or not):
+  // their iteration values become loads and stores in the stretches around
+  // and inside them.
+  SmallVector<Operation *> ops;
+  for (Operation &op : block.without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : ops) {
+    if (isa<gpu::BarrierOp>(op) || !containsBarrier(op))
+      continue;
+    auto loop = dyn_cast<scf::ForOp>(op);
+    if (!loop)
+      return op->emitOpError()
+             << "contains a barrier; the GPU emulation serialises threads "
+                "around barriers at the top of a kernel or of scf.for loops "
+                "only";
+    if (failed(privatizeLoop(loop)))
+      return failure();
   }
 
   // The stretches between barriers.
@@ -605,6 +622,20 @@ LogicalResult mlir::switchyard::checkSerializable(gpu::LaunchOp launch) {
              << "synchronises its threads in blocks of more than one "
                 "dimension, which the GPU emulation does not serialise";
   }
+  bool warpWide = launch.getBody()
+                      .walk([](Operation *op) {
+                        return isa<nvgpu::LdMatrixOp, nvgpu::MmaSyncOp,
+                                   NVVM::MmaOp>(op)
+                                   ? WalkResult::interrupt()
+                                   : WalkResult::advance();
+                      })
+                      .wasInterrupted();
+  std::optional<int64_t> threads = getConstantIntValue(launch.getBlockSizeX());
+  if (warpWide && (!threads || *threads % 32 != 0))
+    return launch.emitOpError()
+           << "runs warp-wide ops (ldmatrix, mma.sync) in blocks that are "
+              "not a known multiple of 32 threads, which the GPU emulation "
+              "does not serialise";
   WalkResult walk = launch.getBody().walk([&](Operation *op) {
     if (isa<gpu::BarrierOp>(op)) {
       for (Operation *p = op->getParentOp(); p != launch; p = p->getParentOp())

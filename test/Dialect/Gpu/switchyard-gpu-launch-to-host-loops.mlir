@@ -123,6 +123,38 @@ func.func @reverse(%buf: memref<4xf32>, %steps: index) {
 
 // -----
 
+// Iteration values yielded swapped: both are read before either buffer is
+// written.
+// CHECK-LABEL: func.func @swap
+// CHECK-SAME: (%{{.*}}: memref<4xf32>, %[[STEPS:.*]]: index)
+// CHECK: %[[A:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK: %[[B:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[STEPS]]
+// CHECK:   scf.for %[[T:.*]] =
+// CHECK:     %[[NB:.*]] = memref.load %[[B]][%[[T]]]
+// CHECK:     %[[NA:.*]] = memref.load %[[A]][%[[T]]]
+// CHECK:     memref.store %[[NB]], %[[A]][%[[T]]]
+// CHECK:     memref.store %[[NA]], %[[B]][%[[T]]]
+func.func @swap(%buf: memref<4xf32>, %steps: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %one = arith.constant 1.0 : f32
+  %two = arith.constant 2.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
+    %r:2 = scf.for %i = %c0 to %steps step %c1 iter_args(%a = %one, %b = %two) -> (f32, f32) {
+      gpu.barrier
+      scf.yield %b, %a : f32, f32
+    }
+    memref.store %r#0, %buf[%tx] : memref<4xf32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
 // A barrier that only some threads may reach cannot be serialised.
 func.func @barrier_in_if(%buf: memref<4xf32>) {
   %c1 = arith.constant 1 : index
