@@ -17,8 +17,9 @@ class Operation;
 
 namespace mlir::switchyard {
 
-/// Whether `op` itself (its nested ops aside) reads or writes memory. Ops
-/// without the memory-effect interface count when they take a buffer.
+/// Whether `op` itself (its nested ops aside) reads or writes a buffer: an
+/// effect on a memref value, or on no value by an op that takes a buffer.
+/// Ops without the memory-effect interface count when they take a buffer.
 bool readsOrWritesMemory(Operation *op);
 
 } // namespace mlir::switchyard

@@ -29,6 +29,11 @@ namespace mlir::switchyard {
 /// nvgpu.mma.sync or nvvm.mma.sync.
 bool needsSerializedThreads(Operation *op);
 
+/// Whether `launch`'s threads cooperate (it has dynamic shared memory or
+/// such an op), so that they must run one after another between barriers
+/// rather than each to its end.
+bool needsSerializedThreads(gpu::LaunchOp launch);
+
 /// Checks that `launch` has the form serializeThreads handles, and emits why
 /// not: one-dimensional blocks; barriers only at the top of the body or of
 /// scf.for loops whose bounds all threads share; ldmatrix non-transposed on

@@ -13,7 +13,6 @@
 #include "dialect/Gpu/Transforms/ThreadSerialization.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -37,20 +36,6 @@ std::string kernelName(gpu::LaunchOp launch) {
   return ("@" + launch.getModule().value_or("?") + "::@" +
           launch.getFunction().value_or("?"))
       .str();
-}
-
-/// Whether `launch`'s threads cooperate (barriers, shared memory, warp-wide
-/// ops), so that they must run one after another between barriers
-/// (serializeThreads) rather than each to its end.
-bool needsSerializedThreads(gpu::LaunchOp launch) {
-  if (launch.getDynamicSharedMemorySize())
-    return true;
-  return launch.getBody()
-      .walk([](Operation *op) {
-        return switchyard::needsSerializedThreads(op) ? WalkResult::interrupt()
-                                                      : WalkResult::advance();
-      })
-      .wasInterrupted();
 }
 
 /// Whether the host emulation can run `launch`; emits why not. Threads run
@@ -91,7 +76,7 @@ LogicalResult checkEmulable(gpu::LaunchOp launch) {
   });
   if (walk.wasInterrupted())
     return failure();
-  if (needsSerializedThreads(launch))
+  if (switchyard::needsSerializedThreads(launch))
     return switchyard::checkSerializable(launch);
   return success();
 }
@@ -115,7 +100,7 @@ Value component(const gpu::KernelDim3 &values, gpu::Dimension dimension) {
 /// the body then runs once per block.
 LogicalResult emulate(gpu::LaunchOp launch, IRRewriter &rewriter) {
   Location loc = launch.getLoc();
-  bool serialized = needsSerializedThreads(launch);
+  bool serialized = switchyard::needsSerializedThreads(launch);
   if (serialized && failed(switchyard::serializeThreads(launch, rewriter)))
     return failure();
   rewriter.setInsertionPoint(launch);
@@ -231,9 +216,7 @@ struct SwitchyardGpuLaunchToHostLoopsPass
       }
       // The GPU target's host code only passes buffers around: it would
       // fault on a device pointer.
-      // (cf.assert, from check-bounds' runtime verification of host-side
-      // memref.dim, writes a message, not a buffer.)
-      if (!isa<CallOpInterface, cf::AssertOp>(op) &&
+      if (!isa<CallOpInterface>(op) &&
           !op->hasTrait<OpTrait::IsTerminator>() &&
           switchyard::readsOrWritesMemory(op)) {
         op->emitOpError()

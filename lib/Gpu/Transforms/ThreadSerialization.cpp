@@ -43,6 +43,11 @@ using namespace mlir;
 namespace {
 constexpr int64_t kWarpSize = 32;
 
+/// ldmatrix and mma.sync: a lane's result depends on its warp's values.
+bool isWarpWide(Operation *op) {
+  return isa<nvgpu::LdMatrixOp, nvgpu::MmaSyncOp, NVVM::MmaOp>(op);
+}
+
 bool containsBarrier(Operation *op) {
   return op->walk([](gpu::BarrierOp) { return WalkResult::interrupt(); })
       .wasInterrupted();
@@ -583,7 +588,7 @@ LogicalResult Serializer::run() {
 
   SmallVector<Operation *> collectives;
   body.walk([&](Operation *op) {
-    if (isa<nvgpu::LdMatrixOp, NVVM::MmaOp, nvgpu::MmaSyncOp>(op))
+    if (isWarpWide(op))
       collectives.push_back(op);
   });
   for (Operation *op : collectives) {
@@ -610,8 +615,19 @@ LogicalResult Serializer::run() {
 } // namespace
 
 bool mlir::switchyard::needsSerializedThreads(Operation *op) {
-  return isa<gpu::BarrierOp, gpu::DynamicSharedMemoryOp, nvgpu::LdMatrixOp,
-             nvgpu::MmaSyncOp, NVVM::MmaOp>(op);
+  return isa<gpu::BarrierOp, gpu::DynamicSharedMemoryOp>(op) ||
+         isWarpWide(op);
+}
+
+bool mlir::switchyard::needsSerializedThreads(gpu::LaunchOp launch) {
+  if (launch.getDynamicSharedMemorySize())
+    return true;
+  return launch.getBody()
+      .walk([](Operation *op) {
+        return needsSerializedThreads(op) ? WalkResult::interrupt()
+                                          : WalkResult::advance();
+      })
+      .wasInterrupted();
 }
 
 LogicalResult mlir::switchyard::checkSerializable(gpu::LaunchOp launch) {
@@ -624,10 +640,8 @@ LogicalResult mlir::switchyard::checkSerializable(gpu::LaunchOp launch) {
   }
   bool warpWide = launch.getBody()
                       .walk([](Operation *op) {
-                        return isa<nvgpu::LdMatrixOp, nvgpu::MmaSyncOp,
-                                   NVVM::MmaOp>(op)
-                                   ? WalkResult::interrupt()
-                                   : WalkResult::advance();
+                        return isWarpWide(op) ? WalkResult::interrupt()
+                                              : WalkResult::advance();
                       })
                       .wasInterrupted();
   std::optional<int64_t> threads = getConstantIntValue(launch.getBlockSizeX());
