@@ -10,6 +10,7 @@
 #include "dialect/Lm/IR/LmDialect.h"
 #include "dialect/Lm/Transforms/Passes.h"
 #include "dialect/Moe/IR/MoeDialect.h"
+#include "dialect/Moe/Transforms/Bufferization.h"
 #include "dialect/Moe/Transforms/Gradients.h"
 #include "dialect/Moe/Transforms/Passes.h"
 #include "dialect/Pipelines/Pipelines.h"
@@ -19,6 +20,7 @@
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/ControlFlow/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/ControlFlow/Transforms/BufferizableOpInterfaceImpl.h"
@@ -63,6 +65,8 @@ void mlir::switchyard::registerDialects(DialectRegistry &registry) {
   memref::registerRuntimeVerifiableOpInterfaceExternalModels(registry);
   // The gradient rules of reverse-mode differentiation.
   moe::registerGradientModels(registry);
+  // The grouped expert kernels, which keep their op through bufferization.
+  moe::registerBufferizableOpInterfaceExternalModels(registry);
   // What the GPU target produces.
   registerGpuDialects(registry);
 }
@@ -75,4 +79,6 @@ void mlir::switchyard::registerPassesAndPipelines() {
   // The upstream cleanups every pipeline uses.
   registerCanonicalizerPass();
   registerCSEPass();
+  // Tensors to buffers, for tests of what the pipelines bufferize.
+  bufferization::registerOneShotBufferizePass();
 }

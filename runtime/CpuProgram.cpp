@@ -136,9 +136,6 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   }();
   (void)nativeTargetReady;
 
-  if (options.emulateGpu && options.groupedExperts)
-    return failure("the GPU emulation runs the GPU target's kernels, and "
-                   "the grouped expert formulation is the CPU target's");
   std::unique_ptr<CpuProgram> program(new CpuProgram());
   mlir::MLIRContext &context = program->impl->context;
   mlir::DialectRegistry registry;
@@ -151,7 +148,8 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   // Stages 1-4, shared with the GPU backend.
   detail::Compilation compilation(context, source, bufferName);
   if (llvm::Error error = compilation.lowerToLinalg(
-          options, program->impl->params, program->impl->functions))
+          options.emulateGpu ? detail::withDeviceGrouping(options) : options,
+          program->impl->params, program->impl->functions))
     return std::move(error);
 
   // Stages 5-6: native code.

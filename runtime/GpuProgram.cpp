@@ -128,9 +128,6 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   }();
   (void)nativeTargetReady;
 
-  if (options.groupedExperts)
-    return failure("the grouped expert formulation is the CPU backend's: "
-                   "its host code reads the routes' sort");
   std::unique_ptr<GpuProgram> program(new GpuProgram());
   Impl &impl = *program->impl;
   impl.chip = gpuOptions.chip;
@@ -152,10 +149,11 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   context.appendDialectRegistry(registry);
   context.loadAllAvailableDialects();
 
-  // Stages 1-4, shared with the CPU backend.
+  // Stages 1-4, shared with the CPU backend; the grouped formulation is
+  // the padded one (no host reads).
   detail::Compilation compilation(context, source, bufferName);
-  if (llvm::Error error =
-          compilation.lowerToLinalg(options, impl.params, impl.functions))
+  if (llvm::Error error = compilation.lowerToLinalg(
+          detail::withDeviceGrouping(options), impl.params, impl.functions))
     return std::move(error);
 
   // Stages 5-6: kernels for the chip, host code in the LLVM dialect.

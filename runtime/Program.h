@@ -78,11 +78,16 @@ struct CompileOptions {
   bool trainStep = false;
   /// Which fusions to apply (all by default).
   mlir::switchyard::FusionOptions fusion;
-  /// CPU backend: lower the unfused expert projections with the routes
-  /// grouped by expert (convert-moe-to-linalg `grouped-experts`) instead of
-  /// densely over all experts. The GPU backend and the GPU emulation refuse
-  /// it (host code reads the routes' sort).
+  /// Lower the unfused expert projections with the routes grouped by expert
+  /// (convert-moe-to-linalg `grouped-experts`) instead of densely over all
+  /// experts. On the CPU backend the sort is read on the host unless
+  /// `groupedTileRows` is set; the GPU backend and the GPU emulation always
+  /// take the padded formulation (kGpuGroupedTileRows unless set).
   bool groupedExperts = false;
+  /// With groupedExperts: T > 0 pads each expert's rows to multiples of T
+  /// and reads nothing on the host (`grouped-tile-rows`); 0: the backend's
+  /// default.
+  int64_t groupedTileRows = 0;
   /// LLVM optimisation level of the JIT (0-3): its IR passes and its code
   /// generation.
   unsigned optLevel = 2;

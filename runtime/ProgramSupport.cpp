@@ -43,6 +43,12 @@ const FunctionSpec *Program::lookup(StringRef name) const {
   return nullptr;
 }
 
+CompileOptions detail::withDeviceGrouping(CompileOptions options) {
+  if (options.groupedExperts && options.groupedTileRows == 0)
+    options.groupedTileRows = mlir::switchyard::kGpuGroupedTileRows;
+  return options;
+}
+
 llvm::Error detail::failure(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
@@ -176,6 +182,7 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
   loweringOptions.trainStep = options.trainStep;
   loweringOptions.fusion = options.fusion;
   loweringOptions.groupedExperts = options.groupedExperts;
+  loweringOptions.groupedTileRows = options.groupedTileRows;
   mlir::switchyard::buildLowerToLinalgPipeline(lowering, loweringOptions);
   if (llvm::Error error = run(lowering, "lowering to linalg"))
     return error;

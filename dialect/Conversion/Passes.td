@@ -52,7 +52,14 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
            "routes, the rows gathered in that order, one matmul per expert "
            "on its block, the products summed back over the routes. Costs "
            "the routes' MACs (k/E of the dense formulation's); the sort and "
-           "the blocks' sizes are read by host code, so a CPU formulation">
+           "the blocks' sizes are read by host code, so a CPU formulation "
+           "unless grouped-tile-rows is set">,
+    Option<"groupedTileRows", "grouped-tile-rows", "int64_t", /*default=*/"0",
+           "With grouped-experts, T > 0 takes the formulation without host "
+           "reads (the GPU's): the sort computed in parallel, each expert's "
+           "segment of rows padded to a multiple of T, the products as "
+           "moe.grouped_matmul and moe.grouped_weight_grad; 0 reads the "
+           "sort on the host">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",

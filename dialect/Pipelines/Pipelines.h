@@ -43,10 +43,17 @@ struct LoweringOptions {
   bool trainStep = false;
   FusionOptions fusion;
   /// The unfused expert projections with the routes grouped by expert
-  /// (convert-moe-to-linalg `grouped-experts`; the CPU target's only: host
-  /// code reads the routes' sort).
+  /// (convert-moe-to-linalg `grouped-experts`).
   bool groupedExperts = false;
+  /// With groupedExperts: 0 reads the routes' sort on the host (the CPU
+  /// target's formulation); T > 0 pads each expert's rows to multiples of T
+  /// and reads nothing on the host (`grouped-tile-rows`; the GPU's).
+  int64_t groupedTileRows = 0;
 };
+
+/// The GPU targets' grouped formulation pads each expert's rows to this
+/// many: a multiple of the tensor-core kernels' 16-row tiles.
+constexpr int64_t kGpuGroupedTileRows = 64;
 
 /// The options every target shares: which functions to build from each
 /// model (its forward pass always; gradients and train step on request),
@@ -205,6 +212,15 @@ struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
                      "(static N, K multiples of 128, 64; no batch), "
                      "mma.sync for the others. Not run on a GPU yet"),
       llvm::cl::init(false)};
+  detail::PassOptions::Option<bool> groupedExperts{
+      *this, "grouped-experts",
+      llvm::cl::desc("Lower the unfused expert projections and their "
+                     "gradients grouped by expert with no host reads (the "
+                     "routes sorted in parallel, each expert's rows padded "
+                     "to 64-row tiles, moe.grouped_matmul and "
+                     "moe.grouped_weight_grad: tensor-core kernels with "
+                     "bf16/f16) instead of densely over all experts"),
+      llvm::cl::init(false)};
 };
 
 /// Stages 5-6 for NVIDIA GPUs: linalg on tensors (with arith, math, scf,
@@ -246,6 +262,15 @@ struct GpuEmulationPipelineOptions
                      "its buffer's bounds when it runs "
                      "(generate-runtime-verification); a failing check "
                      "prints the op and its location and aborts"),
+      llvm::cl::init(false)};
+  detail::PassOptions::Option<bool> groupedExperts{
+      *this, "grouped-experts",
+      llvm::cl::desc("Lower the unfused expert projections and their "
+                     "gradients grouped by expert with no host reads (the "
+                     "routes sorted in parallel, each expert's rows padded "
+                     "to 64-row tiles, moe.grouped_matmul and "
+                     "moe.grouped_weight_grad: tensor-core kernels with "
+                     "bf16/f16) instead of densely over all experts"),
       llvm::cl::init(false)};
 };
 

@@ -257,6 +257,12 @@ void buildKernelFormationStages(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(
         switchyard::createSwitchyardGpuTensorCoreMatmulPass(matmul));
   }
+  // The grouped kernels that got no tensor-core kernel: SIMT, their factors
+  // rounded as the tensor cores would.
+  switchyard::SwitchyardLowerGroupedKernelsPassOptions grouped;
+  grouped.elementType = formation.elementType;
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardLowerGroupedKernelsPass(grouped));
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuParallelDimsFirstPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
@@ -362,9 +368,19 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
+/// The lowering options of a GPU pipeline: its grouped formulation is the
+/// padded one.
+template <typename Options>
+static switchyard::LoweringOptions gpuLowering(const Options &options) {
+  switchyard::LoweringOptions lowering = options.lowering();
+  lowering.groupedExperts = options.groupedExperts;
+  lowering.groupedTileRows = switchyard::kGpuGroupedTileRows;
+  return lowering;
+}
+
 void switchyard::buildGpuPipeline(OpPassManager &pm,
                                   const GpuPipelineOptions &options) {
-  buildModelToLinalgPipeline(pm, options.numLayers, options.lowering());
+  buildModelToLinalgPipeline(pm, options.numLayers, gpuLowering(options));
   buildGpuCodegenPipeline(pm, options);
 }
 
@@ -394,7 +410,7 @@ void switchyard::buildGpuEmulationCodegenPipeline(
 
 void switchyard::buildGpuEmulationPipeline(
     OpPassManager &pm, const GpuEmulationPipelineOptions &options) {
-  buildModelToLinalgPipeline(pm, options.numLayers, options.lowering());
+  buildModelToLinalgPipeline(pm, options.numLayers, gpuLowering(options));
   buildGpuEmulationCodegenPipeline(pm, options);
 }
 

@@ -51,6 +51,7 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
     pm.addPass(moe::createMoeFuseAttentionPass());
   ConvertMoeToLinalgPassOptions toLinalg;
   toLinalg.groupedExperts = options.groupedExperts;
+  toLinalg.groupedTileRows = options.groupedTileRows;
   pm.addPass(createConvertMoeToLinalgPass(toLinalg));
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());
@@ -128,6 +129,10 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   // Register-blocked vector kernels for the matmul-like ops; loops for the
   // rest (fused row kernels are scf.forall on vectors), nested for
   // unit-stride vector code, then the LLVM dialect.
+  // The padded grouped formulation's kernels (the GPU's), as loops.
+  SwitchyardLowerGroupedKernelsPassOptions grouped;
+  grouped.elementType = roundContractionOperands.str();
+  pm.addNestedPass<func::FuncOp>(createSwitchyardLowerGroupedKernelsPass(grouped));
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuContractionKernelsPass());
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
   // exp and log as polynomials that LLVM vectorizes, not libm calls.

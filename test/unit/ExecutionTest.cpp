@@ -207,12 +207,22 @@ TEST(ExecutionTest, TopKEdgeCases) {
 }
 
 /// The expert projections' formulations: fused row kernels (the default
-/// options), and unfused, dense over all experts or grouped by expert.
+/// options), and unfused, dense over all experts or grouped by expert (the
+/// sort read on the host, or padded segments with no host reads: tiles of
+/// 4 rows, so that segments span several tiles, and of 64, the GPU's).
 std::vector<std::pair<const char *, rt::CompileOptions>> expertFormulations() {
-  rt::CompileOptions fused, dense, grouped;
-  dense.fusion = grouped.fusion = mlir::switchyard::FusionOptions::none();
-  grouped.groupedExperts = true;
-  return {{"fused", fused}, {"dense", dense}, {"grouped", grouped}};
+  rt::CompileOptions fused, dense, grouped, padded4, padded64;
+  dense.fusion = grouped.fusion = padded4.fusion = padded64.fusion =
+      mlir::switchyard::FusionOptions::none();
+  grouped.groupedExperts = padded4.groupedExperts = padded64.groupedExperts =
+      true;
+  padded4.groupedTileRows = 4;
+  padded64.groupedTileRows = 64;
+  return {{"fused", fused},
+          {"dense", dense},
+          {"grouped", grouped},
+          {"grouped, padded to 4 rows", padded4},
+          {"grouped, padded to 64 rows", padded64}};
 }
 
 /// The SwitchHead V and O projections for given routes, in every

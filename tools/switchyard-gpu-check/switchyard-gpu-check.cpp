@@ -34,6 +34,10 @@
 // ops), so that the two differ only in the order of the f32 accumulation.
 // --fusion none compiles both sides without the moe fusions (the unfused
 // route: linalg matmuls, softmax, top-k) instead of with all of them.
+// --experts grouped then groups the expert projections by expert on both
+// sides: the GPU's padded formulation (a parallel sort, moe.grouped_matmul,
+// moe.grouped_weight_grad) against the CPU's (the sort read on the host,
+// one linalg matmul per expert), which round the same factors.
 //
 // Tolerance: a float result matches when every element has
 // |gpu - cpu| <= atol + rtol * |cpu| (defaults 1e-4 and 1e-3, for f32 sums
@@ -133,6 +137,20 @@ cl::opt<Fusion> fusion(
                           "router, expert projection and attention fused"),
                clEnumValN(Fusion::none, "none", "the unfused route")),
     cl::init(Fusion::all), cl::cat(category));
+
+enum class Experts { dense, grouped };
+cl::opt<Experts> experts(
+    "experts",
+    cl::desc("With --fusion none, how both sides compute the expert "
+             "projections (default: dense)"),
+    cl::values(clEnumValN(Experts::dense, "dense",
+                          "every token through every expert"),
+               clEnumValN(Experts::grouped, "grouped",
+                          "grouped by expert: on the GPU side with no host "
+                          "reads (padded segments), on the CPU with the "
+                          "sort read on the host; both round the same "
+                          "factors")),
+    cl::init(Experts::dense), cl::cat(category));
 
 /// Seeded random inputs for `function`.
 llvm::Expected<std::vector<rt::HostTensor>>
@@ -323,6 +341,17 @@ int main(int argc, char **argv) {
   }
   // The CPU reference rounds the factors as the tensor cores do.
   options.roundContractionOperands = elementType;
+  if (experts == Experts::grouped) {
+    if (fusion != Fusion::none) {
+      llvm::errs() << "switchyard-gpu-check: --experts grouped needs "
+                      "--fusion none (the fused projections gather per "
+                      "route)\n";
+      return 2;
+    }
+    // Both sides grouped: the CPU's sort read on the host and one matmul
+    // per expert, the GPU's padded formulation; the same factors rounded.
+    options.groupedExperts = true;
+  }
   auto cpu = rt::CpuProgram::compileFile(input, options);
   if (!cpu)
     return fail(cpu.takeError());
@@ -351,7 +380,11 @@ int main(int argc, char **argv) {
   }
   llvm::outs() << "compiled " << input << " for the CPU and for " << target
                << " (" << elementType << " multiplicands, "
-               << (fusion == Fusion::all ? "fused" : "unfused") << ")\n";
+               << (fusion == Fusion::all ? "fused"
+                   : experts == Experts::grouped
+                       ? "unfused, grouped experts"
+                       : "unfused")
+               << ")\n";
 
   std::vector<const rt::FunctionSpec *> selected;
   for (const rt::FunctionSpec &function : (*cpu)->functions())

@@ -106,11 +106,13 @@ struct ModelOptions {
       "experts",
       cl::desc("How the unfused expert projections (V and O, and their "
                "gradients) compute: grouped (routes sorted by expert, one "
-               "matmul per expert: the routes' MACs; the CPU's default), "
-               "dense (every token through every expert, E/k times the "
-               "MACs, as plain matmuls; the only one on the GPU and in its "
-               "emulation), or default. The fused projections gather "
-               "per route either way"),
+               "matmul per expert: the routes' MACs; the CPU's default; on "
+               "the GPU and in its emulation without host reads: a "
+               "parallel sort, each expert's rows padded to 64-row tiles, "
+               "one grouped kernel for all experts), dense (every token "
+               "through every expert, E/k times the MACs, as plain "
+               "matmuls; the GPU's default), or default. The fused "
+               "projections gather per route either way"),
       cl::init("default"), cl::cat(category)};
 
   /// The compile options these select for the CPU or the GPU, or an error
@@ -118,11 +120,6 @@ struct ModelOptions {
   llvm::Expected<rt::CompileOptions> compileOptions(bool gpu) const {
     rt::CompileOptions options;
     options.numLayers = numLayers;
-    if (experts == "grouped" && gpu)
-      return llvm::createStringError(
-          "--experts=grouped: the grouped formulation is the CPU's (its host "
-          "code reads the routes' sort); the GPU and its emulation take "
-          "dense");
     if (experts != "default" && experts != "grouped" && experts != "dense")
       return llvm::createStringError("--experts: expected default, grouped "
                                      "or dense, found '" +

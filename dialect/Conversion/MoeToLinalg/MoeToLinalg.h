@@ -7,6 +7,8 @@
 #ifndef SWITCHYARD_DIALECT_CONVERSION_MOETOLINALG_MOETOLINALG_H
 #define SWITCHYARD_DIALECT_CONVERSION_MOETOLINALG_MOETOLINALG_H
 
+#include <cstdint>
+
 namespace mlir {
 class RewritePatternSet;
 } // namespace mlir
@@ -25,8 +27,11 @@ void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
 void populateFusedKernelPatterns(RewritePatternSet &patterns);
 
 /// The expert projections and their gradients with the routes grouped by
-/// expert (GroupedExperts.cpp), above the dense formulation's patterns.
-void populateGroupedExpertPatterns(RewritePatternSet &patterns);
+/// expert (GroupedExperts.cpp), above the dense formulation's patterns:
+/// with `tileRows` 0 the host formulation (the sort read on the host), with
+/// T > 0 the padded one (segments padded to T rows, no host reads).
+void populateGroupedExpertPatterns(RewritePatternSet &patterns,
+                                   int64_t tileRows = 0);
 
 /// Adds the lowerings of moe.flash_attention and moe.flash_attention_grad
 /// (the ops of moe-fuse-attention) to row kernels: scf.forall on tensors

@@ -523,6 +523,15 @@ def SwitchyardGpuTensorCoreMatmulPass
     the two inputs (f32, bf16 or f16), possibly read through `arith.extf` /
     `arith.truncf`. Accumulation is always f32.
 
+    With `tensor-cores`, the grouped expert kernels on buffers
+    (`moe.grouped_matmul` with a `tile_size` that is a multiple of 16, and
+    `moe.grouped_weight_grad`) get the same mma.sync kernel: for
+    `grouped_matmul` each 16-row block reads its tile's expert from
+    `tile_experts` and that expert's weight as B, and a padding tile's
+    blocks run no K step and store nothing; for `grouped_weight_grad` the
+    grid's third dimension is the expert and K runs over its segment of
+    rows. The others stay for `switchyard-lower-grouped-kernels`.
+
     With `element-type=f32` the pass does nothing. With `bf16` or `f16`:
 
     - every such op has its multiplicands rounded to the element type
@@ -683,6 +692,52 @@ def SwitchyardRoundContractionOperandsPass
            "Round the factors to this type: f32 (no rounding), bf16 or f16">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+def SwitchyardLowerGroupedKernelsPass
+    : Pass<"switchyard-lower-grouped-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Lower the grouped expert kernels on buffers to loops";
+  let description = [{
+    Runs on bufferized functions of any target, after
+    `switchyard-gpu-tensor-core-matmul` (which builds tensor-core kernels
+    for the grouped ops it can). Every remaining `moe.grouped_matmul` becomes
+    an `scf.parallel` over its output `(p, c)` in which the rows of a tile
+    whose expert is valid accumulate `Σ_a rows[p, a] · weight[e, a, c]`
+    sequentially into `init`; every `moe.grouped_weight_grad` an
+    `scf.parallel` over `(e, a, c)` summing its expert's segment of rows. On
+    the GPU target each iteration becomes one thread (the SIMT route); on
+    the CPU, loops.
+
+    The factors are rounded to `element-type` and back to f32 (as
+    `switchyard-round-contraction-operands` rounds the factors of matmuls),
+    so that the CPU reference, the SIMT route of sm_75 and the tensor cores
+    multiply the same values. Accumulation is f32.
+
+    ```mlir
+    moe.grouped_weight_grad ins(%x, %dy, %seg : memref<?x4xf32>, memref<?x3xf32>, memref<3xindex>) outs(%dw : memref<2x4x3xf32>)
+    ```
+
+    becomes (abridged)
+
+    ```mlir
+    scf.parallel (%e, %a, %c) = (%c0, %c0, %c0) to (%c2, %c4, %c3) step (%c1, %c1, %c1) {
+      %lo = memref.load %seg[%e] : memref<3xindex>
+      %hi = memref.load %seg[%e + 1] : memref<3xindex>
+      %init = memref.load %dw[%e, %a, %c] : memref<2x4x3xf32>
+      %sum = scf.for %p = %lo to %hi step %c1 iter_args(%acc = %init) -> (f32) {
+        ... %acc + %x[%p, %a] * %dy[%p, %c]
+      }
+      memref.store %sum, %dw[%e, %a, %c] : memref<2x4x3xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"elementType", "element-type", "std::string", /*default=*/"\"f32\"",
+           "Round the factors to this type: f32 (no rounding), bf16 or f16">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 #endif // SWITCHYARD_DIALECT_GPU_TRANSFORMS_PASSES_TD

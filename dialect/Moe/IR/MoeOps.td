@@ -10,6 +10,7 @@
 #define SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD
 
 include "dialect/Moe/IR/MoeDialect.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
@@ -992,6 +993,103 @@ def Moe_FlashAttentionGradOp : Moe_Op<"flash_attention_grad", [Pure,
     type($key) `,` type($value) `,` type($result) `,` type($logsumexp) `,`
     type($result_grad) `->` type($query_grad) `,` type($key_grad) `,`
     type($value_grad) (`,` type($rel_grad)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Grouped expert kernels (tensors, then buffers)
+//===----------------------------------------------------------------------===//
+
+/// The padded rows of the grouped kernels and their f32 accumulators, as
+/// tensors before bufferization and as buffers after it.
+defvar Moe_GroupedTypes = [F32, F16, BF16];
+
+def Moe_GroupedMatmulOp : Moe_Op<"grouped_matmul", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "one matmul per expert over its segment of padded rows";
+  let description = [{
+    The product of the grouped (CVMM-like) expert formulation without host
+    reads: the routes' rows lie sorted by expert in `rows` `[P, A]`, each
+    expert's segment padded to a multiple of `tile_size` rows, and
+    `tile_experts` `[P / tile_size]` names the expert of each tile of rows.
+    With `e = tile_experts[p floordiv tile_size]`:
+
+    ```
+    result[p, c] = init[p, c] + Σ_a rows[p, a] · weight[e, a, c]   if e < E
+    result[p, c] = init[p, c]                                       otherwise
+    ```
+
+    (`weight[e, c, a]` with `transpose_weight`; `E` is weight dim 0). A
+    tile whose expert is `E` or more is padding: its rows are left as they
+    are. Products accumulate in f32 (`init` is f32).
+
+    Like linalg's structured ops the op has value semantics on tensors and
+    writes `init` in place on buffers (no result): it survives
+    bufferization, so that the GPU target can give every block of rows its
+    expert's weight in one tensor-core kernel
+    (`switchyard-gpu-tensor-core-matmul`); elsewhere
+    `switchyard-lower-grouped-kernels` lowers it to loops.
+
+    ```mlir
+    %p = moe.grouped_matmul ins(%rows, %w, %te : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?xindex>) outs(%init : tensor<?x32xf32>) tile_size(64) -> tensor<?x32xf32>
+    ```
+  }];
+
+  let arguments = (ins TensorOrMemRef<Moe_GroupedTypes>:$rows,
+                       TensorOrMemRef<Moe_GroupedTypes>:$weight,
+                       TensorOrMemRef<[Index]>:$tile_experts,
+                       TensorOrMemRef<[F32]>:$init,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$tile_size,
+                       UnitAttr:$transpose_weight);
+  let results = (outs Variadic<AnyRankedTensor>:$result);
+
+  let assemblyFormat = [{
+    `ins` `(` $rows `,` $weight `,` $tile_experts `:` type($rows) `,`
+    type($weight) `,` type($tile_experts) `)` `outs` `(` $init `:`
+    type($init) `)` `tile_size` `(` $tile_size `)` (`transpose_weight`
+    $transpose_weight^)? attr-dict (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    MutableOperandRange getDpsInitsMutable() { return getInitMutable(); }
+  }];
+  let hasVerifier = 1;
+}
+
+def Moe_GroupedWeightGradOp : Moe_Op<"grouped_weight_grad", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "per expert, the sum of outer products over its segment";
+  let description = [{
+    The weight gradient of the grouped expert formulation: with expert
+    `e`'s rows `[segments[e], segments[e + 1])` of `lhs` `[P, A]` and
+    `rhs` `[P, C]` (`segments` `[E + 1]`, non-decreasing),
+
+    ```
+    result[e, a, c] = init[e, a, c] + Σ_{segments[e] <= p < segments[e+1]} lhs[p, a] · rhs[p, c]
+    ```
+
+    in f32. Tensors or buffers, as `moe.grouped_matmul`.
+
+    ```mlir
+    %dw = moe.grouped_weight_grad ins(%x, %dy, %seg : tensor<?x128xf32>, tensor<?x32xf32>, tensor<11xindex>) outs(%init : tensor<10x128x32xf32>) -> tensor<10x128x32xf32>
+    ```
+  }];
+
+  let arguments = (ins TensorOrMemRef<Moe_GroupedTypes>:$lhs,
+                       TensorOrMemRef<Moe_GroupedTypes>:$rhs,
+                       TensorOrMemRef<[Index]>:$segments,
+                       TensorOrMemRef<[F32]>:$init);
+  let results = (outs Variadic<AnyRankedTensor>:$result);
+
+  let assemblyFormat = [{
+    `ins` `(` $lhs `,` $rhs `,` $segments `:` type($lhs) `,` type($rhs) `,`
+    type($segments) `)` `outs` `(` $init `:` type($init) `)` attr-dict
+    (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    MutableOperandRange getDpsInitsMutable() { return getInitMutable(); }
   }];
   let hasVerifier = 1;
 }

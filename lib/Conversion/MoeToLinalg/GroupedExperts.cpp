@@ -9,8 +9,19 @@
 // summed back over the routes, scaled by their gates. That costs the routes'
 // MACs, k/E of the dense formulation's (MoeToLinalg.cpp), plus the sort and
 // the gathers. The sort and each expert's block size are read by host code,
-// so the formulation is the CPU target's (convert-moe-to-linalg
-// `grouped-experts`); the GPU target keeps the dense one.
+// so that formulation is the CPU target's (convert-moe-to-linalg
+// `grouped-experts`).
+//
+// With `grouped-tile-rows` T > 0 nothing is read on the host, which the GPU
+// needs: the sort is computed in parallel (a counting sort over chunks of
+// routes: per-chunk counts, their prefix sums, each route's rank inside its
+// chunk), each expert's segment of rows is padded to a multiple of T and
+// starts at a multiple of T, the rows are scattered into that padded order
+// (zero rows between segments), and the products are two kernel ops:
+// moe.grouped_matmul (every tile of T rows with its expert's weight; the
+// GPU's tensor cores take it as one launch) and moe.grouped_weight_grad
+// (per expert, the sum over its segment). The padding costs at most
+// T - 1 rows per expert.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +29,8 @@
 #include "dialect/Conversion/MoeToLinalg/MoeToLinalg.h"
 #include "dialect/Moe/IR/MoeOps.h"
 #include "dialect/Support/TensorBuilders.h"
+
+#include "llvm/ADT/DenseMap.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -44,9 +57,11 @@ Value filledIndex(ImplicitLocOpBuilder &b, ArrayRef<OpFoldResult> sizes,
 /// weight [H·E, A, B].
 class SortedRoutes {
 public:
+  /// `tileRows` 0: the host formulation; T > 0: segments padded to
+  /// multiples of T rows, sorted on the device.
   SortedRoutes(ImplicitLocOpBuilder &b, Value gates, Value indices,
-               Value weight)
-      : b(b), gates(gates), indices(indices) {
+               Value weight, int64_t tileRows)
+      : b(b), gates(gates), indices(indices), tileRows(tileRows) {
     tokens = dimOf(b, indices, 0);
     heads = dimOf(b, indices, 1);
     choices = dimOf(b, indices, 2);
@@ -54,6 +69,10 @@ public:
     experts = dimOf(b, weight, 0);
     Value perToken = arith::MulIOp::create(b, heads, choices);
     routes = arith::MulIOp::create(b, tokens, perToken);
+    if (tileRows > 0) {
+      sortPadded();
+      return;
+    }
     sort();
     routeGates = gather(gates);
   }
@@ -138,6 +157,14 @@ public:
     MLIRContext *ctx = b.getContext();
     SmallVector<OpFoldResult> w = sizesOf(b, weight);
     OpFoldResult outer = transposed ? w[1] : w[2];
+    if (tileRows > 0) {
+      Value init = filled(b, {paddedRows, outer}, b.getF32Type(), 0.0);
+      return moe::GroupedMatmulOp::create(
+                 b, TypeRange{init.getType()}, padded(rows), weight,
+                 tileExperts, init, b.getI64IntegerAttr(tileRows),
+                 transposed ? b.getUnitAttr() : UnitAttr())
+          .getResult()[0];
+    }
     Value init = tensor::EmptyOp::create(
         b, ArrayRef<OpFoldResult>{routes, outer}, b.getF32Type());
     // (i, c | a)
@@ -161,6 +188,13 @@ public:
     MLIRContext *ctx = b.getContext();
     OpFoldResult a = sizesOf(b, lhs.value).back(),
                  c = sizesOf(b, rhs.value).back();
+    if (tileRows > 0) {
+      Value init = filled(b, {experts, a, c}, b.getF32Type(), 0.0);
+      return moe::GroupedWeightGradOp::create(b, TypeRange{init.getType()},
+                                              padded(lhs), padded(rhs),
+                                              segments, init)
+          .getResult()[0];
+    }
     Value init = tensor::EmptyOp::create(
         b, ArrayRef<OpFoldResult>{experts, a, c}, b.getF32Type());
     return overExperts(init, [&](ImplicitLocOpBuilder &b, Value e,
@@ -223,11 +257,13 @@ public:
   Value routeDots(const Rows &lhsRows, const Rows &rhsRows) {
     MLIRContext *ctx = b.getContext();
     Value origin = indexConstant(b, 0);
-    Value lhs = block(b, lhsRows, origin, routes);
-    Value rhs = block(b, rhsRows, origin, routes);
+    bool onDevice = tileRows > 0;
+    Value lhs = onDevice ? padded(lhsRows) : block(b, lhsRows, origin, routes);
+    Value rhs = onDevice ? padded(rhsRows) : block(b, rhsRows, origin, routes);
     Value dots = contractF32(b, lhs, dimsMap(ctx, 2, {0, 1}), rhs,
                              dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0}),
-                             iterators(1, 1), {routes});
+                             iterators(1, 1),
+                             {onDevice ? paddedRows : routes});
     AffineMap id = b.getMultiDimIdentityMap(3);
     Value init =
         tensor::EmptyOp::create(b, sizesOf(b, indices), b.getF32Type());
@@ -370,21 +406,209 @@ private:
                    });
   }
 
+  /// The padded formulation's rows: `rows` scattered to their routes'
+  /// sorted positions in a zero [P, W] f32 tensor (each route's row of
+  /// `rows.value`, times its gate if gated), or the sorted rows themselves.
+  /// One scf.forall over (n, h, j, w) that writes one element per
+  /// iteration; scattered once per (value, gated).
+  Value padded(const Rows &rows) {
+    if (rows.sorted)
+      return rows.value;
+    Value &cached = scattered[{rows.value, rows.gated ? 1u : 0u}];
+    if (cached)
+      return cached;
+    OpFoldResult width = sizesOf(b, rows.value).back();
+    bool byHead = cast<RankedTensorType>(rows.value.getType()).getRank() == 3;
+    Value init = filled(b, {paddedRows, width}, b.getF32Type(), 0.0);
+    SmallVector<OpFoldResult> bounds{tokens, heads, choices, width};
+    auto forall = scf::ForallOp::create(b, bounds, ValueRange{init},
+                                        std::nullopt);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(forall.getTerminator());
+    ValueRange ivs = forall.getInductionVars();
+    Value n = ivs[0], h = ivs[1], j = ivs[2], w = ivs[3];
+    Value slot = tensor::ExtractOp::create(b, slots, ValueRange{n, h, j});
+    SmallVector<Value> at{n};
+    if (byHead)
+      at.push_back(h);
+    at.push_back(w);
+    Value v = toF32(b, tensor::ExtractOp::create(b, rows.value, at));
+    if (rows.gated)
+      v = arith::MulFOp::create(
+          b, v, toF32(b, tensor::ExtractOp::create(b, gates, ValueRange{n, h, j})));
+    Value out = forall.getRegionIterArgs()[0];
+    OpFoldResult one = b.getIndexAttr(1);
+    SmallVector<OpFoldResult> offsets{slot, w}, sizes{one, one},
+        strides{one, one};
+    Value slice =
+        tensor::ExtractSliceOp::create(b, out, offsets, sizes, strides);
+    Value zero = indexConstant(b, 0);
+    Value written =
+        tensor::InsertOp::create(b, v, slice, ValueRange{zero, zero});
+    b.setInsertionPointToStart(forall.getTerminator().getBody());
+    tensor::ParallelInsertSliceOp::create(b, written, out, offsets, sizes,
+                                          strides);
+    cached = forall.getResult(0);
+    return cached;
+  }
+
+  /// Route r's expert row.
+  Value expertOfRoute(ImplicitLocOpBuilder &b, Value r) const {
+    auto [n, h, j] = coordinates(b, r);
+    return expertOf(b, n, h, j);
+  }
+
+  /// #{r in [lo, hi) : expertOfRoute(r) == expert}, counted sequentially.
+  Value countPicks(ImplicitLocOpBuilder &b, Value lo, Value hi,
+                   Value expert) const {
+    Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
+    auto loop = scf::ForOp::create(b, lo, hi, one, ValueRange{zero});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value same = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                       expertOfRoute(b, loop.getInductionVar()),
+                                       expert);
+    Value next = arith::AddIOp::create(
+        b, loop.getRegionIterArgs()[0],
+        arith::SelectOp::create(b, same, one, zero));
+    scf::YieldOp::create(b, next);
+    return loop.getResult(0);
+  }
+
+  /// The sort without host reads, from chunks of kChunk routes:
+  ///   chunkCounts[c, e]: the routes of chunk c that pick expert e;
+  ///   segments[e] = Σ_{e' < e} roundup(count[e'], T) ([E + 1]);
+  ///   prefix[c, e] = Σ_{c' < c} chunkCounts[c', e];
+  ///   slots[n, h, j] = segments[e] + prefix[c, e] + the routes before it
+  ///   in its chunk that pick e (a stable sort, as the host's);
+  ///   tileExperts[t] = #{e : segments[e + 1] <= t·T}, E for the tiles
+  ///   past the last segment.
+  /// P = (ceil(R / T) + E) · T rows bound every segment.
+  void sortPadded() {
+    MLIRContext *ctx = b.getContext();
+    Type index = b.getIndexType();
+    Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
+    Value chunk = indexConstant(b, kChunk), tile = indexConstant(b, tileRows);
+    Value chunks = arith::CeilDivUIOp::create(b, routes, chunk);
+    Value bounds = arith::AddIOp::create(b, experts, one);
+    auto select = [&](ImplicitLocOpBuilder &b, Value cond, Value v) -> Value {
+      return arith::SelectOp::create(b, cond, v, indexConstant(b, 0));
+    };
+    // (c, e)
+    Value chunkCounts = generic(
+        b, {}, tensor::EmptyOp::create(b, ArrayRef<OpFoldResult>{chunks, experts}, index),
+        {dimsMap(ctx, 2, {0, 1})}, iterators(2),
+        [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+          Value lo = arith::MulIOp::create(b, loopIndex(b, 0),
+                                           indexConstant(b, kChunk));
+          Value hi = arith::MinUIOp::create(
+              b, arith::AddIOp::create(b, lo, indexConstant(b, kChunk)),
+              routes);
+          return countPicks(b, lo, hi, loopIndex(b, 1));
+        });
+    // (e | c)
+    Value counts = generic(
+        b, {chunkCounts}, filledIndex(b, {experts}, 0),
+        {dimsMap(ctx, 2, {1, 0}), dimsMap(ctx, 2, {0})}, iterators(1, 1),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          return arith::AddIOp::create(b, args[1], args[0]);
+        });
+    // (e | e')
+    segments = generic(
+        b, {counts}, filledIndex(b, {bounds}, 0),
+        {dimsMap(ctx, 2, {1}), dimsMap(ctx, 2, {0})}, iterators(1, 1),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value below = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                              loopIndex(b, 1), loopIndex(b, 0));
+          Value t = indexConstant(b, tileRows);
+          Value rounded = arith::MulIOp::create(
+              b, arith::CeilDivUIOp::create(b, args[0], t), t);
+          return arith::AddIOp::create(b, args[1], select(b, below, rounded));
+        });
+    // (c, e | c')
+    Value prefix = generic(
+        b, {chunkCounts}, filledIndex(b, {chunks, experts}, 0),
+        {dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1})}, iterators(2, 1),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value below = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                              loopIndex(b, 2), loopIndex(b, 0));
+          return arith::AddIOp::create(b, args[1], select(b, below, args[0]));
+        });
+    // (n, h, j)
+    AffineMap id = b.getMultiDimIdentityMap(3);
+    slots = generic(
+        b, {indices}, tensor::EmptyOp::create(b, sizesOf(b, indices), index),
+        {id, id}, iterators(3),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value h = loopIndex(b, 1);
+          Value r = arith::AddIOp::create(
+              b,
+              arith::MulIOp::create(
+                  b,
+                  arith::AddIOp::create(
+                      b, arith::MulIOp::create(b, loopIndex(b, 0), heads), h),
+                  choices),
+              loopIndex(b, 2));
+          Value expert = expertRow(b, h, perHead, args[0]);
+          Value c = arith::DivUIOp::create(b, r, indexConstant(b, kChunk));
+          Value base = arith::AddIOp::create(
+              b, tensor::ExtractOp::create(b, segments, expert),
+              tensor::ExtractOp::create(b, prefix, ValueRange{c, expert}));
+          Value lo = arith::MulIOp::create(b, c, indexConstant(b, kChunk));
+          return arith::AddIOp::create(b, base, countPicks(b, lo, r, expert));
+        });
+    Value tiles = arith::AddIOp::create(
+        b, arith::CeilDivUIOp::create(b, routes, tile), experts);
+    paddedRows = arith::MulIOp::create(b, tiles, tile);
+    // (t | e)
+    tileExperts = generic(
+        b, {counts}, filledIndex(b, {tiles}, 0),
+        {dimsMap(ctx, 2, {1}), dimsMap(ctx, 2, {0})}, iterators(1, 1),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value end = tensor::ExtractOp::create(
+              b, segments,
+              ValueRange{arith::AddIOp::create(b, loopIndex(b, 1),
+                                               indexConstant(b, 1))});
+          Value start = arith::MulIOp::create(b, loopIndex(b, 0),
+                                              indexConstant(b, tileRows));
+          Value ended = arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
+                                              end, start);
+          return arith::AddIOp::create(b, args[1], select(b, ended, indexConstant(b, 1)));
+        });
+    (void)zero;
+  }
+
+  /// Routes per chunk of the padded formulation's parallel sort.
+  static constexpr int64_t kChunk = 256;
+
   ImplicitLocOpBuilder &b;
   Value gates, indices;
+  int64_t tileRows;
   Value tokens, heads, choices, perHead, experts, routes;
   Value offsets, slots, order, routeGates;
+  // The padded formulation's sort and rows.
+  Value segments, tileExperts, paddedRows;
+  llvm::DenseMap<std::pair<Value, unsigned>, Value> scattered;
+};
+
+/// A grouped pattern: above the dense formulation's (benefit 2), with the
+/// formulation's tile (0: the host formulation).
+template <typename OpTy>
+struct GroupedPattern : public OpRewritePattern<OpTy> {
+  GroupedPattern(MLIRContext *ctx, int64_t tileRows)
+      : OpRewritePattern<OpTy>(ctx, /*benefit=*/2), tileRows(tileRows) {}
+  int64_t tileRows;
 };
 
 /// out[n, h, f] = Σ_j g · (x[n] · W[h·E + indices[n, h, j]])[f].
-struct GroupedExpertProj : public OpRewritePattern<moe::ExpertProjOp> {
-  using OpRewritePattern::OpRewritePattern;
+struct GroupedExpertProj : public GroupedPattern<moe::ExpertProjOp> {
+  using GroupedPattern::GroupedPattern;
 
   LogicalResult matchAndRewrite(moe::ExpertProjOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
-    SortedRoutes routes(b, op.getGates(), op.getIndices(), w);
+    SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
     Value products = routes.perExpert(
         SortedRoutes::gathered(op.getInput(), false), w, false);
     rewriter.replaceOp(
@@ -395,14 +619,14 @@ struct GroupedExpertProj : public OpRewritePattern<moe::ExpertProjOp> {
 };
 
 /// y[n, o] = Σ_{h, j} (g · heads[n, h] · W[h·E + indices[n, h, j]])[o].
-struct GroupedExpertMerge : public OpRewritePattern<moe::ExpertMergeOp> {
-  using OpRewritePattern::OpRewritePattern;
+struct GroupedExpertMerge : public GroupedPattern<moe::ExpertMergeOp> {
+  using GroupedPattern::GroupedPattern;
 
   LogicalResult matchAndRewrite(moe::ExpertMergeOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
-    SortedRoutes routes(b, op.getGates(), op.getIndices(), w);
+    SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
     Value products = routes.perExpert(
         SortedRoutes::gathered(op.getHeads(), true), w, false);
     rewriter.replaceOp(op,
@@ -420,14 +644,14 @@ struct GroupedExpertMerge : public OpRewritePattern<moe::ExpertMergeOp> {
 ///   dg = <dO, X · W[e]> = <X, dXu> per route,
 /// two matmuls per expert (the forward's product is not recomputed).
 struct GroupedExpertProjGrad
-    : public OpRewritePattern<moe::ExpertProjGradOp> {
-  using OpRewritePattern::OpRewritePattern;
+    : public GroupedPattern<moe::ExpertProjGradOp> {
+  using GroupedPattern::GroupedPattern;
 
   LogicalResult matchAndRewrite(moe::ExpertProjGradOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
-    SortedRoutes routes(b, op.getGates(), op.getIndices(), w);
+    SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
     auto x = SortedRoutes::gathered(op.getInput(), false);
     Value dinput = routes.perExpert(
         SortedRoutes::gathered(op.getResultGrad(), false), w, true);
@@ -446,14 +670,14 @@ struct GroupedExpertProjGrad
 /// dA = dY · W[e]ᵀ per route:
 ///   dheads = Σ_j g · dA, dW[e] = gAᵀ · dY over e's routes, dg = <A, dA>.
 struct GroupedExpertMergeGrad
-    : public OpRewritePattern<moe::ExpertMergeGradOp> {
-  using OpRewritePattern::OpRewritePattern;
+    : public GroupedPattern<moe::ExpertMergeGradOp> {
+  using GroupedPattern::GroupedPattern;
 
   LogicalResult matchAndRewrite(moe::ExpertMergeGradOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
-    SortedRoutes routes(b, op.getGates(), op.getIndices(), w);
+    SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
     auto heads = SortedRoutes::gathered(op.getHeads(), false);
     auto gatedHeads = SortedRoutes::gathered(op.getHeads(), true);
     auto dy = SortedRoutes::gathered(op.getResultGrad(), false);
@@ -471,9 +695,8 @@ struct GroupedExpertMergeGrad
 } // namespace
 
 void mlir::switchyard::populateGroupedExpertPatterns(
-    RewritePatternSet &patterns) {
+    RewritePatternSet &patterns, int64_t tileRows) {
   // Above the dense formulation's patterns, which stay for what these leave.
   patterns.add<GroupedExpertProj, GroupedExpertMerge, GroupedExpertProjGrad,
-               GroupedExpertMergeGrad>(patterns.getContext(),
-                                       /*benefit=*/2);
+               GroupedExpertMergeGrad>(patterns.getContext(), tileRows);
 }

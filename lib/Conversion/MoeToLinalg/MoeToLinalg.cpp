@@ -993,11 +993,21 @@ struct ConvertMoeToLinalgPass
     MLIRContext *ctx = &getContext();
     ConversionTarget target(*ctx);
     target.addIllegalDialect<moe::MoeDialect>();
+    // The grouped kernels stay until after bufferization.
+    target.addLegalOp<moe::GroupedMatmulOp, moe::GroupedWeightGradOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     populateMoeToLinalgPatterns(patterns);
+    if (groupedTileRows < 0) {
+      // Not op.emitError(): the module itself would be printed as a note.
+      emitError(getOperation()->getLoc())
+          << "convert-moe-to-linalg: grouped-tile-rows must be 0 or "
+             "positive, found "
+          << static_cast<int64_t>(groupedTileRows);
+      return signalPassFailure();
+    }
     if (groupedExperts)
-      populateGroupedExpertPatterns(patterns);
+      populateGroupedExpertPatterns(patterns, groupedTileRows);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

@@ -4,7 +4,11 @@
 // the multiplicands of every matmul-like linalg op are rounded to it, and on
 // sm_80+ the ops with one M, one N and one K dimension become explicit
 // `gpu.launch`es in which each warp computes a 16 x 32 tile of the f32
-// result with ldmatrix and mma.sync m16n8k16.
+// result with ldmatrix and mma.sync m16n8k16. The same kernel builder
+// (MmaProblem: sizes, the K range of a block, the operands' loads) also
+// takes the grouped expert kernels, moe.grouped_matmul (each block's
+// expert read from its tile) and moe.grouped_weight_grad (a batch per
+// expert, K over its segment).
 //
 // The fragment layouts are not derived here: the lane -> ldmatrix row
 // address map and the lane/value -> accumulator element map are upstream's
@@ -16,6 +20,7 @@
 
 #include "dialect/Gpu/Transforms/Contractions.h"
 #include "dialect/Gpu/Transforms/Passes.h"
+#include "dialect/Moe/IR/MoeOps.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -30,7 +35,10 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+
+#include <functional>
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUTENSORCOREMATMULPASS
@@ -66,13 +74,13 @@ bool fitsTensorCores(Contraction &c) {
   });
 }
 
-/// What the kernel builders of a contraction share: the rewriter, the
-/// contraction, the element type of the factors, index arithmetic.
+/// What the kernel builders share: the rewriter, the location, the element
+/// type of the factors, index arithmetic.
 class KernelBuilderBase {
 protected:
-  KernelBuilderBase(RewriterBase &rewriter, Contraction &c,
+  KernelBuilderBase(RewriterBase &rewriter, Location loc,
                     FloatType elementType)
-      : b(rewriter), c(c), loc(c.op.getLoc()), elementType(elementType) {}
+      : b(rewriter), loc(loc), elementType(elementType) {}
 
   Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
@@ -80,92 +88,91 @@ protected:
     return arith::MulIOp::create(b, loc, x, cst(y));
   }
 
-  RewriterBase &b;
-  Contraction &c;
-  Location loc;
-  FloatType elementType;
-};
-
-/// Builds the tensor-core kernel of one contraction.
-class KernelBuilder : private KernelBuilderBase {
-public:
-  KernelBuilder(RewriterBase &rewriter, Contraction &c,
-                FloatType elementType)
-      : KernelBuilderBase(rewriter, c, elementType) {}
-
-  void build();
-
-private:
-  Value less(Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
-  }
-  Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
   /// Result `r` of `map` applied to `operands`.
   Value apply(AffineMap map, unsigned r, ValueRange operands) {
     OpFoldResult result = affine::makeComposedFoldedAffineApply(
         b, loc, map.getSubMap({r}), getAsOpFoldResult(operands));
     return getValueOrCreateConstantIndexOp(b, loc, result);
   }
-  /// The indices of operand `operand` at the loop indices `loops`.
-  SmallVector<Value> indicesOf(OpOperand *operand, ArrayRef<Value> loops);
-  /// Input `input` of the contraction at `loops`, read through the body's
-  /// casts and rounded to the element type; zero where `inBounds` is false.
-  Value loadFactor(unsigned input, Value inBounds, ArrayRef<Value> loops);
-  /// Copies the current K step of input `input` (a rows x kTileK tile,
-  /// rows along `rowDim` from `rowStart`) into `tile`, zero-filled outside.
-  void stage(unsigned input, Value tile, unsigned rowDim, Value rowStart,
-             Value rowSize, int64_t rows, Value k0);
+
+  RewriterBase &b;
+  Location loc;
+  FloatType elementType;
+};
+
+/// What one mma.sync kernel computes: C[b, m, n] += Σ_k A[b, m, k] ·
+/// B[b, n, k] over a range of k per batch, for a grid of 16 x 32 tiles of C
+/// per batch. The callbacks build code inside the kernel; the loads return
+/// the raw float factor (rounded to the element type by the builder) and
+/// are only called where the element lies inside the problem.
+struct MmaProblem {
+  /// Host values: the extents of M and N, the number of batches.
+  Value sizeM, sizeN, batches;
+  /// The block's K range [begin, end), and whether its tiles are computed
+  /// at all (a padding tile of a grouped kernel is not); all three the same
+  /// for every thread of the block.
+  struct Range {
+    Value begin, end, active;
+  };
+  std::function<Range(OpBuilder &b, Value batch, Value m0)> kRange;
+  std::function<Value(OpBuilder &b, Value batch, Value m, Value k)> loadA;
+  std::function<Value(OpBuilder &b, Value batch, Value n, Value k)> loadB;
+  /// The output buffer and the indices of C[b, m, n] in it.
+  Value out;
+  std::function<SmallVector<Value>(OpBuilder &b, Value batch, Value m,
+                                   Value n)>
+      outIndices;
+};
+
+/// Builds one mma.sync kernel (one warp per 16 x 32 tile of C) for a
+/// problem, in place of the op at the builder's insertion point.
+class KernelBuilder : private KernelBuilderBase {
+public:
+  KernelBuilder(RewriterBase &rewriter, Operation *op, FloatType elementType)
+      : KernelBuilderBase(rewriter, op->getLoc(), elementType) {}
+
+  void build(const MmaProblem &problem);
+
+private:
+  Value less(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  /// `load`'s factor rounded to the element type where `inBounds`, else 0.
+  Value guardedFactor(Value inBounds, function_ref<Value()> load);
+  /// Copies the current K step of one operand (a rows x kTileK tile, rows
+  /// from `rowStart`) into `tile`, zero-filled outside the problem.
+  void stage(const std::function<Value(OpBuilder &, Value, Value, Value)> &load,
+             Value tile, Value rowStart, Value rowSize, int64_t rows,
+             Value k0);
   /// acc + a * b on the tensor cores, four f32 per lane.
   SmallVector<Value> mma(Value a, Value bFrag, ValueRange acc);
 
-  // Inside the kernel: the lane, the batch index, the sizes of K and of
-  // the loop dimensions, all loop indices (set per use).
-  Value lane, batchIndex, sizeK;
-  SmallVector<Value> loopIndices;
+  // Inside the kernel: the lane, the batch, the end of the block's K range.
+  Value lane, batch, kEnd;
 };
 
-SmallVector<Value> KernelBuilder::indicesOf(OpOperand *operand,
-                                            ArrayRef<Value> loops) {
-  AffineMap map = c.op.getMatchingIndexingMap(operand);
-  SmallVector<Value> indices;
-  for (unsigned r = 0; r < map.getNumResults(); ++r)
-    indices.push_back(loops[map.getDimPosition(r)]);
-  return indices;
-}
-
-Value KernelBuilder::loadFactor(unsigned input, Value inBounds,
-                                ArrayRef<Value> loops) {
-  OpOperand *operand = c.op.getDpsInputOperand(input);
+Value KernelBuilder::guardedFactor(Value inBounds, function_ref<Value()> load) {
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{elementType}, inBounds,
                                 /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    Value raw = memref::LoadOp::create(b, loc, operand->get(),
-                                       indicesOf(operand, loops));
-    // Replay the body's casts from the block argument to the factor.
-    IRMapping mapping;
-    mapping.map(c.op.getMatchingBlockArgument(operand), raw);
-    SmallVector<Operation *> casts;
-    for (Value v = c.factors[input]; Operation *def = v.getDefiningOp();
-         v = def->getOperand(0))
-      casts.push_back(def);
-    for (Operation *cast : llvm::reverse(casts))
-      b.clone(*cast, mapping);
-    Value factor = mapping.lookupOrDefault(c.factors[input]);
-    scf::YieldOp::create(
-        b, loc, Value(arith::TruncFOp::create(b, loc, elementType, factor)));
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    Value zero = arith::ConstantOp::create(b, loc, elementType,
-                                           b.getFloatAttr(elementType, 0.0));
-    scf::YieldOp::create(b, loc, zero);
-  }
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  Value factor = load();
+  Type f32 = b.getF32Type();
+  if (factor.getType() != f32)
+    factor = arith::ExtFOp::create(b, loc, f32, factor);
+  scf::YieldOp::create(
+      b, loc, Value(arith::TruncFOp::create(b, loc, elementType, factor)));
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  Value zero = arith::ConstantOp::create(b, loc, elementType,
+                                         b.getFloatAttr(elementType, 0.0));
+  scf::YieldOp::create(b, loc, zero);
   return ifOp.getResult(0);
 }
 
-void KernelBuilder::stage(unsigned input, Value tile, unsigned rowDim,
-                          Value rowStart, Value rowSize, int64_t rows,
-                          Value k0) {
+void KernelBuilder::stage(
+    const std::function<Value(OpBuilder &, Value, Value, Value)> &load,
+    Value tile, Value rowStart, Value rowSize, int64_t rows, Value k0) {
   // Lane l copies elements l, l + 32, ... of the row-major tile: a warp
   // reads two rows of 16 consecutive K indices per step.
   int64_t steps = rows * kTileK / kWarpSize;
@@ -177,11 +184,9 @@ void KernelBuilder::stage(unsigned input, Value tile, unsigned rowDim,
   Value col = arith::RemUIOp::create(b, loc, linear, cst(kTileK));
   Value rowIndex = add(rowStart, row);
   Value kIndex = add(k0, col);
-  SmallVector<Value> loops = loopIndices;
-  loops[rowDim] = rowIndex;
-  loops[c.dims.k[0]] = kIndex;
-  Value inBounds = both(less(rowIndex, rowSize), less(kIndex, sizeK));
-  Value value = loadFactor(input, inBounds, loops);
+  Value inBounds = both(less(rowIndex, rowSize), less(kIndex, kEnd));
+  Value value = guardedFactor(
+      inBounds, [&] { return load(b, batch, rowIndex, kIndex); });
   memref::StoreOp::create(b, loc, value, tile, ValueRange{row, col});
 }
 
@@ -229,24 +234,11 @@ SmallVector<Value> KernelBuilder::mma(Value a, Value bFrag, ValueRange acc) {
   return out;
 }
 
-void KernelBuilder::build() {
-  linalg::LinalgOp op = c.op;
+void KernelBuilder::build(const MmaProblem &problem) {
   MLIRContext *ctx = b.getContext();
-  unsigned dimM = c.dims.m[0], dimN = c.dims.n[0], dimK = c.dims.k[0];
-  std::optional<unsigned> dimBatch;
-  if (!c.dims.batch.empty())
-    dimBatch = c.dims.batch[0];
-
-  // Host side: the sizes (M is the token count, often dynamic) and a grid
-  // of one warp per 16 x 32 tile of C, per batch.
-  b.setInsertionPoint(op);
-  SmallVector<Range> ranges = op.createLoopRanges(b, loc);
-  auto size = [&](unsigned dim) {
-    return getValueOrCreateConstantIndexOp(b, loc, ranges[dim].size);
-  };
-  Value sizeM = size(dimM), sizeN = size(dimN);
-  sizeK = size(dimK);
-  Value batches = dimBatch ? size(*dimBatch) : cst(1);
+  // Host side: a grid of one warp per 16 x 32 tile of C, per batch.
+  Value sizeM = problem.sizeM, sizeN = problem.sizeN;
+  Value batches = problem.batches;
   Value gridX =
       arith::CeilDivUIOp::create(b, loc, sizeN, cst(kTileN * kNTiles));
   Value gridY = arith::CeilDivUIOp::create(b, loc, sizeM, cst(kTileM));
@@ -281,11 +273,16 @@ void KernelBuilder::build() {
   Value smemB = memref::ViewOp::create(b, loc, tileB, shared, cst(bytesA),
                                        ValueRange{});
   lane = launch.getThreadIds().x;
+  batch = launch.getBlockIds().z;
   Value m0 = mul(launch.getBlockIds().y, kTileM);
   Value n0 = mul(launch.getBlockIds().x, kTileN * kNTiles);
-  loopIndices.assign(op.getNumLoops(), Value());
-  if (dimBatch)
-    loopIndices[*dimBatch] = launch.getBlockIds().z;
+  MmaProblem::Range range = problem.kRange(b, batch, m0);
+  // An inactive block runs no K step and stores nothing.
+  bool alwaysActive = matchPattern(range.active, m_One());
+  kEnd = alwaysActive ? range.end
+                      : arith::SelectOp::create(b, loc, range.active,
+                                                range.end, range.begin)
+                            .getResult();
 
   // Upstream's maps (MMAUtils): lane and value id to the (row, col) of the
   // 16 x 8 f32 accumulator element, lane to the row address of ldmatrix.
@@ -312,17 +309,15 @@ void KernelBuilder::build() {
   assert(succeeded(aLdMap) && succeeded(bLdMap) && "ldmatrix x4 / x2 maps");
 
   // The output position of accumulator value v of tile j, and whether it
-  // lies inside C.
-  OpOperand *out = op.getDpsInitOperand(0);
+  // lies inside C (and the block is active).
   auto accPosition = [&](int64_t j, int64_t v) {
     Value vId = cst(v);
     Value row = add(m0, apply(*accMap, 0, {lane, vId}));
     Value col = add(n0, add(cst(j * kTileN), apply(*accMap, 1, {lane, vId})));
-    SmallVector<Value> loops = loopIndices;
-    loops[dimM] = row;
-    loops[dimN] = col;
     Value inBounds = both(less(row, sizeM), less(col, sizeN));
-    return std::make_pair(indicesOf(out, loops), inBounds);
+    if (!alwaysActive)
+      inBounds = both(range.active, inBounds);
+    return std::make_pair(problem.outIndices(b, batch, row, col), inBounds);
   };
 
   // C's current values (zero outside C), so that C += A·B.
@@ -336,7 +331,7 @@ void KernelBuilder::build() {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
       scf::YieldOp::create(
-          b, loc, Value(memref::LoadOp::create(b, loc, out->get(), indices)));
+          b, loc, Value(memref::LoadOp::create(b, loc, problem.out, indices)));
       b.setInsertionPointToStart(ifOp.elseBlock());
       scf::YieldOp::create(
           b, loc,
@@ -345,15 +340,16 @@ void KernelBuilder::build() {
     }
   }
 
-  auto kLoop = scf::ForOp::create(b, loc, cst(0), sizeK, cst(kTileK), init);
+  auto kLoop =
+      scf::ForOp::create(b, loc, range.begin, kEnd, cst(kTileK), init);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
     Value k0 = kLoop.getInductionVar();
     // The previous step's ldmatrix must be done before the tiles change.
     gpu::BarrierOp::create(b, loc);
-    stage(/*input=*/0, smemA, dimM, m0, sizeM, kTileM, k0);
-    stage(/*input=*/1, smemB, dimN, n0, sizeN, kTileN * kNTiles, k0);
+    stage(problem.loadA, smemA, m0, sizeM, kTileM, k0);
+    stage(problem.loadB, smemB, n0, sizeN, kTileN * kNTiles, k0);
     gpu::BarrierOp::create(b, loc);
 
     Value a = nvgpu::LdMatrixOp::create(
@@ -386,7 +382,7 @@ void KernelBuilder::build() {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
       memref::StoreOp::create(b, loc, kLoop.getResult(j * kAccValues + v),
-                              out->get(), indices);
+                              problem.out, indices);
     }
   }
   gpu::TerminatorOp::create(b, loc);
@@ -421,11 +417,12 @@ class WgmmaKernelBuilder : private KernelBuilderBase {
 public:
   WgmmaKernelBuilder(RewriterBase &rewriter, Contraction &c,
                      FloatType elementType)
-      : KernelBuilderBase(rewriter, c, elementType) {}
+      : KernelBuilderBase(rewriter, c.op.getLoc(), elementType), c(c) {}
 
   void build();
 
 private:
+  Contraction &c;
   /// A device buffer of the element type with the given shape (dimension 0
   /// of size `dynamicSize` where it is dynamic), filled with input `input`
   /// of the contraction read through the body's casts and rounded: loop
@@ -672,6 +669,168 @@ void WgmmaKernelBuilder::build() {
   gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(), ValueRange(), bt);
 }
 
+//===----------------------------------------------------------------------===//
+// The problems: contractions and the grouped expert kernels
+//===----------------------------------------------------------------------===//
+
+/// `c`'s input `input` at the loop indices `loops`, read through the body's
+/// casts (the raw factor).
+Value readFactor(OpBuilder &b, Contraction &c, unsigned input,
+                 ArrayRef<Value> loops) {
+  Location loc = c.op.getLoc();
+  OpOperand *operand = c.op.getDpsInputOperand(input);
+  AffineMap map = c.op.getMatchingIndexingMap(operand);
+  SmallVector<Value> indices;
+  for (unsigned r = 0; r < map.getNumResults(); ++r)
+    indices.push_back(loops[map.getDimPosition(r)]);
+  Value raw = memref::LoadOp::create(b, loc, operand->get(), indices);
+  // Replay the body's casts from the block argument to the factor.
+  IRMapping mapping;
+  mapping.map(c.op.getMatchingBlockArgument(operand), raw);
+  SmallVector<Operation *> casts;
+  for (Value v = c.factors[input]; Operation *def = v.getDefiningOp();
+       v = def->getOperand(0))
+    casts.push_back(def);
+  for (Operation *cast : llvm::reverse(casts))
+    b.clone(*cast, mapping);
+  return mapping.lookupOrDefault(c.factors[input]);
+}
+
+/// The mma.sync problem of a contraction: M, N, K and the batch are its
+/// loop dimensions; the whole K range for every block.
+MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c) {
+  linalg::LinalgOp op = c.op;
+  Location loc = op.getLoc();
+  unsigned dimM = c.dims.m[0], dimN = c.dims.n[0], dimK = c.dims.k[0];
+  std::optional<unsigned> dimBatch;
+  if (!c.dims.batch.empty())
+    dimBatch = c.dims.batch[0];
+  unsigned numLoops = op.getNumLoops();
+  rewriter.setInsertionPoint(op);
+  SmallVector<Range> ranges = op.createLoopRanges(rewriter, loc);
+  auto size = [&](unsigned dim) {
+    return getValueOrCreateConstantIndexOp(rewriter, loc, ranges[dim].size);
+  };
+  MmaProblem problem;
+  problem.sizeM = size(dimM);
+  problem.sizeN = size(dimN);
+  problem.batches = dimBatch ? size(*dimBatch)
+                             : arith::ConstantIndexOp::create(rewriter, loc, 1);
+  Value sizeK = size(dimK);
+  problem.kRange = [=](OpBuilder &b, Value, Value) {
+    return MmaProblem::Range{
+        arith::ConstantIndexOp::create(b, loc, 0), sizeK,
+        arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)};
+  };
+  auto loops = [=](Value batch, unsigned dim, Value index, Value k) {
+    SmallVector<Value> result(numLoops, Value());
+    if (dimBatch)
+      result[*dimBatch] = batch;
+    result[dim] = index;
+    result[dimK] = k;
+    return result;
+  };
+  problem.loadA = [=, &c](OpBuilder &b, Value batch, Value m, Value k) {
+    return readFactor(b, c, 0, loops(batch, dimM, m, k));
+  };
+  problem.loadB = [=, &c](OpBuilder &b, Value batch, Value n, Value k) {
+    return readFactor(b, c, 1, loops(batch, dimN, n, k));
+  };
+  OpOperand *out = op.getDpsInitOperand(0);
+  problem.out = out->get();
+  AffineMap outMap = op.getMatchingIndexingMap(out);
+  problem.outIndices = [=](OpBuilder &, Value batch, Value m, Value n) {
+    SmallVector<Value> at = loops(batch, dimM, m, Value());
+    at[dimN] = n;
+    SmallVector<Value> indices;
+    for (unsigned r = 0; r < outMap.getNumResults(); ++r)
+      indices.push_back(at[outMap.getDimPosition(r)]);
+    return indices;
+  };
+  return problem;
+}
+
+/// The mma.sync problem of moe.grouped_matmul: C = init [P, C], M the
+/// padded rows, N the output width, K the reduced width. Each 16-row block
+/// lies in one tile of tile_size rows (a multiple of 16) and reads its
+/// expert's weight; a padding tile's blocks are inactive. `expert` holds
+/// the block's expert once kRange has built it.
+MmaProblem groupedMatmulProblem(RewriterBase &rewriter,
+                                moe::GroupedMatmulOp op, Value &expert) {
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  auto dim = [&](Value v, int64_t d) -> Value {
+    return memref::DimOp::create(rewriter, loc, v, d);
+  };
+  Value rows = op.getRows(), weight = op.getWeight(),
+        tiles = op.getTileExperts();
+  bool transposed = op.getTransposeWeight();
+  int64_t tileSize = op.getTileSize();
+  Value experts = dim(weight, 0), width = dim(rows, 1);
+  MmaProblem problem;
+  problem.sizeM = dim(rows, 0);
+  problem.sizeN = dim(op.getInit(), 1);
+  problem.batches = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  problem.kRange = [=, &expert](OpBuilder &b, Value, Value m0) {
+    Value tile = arith::DivUIOp::create(
+        b, loc, m0, arith::ConstantIndexOp::create(b, loc, tileSize));
+    expert = memref::LoadOp::create(b, loc, tiles, tile);
+    Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                         expert, experts);
+    return MmaProblem::Range{arith::ConstantIndexOp::create(b, loc, 0), width,
+                             active};
+  };
+  problem.loadA = [=](OpBuilder &b, Value, Value m, Value k) -> Value {
+    return memref::LoadOp::create(b, loc, rows, ValueRange{m, k});
+  };
+  problem.loadB = [=, &expert](OpBuilder &b, Value, Value n,
+                               Value k) -> Value {
+    SmallVector<Value> at = transposed ? SmallVector<Value>{expert, n, k}
+                                       : SmallVector<Value>{expert, k, n};
+    return memref::LoadOp::create(b, loc, weight, at);
+  };
+  problem.out = op.getInit();
+  problem.outIndices = [](OpBuilder &, Value, Value m, Value n) {
+    return SmallVector<Value>{m, n};
+  };
+  return problem;
+}
+
+/// The mma.sync problem of moe.grouped_weight_grad: one batch per expert e,
+/// C = init[e] [A, C], K over e's segment of rows.
+MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
+                                    moe::GroupedWeightGradOp op) {
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  auto dim = [&](Value v, int64_t d) -> Value {
+    return memref::DimOp::create(rewriter, loc, v, d);
+  };
+  Value lhs = op.getLhs(), rhs = op.getRhs(), segments = op.getSegments();
+  MmaProblem problem;
+  problem.sizeM = dim(op.getInit(), 1);
+  problem.sizeN = dim(op.getInit(), 2);
+  problem.batches = dim(op.getInit(), 0);
+  problem.kRange = [=](OpBuilder &b, Value e, Value) {
+    Value next = arith::AddIOp::create(
+        b, loc, e, arith::ConstantIndexOp::create(b, loc, 1));
+    return MmaProblem::Range{
+        memref::LoadOp::create(b, loc, segments, e),
+        memref::LoadOp::create(b, loc, segments, next),
+        arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)};
+  };
+  problem.loadA = [=](OpBuilder &b, Value, Value a, Value p) -> Value {
+    return memref::LoadOp::create(b, loc, lhs, ValueRange{p, a});
+  };
+  problem.loadB = [=](OpBuilder &b, Value, Value c, Value p) -> Value {
+    return memref::LoadOp::create(b, loc, rhs, ValueRange{p, c});
+  };
+  problem.out = op.getInit();
+  problem.outIndices = [](OpBuilder &, Value e, Value a, Value c) {
+    return SmallVector<Value>{e, a, c};
+  };
+  return problem;
+}
+
 struct SwitchyardGpuTensorCoreMatmulPass
     : public switchyard::impl::SwitchyardGpuTensorCoreMatmulPassBase<
           SwitchyardGpuTensorCoreMatmulPass> {
@@ -707,13 +866,41 @@ struct SwitchyardGpuTensorCoreMatmulPass
         WgmmaKernelBuilder(rewriter, c, type).build();
         rewriter.eraseOp(c.op);
       } else if (tensorCores && fitsTensorCores(c)) {
-        KernelBuilder(rewriter, c, type).build();
+        MmaProblem problem = contractionProblem(rewriter, c);
+        KernelBuilder(rewriter, c.op, type).build(problem);
         rewriter.eraseOp(c.op);
       } else {
         // The SIMT fallback: the code switchyard-round-contraction-operands
         // runs, so the CPU reference rounds exactly these factors.
         switchyard::roundContractionFactors(rewriter, c, type);
       }
+    }
+
+    // The grouped expert kernels (buffers) on sm_80+; the rest stay for
+    // switchyard-lower-grouped-kernels (SIMT, rounded factors).
+    if (!tensorCores)
+      return;
+    SmallVector<Operation *> grouped;
+    func.walk([&](Operation *op) {
+      if (auto matmul = dyn_cast<moe::GroupedMatmulOp>(op)) {
+        if (matmul.getNumResults() == 0 &&
+            static_cast<int64_t>(matmul.getTileSize()) % kTileM == 0)
+          grouped.push_back(op);
+      } else if (auto grad = dyn_cast<moe::GroupedWeightGradOp>(op)) {
+        if (grad.getNumResults() == 0)
+          grouped.push_back(op);
+      }
+    });
+    for (Operation *op : grouped) {
+      Value expert;
+      MmaProblem problem =
+          isa<moe::GroupedMatmulOp>(op)
+              ? groupedMatmulProblem(rewriter, cast<moe::GroupedMatmulOp>(op),
+                                     expert)
+              : groupedWeightGradProblem(rewriter,
+                                         cast<moe::GroupedWeightGradOp>(op));
+      KernelBuilder(rewriter, op, type).build(problem);
+      rewriter.eraseOp(op);
     }
   }
 };

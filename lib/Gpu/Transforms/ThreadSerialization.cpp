@@ -37,6 +37,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 using namespace mlir;
 
@@ -123,6 +124,7 @@ private:
   /// of them) per thread of a block; freed after the launch.
   Value perThreadBuffer(Type type, ArrayRef<int64_t> trailing = {});
   bool isUniform(Value v);
+  bool isInvariantLoad(Operation *op);
 
   void replaceSharedMemory();
   void emulateLdMatrix(nvgpu::LdMatrixOp ld);
@@ -166,6 +168,52 @@ Value Serializer::perThreadBuffer(Type type, ArrayRef<int64_t> trailing) {
 bool Serializer::isUniform(Value v) {
   return uniformValues.contains(v) ||
          !launch.getBody().isAncestor(v.getParentRegion());
+}
+
+/// The buffer that `v` views (through view-like ops).
+static Value rootBuffer(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+/// A load of a buffer from outside the launch that nothing in the launch
+/// writes: with uniform indices, every thread reads the same value (the
+/// grouped kernels' expert of a tile, or segment bounds, as loop bounds).
+bool Serializer::isInvariantLoad(Operation *op) {
+  auto load = dyn_cast<memref::LoadOp>(op);
+  if (!load)
+    return false;
+  Value buffer = rootBuffer(load.getMemref());
+  if (launch.getBody().isAncestor(buffer.getParentRegion()))
+    return false;
+  // Writers: an op with a write effect on a view of the buffer; an op with
+  // unknown or resource-wide write effects that takes a buffer (as
+  // readsOrWritesMemory counts them: register-only intrinsics and
+  // cf.assert write no buffer).
+  auto takesBuffer = [](Operation *user) {
+    return llvm::any_of(user->getOperandTypes(),
+                        [](Type t) { return isa<BaseMemRefType>(t); });
+  };
+  WalkResult written = launch.getBody().walk([&](Operation *user) {
+    auto iface = dyn_cast<MemoryEffectOpInterface>(user);
+    if (!iface)
+      return user->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
+                     !takesBuffer(user)
+                 ? WalkResult::advance()
+                 : WalkResult::interrupt();
+    SmallVector<MemoryEffects::EffectInstance> effects;
+    iface.getEffects(effects);
+    for (const MemoryEffects::EffectInstance &effect : effects) {
+      if (!isa<MemoryEffects::Write>(effect.getEffect()))
+        continue;
+      if (effect.getValue() ? rootBuffer(effect.getValue()) == buffer
+                            : takesBuffer(user))
+        return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return !written.wasInterrupted();
 }
 
 void Serializer::replaceSharedMemory() {
@@ -445,7 +493,8 @@ LogicalResult Serializer::serializeBlock(Block &block) {
   // hoisted above them (its operands are uniform and defined earlier).
   Operation *anchor = nullptr;
   for (Operation &op : llvm::make_early_inc_range(block.without_terminator())) {
-    bool uniform = op.getNumRegions() == 0 && isMemoryEffectFree(&op) &&
+    bool uniform = op.getNumRegions() == 0 &&
+                   (isMemoryEffectFree(&op) || isInvariantLoad(&op)) &&
                    llvm::all_of(op.getOperands(),
                                 [&](Value v) { return isUniform(v); });
     if (!uniform) {

@@ -491,3 +491,115 @@ LogicalResult FusedExpertMergeGradOp::verify() {
     return failure();
   return verifyStaticWeightWidths(*this, getWeight());
 }
+
+//===----------------------------------------------------------------------===//
+// Grouped expert kernels
+//===----------------------------------------------------------------------===//
+
+/// The grouped kernels take tensors (one result, init's type) or buffers
+/// (no result), not a mix.
+static LogicalResult verifyTensorsOrBuffers(Operation *op, Value init) {
+  bool tensors = isa<RankedTensorType>(init.getType());
+  for (Value operand : op->getOperands())
+    if (isa<RankedTensorType>(operand.getType()) != tensors ||
+        isa<UnrankedTensorType, UnrankedMemRefType>(operand.getType()))
+      return op->emitOpError()
+             << "expected ranked operands, all tensors or all buffers";
+  if (tensors && (op->getNumResults() != 1 ||
+                  op->getResult(0).getType() != init.getType()))
+    return op->emitOpError()
+           << "expected one result of the type of init, " << init.getType();
+  if (!tensors && op->getNumResults() != 0)
+    return op->emitOpError() << "expected no result on buffers";
+  return success();
+}
+
+static LogicalResult verifyRanks(Operation *op,
+                                 ArrayRef<std::pair<StringRef, Value>> named,
+                                 ArrayRef<int64_t> ranks) {
+  for (auto [entry, rank] : llvm::zip_equal(named, ranks))
+    if (cast<ShapedType>(entry.second.getType()).getRank() != rank)
+      return op->emitOpError() << "expected " << entry.first << " of rank "
+                               << rank << ", found "
+                               << entry.second.getType();
+  return success();
+}
+
+/// Reads every buffer operand; reads and writes `init`.
+static void groupedEffects(
+    Operation *op, OpOperand &init,
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                         SideEffects::DefaultResource::get());
+    if (&operand == &init)
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+  }
+}
+
+LogicalResult GroupedMatmulOp::verify() {
+  Value rows = getRows(), w = getWeight(), te = getTileExperts(),
+        init = getInit();
+  if (failed(verifyTensorsOrBuffers(*this, init)) ||
+      failed(verifyRanks(*this,
+                         {{"rows", rows}, {"weight", w},
+                          {"tile_experts", te}, {"init", init}},
+                         {2, 3, 1, 2})))
+    return failure();
+  unsigned reduced = getTransposeWeight() ? 2 : 1;
+  unsigned produced = getTransposeWeight() ? 1 : 2;
+  if (failed(verifySameDim(*this, "the reduced width", {"rows", rows, 1},
+                           {"weight", w, reduced})) ||
+      failed(verifySameDim(*this, "the output width", {"init", init, 1},
+                           {"weight", w, produced})) ||
+      failed(verifySameDim(*this, "the padded row count", {"rows", rows, 0},
+                           {"init", init, 0})))
+    return failure();
+  int64_t padded = dimOf(rows, 0), tiles = dimOf(te, 0);
+  if (!ShapedType::isDynamic(padded) && !ShapedType::isDynamic(tiles) &&
+      padded != tiles * static_cast<int64_t>(getTileSize()))
+    return emitOpError() << "expected rows dim 0 (" << padded
+                         << ") to be tile_experts dim 0 (" << tiles
+                         << ") times tile_size (" << getTileSize() << ")";
+  return success();
+}
+
+void GroupedMatmulOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  groupedEffects(*this, getInitMutable(), effects);
+}
+
+LogicalResult GroupedWeightGradOp::verify() {
+  Value lhs = getLhs(), rhs = getRhs(), seg = getSegments(), init = getInit();
+  if (failed(verifyTensorsOrBuffers(*this, init)) ||
+      failed(verifyRanks(*this,
+                         {{"lhs", lhs}, {"rhs", rhs}, {"segments", seg},
+                          {"init", init}},
+                         {2, 2, 1, 3})))
+    return failure();
+  if (failed(verifySameDim(*this, "the padded row count", {"lhs", lhs, 0},
+                           {"rhs", rhs, 0})) ||
+      failed(verifySameDim(*this, "the left width", {"lhs", lhs, 1},
+                           {"init", init, 1})) ||
+      failed(verifySameDim(*this, "the right width", {"rhs", rhs, 1},
+                           {"init", init, 2})))
+    return failure();
+  int64_t experts = dimOf(init, 0), bounds = dimOf(seg, 0);
+  if (!ShapedType::isDynamic(experts) && !ShapedType::isDynamic(bounds) &&
+      bounds != experts + 1)
+    return emitOpError() << "expected segments dim 0 (" << bounds
+                         << ") to be one more than the experts (init dim 0, "
+                         << experts << ")";
+  return success();
+}
+
+void GroupedWeightGradOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  groupedEffects(*this, getInitMutable(), effects);
+}

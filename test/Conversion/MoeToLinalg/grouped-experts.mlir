@@ -1,5 +1,39 @@
 // RUN: switchyard-opt %s --convert-moe-to-linalg=grouped-experts | FileCheck %s
 // RUN: switchyard-opt %s --convert-moe-to-linalg=grouped-experts --switchyard-cpu-pipeline -o /dev/null
+// RUN: switchyard-opt %s --convert-moe-to-linalg="grouped-experts grouped-tile-rows=16" --canonicalize | FileCheck %s --check-prefix=PADDED
+// RUN: switchyard-opt %s --convert-moe-to-linalg="grouped-experts grouped-tile-rows=16" --switchyard-cpu-pipeline -o /dev/null
+// RUN: not switchyard-opt %s --convert-moe-to-linalg="grouped-experts grouped-tile-rows=-1" 2>&1 | FileCheck %s --check-prefix=BADTILE
+// BADTILE: convert-moe-to-linalg: grouped-tile-rows must be 0 or positive, found -1
+
+// The padded formulation (grouped-tile-rows, the GPU's): no host reads.
+// PADDED-LABEL: func.func @proj
+// Per chunk of 256 routes and expert, the routes that pick it (a sequential
+// count in each chunk's thread).
+// PADDED: %[[CHUNKS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs({{.*}} : tensor<?x10xindex>)
+// PADDED: scf.for
+// Each expert's count, then its segment's start (counts rounded up to 16).
+// PADDED: %[[COUNTS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[CHUNKS]] : tensor<?x10xindex>) outs({{.*}} : tensor<10xindex>)
+// PADDED: %[[SEGMENTS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[COUNTS]] : tensor<10xindex>) outs({{.*}} : tensor<11xindex>)
+// The counts of the chunks before each chunk, then each route's slot.
+// PADDED: %[[PREFIX:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[CHUNKS]] : tensor<?x10xindex>) outs({{.*}} : tensor<?x10xindex>)
+// PADDED: %[[SLOTS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg3 : tensor<?x2x3xi32>) outs({{.*}} : tensor<?x2x3xindex>)
+// PADDED: tensor.extract %[[SEGMENTS]]
+// PADDED: tensor.extract %[[PREFIX]]
+// Each tile's expert.
+// PADDED: %[[TILES:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[COUNTS]] : tensor<10xindex>) outs({{.*}} : tensor<?xindex>)
+// The rows scattered to their slots, one element per iteration.
+// PADDED: %[[ROWS:.*]] = scf.forall (%[[N:.*]], %[[H:.*]], %[[J:.*]], %[[W:.*]]) in (%{{.*}}, 2, 3, 16)
+// PADDED: %[[SLOT:.*]] = tensor.extract %[[SLOTS]][%[[N]], %[[H]], %[[J]]]
+// PADDED: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[SLOT]], %[[W]]] [1, 1] [1, 1]
+// PADDED: %[[P:.*]] = moe.grouped_matmul ins(%[[ROWS]], %arg1, %[[TILES]] : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?xindex>) outs(%{{.*}} : tensor<?x8xf32>) tile_size(16) -> tensor<?x8xf32>
+// The gated sum over each head's routes, read at their slots.
+// PADDED: linalg.generic {{.*}}ins(%[[SLOTS]], %arg2 : tensor<?x2x3xindex>, tensor<?x2x3xf32>)
+// PADDED: tensor.extract %[[P]]
+// PADDED-LABEL: func.func @grads
+// PADDED: moe.grouped_matmul {{.*}} transpose_weight
+// PADDED: moe.grouped_weight_grad
+// PADDED: moe.grouped_matmul {{.*}} transpose_weight
+// PADDED: moe.grouped_weight_grad
 
 // The grouped (CVMM) formulation of the expert projections: the routes
 // sorted by expert (offsets, then a counting sort), one matmul per expert

@@ -194,3 +194,35 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
   }
   return
 }
+
+// -----
+
+// The grouped expert kernels: moe.grouped_matmul as one launch over the
+// padded rows, each 16-row block reading its tile's expert (tile_size 64, a
+// multiple of 16) and running no K step in a padding tile (expert >= 3);
+// moe.grouped_weight_grad with one batch per expert and K over its segment.
+// A tile_size that is not a multiple of 16 stays for
+// switchyard-lower-grouped-kernels.
+// CHECK-LABEL: func.func @grouped(
+// CHECK-SAME: %[[ROWS:[^:]*]]: memref<?x32xf32>, %[[W:[^:]*]]: memref<3x32x16xbf16>, %[[TE:[^:]*]]: memref<?xindex>, %[[OUT:[^:]*]]: memref<?x16xf32>, %[[SEG:[^:]*]]: memref<4xindex>, %[[DW:[^:]*]]: memref<3x32x16xf32>, %[[DY:[^:]*]]: memref<?x16xf32>)
+// CHECK: gpu.launch blocks(%[[BX:[^,]*]], %[[BY:[^,]*]], %[[BZ:[^)]*]]) in
+// CHECK: %[[M0:.*]] = arith.muli %[[BY]], %c16
+// CHECK: %[[TILE:.*]] = arith.divui %[[M0]], %c64
+// CHECK: %[[E:.*]] = memref.load %[[TE]][%[[TILE]]]
+// CHECK: %[[ACTIVE:.*]] = arith.cmpi ult, %[[E]], %{{.*}}
+// CHECK: %[[KEND:.*]] = arith.select %[[ACTIVE]], %{{.*}}, %[[K0:.*]] : index
+// CHECK: scf.for %{{.*}} = %[[K0]] to %[[KEND]] step %c16
+// CHECK: memref.load %[[W]][%[[E]], %{{.*}}, %{{.*}}] : memref<3x32x16xbf16>
+// CHECK: nvvm.mma.sync
+// CHECK: gpu.launch blocks(%[[BX2:[^,]*]], %[[BY2:[^,]*]], %[[BZ2:[^)]*]]) in
+// CHECK: %[[LO:.*]] = memref.load %[[SEG]][%[[BZ2]]]
+// CHECK: %[[HI:.*]] = memref.load %[[SEG]][%{{.*}}]
+// CHECK: scf.for %{{.*}} = %[[LO]] to %[[HI]] step %c16
+// CHECK: nvvm.mma.sync
+// CHECK: moe.grouped_matmul {{.*}} tile_size(8)
+func.func @grouped(%rows: memref<?x32xf32>, %w: memref<3x32x16xbf16>, %te: memref<?xindex>, %out: memref<?x16xf32>, %seg: memref<4xindex>, %dw: memref<3x32x16xf32>, %dy: memref<?x16xf32>) {
+  moe.grouped_matmul ins(%rows, %w, %te : memref<?x32xf32>, memref<3x32x16xbf16>, memref<?xindex>) outs(%out : memref<?x16xf32>) tile_size(64)
+  moe.grouped_weight_grad ins(%rows, %dy, %seg : memref<?x32xf32>, memref<?x16xf32>, memref<4xindex>) outs(%dw : memref<3x32x16xf32>)
+  moe.grouped_matmul ins(%rows, %w, %te : memref<?x32xf32>, memref<3x32x16xbf16>, memref<?xindex>) outs(%out : memref<?x16xf32>) tile_size(8)
+  return
+}

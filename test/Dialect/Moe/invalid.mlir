@@ -767,3 +767,51 @@ func.func @flash_attention_grad_width(%q: tensor<?x4x2x?xf32>, %lse: tensor<?x4x
   %dq, %dk, %dv = moe.flash_attention_grad %q, %q, %q, %q, %lse, %q : tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2xf32>, tensor<?x4x2x?xf32> -> tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>
   return
 }
+
+// -----
+
+func.func @grouped_matmul_width(%rows: tensor<?x8xf32>, %w: tensor<3x4x8xf32>, %te: tensor<?xindex>, %init: tensor<?x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_matmul' op expected the reduced width to agree: rows dim 1 is 8 but weight dim 1 is 4}}
+  %p = moe.grouped_matmul ins(%rows, %w, %te : tensor<?x8xf32>, tensor<3x4x8xf32>, tensor<?xindex>) outs(%init : tensor<?x4xf32>) tile_size(16) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_tiles(%rows: tensor<32x8xf32>, %w: tensor<3x8x4xf32>, %te: tensor<3xindex>, %init: tensor<32x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_matmul' op expected rows dim 0 (32) to be tile_experts dim 0 (3) times tile_size (16)}}
+  %p = moe.grouped_matmul ins(%rows, %w, %te : tensor<32x8xf32>, tensor<3x8x4xf32>, tensor<3xindex>) outs(%init : tensor<32x4xf32>) tile_size(16) -> tensor<32x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_mixed(%rows: memref<32x8xf32>, %w: tensor<3x8x4xf32>, %te: tensor<2xindex>, %init: tensor<32x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_matmul' op expected ranked operands, all tensors or all buffers}}
+  %p = moe.grouped_matmul ins(%rows, %w, %te : memref<32x8xf32>, tensor<3x8x4xf32>, tensor<2xindex>) outs(%init : tensor<32x4xf32>) tile_size(16) -> tensor<32x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_buffer_result(%rows: memref<32x8xf32>, %w: memref<3x8x4xf32>, %te: memref<2xindex>, %init: memref<32x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_matmul' op expected no result on buffers}}
+  %p = moe.grouped_matmul ins(%rows, %w, %te : memref<32x8xf32>, memref<3x8x4xf32>, memref<2xindex>) outs(%init : memref<32x4xf32>) tile_size(16) -> tensor<32x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_weight_grad_segments(%x: tensor<?x8xf32>, %dy: tensor<?x4xf32>, %seg: tensor<3xindex>, %init: tensor<3x8x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_weight_grad' op expected segments dim 0 (3) to be one more than the experts (init dim 0, 3)}}
+  %dw = moe.grouped_weight_grad ins(%x, %dy, %seg : tensor<?x8xf32>, tensor<?x4xf32>, tensor<3xindex>) outs(%init : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_weight_grad_width(%x: tensor<?x8xf32>, %dy: tensor<?x5xf32>, %seg: tensor<4xindex>, %init: tensor<3x8x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_weight_grad' op expected the right width to agree: rhs dim 1 is 5 but init dim 2 is 4}}
+  %dw = moe.grouped_weight_grad ins(%x, %dy, %seg : tensor<?x8xf32>, tensor<?x5xf32>, tensor<4xindex>) outs(%init : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
+  return
+}

@@ -1,0 +1,55 @@
+//===- Bufferization.cpp - bufferization of the grouped kernels -----------===//
+//
+// The grouped kernel ops are destination-style: on tensors their result is
+// their init operand updated; bufferized, the same op takes the buffers and
+// updates init's buffer in place, as linalg's structured ops do
+// (DstBufferizableOpInterfaceExternalModel gives the aliasing: every
+// operand is read, init is written and is the result's buffer).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/Moe/Transforms/Bufferization.h"
+#include "dialect/Moe/IR/MoeOps.h"
+
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Dialect/Bufferization/IR/DstBufferizableOpInterfaceImpl.h"
+#include "mlir/IR/DialectRegistry.h"
+
+using namespace mlir;
+using namespace mlir::bufferization;
+
+namespace {
+template <typename OpTy>
+struct GroupedKernelModel
+    : public DstBufferizableOpInterfaceExternalModel<GroupedKernelModel<OpTy>,
+                                                     OpTy> {
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto kernel = cast<OpTy>(op);
+    SmallVector<Value> buffers;
+    for (Value operand : op->getOperands()) {
+      FailureOr<Value> buffer = getBuffer(rewriter, operand, options, state);
+      if (failed(buffer))
+        return failure();
+      buffers.push_back(*buffer);
+    }
+    rewriter.setInsertionPoint(op);
+    OperationState bufferized(op->getLoc(), op->getName(), buffers,
+                              TypeRange{}, op->getAttrs());
+    rewriter.create(bufferized);
+    replaceOpWithBufferizedValues(
+        rewriter, op, buffers[kernel.getInitMutable().getOperandNumber()]);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::moe::registerBufferizableOpInterfaceExternalModels(
+    DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, MoeDialect *) {
+    GroupedMatmulOp::attachInterface<GroupedKernelModel<GroupedMatmulOp>>(*ctx);
+    GroupedWeightGradOp::attachInterface<
+        GroupedKernelModel<GroupedWeightGradOp>>(*ctx);
+  });
+}

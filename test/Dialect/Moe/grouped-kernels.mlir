@@ -1,0 +1,37 @@
+// RUN: switchyard-opt %s -split-input-file | FileCheck %s
+// RUN: switchyard-opt %s -split-input-file | switchyard-opt -split-input-file | FileCheck %s
+// RUN: switchyard-opt %s -split-input-file --mlir-print-op-generic | switchyard-opt -split-input-file | FileCheck %s
+// RUN: switchyard-opt %s -split-input-file --one-shot-bufferize="bufferize-function-boundaries" | FileCheck %s --check-prefix=BUF
+
+// The grouped kernels on tensors (one result) and on buffers (none).
+
+// CHECK-LABEL: func.func @tensors
+// CHECK: moe.grouped_matmul ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x8xf32>, tensor<3x8x4xbf16>, tensor<?xindex>) outs(%{{.*}} : tensor<?x4xf32>) tile_size(16) -> tensor<?x4xf32>
+// CHECK: moe.grouped_matmul ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<3x8x4xbf16>, tensor<?xindex>) outs(%{{.*}} : tensor<?x8xf32>) tile_size(16) transpose_weight -> tensor<?x8xf32>
+// CHECK: moe.grouped_weight_grad ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x8xf32>, tensor<?x4xf32>, tensor<4xindex>) outs(%{{.*}} : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
+// BUF-LABEL: func.func @tensors
+// BUF: moe.grouped_matmul ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<?x8xf32{{.*}}>, memref<3x8x4xbf16{{.*}}>, memref<?xindex{{.*}}>) outs(%[[P:.*]] : memref<?x4xf32{{.*}}>) tile_size(16){{$}}
+// BUF: moe.grouped_weight_grad ins({{.*}}) outs(%[[DW:.*]] : memref<3x8x4xf32{{.*}}>){{$}}
+func.func @tensors(%rows: tensor<?x8xf32>, %w: tensor<3x8x4xbf16>,
+                   %te: tensor<?xindex>, %init: tensor<?x4xf32>,
+                   %dinit: tensor<?x8xf32>, %seg: tensor<4xindex>,
+                   %winit: tensor<3x8x4xf32>)
+    -> (tensor<?x4xf32>, tensor<?x8xf32>, tensor<3x8x4xf32>) {
+  %p = moe.grouped_matmul ins(%rows, %w, %te : tensor<?x8xf32>, tensor<3x8x4xbf16>, tensor<?xindex>) outs(%init : tensor<?x4xf32>) tile_size(16) -> tensor<?x4xf32>
+  %d = moe.grouped_matmul ins(%p, %w, %te : tensor<?x4xf32>, tensor<3x8x4xbf16>, tensor<?xindex>) outs(%dinit : tensor<?x8xf32>) tile_size(16) transpose_weight -> tensor<?x8xf32>
+  %dw = moe.grouped_weight_grad ins(%rows, %p, %seg : tensor<?x8xf32>, tensor<?x4xf32>, tensor<4xindex>) outs(%winit : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
+  return %p, %d, %dw : tensor<?x4xf32>, tensor<?x8xf32>, tensor<3x8x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @buffers
+// CHECK: moe.grouped_matmul ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<32x8xf32>, memref<3x8x4xf32>, memref<2xindex>) outs(%{{.*}} : memref<32x4xf32>) tile_size(16){{$}}
+// CHECK: moe.grouped_weight_grad ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<32x8xf32>, memref<32x4xf32>, memref<4xindex>) outs(%{{.*}} : memref<3x8x4xf32>){{$}}
+func.func @buffers(%rows: memref<32x8xf32>, %w: memref<3x8x4xf32>,
+                   %te: memref<2xindex>, %out: memref<32x4xf32>,
+                   %seg: memref<4xindex>, %dw: memref<3x8x4xf32>) {
+  moe.grouped_matmul ins(%rows, %w, %te : memref<32x8xf32>, memref<3x8x4xf32>, memref<2xindex>) outs(%out : memref<32x4xf32>) tile_size(16)
+  moe.grouped_weight_grad ins(%rows, %out, %seg : memref<32x8xf32>, memref<32x4xf32>, memref<4xindex>) outs(%dw : memref<3x8x4xf32>)
+  return
+}
