@@ -132,7 +132,8 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   // The padded grouped formulation's kernels (the GPU's), as loops.
   SwitchyardLowerGroupedKernelsPassOptions grouped;
   grouped.elementType = roundContractionOperands.str();
-  pm.addNestedPass<func::FuncOp>(createSwitchyardLowerGroupedKernelsPass(grouped));
+  pm.addNestedPass<func::FuncOp>(
+      createSwitchyardLowerGroupedKernelsPass(grouped));
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuContractionKernelsPass());
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
   // exp and log as polynomials that LLVM vectorizes, not libm calls.

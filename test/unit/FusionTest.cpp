@@ -301,9 +301,9 @@ TEST(FusionTest, GroupedExpertsAgainstDense) {
   for (rt::CpuProgram *program : {grouped->get(), padded->get()}) {
     EXPECT_GT(expectSameResults(*program, **dense, "m", {tokens}), 0u);
     for (int64_t seed : {int64_t(7), int64_t(-3)})
-      EXPECT_GT(expectSameResults(*program, **dense, "m_grad",
-                                  {tokens, indices({4, 5}, 11, 22),
-                                   seedTensor(seed)}),
+      EXPECT_GT(expectSameResults(
+                    *program, **dense, "m_grad",
+                    {tokens, indices({4, 5}, 11, 22), seedTensor(seed)}),
                 0u);
   }
 }

@@ -380,10 +380,9 @@ int main(int argc, char **argv) {
   }
   llvm::outs() << "compiled " << input << " for the CPU and for " << target
                << " (" << elementType << " multiplicands, "
-               << (fusion == Fusion::all ? "fused"
-                   : experts == Experts::grouped
-                       ? "unfused, grouped experts"
-                       : "unfused")
+               << (fusion == Fusion::all         ? "fused"
+                   : experts == Experts::grouped ? "unfused, grouped experts"
+                                                 : "unfused")
                << ")\n";
 
   std::vector<const rt::FunctionSpec *> selected;

@@ -37,6 +37,11 @@ struct Contraction {
 /// bf16 or f16; it must have at least one contraction (K) dimension.
 FailureOr<Contraction> matchContraction(linalg::LinalgOp op);
 
+/// The f32 `value` rounded to `elementType` and back to f32 (arith.truncf
+/// then arith.extf), as tensor cores see a factor.
+Value roundThrough(OpBuilder &b, Location loc, Value value,
+                   FloatType elementType);
+
 /// Rounds both factors of `c` to `elementType` and back to f32
 /// (`arith.truncf` then `arith.extf` before the multiplication), as tensor
 /// cores see them; updates `c.factors`.

@@ -11,15 +11,25 @@
 #ifndef SWITCHYARD_DIALECT_GPU_TRANSFORMS_HOSTCODE_H
 #define SWITCHYARD_DIALECT_GPU_TRANSFORMS_HOSTCODE_H
 
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 namespace mlir {
 class Operation;
 } // namespace mlir
 
 namespace mlir::switchyard {
 
-/// Whether `op` itself (its nested ops aside) reads or writes a buffer: an
-/// effect on a memref value, or on no value by an op that takes a buffer.
-/// Ops without the memory-effect interface count when they take a buffer.
+/// Whether `op` itself (its nested ops aside) may read or write (with
+/// `writesOnly`, write) a buffer that `accepts`: an effect on an accepted
+/// value, or on no value (a resource as a whole) by an op that takes a
+/// buffer. Ops without the memory-effect interface count when they take a
+/// buffer. So cf.assert, which writes its message, touches no buffer.
+bool accessesBuffer(Operation *op, bool writesOnly,
+                    llvm::function_ref<bool(Value)> accepts);
+
+/// Whether `op` itself (its nested ops aside) reads or writes any buffer
+/// (accessesBuffer of every memref value).
 bool readsOrWritesMemory(Operation *op);
 
 } // namespace mlir::switchyard

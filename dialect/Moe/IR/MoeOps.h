@@ -8,8 +8,8 @@
 #define SWITCHYARD_DIALECT_MOE_IR_MOEOPS_H
 
 #include "dialect/Moe/IR/MoeDialect.h"
-#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"

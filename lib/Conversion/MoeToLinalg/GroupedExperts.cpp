@@ -262,8 +262,7 @@ public:
     Value rhs = onDevice ? padded(rhsRows) : block(b, rhsRows, origin, routes);
     Value dots = contractF32(b, lhs, dimsMap(ctx, 2, {0, 1}), rhs,
                              dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0}),
-                             iterators(1, 1),
-                             {onDevice ? paddedRows : routes});
+                             iterators(1, 1), {onDevice ? paddedRows : routes});
     AffineMap id = b.getMultiDimIdentityMap(3);
     Value init =
         tensor::EmptyOp::create(b, sizesOf(b, indices), b.getF32Type());
@@ -421,11 +420,11 @@ private:
     bool byHead = cast<RankedTensorType>(rows.value.getType()).getRank() == 3;
     Value init = filled(b, {paddedRows, width}, b.getF32Type(), 0.0);
     SmallVector<OpFoldResult> bounds{tokens, heads, choices, width};
-    auto forall = scf::ForallOp::create(b, bounds, ValueRange{init},
-                                        std::nullopt);
+    auto forall =
+        scf::ForallOp::create(b, bounds, ValueRange{init}, std::nullopt);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(forall.getTerminator());
-    ValueRange ivs = forall.getInductionVars();
+    SmallVector<Value> ivs = forall.getInductionVars();
     Value n = ivs[0], h = ivs[1], j = ivs[2], w = ivs[3];
     Value slot = tensor::ExtractOp::create(b, slots, ValueRange{n, h, j});
     SmallVector<Value> at{n};
@@ -435,7 +434,8 @@ private:
     Value v = toF32(b, tensor::ExtractOp::create(b, rows.value, at));
     if (rows.gated)
       v = arith::MulFOp::create(
-          b, v, toF32(b, tensor::ExtractOp::create(b, gates, ValueRange{n, h, j})));
+          b, v,
+          toF32(b, tensor::ExtractOp::create(b, gates, ValueRange{n, h, j})));
     Value out = forall.getRegionIterArgs()[0];
     OpFoldResult one = b.getIndexAttr(1);
     SmallVector<OpFoldResult> offsets{slot, w}, sizes{one, one},
@@ -465,12 +465,12 @@ private:
     auto loop = scf::ForOp::create(b, lo, hi, one, ValueRange{zero});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value same = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                       expertOfRoute(b, loop.getInductionVar()),
-                                       expert);
-    Value next = arith::AddIOp::create(
-        b, loop.getRegionIterArgs()[0],
-        arith::SelectOp::create(b, same, one, zero));
+    Value same =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                              expertOfRoute(b, loop.getInductionVar()), expert);
+    Value next =
+        arith::AddIOp::create(b, loop.getRegionIterArgs()[0],
+                              arith::SelectOp::create(b, same, one, zero));
     scf::YieldOp::create(b, next);
     return loop.getResult(0);
   }
@@ -487,7 +487,7 @@ private:
   void sortPadded() {
     MLIRContext *ctx = b.getContext();
     Type index = b.getIndexType();
-    Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
+    Value one = indexConstant(b, 1);
     Value chunk = indexConstant(b, kChunk), tile = indexConstant(b, tileRows);
     Value chunks = arith::CeilDivUIOp::create(b, routes, chunk);
     Value bounds = arith::AddIOp::create(b, experts, one);
@@ -495,17 +495,19 @@ private:
       return arith::SelectOp::create(b, cond, v, indexConstant(b, 0));
     };
     // (c, e)
-    Value chunkCounts = generic(
-        b, {}, tensor::EmptyOp::create(b, ArrayRef<OpFoldResult>{chunks, experts}, index),
-        {dimsMap(ctx, 2, {0, 1})}, iterators(2),
-        [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
-          Value lo = arith::MulIOp::create(b, loopIndex(b, 0),
-                                           indexConstant(b, kChunk));
-          Value hi = arith::MinUIOp::create(
-              b, arith::AddIOp::create(b, lo, indexConstant(b, kChunk)),
-              routes);
-          return countPicks(b, lo, hi, loopIndex(b, 1));
-        });
+    Value chunkCounts =
+        generic(b, {},
+                tensor::EmptyOp::create(
+                    b, ArrayRef<OpFoldResult>{chunks, experts}, index),
+                {dimsMap(ctx, 2, {0, 1})}, iterators(2),
+                [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+                  Value lo = arith::MulIOp::create(b, loopIndex(b, 0),
+                                                   indexConstant(b, kChunk));
+                  Value hi = arith::MinUIOp::create(
+                      b, arith::AddIOp::create(b, lo, indexConstant(b, kChunk)),
+                      routes);
+                  return countPicks(b, lo, hi, loopIndex(b, 1));
+                });
     // (e | c)
     Value counts = generic(
         b, {chunkCounts}, filledIndex(b, {experts}, 0),
@@ -571,11 +573,11 @@ private:
                                                indexConstant(b, 1))});
           Value start = arith::MulIOp::create(b, loopIndex(b, 0),
                                               indexConstant(b, tileRows));
-          Value ended = arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
-                                              end, start);
-          return arith::AddIOp::create(b, args[1], select(b, ended, indexConstant(b, 1)));
+          Value ended =
+              arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, start);
+          return arith::AddIOp::create(b, args[1],
+                                       select(b, ended, indexConstant(b, 1)));
         });
-    (void)zero;
   }
 
   /// Routes per chunk of the padded formulation's parallel sort.
@@ -593,8 +595,7 @@ private:
 
 /// A grouped pattern: above the dense formulation's (benefit 2), with the
 /// formulation's tile (0: the host formulation).
-template <typename OpTy>
-struct GroupedPattern : public OpRewritePattern<OpTy> {
+template <typename OpTy> struct GroupedPattern : public OpRewritePattern<OpTy> {
   GroupedPattern(MLIRContext *ctx, int64_t tileRows)
       : OpRewritePattern<OpTy>(ctx, /*benefit=*/2), tileRows(tileRows) {}
   int64_t tileRows;
@@ -643,8 +644,7 @@ struct GroupedExpertMerge : public GroupedPattern<moe::ExpertMergeOp> {
 ///   dx = Σ_routes g · dXu, dW[e] = Xᵀ · (g · dO) over e's routes,
 ///   dg = <dO, X · W[e]> = <X, dXu> per route,
 /// two matmuls per expert (the forward's product is not recomputed).
-struct GroupedExpertProjGrad
-    : public GroupedPattern<moe::ExpertProjGradOp> {
+struct GroupedExpertProjGrad : public GroupedPattern<moe::ExpertProjGradOp> {
   using GroupedPattern::GroupedPattern;
 
   LogicalResult matchAndRewrite(moe::ExpertProjGradOp op,
@@ -669,8 +669,7 @@ struct GroupedExpertProjGrad
 /// With rows A (heads by route), gA (gated) and dY (dy by route), and
 /// dA = dY · W[e]ᵀ per route:
 ///   dheads = Σ_j g · dA, dW[e] = gAᵀ · dY over e's routes, dg = <A, dA>.
-struct GroupedExpertMergeGrad
-    : public GroupedPattern<moe::ExpertMergeGradOp> {
+struct GroupedExpertMergeGrad : public GroupedPattern<moe::ExpertMergeGradOp> {
   using GroupedPattern::GroupedPattern;
 
   LogicalResult matchAndRewrite(moe::ExpertMergeGradOp op,

@@ -67,15 +67,19 @@ FailureOr<Contraction> switchyard::matchContraction(linalg::LinalgOp op) {
   return c;
 }
 
+Value switchyard::roundThrough(OpBuilder &b, Location loc, Value value,
+                               FloatType elementType) {
+  Value rounded = arith::TruncFOp::create(b, loc, elementType, value);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), rounded);
+}
+
 void switchyard::roundContractionFactors(RewriterBase &rewriter,
                                          Contraction &c,
                                          FloatType elementType) {
   Location loc = c.mul.getLoc();
   rewriter.setInsertionPoint(c.mul);
   for (Value &factor : c.factors) {
-    Value rounded = arith::TruncFOp::create(rewriter, loc, elementType, factor);
-    Value back =
-        arith::ExtFOp::create(rewriter, loc, rewriter.getF32Type(), rounded);
+    Value back = roundThrough(rewriter, loc, factor, elementType);
     rewriter.modifyOpInPlace(
         c.mul, [&] { c.mul->replaceUsesOfWith(factor, back); });
     factor = back;

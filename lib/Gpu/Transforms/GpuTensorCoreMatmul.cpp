@@ -74,12 +74,26 @@ bool fitsTensorCores(Contraction &c) {
   });
 }
 
+/// Input `input` of `c` from its raw element `raw` (the block argument's
+/// value): the body's casts from the block argument to the factor, replayed.
+Value replayCasts(OpBuilder &b, Contraction &c, unsigned input, Value raw) {
+  IRMapping mapping;
+  mapping.map(c.op.getMatchingBlockArgument(c.op.getDpsInputOperand(input)),
+              raw);
+  SmallVector<Operation *> casts;
+  for (Value v = c.factors[input]; Operation *def = v.getDefiningOp();
+       v = def->getOperand(0))
+    casts.push_back(def);
+  for (Operation *cast : llvm::reverse(casts))
+    b.clone(*cast, mapping);
+  return mapping.lookupOrDefault(c.factors[input]);
+}
+
 /// What the kernel builders share: the rewriter, the location, the element
 /// type of the factors, index arithmetic.
 class KernelBuilderBase {
 protected:
-  KernelBuilderBase(RewriterBase &rewriter, Location loc,
-                    FloatType elementType)
+  KernelBuilderBase(RewriterBase &rewriter, Location loc, FloatType elementType)
       : b(rewriter), loc(loc), elementType(elementType) {}
 
   Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
@@ -119,8 +133,7 @@ struct MmaProblem {
   std::function<Value(OpBuilder &b, Value batch, Value n, Value k)> loadB;
   /// The output buffer and the indices of C[b, m, n] in it.
   Value out;
-  std::function<SmallVector<Value>(OpBuilder &b, Value batch, Value m,
-                                   Value n)>
+  std::function<SmallVector<Value>(OpBuilder &b, Value batch, Value m, Value n)>
       outIndices;
 };
 
@@ -143,8 +156,7 @@ private:
   /// Copies the current K step of one operand (a rows x kTileK tile, rows
   /// from `rowStart`) into `tile`, zero-filled outside the problem.
   void stage(const std::function<Value(OpBuilder &, Value, Value, Value)> &load,
-             Value tile, Value rowStart, Value rowSize, int64_t rows,
-             Value k0);
+             Value tile, Value rowStart, Value rowSize, int64_t rows, Value k0);
   /// acc + a * b on the tensor cores, four f32 per lane.
   SmallVector<Value> mma(Value a, Value bFrag, ValueRange acc);
 
@@ -185,8 +197,8 @@ void KernelBuilder::stage(
   Value rowIndex = add(rowStart, row);
   Value kIndex = add(k0, col);
   Value inBounds = both(less(rowIndex, rowSize), less(kIndex, kEnd));
-  Value value = guardedFactor(
-      inBounds, [&] { return load(b, batch, rowIndex, kIndex); });
+  Value value =
+      guardedFactor(inBounds, [&] { return load(b, batch, rowIndex, kIndex); });
   memref::StoreOp::create(b, loc, value, tile, ValueRange{row, col});
 }
 
@@ -280,8 +292,8 @@ void KernelBuilder::build(const MmaProblem &problem) {
   // An inactive block runs no K step and stores nothing.
   bool alwaysActive = matchPattern(range.active, m_One());
   kEnd = alwaysActive ? range.end
-                      : arith::SelectOp::create(b, loc, range.active,
-                                                range.end, range.begin)
+                      : arith::SelectOp::create(b, loc, range.active, range.end,
+                                                range.begin)
                             .getResult();
 
   // Upstream's maps (MMAUtils): lane and value id to the (row, col) of the
@@ -340,8 +352,7 @@ void KernelBuilder::build(const MmaProblem &problem) {
     }
   }
 
-  auto kLoop =
-      scf::ForOp::create(b, loc, range.begin, kEnd, cst(kTileK), init);
+  auto kLoop = scf::ForOp::create(b, loc, range.begin, kEnd, cst(kTileK), init);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
@@ -473,16 +484,7 @@ Value WgmmaKernelBuilder::convertedCopy(unsigned input, unsigned rowDim,
       b, loc, ValueRange{operand->get()}, ValueRange{buffer},
       ArrayRef<AffineMap>{inputMap, outputMap}, iterators,
       [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
-        // Replay the body's casts from the block argument to the factor.
-        IRMapping mapping;
-        mapping.map(c.op.getMatchingBlockArgument(operand), args[0]);
-        SmallVector<Operation *> casts;
-        for (Value v = c.factors[input]; Operation *def = v.getDefiningOp();
-             v = def->getOperand(0))
-          casts.push_back(def);
-        for (Operation *cast : llvm::reverse(casts))
-          nested.clone(*cast, mapping);
-        Value factor = mapping.lookupOrDefault(c.factors[input]);
+        Value factor = replayCasts(nested, c, input, args[0]);
         Value rounded =
             arith::TruncFOp::create(nested, nestedLoc, elementType, factor);
         linalg::YieldOp::create(nested, nestedLoc, rounded);
@@ -684,16 +686,7 @@ Value readFactor(OpBuilder &b, Contraction &c, unsigned input,
   for (unsigned r = 0; r < map.getNumResults(); ++r)
     indices.push_back(loops[map.getDimPosition(r)]);
   Value raw = memref::LoadOp::create(b, loc, operand->get(), indices);
-  // Replay the body's casts from the block argument to the factor.
-  IRMapping mapping;
-  mapping.map(c.op.getMatchingBlockArgument(operand), raw);
-  SmallVector<Operation *> casts;
-  for (Value v = c.factors[input]; Operation *def = v.getDefiningOp();
-       v = def->getOperand(0))
-    casts.push_back(def);
-  for (Operation *cast : llvm::reverse(casts))
-    b.clone(*cast, mapping);
-  return mapping.lookupOrDefault(c.factors[input]);
+  return replayCasts(b, c, input, raw);
 }
 
 /// The mma.sync problem of a contraction: M, N, K and the batch are its
@@ -755,8 +748,8 @@ MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c) {
 /// lies in one tile of tile_size rows (a multiple of 16) and reads its
 /// expert's weight; a padding tile's blocks are inactive. `expert` holds
 /// the block's expert once kRange has built it.
-MmaProblem groupedMatmulProblem(RewriterBase &rewriter,
-                                moe::GroupedMatmulOp op, Value &expert) {
+MmaProblem groupedMatmulProblem(RewriterBase &rewriter, moe::GroupedMatmulOp op,
+                                Value &expert) {
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
   auto dim = [&](Value v, int64_t d) -> Value {
@@ -783,8 +776,7 @@ MmaProblem groupedMatmulProblem(RewriterBase &rewriter,
   problem.loadA = [=](OpBuilder &b, Value, Value m, Value k) -> Value {
     return memref::LoadOp::create(b, loc, rows, ValueRange{m, k});
   };
-  problem.loadB = [=, &expert](OpBuilder &b, Value, Value n,
-                               Value k) -> Value {
+  problem.loadB = [=, &expert](OpBuilder &b, Value, Value n, Value k) -> Value {
     SmallVector<Value> at = transposed ? SmallVector<Value>{expert, n, k}
                                        : SmallVector<Value>{expert, k, n};
     return memref::LoadOp::create(b, loc, weight, at);

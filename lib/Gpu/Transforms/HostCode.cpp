@@ -12,20 +12,22 @@
 
 using namespace mlir;
 
-bool switchyard::readsOrWritesMemory(Operation *op) {
+bool switchyard::accessesBuffer(Operation *op, bool writesOnly,
+                                function_ref<bool(Value)> accepts) {
   bool takesBuffer =
       llvm::any_of(op->getOperandTypes(), llvm::IsaPred<MemRefType>);
   if (auto iface = dyn_cast<MemoryEffectOpInterface>(op)) {
     SmallVector<MemoryEffects::EffectInstance> effects;
     iface.getEffects(effects);
-    // An effect on a named value counts when that value is a buffer; one on
-    // no value (a resource as a whole) when the op takes a buffer. So
-    // cf.assert, which writes its message, touches no buffer.
     return llvm::any_of(effects, [&](const MemoryEffects::EffectInstance &e) {
-      if (!isa<MemoryEffects::Read, MemoryEffects::Write>(e.getEffect()))
+      bool counted =
+          writesOnly
+              ? isa<MemoryEffects::Write>(e.getEffect())
+              : isa<MemoryEffects::Read, MemoryEffects::Write>(e.getEffect());
+      if (!counted)
         return false;
       Value value = e.getValue();
-      return value ? isa<MemRefType>(value.getType()) : takesBuffer;
+      return value ? accepts(value) : takesBuffer;
     });
   }
   // Region holders with recursive effects are decided by their nested ops.
@@ -33,4 +35,9 @@ bool switchyard::readsOrWritesMemory(Operation *op) {
     return false;
   // Unknown effects: conservatively, any op that takes a buffer.
   return takesBuffer;
+}
+
+bool switchyard::readsOrWritesMemory(Operation *op) {
+  return accessesBuffer(op, /*writesOnly=*/false,
+                        [](Value v) { return isa<MemRefType>(v.getType()); });
 }

@@ -45,10 +45,8 @@ public:
     Type f32 = b.getF32Type();
     if (value.getType() != f32)
       value = arith::ExtFOp::create(b, f32, value);
-    if (!rounding)
-      return value;
-    Value rounded = arith::TruncFOp::create(b, rounding, value);
-    return arith::ExtFOp::create(b, f32, rounded);
+    return rounding ? switchyard::roundThrough(b, b.getLoc(), value, rounding)
+                    : value;
   }
 
   /// init[out] + Σ_{k in [lo, hi)} lhs(k) · rhs(k), stored back.
@@ -70,8 +68,8 @@ public:
 
   /// An scf.parallel over `bounds` whose body `body` builds.
   void parallel(ValueRange bounds, function_ref<void(ValueRange)> body) {
-    SmallVector<Value> zeros(bounds.size(), cst(0)), ones(bounds.size(),
-                                                          cst(1));
+    SmallVector<Value> zeros(bounds.size(), cst(0)),
+        ones(bounds.size(), cst(1));
     auto loop = scf::ParallelOp::create(b, zeros, bounds, ones);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());

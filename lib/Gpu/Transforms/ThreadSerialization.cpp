@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/Gpu/Transforms/ThreadSerialization.h"
+#include "dialect/Gpu/Transforms/HostCode.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -187,31 +188,14 @@ bool Serializer::isInvariantLoad(Operation *op) {
   Value buffer = rootBuffer(load.getMemref());
   if (launch.getBody().isAncestor(buffer.getParentRegion()))
     return false;
-  // Writers: an op with a write effect on a view of the buffer; an op with
-  // unknown or resource-wide write effects that takes a buffer (as
-  // readsOrWritesMemory counts them: register-only intrinsics and
-  // cf.assert write no buffer).
-  auto takesBuffer = [](Operation *user) {
-    return llvm::any_of(user->getOperandTypes(),
-                        [](Type t) { return isa<BaseMemRefType>(t); });
-  };
+  // A writer: an op with a write effect on a view of the buffer, or one
+  // with resource-wide or unknown effects that takes a buffer.
   WalkResult written = launch.getBody().walk([&](Operation *user) {
-    auto iface = dyn_cast<MemoryEffectOpInterface>(user);
-    if (!iface)
-      return user->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
-                     !takesBuffer(user)
-                 ? WalkResult::advance()
-                 : WalkResult::interrupt();
-    SmallVector<MemoryEffects::EffectInstance> effects;
-    iface.getEffects(effects);
-    for (const MemoryEffects::EffectInstance &effect : effects) {
-      if (!isa<MemoryEffects::Write>(effect.getEffect()))
-        continue;
-      if (effect.getValue() ? rootBuffer(effect.getValue()) == buffer
-                            : takesBuffer(user))
-        return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
+    return switchyard::accessesBuffer(
+               user, /*writesOnly=*/true,
+               [&](Value v) { return rootBuffer(v) == buffer; })
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
   });
   return !written.wasInterrupted();
 }
@@ -493,10 +477,10 @@ LogicalResult Serializer::serializeBlock(Block &block) {
   // hoisted above them (its operands are uniform and defined earlier).
   Operation *anchor = nullptr;
   for (Operation &op : llvm::make_early_inc_range(block.without_terminator())) {
-    bool uniform = op.getNumRegions() == 0 &&
-                   (isMemoryEffectFree(&op) || isInvariantLoad(&op)) &&
-                   llvm::all_of(op.getOperands(),
-                                [&](Value v) { return isUniform(v); });
+    bool uniform =
+        op.getNumRegions() == 0 &&
+        (isMemoryEffectFree(&op) || isInvariantLoad(&op)) &&
+        llvm::all_of(op.getOperands(), [&](Value v) { return isUniform(v); });
     if (!uniform) {
       if (!anchor)
         anchor = &op;

@@ -520,8 +520,7 @@ static LogicalResult verifyRanks(Operation *op,
   for (auto [entry, rank] : llvm::zip_equal(named, ranks))
     if (cast<ShapedType>(entry.second.getType()).getRank() != rank)
       return op->emitOpError() << "expected " << entry.first << " of rank "
-                               << rank << ", found "
-                               << entry.second.getType();
+                               << rank << ", found " << entry.second.getType();
   return success();
 }
 
@@ -545,10 +544,10 @@ LogicalResult GroupedMatmulOp::verify() {
   Value rows = getRows(), w = getWeight(), te = getTileExperts(),
         init = getInit();
   if (failed(verifyTensorsOrBuffers(*this, init)) ||
-      failed(verifyRanks(*this,
-                         {{"rows", rows}, {"weight", w},
-                          {"tile_experts", te}, {"init", init}},
-                         {2, 3, 1, 2})))
+      failed(verifyRanks(
+          *this,
+          {{"rows", rows}, {"weight", w}, {"tile_experts", te}, {"init", init}},
+          {2, 3, 1, 2})))
     return failure();
   unsigned reduced = getTransposeWeight() ? 2 : 1;
   unsigned produced = getTransposeWeight() ? 1 : 2;
@@ -577,10 +576,10 @@ void GroupedMatmulOp::getEffects(
 LogicalResult GroupedWeightGradOp::verify() {
   Value lhs = getLhs(), rhs = getRhs(), seg = getSegments(), init = getInit();
   if (failed(verifyTensorsOrBuffers(*this, init)) ||
-      failed(verifyRanks(*this,
-                         {{"lhs", lhs}, {"rhs", rhs}, {"segments", seg},
-                          {"init", init}},
-                         {2, 2, 1, 3})))
+      failed(verifyRanks(
+          *this,
+          {{"lhs", lhs}, {"rhs", rhs}, {"segments", seg}, {"init", init}},
+          {2, 2, 1, 3})))
     return failure();
   if (failed(verifySameDim(*this, "the padded row count", {"lhs", lhs, 0},
                            {"rhs", rhs, 0})) ||

@@ -35,8 +35,8 @@ struct GroupedKernelModel
       buffers.push_back(*buffer);
     }
     rewriter.setInsertionPoint(op);
-    OperationState bufferized(op->getLoc(), op->getName(), buffers,
-                              TypeRange{}, op->getAttrs());
+    OperationState bufferized(op->getLoc(), op->getName(), buffers, TypeRange{},
+                              op->getAttrs());
     rewriter.create(bufferized);
     replaceOpWithBufferizedValues(
         rewriter, op, buffers[kernel.getInitMutable().getOperandNumber()]);
