@@ -52,7 +52,7 @@ struct LoweringOptions {
 };
 
 /// The GPU targets' grouped formulation pads each expert's rows to this
-/// many: a multiple of the tensor-core kernels' 16-row tiles.
+/// many: a multiple of the tensor-core kernels' 64-row block tiles.
 constexpr int64_t kGpuGroupedTileRows = 64;
 
 /// The options every target shares: which functions to build from each

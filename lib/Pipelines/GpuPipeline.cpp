@@ -14,9 +14,10 @@
 // Tensor cores: with element-type=bf16 or f16 (the default f32 leaves the
 // SIMT route as it is), switchyard-gpu-tensor-core-matmul first turns every
 // matmul-like contraction with one M, N and K dimension into a gpu.launch of
-// one warp per 16 x 32 tile of C: guarded, zero-filling staging of the A and
-// Bᵀ tiles in dynamic shared memory, nvgpu.ldmatrix, mma.sync m16n8k16 with
-// f32 accumulators, guarded stores. That needs sm_80 (bf16 mma.sync); on
+// 2 x 2 warps per 64 x 64 tile of C: zero-filling staging of the A and Bᵀ
+// tiles (32 of K per step, the next step's loads in flight) in dynamic
+// shared memory, nvgpu.ldmatrix, mma.sync m16n8k16 with f32 accumulators,
+// guarded stores. That needs sm_80 (bf16 mma.sync); on
 // sm_75 the contractions stay SIMT with their factors rounded to the element
 // type, so both chips compute the same products. The PTX of this route is
 // checked with ptxas for sm_80 … sm_120; its numerics have not been run on a
@@ -289,6 +290,11 @@ void buildOutliningStages(OpPassManager &pm, bool wgmma) {
   // host and kernels alike, as upstream's gpu-lower-to-nvvm-pipeline does.
   if (wgmma)
     pm.addPass(createConvertNVGPUToNVVMPass());
+  // Constants (and other index computations) used in a launch are cloned
+  // into it, so that the kernels see them: without this they become kernel
+  // parameters, and the device code divides by a "dynamic" 32 and cannot
+  // fold, unroll or schedule on known sizes.
+  pm.addNestedPass<func::FuncOp>(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   // Identical kernels (a model's layers, a training step's forward pass)
   // compiled once.

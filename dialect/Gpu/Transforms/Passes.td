@@ -168,6 +168,23 @@ def SwitchyardCpuContractionKernelsPass
                            "::mlir::vector::VectorDialect"];
 }
 
+def SwitchyardConvertAssertToLLVMPass
+    : Pass<"switchyard-convert-assert-to-llvm", "::mlir::ModuleOp"> {
+  let summary = "Lower cf.assert as upstream does, in linear time";
+  let description = [{
+    Replaces each `cf.assert` with what upstream's lowering emits: a
+    conditional branch to a block that prints the message with `puts` and
+    calls `abort`. The message is a private constant global, one per
+    distinct message. Upstream's lowering (`convert-cf-to-llvm`) checks
+    each new global's name by walking the module, which takes time
+    quadratic in the number of assertions; the GPU emulation's bounds
+    checks (`generate-runtime-verification`) make thousands. Runs before
+    `convert-cf-to-llvm` (which lowers the branches) in the CPU target's
+    last stages; an assertion in a single-block region is an error.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def SwitchyardCpuOutlineLoopsPass
     : Pass<"switchyard-cpu-outline-loops", "::mlir::ModuleOp"> {
   let summary = "Outline every top-level loop nest of a CPU function into a function of its own";
@@ -524,9 +541,9 @@ def SwitchyardGpuTensorCoreMatmulPass
     `arith.truncf`. Accumulation is always f32.
 
     With `tensor-cores`, the grouped expert kernels on buffers
-    (`moe.grouped_matmul` with a `tile_size` that is a multiple of 16, and
+    (`moe.grouped_matmul` with a `tile_size` that is a multiple of 64, and
     `moe.grouped_weight_grad`) get the same mma.sync kernel: for
-    `grouped_matmul` each 16-row block reads its tile's expert from
+    `grouped_matmul` each 64-row block reads its tile's expert from
     `tile_experts` and that expert's weight as B, and a padding tile's
     blocks run no K step and store nothing; for `grouped_weight_grad` the
     grid's third dimension is the expert and K runs over its segment of
@@ -540,20 +557,28 @@ def SwitchyardGpuTensorCoreMatmulPass
       of the f32 accumulation;
     - with `tensor-cores` (sm_80 and newer), each op with exactly one M, one
       N and one K dimension, at most one batch dimension and projected
-      permutation maps becomes an explicit `gpu.launch` instead. One warp
-      (one block of 32 threads) computes a 16 x 32 tile of the output, as
-      four 16 x 8 tiles; the grid is (N/32, M/16, batch), rounded up, so
-      every size may be dynamic (the token count is). For each K step of 16
-      the warp stages the A tile (16 x 16, M-major) and the B tile (32 x 16,
-      N-major: Bᵀ, whatever the operand's layout) in dynamic shared memory
-      (16-byte aligned, as ldmatrix needs; workgroup attributions are only
-      element-aligned),
-      converted to the element type, with guarded loads that zero-fill rows
-      and columns outside the operands; `nvgpu.ldmatrix` loads the
-      fragments (x4 for A, x2 for B, no transpose: the staging layout is
-      already the one `mma.sync .row.col` wants) and the accumulators are
-      updated with `mma.sync m16n8k16` in f32. C is loaded and stored with
-      guards, so both `C = A·B` after a fill and `C += A·B` are right.
+      permutation maps becomes an explicit `gpu.launch` instead. A block of
+      2 x 2 warps (128 threads) computes a 64 x 64 tile of the output, each
+      warp 32 x 32 of it as 2 x 4 tiles of 16 x 8; the grid is (N/64, M/64,
+      batch), rounded up, so every size may be dynamic (the token count
+      is). K advances 32 at a time: the block stages the A tile (64 x 32,
+      M-major) and the B tile (64 x 32, N-major: Bᵀ, whatever the operand's
+      layout) in dynamic shared memory (16-byte aligned, as ldmatrix needs;
+      workgroup attributions are only element-aligned), rows padded to 40
+      elements so that ldmatrix's eight row reads fall in distinct banks.
+      Each thread stages runs of 4 elements adjacent in memory (along K, or
+      along M / N where the operand is laid out that way), consecutive
+      threads on consecutive runs, so a warp's loads are coalesced. The
+      factors are loaded without a branch per element (at the nearest
+      element inside the operand, then zero where it was outside),
+      converted to the element type and kept in registers: the K loop
+      stores the current step's to shared memory, issues the next step's
+      loads, and runs the current step on the tensor cores
+      (`nvgpu.ldmatrix` x4 for A and x2 for B, no transpose: the staging
+      layout is already the one `mma.sync .row.col` wants; `mma.sync
+      m16n8k16` in f32, eight per warp per 16 of K). C is read the same
+      way and stored with guards, so both `C = A·B` after a fill and
+      `C += A·B` are right.
 
     The lane-to-fragment and lane-to-ldmatrix-row maps come from upstream's
     `nvgpu::getLaneIdAndValueIdToOperandCoord` and

@@ -3,8 +3,10 @@
 // Implements `switchyard-gpu-tensor-core-matmul`: with a 16-bit element type
 // the multiplicands of every matmul-like linalg op are rounded to it, and on
 // sm_80+ the ops with one M, one N and one K dimension become explicit
-// `gpu.launch`es in which each warp computes a 16 x 32 tile of the f32
-// result with ldmatrix and mma.sync m16n8k16. The same kernel builder
+// `gpu.launch`es in which each block of 2 x 2 warps computes a 64 x 64 tile
+// of the f32 result with ldmatrix and mma.sync m16n8k16 (each warp 32 x 32,
+// eight mma per 16 of K), K staged 32 at a time through padded shared
+// tiles with the next step's loads in flight. The same kernel builder
 // (MmaProblem: sizes, the K range of a block, the operands' loads) also
 // takes the grouped expert kernels, moe.grouped_matmul (each block's
 // expert read from its tile) and moe.grouped_weight_grad (a batch per
@@ -49,15 +51,32 @@ using namespace mlir;
 using mlir::switchyard::Contraction;
 
 namespace {
-/// The mma.sync shape (m16n8k16, 16-bit multiplicands, f32 accumulators)
-/// and the warp tile: one warp computes kTileM x (kTileN * kNTiles) of C.
+/// The mma.sync shape (m16n8k16, 16-bit multiplicands, f32 accumulators).
 constexpr int64_t kTileM = 16;
 constexpr int64_t kTileN = 8;
 constexpr int64_t kTileK = 16;
-constexpr int64_t kNTiles = 4;
 constexpr int64_t kWarpSize = 32;
 /// Accumulator values per lane and 16 x 8 tile (c0..c3).
 constexpr int64_t kAccValues = 4;
+/// The block tile: 2 x 2 warps, each computing kWarpMTiles x kWarpNTiles
+/// mma tiles (32 x 32 of C), so a block computes 64 x 64 of C and stages
+/// kBlockK of K per step: 64 x 32 of A and of B, 32 multiply-accumulates
+/// per staged element (a single warp on a 16 x 32 tile had 10.7).
+constexpr int64_t kWarpsM = 2;
+constexpr int64_t kWarpsN = 2;
+constexpr int64_t kWarpMTiles = 2;
+constexpr int64_t kWarpNTiles = 4;
+constexpr int64_t kBlockM = kWarpsM * kWarpMTiles * kTileM;
+constexpr int64_t kBlockN = kWarpsN * kWarpNTiles * kTileN;
+constexpr int64_t kBlockK = 32;
+constexpr int64_t kBlockThreads = kWarpsM * kWarpsN * kWarpSize;
+/// Shared tiles are [rows][kBlockK] with each row padded to kSmemRow
+/// elements (80 bytes for 16-bit types): the eight 16-byte row reads of
+/// an ldmatrix matrix then fall in distinct banks (a 64-byte row stride
+/// would put four of them in the same), and rows stay 16-byte aligned.
+constexpr int64_t kSmemRow = kBlockK + 8;
+/// Elements adjacent in memory that one thread stages together.
+constexpr int64_t kRun = 4;
 
 /// Whether `c` has the shape the tensor-core kernel handles: one M, N and K
 /// dimension, at most one batch dimension, and projected permutation maps
@@ -115,10 +134,10 @@ protected:
 };
 
 /// What one mma.sync kernel computes: C[b, m, n] += Σ_k A[b, m, k] ·
-/// B[b, n, k] over a range of k per batch, for a grid of 16 x 32 tiles of C
-/// per batch. The callbacks build code inside the kernel; the loads return
-/// the raw float factor (rounded to the element type by the builder) and
-/// are only called where the element lies inside the problem.
+/// B[b, n, k] over a range of k per batch, for a grid of kBlockM x kBlockN
+/// tiles of C per batch. The callbacks build code inside the kernel; the
+/// loads return the raw float factor (rounded to the element type by the
+/// builder) and are only called where the element lies inside the problem.
 struct MmaProblem {
   /// Host values: the extents of M and N, the number of batches.
   Value sizeM, sizeN, batches;
@@ -130,15 +149,22 @@ struct MmaProblem {
   };
   std::function<Range(OpBuilder &b, Value batch, Value m0)> kRange;
   std::function<Value(OpBuilder &b, Value batch, Value m, Value k)> loadA;
-  std::function<Value(OpBuilder &b, Value batch, Value n, Value k)> loadB;
+  std::function<Value(OpBuilder &b, Value batch, Value m, Value k)> loadB;
+  /// Whether consecutive rows (m of A, n of B) rather than consecutive k
+  /// are adjacent in memory: the staging then walks the rows with
+  /// consecutive threads, so that a warp's loads are coalesced either way.
+  bool rowsContiguousA = false, rowsContiguousB = false;
   /// The output buffer and the indices of C[b, m, n] in it.
   Value out;
   std::function<SmallVector<Value>(OpBuilder &b, Value batch, Value m, Value n)>
       outIndices;
 };
 
-/// Builds one mma.sync kernel (one warp per 16 x 32 tile of C) for a
-/// problem, in place of the op at the builder's insertion point.
+/// Builds one mma.sync kernel for a problem, in place of the op at the
+/// builder's insertion point: blocks of 2 x 2 warps per 64 x 64 tile of C,
+/// K in steps of 32 staged through padded shared tiles, the next step's
+/// factors loaded into registers while the tensor cores work on the
+/// current one.
 class KernelBuilder : private KernelBuilderBase {
 public:
   KernelBuilder(RewriterBase &rewriter, Operation *op, FloatType elementType)
@@ -147,59 +173,116 @@ public:
   void build(const MmaProblem &problem);
 
 private:
+  using Load = std::function<Value(OpBuilder &, Value, Value, Value)>;
+
   Value less(Value x, Value y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
   }
   Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-  /// `load`'s factor rounded to the element type where `inBounds`, else 0.
-  Value guardedFactor(Value inBounds, function_ref<Value()> load);
-  /// Copies the current K step of one operand (a rows x kTileK tile, rows
-  /// from `rowStart`) into `tile`, zero-filled outside the problem.
-  void stage(const std::function<Value(OpBuilder &, Value, Value, Value)> &load,
-             Value tile, Value rowStart, Value rowSize, int64_t rows, Value k0);
+  Value minIndex(Value x, Value y) {
+    return arith::MinUIOp::create(b, loc, x, y);
+  }
+  Value sub1(Value x) { return arith::SubIOp::create(b, loc, x, cst(1)); }
+  Value zeroOf(Type type) {
+    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, 0.0));
+  }
+  /// `load`'s factor rounded to the element type.
+  Value roundedFactor(Value raw);
+  /// Values of `types` built by `then` where the uniform `cond` holds,
+  /// else zeros.
+  SmallVector<Value> ifElseZeros(Value cond, TypeRange types,
+                                 function_ref<SmallVector<Value>()> then);
+  /// The (row, k) in a kBlockK-wide tile of `rows` rows of the thread's
+  /// element `index` of the staging. A thread stages runs of kRun elements
+  /// adjacent in memory (along k, or along the rows where those are
+  /// adjacent), consecutive threads consecutive runs: a warp reads whole
+  /// rows (columns), and a thread's runs span few distinct rows (columns),
+  /// whose addresses it keeps across the K loop.
+  std::pair<Value, Value> stagedElement(int64_t index, int64_t rows,
+                                        bool rowsContiguous);
+  /// The thread's factors of the K step from `k0` of one operand (rows
+  /// from `rowStart`), zero outside the problem; k0 < kEnd, and the
+  /// block's first row is inside it.
+  SmallVector<Value> fetch(const Load &load, Value rowStart, Value rowSize,
+                           int64_t rows, bool rowsContiguous, Value k0);
+  /// Stores what `fetch` returned into the shared tile.
+  void store(ValueRange factors, Value tile, int64_t rows, bool rowsContiguous);
   /// acc + a * b on the tensor cores, four f32 per lane.
   SmallVector<Value> mma(Value a, Value bFrag, ValueRange acc);
 
-  // Inside the kernel: the lane, the batch, the end of the block's K range.
-  Value lane, batch, kEnd;
+  // Inside the kernel: the thread, its lane, the batch, the end of the
+  // block's K range.
+  Value tid, lane, batch, kEnd;
 };
 
-Value KernelBuilder::guardedFactor(Value inBounds, function_ref<Value()> load) {
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{elementType}, inBounds,
-                                /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  Value factor = load();
+Value KernelBuilder::roundedFactor(Value raw) {
   Type f32 = b.getF32Type();
-  if (factor.getType() != f32)
-    factor = arith::ExtFOp::create(b, loc, f32, factor);
-  scf::YieldOp::create(
-      b, loc, Value(arith::TruncFOp::create(b, loc, elementType, factor)));
-  b.setInsertionPointToStart(ifOp.elseBlock());
-  Value zero = arith::ConstantOp::create(b, loc, elementType,
-                                         b.getFloatAttr(elementType, 0.0));
-  scf::YieldOp::create(b, loc, zero);
-  return ifOp.getResult(0);
+  if (raw.getType() != f32)
+    raw = arith::ExtFOp::create(b, loc, f32, raw);
+  return arith::TruncFOp::create(b, loc, elementType, raw);
 }
 
-void KernelBuilder::stage(
-    const std::function<Value(OpBuilder &, Value, Value, Value)> &load,
-    Value tile, Value rowStart, Value rowSize, int64_t rows, Value k0) {
-  // Lane l copies elements l, l + 32, ... of the row-major tile: a warp
-  // reads two rows of 16 consecutive K indices per step.
-  int64_t steps = rows * kTileK / kWarpSize;
-  auto loop = scf::ForOp::create(b, loc, cst(0), cst(steps), cst(1));
+SmallVector<Value>
+KernelBuilder::ifElseZeros(Value cond, TypeRange types,
+                           function_ref<SmallVector<Value>()> then) {
+  auto ifOp = scf::IfOp::create(b, loc, types, cond, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(loop.getBody());
-  Value linear = add(lane, mul(loop.getInductionVar(), kWarpSize));
-  Value row = arith::DivUIOp::create(b, loc, linear, cst(kTileK));
-  Value col = arith::RemUIOp::create(b, loc, linear, cst(kTileK));
-  Value rowIndex = add(rowStart, row);
-  Value kIndex = add(k0, col);
-  Value inBounds = both(less(rowIndex, rowSize), less(kIndex, kEnd));
-  Value value =
-      guardedFactor(inBounds, [&] { return load(b, batch, rowIndex, kIndex); });
-  memref::StoreOp::create(b, loc, value, tile, ValueRange{row, col});
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, then());
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  SmallVector<Value> zeros;
+  for (Type type : types)
+    zeros.push_back(zeroOf(type));
+  scf::YieldOp::create(b, loc, zeros);
+  return ifOp.getResults();
+}
+
+std::pair<Value, Value>
+KernelBuilder::stagedElement(int64_t index, int64_t rows, bool rowsContiguous) {
+  // Element `index` of the thread is element index % kRun of its run
+  // index / kRun; the block's runs are numbered with consecutive threads
+  // on consecutive runs along the contiguous dimension.
+  Value run = add(tid, cst(index / kRun * kBlockThreads));
+  Value offset = cst(index % kRun);
+  if (rowsContiguous) {
+    int64_t runsPerColumn = rows / kRun;
+    return {
+        add(mul(arith::RemUIOp::create(b, loc, run, cst(runsPerColumn)), kRun),
+            offset),
+        arith::DivUIOp::create(b, loc, run, cst(runsPerColumn))};
+  }
+  int64_t runsPerRow = kBlockK / kRun;
+  return {arith::DivUIOp::create(b, loc, run, cst(runsPerRow)),
+          add(mul(arith::RemUIOp::create(b, loc, run, cst(runsPerRow)), kRun),
+              offset)};
+}
+
+SmallVector<Value> KernelBuilder::fetch(const Load &load, Value rowStart,
+                                        Value rowSize, int64_t rows,
+                                        bool rowsContiguous, Value k0) {
+  SmallVector<Value> factors;
+  for (int64_t index = 0; index < rows * kBlockK / kBlockThreads; ++index) {
+    auto [row, col] = stagedElement(index, rows, rowsContiguous);
+    Value rowIndex = add(rowStart, row);
+    Value kIndex = add(k0, col);
+    Value inBounds = both(less(rowIndex, rowSize), less(kIndex, kEnd));
+    // Every thread loads (no branch per element: the loads can all be in
+    // flight at once), at the nearest element inside the problem, and
+    // keeps zero where it was outside.
+    Value raw = load(b, batch, minIndex(rowIndex, sub1(rowSize)),
+                     minIndex(kIndex, sub1(kEnd)));
+    factors.push_back(arith::SelectOp::create(
+        b, loc, inBounds, roundedFactor(raw), zeroOf(elementType)));
+  }
+  return factors;
+}
+
+void KernelBuilder::store(ValueRange factors, Value tile, int64_t rows,
+                          bool rowsContiguous) {
+  for (auto [index, factor] : llvm::enumerate(factors)) {
+    auto [row, col] = stagedElement(index, rows, rowsContiguous);
+    memref::StoreOp::create(b, loc, factor, tile, ValueRange{row, col});
+  }
 }
 
 SmallVector<Value> KernelBuilder::mma(Value a, Value bFrag, ValueRange acc) {
@@ -248,34 +331,34 @@ SmallVector<Value> KernelBuilder::mma(Value a, Value bFrag, ValueRange acc) {
 
 void KernelBuilder::build(const MmaProblem &problem) {
   MLIRContext *ctx = b.getContext();
-  // Host side: a grid of one warp per 16 x 32 tile of C, per batch.
+  // Host side: a grid of one block per kBlockM x kBlockN tile of C, per
+  // batch.
   Value sizeM = problem.sizeM, sizeN = problem.sizeN;
   Value batches = problem.batches;
-  Value gridX =
-      arith::CeilDivUIOp::create(b, loc, sizeN, cst(kTileN * kNTiles));
-  Value gridY = arith::CeilDivUIOp::create(b, loc, sizeM, cst(kTileM));
+  Value gridX = arith::CeilDivUIOp::create(b, loc, sizeN, cst(kBlockN));
+  Value gridY = arith::CeilDivUIOp::create(b, loc, sizeM, cst(kBlockM));
   Attribute workgroup =
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto tileA = MemRefType::get({kTileM, kTileK}, elementType, AffineMap(),
-                               workgroup);
-  auto tileB = MemRefType::get({kTileN * kNTiles, kTileK}, elementType,
-                               AffineMap(), workgroup);
+  auto tileA =
+      MemRefType::get({kBlockM, kSmemRow}, elementType, AffineMap(), workgroup);
+  auto tileB =
+      MemRefType::get({kBlockN, kSmemRow}, elementType, AffineMap(), workgroup);
   // The tiles live in dynamic shared memory, which convert-gpu-to-nvvm
   // aligns to 16 bytes (NVVM::kSharedMemoryAlignmentBit); workgroup
   // attributions would only get the element's alignment (2 bytes in LLVM
   // 22), and ldmatrix needs 16-byte aligned row addresses. The tiles' rows
-  // are 32 bytes and tile B starts at byte 512, so every row is aligned.
+  // are 80 bytes and tile B starts at byte 5120, so every row is aligned.
   // (Upstream lowers gpu.dynamic_shared_memory to an internal zero-sized
   // .shared global, as in its sm90 integration tests: ptxas reports 1 byte
   // of static shared memory and the tiles lie in the dynamic bytes after
   // it. Nothing else in the kernel uses shared memory.)
-  int64_t bytesA = kTileM * kTileK * elementType.getWidth() / 8;
-  int64_t bytesB = kTileN * kNTiles * kTileK * elementType.getWidth() / 8;
+  int64_t bytesA = kBlockM * kSmemRow * elementType.getWidth() / 8;
+  int64_t bytesB = kBlockN * kSmemRow * elementType.getWidth() / 8;
   Value sharedBytes =
       arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytesA + bytesB);
   Value one = cst(1);
-  auto launch = gpu::LaunchOp::create(b, loc, gridX, gridY, batches,
-                                      cst(kWarpSize), one, one, sharedBytes);
+  auto launch = gpu::LaunchOp::create(
+      b, loc, gridX, gridY, batches, cst(kBlockThreads), one, one, sharedBytes);
   b.setInsertionPointToStart(&launch.getBody().front());
   auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
                                    AffineMap(), workgroup);
@@ -284,10 +367,17 @@ void KernelBuilder::build(const MmaProblem &problem) {
                                        ValueRange{});
   Value smemB = memref::ViewOp::create(b, loc, tileB, shared, cst(bytesA),
                                        ValueRange{});
-  lane = launch.getThreadIds().x;
+  tid = launch.getThreadIds().x;
+  lane = arith::RemUIOp::create(b, loc, tid, cst(kWarpSize));
+  Value warp = arith::DivUIOp::create(b, loc, tid, cst(kWarpSize));
+  // The warp's 32 x 32 of the block tile: its first row and column.
+  Value warpRow = mul(arith::DivUIOp::create(b, loc, warp, cst(kWarpsN)),
+                      kWarpMTiles * kTileM);
+  Value warpCol = mul(arith::RemUIOp::create(b, loc, warp, cst(kWarpsN)),
+                      kWarpNTiles * kTileN);
   batch = launch.getBlockIds().z;
-  Value m0 = mul(launch.getBlockIds().y, kTileM);
-  Value n0 = mul(launch.getBlockIds().x, kTileN * kNTiles);
+  Value m0 = mul(launch.getBlockIds().y, kBlockM);
+  Value n0 = mul(launch.getBlockIds().x, kBlockN);
   MmaProblem::Range range = problem.kRange(b, batch, m0);
   // An inactive block runs no K step and stores nothing.
   bool alwaysActive = matchPattern(range.active, m_One());
@@ -320,80 +410,127 @@ void KernelBuilder::build(const MmaProblem &problem) {
       nvgpu::getLaneIdToLdMatrixMatrixCoord(b, loc, *bParams);
   assert(succeeded(aLdMap) && succeeded(bLdMap) && "ldmatrix x4 / x2 maps");
 
-  // The output position of accumulator value v of tile j, and whether it
-  // lies inside C (and the block is active).
-  auto accPosition = [&](int64_t j, int64_t v) {
+  // The accumulators: kAccValues per lane for each of the warp's mma tiles
+  // (i, j), i over M and j over N, in that order.
+  auto accIndex = [](int64_t i, int64_t j, int64_t v) {
+    return (i * kWarpNTiles + j) * kAccValues + v;
+  };
+  // The output position (row, column) of accumulator value v of tile
+  // (i, j), and whether it lies inside C (and the block is active).
+  struct Position {
+    Value row, col, inBounds;
+  };
+  auto accPosition = [&](int64_t i, int64_t j, int64_t v) {
     Value vId = cst(v);
-    Value row = add(m0, apply(*accMap, 0, {lane, vId}));
-    Value col = add(n0, add(cst(j * kTileN), apply(*accMap, 1, {lane, vId})));
+    Value row = add(add(m0, warpRow),
+                    add(cst(i * kTileM), apply(*accMap, 0, {lane, vId})));
+    Value col = add(add(n0, warpCol),
+                    add(cst(j * kTileN), apply(*accMap, 1, {lane, vId})));
     Value inBounds = both(less(row, sizeM), less(col, sizeN));
     if (!alwaysActive)
       inBounds = both(range.active, inBounds);
-    return std::make_pair(problem.outIndices(b, batch, row, col), inBounds);
+    return Position{row, col, inBounds};
   };
 
-  // C's current values (zero outside C), so that C += A·B.
+  // C's current values (zero outside C), so that C += A·B: read, like the
+  // factors, without a branch at the nearest element of C (the block's
+  // first row and column are inside it).
   Type f32 = b.getF32Type();
-  SmallVector<Value> init;
-  for (int64_t j = 0; j < kNTiles; ++j) {
-    for (int64_t v = 0; v < kAccValues; ++v) {
-      auto [indices, inBounds] = accPosition(j, v);
-      auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, inBounds,
-                                    /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      scf::YieldOp::create(
-          b, loc, Value(memref::LoadOp::create(b, loc, problem.out, indices)));
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(
-          b, loc,
-          Value(arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(0))));
-      init.push_back(ifOp.getResult(0));
+  SmallVector<Value> init(kWarpMTiles * kWarpNTiles * kAccValues);
+  for (int64_t i = 0; i < kWarpMTiles; ++i) {
+    for (int64_t j = 0; j < kWarpNTiles; ++j) {
+      for (int64_t v = 0; v < kAccValues; ++v) {
+        Position at = accPosition(i, j, v);
+        Value old = memref::LoadOp::create(
+            b, loc, problem.out,
+            problem.outIndices(b, batch, minIndex(at.row, sub1(sizeM)),
+                               minIndex(at.col, sub1(sizeN))));
+        init[accIndex(i, j, v)] =
+            arith::SelectOp::create(b, loc, at.inBounds, old, zeroOf(f32));
+      }
     }
   }
 
-  auto kLoop = scf::ForOp::create(b, loc, range.begin, kEnd, cst(kTileK), init);
+  // The first K step's factors, then a loop that stages the current step's
+  // and loads the next step's while it multiplies.
+  int64_t numAcc = init.size();
+  int64_t stagedA = kBlockM * kBlockK / kBlockThreads;
+  int64_t stagedB = kBlockN * kBlockK / kBlockThreads;
+  SmallVector<Type> stagedTypes(stagedA + stagedB, elementType);
+  // Zeros where the step starts past the block's K range (a branch the
+  // whole block takes alike).
+  auto fetchBoth = [&](Value k0) {
+    return ifElseZeros(less(k0, kEnd), stagedTypes, [&] {
+      SmallVector<Value> factors =
+          fetch(problem.loadA, m0, sizeM, kBlockM, problem.rowsContiguousA, k0);
+      llvm::append_range(factors, fetch(problem.loadB, n0, sizeN, kBlockN,
+                                        problem.rowsContiguousB, k0));
+      return factors;
+    });
+  };
+  llvm::append_range(init, fetchBoth(range.begin));
+  auto kLoop =
+      scf::ForOp::create(b, loc, range.begin, kEnd, cst(kBlockK), init);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
     Value k0 = kLoop.getInductionVar();
+    ValueRange args = kLoop.getRegionIterArgs();
+    ValueRange staged = args.drop_front(numAcc);
     // The previous step's ldmatrix must be done before the tiles change.
     gpu::BarrierOp::create(b, loc);
-    stage(problem.loadA, smemA, m0, sizeM, kTileM, k0);
-    stage(problem.loadB, smemB, n0, sizeN, kTileN * kNTiles, k0);
+    store(staged.take_front(stagedA), smemA, kBlockM, problem.rowsContiguousA);
+    store(staged.drop_front(stagedA), smemB, kBlockN, problem.rowsContiguousB);
     gpu::BarrierOp::create(b, loc);
+    // Past the block's K range nothing is loaded (zeros, unused).
+    SmallVector<Value> next = fetchBoth(add(k0, cst(kBlockK)));
 
-    Value a = nvgpu::LdMatrixOp::create(
-        b, loc, VectorType::get({4, 2}, elementType), smemA,
-        ValueRange{apply(*aLdMap, 0, lane), apply(*aLdMap, 1, lane)},
-        /*transpose=*/false, aParams->numTiles);
+    SmallVector<Value> acc(args.take_front(numAcc));
     // ldmatrix .x2 uses the addresses of lanes 0-15 only; lane % 16 keeps
     // the others' inside the tile too.
     Value lane16 = arith::RemUIOp::create(b, loc, lane, cst(16));
-    SmallVector<Value> results;
-    for (int64_t j = 0; j < kNTiles; ++j) {
-      Value bFrag = nvgpu::LdMatrixOp::create(
-          b, loc, VectorType::get({2, 2}, elementType), smemB,
-          ValueRange{add(cst(j * kTileN), apply(*bLdMap, 0, lane16)),
-                     apply(*bLdMap, 1, lane16)},
-          /*transpose=*/false, bParams->numTiles);
-      ValueRange acc =
-          kLoop.getRegionIterArgs().slice(j * kAccValues, kAccValues);
-      llvm::append_range(results, mma(a, bFrag, acc));
+    for (int64_t ks = 0; ks < kBlockK; ks += kTileK) {
+      SmallVector<Value> aFrags, bFrags;
+      for (int64_t i = 0; i < kWarpMTiles; ++i)
+        aFrags.push_back(nvgpu::LdMatrixOp::create(
+            b, loc, VectorType::get({4, 2}, elementType), smemA,
+            ValueRange{
+                add(warpRow, add(cst(i * kTileM), apply(*aLdMap, 0, lane))),
+                add(cst(ks), apply(*aLdMap, 1, lane))},
+            /*transpose=*/false, aParams->numTiles));
+      for (int64_t j = 0; j < kWarpNTiles; ++j)
+        bFrags.push_back(nvgpu::LdMatrixOp::create(
+            b, loc, VectorType::get({2, 2}, elementType), smemB,
+            ValueRange{
+                add(warpCol, add(cst(j * kTileN), apply(*bLdMap, 0, lane16))),
+                add(cst(ks), apply(*bLdMap, 1, lane16))},
+            /*transpose=*/false, bParams->numTiles));
+      for (int64_t i = 0; i < kWarpMTiles; ++i) {
+        for (int64_t j = 0; j < kWarpNTiles; ++j) {
+          MutableArrayRef<Value> tileAcc =
+              MutableArrayRef<Value>(acc).slice(accIndex(i, j, 0), kAccValues);
+          SmallVector<Value> d = mma(aFrags[i], bFrags[j], tileAcc);
+          llvm::copy(d, tileAcc.begin());
+        }
+      }
     }
-    scf::YieldOp::create(b, loc, results);
+    llvm::append_range(acc, next);
+    scf::YieldOp::create(b, loc, acc);
   }
 
   // Store the accumulators inside C.
-  for (int64_t j = 0; j < kNTiles; ++j) {
-    for (int64_t v = 0; v < kAccValues; ++v) {
-      auto [indices, inBounds] = accPosition(j, v);
-      auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, inBounds,
-                                    /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      memref::StoreOp::create(b, loc, kLoop.getResult(j * kAccValues + v),
-                              problem.out, indices);
+  for (int64_t i = 0; i < kWarpMTiles; ++i) {
+    for (int64_t j = 0; j < kWarpNTiles; ++j) {
+      for (int64_t v = 0; v < kAccValues; ++v) {
+        Position at = accPosition(i, j, v);
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, at.inBounds,
+                                      /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        memref::StoreOp::create(b, loc, kLoop.getResult(accIndex(i, j, v)),
+                                problem.out,
+                                problem.outIndices(b, batch, at.row, at.col));
+      }
     }
   }
   gpu::TerminatorOp::create(b, loc);
@@ -729,6 +866,12 @@ MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c) {
   problem.loadB = [=, &c](OpBuilder &b, Value batch, Value n, Value k) {
     return readFactor(b, c, 1, loops(batch, dimN, n, k));
   };
+  auto innermost = [&](unsigned input) {
+    AffineMap map = op.getMatchingIndexingMap(op.getDpsInputOperand(input));
+    return map.getDimPosition(map.getNumResults() - 1);
+  };
+  problem.rowsContiguousA = innermost(0) == dimM;
+  problem.rowsContiguousB = innermost(1) == dimN;
   OpOperand *out = op.getDpsInitOperand(0);
   problem.out = out->get();
   AffineMap outMap = op.getMatchingIndexingMap(out);
@@ -744,8 +887,9 @@ MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c) {
 }
 
 /// The mma.sync problem of moe.grouped_matmul: C = init [P, C], M the
-/// padded rows, N the output width, K the reduced width. Each 16-row block
-/// lies in one tile of tile_size rows (a multiple of 16) and reads its
+/// padded rows, N the output width, K the reduced width. Each block's
+/// kBlockM rows lie in one tile of tile_size rows (a multiple of kBlockM;
+/// other sizes stay for switchyard-lower-grouped-kernels) and it reads its
 /// expert's weight; a padding tile's blocks are inactive. `expert` holds
 /// the block's expert once kRange has built it.
 MmaProblem groupedMatmulProblem(RewriterBase &rewriter, moe::GroupedMatmulOp op,
@@ -781,6 +925,7 @@ MmaProblem groupedMatmulProblem(RewriterBase &rewriter, moe::GroupedMatmulOp op,
                                        : SmallVector<Value>{expert, k, n};
     return memref::LoadOp::create(b, loc, weight, at);
   };
+  problem.rowsContiguousB = !transposed;
   problem.out = op.getInit();
   problem.outIndices = [](OpBuilder &, Value, Value m, Value n) {
     return SmallVector<Value>{m, n};
@@ -816,6 +961,8 @@ MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
   problem.loadB = [=](OpBuilder &b, Value, Value c, Value p) -> Value {
     return memref::LoadOp::create(b, loc, rhs, ValueRange{p, c});
   };
+  // K (the rows p) is the outer dimension of both.
+  problem.rowsContiguousA = problem.rowsContiguousB = true;
   problem.out = op.getInit();
   problem.outIndices = [](OpBuilder &, Value e, Value a, Value c) {
     return SmallVector<Value>{e, a, c};
@@ -876,7 +1023,7 @@ struct SwitchyardGpuTensorCoreMatmulPass
     func.walk([&](Operation *op) {
       if (auto matmul = dyn_cast<moe::GroupedMatmulOp>(op)) {
         if (matmul.getNumResults() == 0 &&
-            static_cast<int64_t>(matmul.getTileSize()) % kTileM == 0)
+            static_cast<int64_t>(matmul.getTileSize()) % kBlockM == 0)
           grouped.push_back(op);
       } else if (auto grad = dyn_cast<moe::GroupedWeightGradOp>(op)) {
         if (grad.getNumResults() == 0)

@@ -3,64 +3,75 @@
 // RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=bf16}))' | FileCheck %s --check-prefix=SIMT
 // RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=f32 tensor-cores=true}))' | FileCheck %s --check-prefix=F32
 
-// x·wᵀ with a dynamic token count (moe.linear): one warp per 16 x 32 tile
-// of y, a grid of ceil(48 / 32) x ceil(M / 16) blocks, the tiles in 1536
-// bytes of dynamic shared memory.
+// x·wᵀ with a dynamic token count (moe.linear): one block of 2 x 2 warps
+// (128 threads) per 64 x 64 tile of y, a grid of ceil(48 / 64) x
+// ceil(M / 64) blocks, two 64 x 32 bf16 tiles with rows padded to 40
+// elements in 10240 bytes of dynamic shared memory.
 // CHECK-LABEL: func.func @linear(
 // CHECK-SAME: %[[X:[^:]*]]: memref<?x64xf32>, %[[W:[^:]*]]: memref<48x64xf32>, %[[Y:[^:]*]]: memref<?x48xf32>)
 // CHECK-NOT: linalg.generic
 // CHECK: %[[M:.*]] = memref.dim %[[X]], %{{.*}} : memref<?x64xf32>
-// CHECK: %[[GX:.*]] = arith.ceildivui %c48, %c32 : index
-// CHECK: %[[GY:.*]] = arith.ceildivui %[[M]], %c16 : index
-// CHECK: gpu.launch blocks(%[[BX:.*]], %[[BY:.*]], %{{.*}}) in (%{{.*}} = %[[GX]], %{{.*}} = %[[GY]], %{{.*}} = %c1)
-// CHECK-SAME: threads(%[[LANE:[^,]*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c32{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
-// CHECK-SAME: dynamic_shared_memory_size %c1536_i32
+// CHECK: %[[GX:.*]] = arith.ceildivui %c48, %c64{{.*}} : index
+// CHECK: %[[GY:.*]] = arith.ceildivui %[[M]], %c64{{.*}} : index
+// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[GX]], %{{.*}} = %[[GY]], %{{.*}} = %c1)
+// CHECK-SAME: threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c128, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
+// CHECK-SAME: dynamic_shared_memory_size %c10240_i32
 // CHECK: %[[SMEM:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
-// CHECK: %[[SA:.*]] = memref.view %[[SMEM]][%c0{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16x16xbf16, #gpu.address_space<workgroup>>
-// CHECK: %[[SB:.*]] = memref.view %[[SMEM]][%c512][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<32x16xbf16, #gpu.address_space<workgroup>>
-// The accumulators start from y (C += A·B), zero outside it: 4 values x 4
-// tiles per lane.
+// CHECK: %[[SA:.*]] = memref.view %[[SMEM]][%c0{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[SB:.*]] = memref.view %[[SMEM]][%c5120][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x40xbf16, #gpu.address_space<workgroup>>
+// The accumulators start from y (C += A·B), read without a branch at the
+// nearest element of y and zero outside it: 4 values x 8 tiles per lane.
 // CHECK: %[[IN_C:.*]] = arith.andi
-// CHECK-NEXT: scf.if %[[IN_C]] -> (f32) {
-// CHECK-NEXT: memref.load %[[Y]]
-// CHECK: } else {
-// CHECK-NEXT: arith.constant 0.000000e+00 : f32
-// CHECK-COUNT-15: memref.load %[[Y]]
-// K steps of 16; the tiles are staged between barriers, rows and columns
-// outside the operands zero-filled, the factors rounded to bf16.
-// CHECK: %[[ACC:.*]]:16 = scf.for %[[K0:.*]] = %c0{{.*}} to %c64 step %c16{{.*}} iter_args(
-// CHECK-NEXT: gpu.barrier
-// CHECK: scf.for
+// CHECK: %[[ROW_C:.*]] = arith.minui
+// CHECK: %[[COL_C:.*]] = arith.minui
+// CHECK-NEXT: %[[OLD:.*]] = memref.load %[[Y]][%[[ROW_C]], %[[COL_C]]]
+// CHECK: arith.select %[[IN_C]], %[[OLD]], %{{.*}} : f32
+// CHECK-COUNT-31: memref.load %[[Y]]
+// The first K step's factors (zeros if the block's K range is empty), each
+// loaded at the nearest element inside x, rounded to bf16, zero outside:
+// 16 of x and 16 of w per thread.
+// CHECK: %[[FIRST:.*]]:32 = scf.if %{{.*}} -> (bf16, bf16,
 // CHECK: %[[IN_A:.*]] = arith.andi
-// CHECK-NEXT: %[[A:.*]] = scf.if %[[IN_A]] -> (bf16) {
-// CHECK-NEXT: %[[RAW_A:.*]] = memref.load %[[X]]
+// CHECK: %[[RA:.*]] = arith.minui
+// CHECK: %[[KA:.*]] = arith.minui
+// CHECK-NEXT: %[[RAW_A:.*]] = memref.load %[[X]][%[[RA]], %[[KA]]]
 // CHECK-NEXT: %[[TA:.*]] = arith.truncf %[[RAW_A]] : f32 to bf16
-// CHECK-NEXT: scf.yield %[[TA]] : bf16
-// CHECK-NEXT: } else {
-// CHECK-NEXT: %[[ZA:.*]] = arith.constant 0.000000e+00 : bf16
-// CHECK-NEXT: scf.yield %[[ZA]] : bf16
-// CHECK: memref.store %[[A]], %[[SA]]
-// CHECK: scf.for
-// CHECK: scf.if %{{.*}} -> (bf16) {
-// CHECK-NEXT: memref.load %[[W]]
-// CHECK: memref.store %{{.*}}, %[[SB]]
-// CHECK: gpu.barrier
-// CHECK: %[[FA:.*]] = nvgpu.ldmatrix %[[SA]][%{{.*}}, %{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<16x16xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
-// CHECK: %[[FB:.*]] = nvgpu.ldmatrix %[[SB]][%{{.*}}, %{{.*}}] {numTiles = 2 : i32, transpose = false} : memref<32x16xbf16, #gpu.address_space<workgroup>> -> vector<2x2xbf16>
+// CHECK: arith.select %[[IN_A]], %[[TA]], %{{.*}} : bf16
+// CHECK-COUNT-15: memref.load %[[X]]
+// CHECK-COUNT-16: memref.load %[[W]]
+// CHECK: } else {
+// K steps of 32 carrying the 32 accumulators and the 32 staged factors:
+// the factors go to the tiles between barriers, the next step's are
+// loaded, then per 16 of K two ldmatrix.x4 (A), four ldmatrix.x2 (B) and
+// eight mma.sync per warp.
+// CHECK: %[[ACC:.*]]:64 = scf.for %[[K0:.*]] = %c0{{.*}} to %c64 step %c32{{.*}} iter_args(
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-16: memref.store %{{.*}}, %[[SA]]
+// CHECK-COUNT-16: memref.store %{{.*}}, %[[SB]]
+// CHECK-NEXT: gpu.barrier
+// CHECK: %[[NEXT:.*]]:32 = scf.if %{{.*}} -> (bf16, bf16,
+// CHECK: memref.load %[[X]]
+// CHECK: %[[FA:.*]] = nvgpu.ldmatrix %[[SA]][%{{.*}}, %{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<64x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: nvgpu.ldmatrix %[[SA]]
+// CHECK-COUNT-4: nvgpu.ldmatrix %[[SB]][%{{.*}}, %{{.*}}] {numTiles = 2 : i32, transpose = false} : memref<64x40xbf16, #gpu.address_space<workgroup>> -> vector<2x2xbf16>
 // CHECK: vector.bitcast %{{.*}} : vector<2xbf16> to vector<1xi32>
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
-// CHECK-COUNT-3: nvvm.mma.sync
+// CHECK-COUNT-7: nvvm.mma.sync
+// CHECK-COUNT-2: nvgpu.ldmatrix %[[SA]]
+// CHECK-COUNT-4: nvgpu.ldmatrix %[[SB]]
+// CHECK-COUNT-8: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
 // CHECK: scf.yield
-// Guarded stores of the 16 accumulators.
+// Guarded stores of the 32 accumulators.
 // CHECK: scf.if %{{.*}} {
 // CHECK-NEXT: memref.store %[[ACC]]#0, %[[Y]]
-// CHECK-COUNT-15: memref.store %[[ACC]]#{{[0-9]+}}, %[[Y]]
+// CHECK-COUNT-31: memref.store %[[ACC]]#{{[0-9]+}}, %[[Y]]
 // CHECK: gpu.terminator
 
 // f16 goes through nvgpu.mma.sync (upstream lowers it).
 // F16-LABEL: func.func @linear(
-// F16: nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x16xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
-// F16: nvgpu.ldmatrix %{{.*}} {numTiles = 2 : i32, transpose = false} : memref<32x16xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
+// F16: nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x40xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// F16: nvgpu.ldmatrix %{{.*}} {numTiles = 2 : i32, transpose = false} : memref<64x40xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
 // F16: nvgpu.mma.sync(%{{.*}}, %{{.*}}, %{{.*}}) {mmaShape = [16, 8, 16]} : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
 // F16-NOT: nvvm.mma.sync
 
@@ -102,19 +113,19 @@ func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xf32>, %y: memref<?x48xf
 
 // A plain A·B (B is K x N) with bf16 operands read through arith.extf, the
 // product first in the addition, and a batch dimension mapped to blocks z.
-// The B tile is still staged N-major: B is read at (k, n).
+// The B tile is still staged N-major (B is read at (k, n)), consecutive
+// threads on consecutive n, B's contiguous dimension.
 // CHECK-LABEL: func.func @batched(
 // CHECK-SAME: %[[A:[^:]*]]: memref<?x?x40xbf16>, %[[B:[^:]*]]: memref<?x40x24xbf16>, %[[C:[^:]*]]: memref<?x?x24xf32>)
 // CHECK-DAG: %[[BATCH:.*]] = memref.dim %[[A]], %c0
 // CHECK-DAG: %[[M:.*]] = memref.dim %[[A]], %c1
 // CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %[[BZ:.*]]) in (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %[[BATCH]])
-// CHECK: scf.for %[[K0:.*]] = %c0{{.*}} to %c40 step %c16
-// CHECK: scf.if %{{.*}} -> (bf16) {
-// CHECK-NEXT: %[[RAW:.*]] = memref.load %[[A]][%[[BZ]], %{{.*}}, %{{.*}}] : memref<?x?x40xbf16>
+// CHECK: scf.if %{{.*}} -> (bf16,
+// CHECK: %[[RAW:.*]] = memref.load %[[A]][%[[BZ]], %{{.*}}, %{{.*}}] : memref<?x?x40xbf16>
 // CHECK-NEXT: %[[E:.*]] = arith.extf %[[RAW]] : bf16 to f32
 // CHECK-NEXT: arith.truncf %[[E]] : f32 to bf16
-// CHECK: scf.if %{{.*}} -> (bf16) {
-// CHECK-NEXT: memref.load %[[B]][%[[BZ]], %[[KB:.*]], %[[NB:.*]]] : memref<?x40x24xbf16>
+// CHECK: memref.load %[[B]][%[[BZ]], %[[KB:.*]], %[[NB:.*]]] : memref<?x40x24xbf16>
+// CHECK: scf.for %[[K0:.*]] = %c0{{.*}} to %c40 step %c32
 // CHECK: nvvm.mma.sync
 // CHECK: memref.store %{{.*}}, %[[C]][%[[BZ]], %{{.*}}, %{{.*}}] : memref<?x?x24xf32>
 func.func @batched(%a: memref<?x?x40xbf16>, %b: memref<?x40x24xbf16>, %c: memref<?x?x24xf32>) {
@@ -198,31 +209,31 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // -----
 
 // The grouped expert kernels: moe.grouped_matmul as one launch over the
-// padded rows, each 16-row block reading its tile's expert (tile_size 64, a
-// multiple of 16) and running no K step in a padding tile (expert >= 3);
-// moe.grouped_weight_grad with one batch per expert and K over its segment.
-// A tile_size that is not a multiple of 16 stays for
+// padded rows, each 64-row block reading its tile's expert (tile_size 64, a
+// multiple of the block's rows) and running no K step in a padding tile
+// (expert >= 3); moe.grouped_weight_grad with one batch per expert and K
+// over its segment. A tile_size that is not a multiple of 64 stays for
 // switchyard-lower-grouped-kernels.
 // CHECK-LABEL: func.func @grouped(
 // CHECK-SAME: %[[ROWS:[^:]*]]: memref<?x32xf32>, %[[W:[^:]*]]: memref<3x32x16xbf16>, %[[TE:[^:]*]]: memref<?xindex>, %[[OUT:[^:]*]]: memref<?x16xf32>, %[[SEG:[^:]*]]: memref<4xindex>, %[[DW:[^:]*]]: memref<3x32x16xf32>, %[[DY:[^:]*]]: memref<?x16xf32>)
 // CHECK: gpu.launch blocks(%[[BX:[^,]*]], %[[BY:[^,]*]], %[[BZ:[^)]*]]) in
-// CHECK: %[[M0:.*]] = arith.muli %[[BY]], %c16
+// CHECK: %[[M0:.*]] = arith.muli %[[BY]], %c64
 // CHECK: %[[TILE:.*]] = arith.divui %[[M0]], %c64
 // CHECK: %[[E:.*]] = memref.load %[[TE]][%[[TILE]]]
 // CHECK: %[[ACTIVE:.*]] = arith.cmpi ult, %[[E]], %{{.*}}
 // CHECK: %[[KEND:.*]] = arith.select %[[ACTIVE]], %{{.*}}, %[[K0:.*]] : index
-// CHECK: scf.for %{{.*}} = %[[K0]] to %[[KEND]] step %c16
 // CHECK: memref.load %[[W]][%[[E]], %{{.*}}, %{{.*}}] : memref<3x32x16xbf16>
+// CHECK: scf.for %{{.*}} = %[[K0]] to %[[KEND]] step %c32
 // CHECK: nvvm.mma.sync
 // CHECK: gpu.launch blocks(%[[BX2:[^,]*]], %[[BY2:[^,]*]], %[[BZ2:[^)]*]]) in
 // CHECK: %[[LO:.*]] = memref.load %[[SEG]][%[[BZ2]]]
 // CHECK: %[[HI:.*]] = memref.load %[[SEG]][%{{.*}}]
-// CHECK: scf.for %{{.*}} = %[[LO]] to %[[HI]] step %c16
+// CHECK: scf.for %{{.*}} = %[[LO]] to %[[HI]] step %c32
 // CHECK: nvvm.mma.sync
-// CHECK: moe.grouped_matmul {{.*}} tile_size(8)
+// CHECK: moe.grouped_matmul {{.*}} tile_size(16)
 func.func @grouped(%rows: memref<?x32xf32>, %w: memref<3x32x16xbf16>, %te: memref<?xindex>, %out: memref<?x16xf32>, %seg: memref<4xindex>, %dw: memref<3x32x16xf32>, %dy: memref<?x16xf32>) {
   moe.grouped_matmul ins(%rows, %w, %te : memref<?x32xf32>, memref<3x32x16xbf16>, memref<?xindex>) outs(%out : memref<?x16xf32>) tile_size(64)
   moe.grouped_weight_grad ins(%rows, %dy, %seg : memref<?x32xf32>, memref<?x16xf32>, memref<4xindex>) outs(%dw : memref<3x32x16xf32>)
-  moe.grouped_matmul ins(%rows, %w, %te : memref<?x32xf32>, memref<3x32x16xbf16>, memref<?xindex>) outs(%out : memref<?x16xf32>) tile_size(8)
+  moe.grouped_matmul ins(%rows, %w, %te : memref<?x32xf32>, memref<3x32x16xbf16>, memref<?xindex>) outs(%out : memref<?x16xf32>) tile_size(16)
   return
 }

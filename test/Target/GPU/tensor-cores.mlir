@@ -23,18 +23,22 @@
 // RUN: FileCheck %s --check-prefix=F32 --input-file=%t/f32.ptx
 // RUN: %ptxas -arch=sm_80 %t/f32.ptx -o %t/f32.cubin
 
-// The host launches the fill, then the tensor-core kernel: one warp per
-// block and 1536 bytes of dynamic shared memory (a 16x16 and a 32x16 bf16
-// tile).
+// The host launches the fill, then the tensor-core kernel: four warps per
+// block and 10240 bytes of dynamic shared memory (two 64 x 40 bf16 tiles).
 // HOST-LABEL: llvm.func @linear(
-// HOST: %[[SMEM:.*]] = llvm.mlir.constant(1536 : i32) : i32
+// HOST: %[[SMEM:.*]] = llvm.mlir.constant(10240 : i32) : i32
 // HOST: gpu.launch_func {{.*}} @linear_kernels::@linear_kernel_0 blocks in
 // HOST-NOT: dynamic_shared_memory_size
 // HOST-SAME: args(
 // HOST: gpu.launch_func {{.*}} @linear_kernels::@linear_kernel_1 blocks in ({{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}}) : i64 dynamic_shared_memory_size %[[SMEM]]
 
 // The order of the instructions in the K loop is LLVM's (it rotates the
-// loop), hence DAG checks; the counts are checked separately.
+// loop), hence DAG checks; the counts are checked separately. K is 16: the
+// one K step of 32 is straight-line code, two 16-wide halves (the second
+// zero-filled) of 2 ldmatrix.x4, 4 ldmatrix.x2 and 8 mma.sync per warp. The
+// staged bf16 go to shared memory four at a time, and no index is divided
+// at run time (gpu-launch-sink-index-computations gives the kernels their
+// constants).
 // BF16: .version 7.0
 // BF16: .target sm_80
 // BF16: .visible .entry linear_kernel_1(
@@ -44,9 +48,15 @@
 // BF16-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // BF16-DAG: ldmatrix.sync.aligned.m8n8.x2.shared.b16
 // BF16-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// BF16-DAG: st.shared.v4.b16
+// RUN: FileCheck %s --check-prefix=NODIV --input-file=%t/bf16.ptx
+// NODIV-NOT: {{(div|rem)}}.u
 // RUN: FileCheck %s --check-prefix=BF16N --input-file=%t/bf16.ptx
-// BF16N-COUNT-4: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// BF16N-COUNT-16: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // BF16N-NOT: mma.sync
+// RUN: FileCheck %s --check-prefix=BF16L --input-file=%t/bf16.ptx
+// BF16L-COUNT-4: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// BF16L-NOT: ldmatrix.sync.aligned.m8n8.x4
 
 // F16: .visible .entry linear_kernel_1(
 // F16-DAG: cvt.rn.f16.f32
@@ -54,7 +64,7 @@
 // F16-DAG: ldmatrix.sync.aligned.m8n8.x2.shared.b16
 // F16-DAG: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // RUN: FileCheck %s --check-prefix=F16N --input-file=%t/f16.ptx
-// F16N-COUNT-4: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+// F16N-COUNT-16: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // F16N-NOT: mma.sync
 
 // F32: .visible .entry linear_kernel_1(
