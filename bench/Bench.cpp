@@ -53,19 +53,23 @@ rt::CompileOptions bench::compileOptions(const Options &options,
   rt::CompileOptions compile;
   compile.gradients = true;
   // The CPU's unfused expert projections are grouped by expert unless the
-  // setting is `dense` (switchyard's --experts).
-  bool dense = fuse == kDenseExperts;
+  // setting is `dense`, the GPU's only with `grouped` (switchyard's
+  // --experts).
+  bool dense = fuse == kDenseExperts, grouped = fuse == kGroupedExperts;
+  llvm::StringRef fusions = dense     ? "none"
+                            : grouped ? "router,attention"
+                                      : fuse;
   compile.fusion =
-      check(mlir::switchyard::parseFusions(dense ? "none" : fuse,
-                                           options.gpu()),
-            "--fuse");
-  compile.groupedExperts = !options.gpu() && !dense;
+      check(mlir::switchyard::parseFusions(fusions, options.gpu()), "--fuse");
+  compile.groupedExperts = grouped || (!options.gpu() && !dense);
   return compile;
 }
 
 std::string bench::fusionLabel(const Options &options, llvm::StringRef fuse) {
   if (fuse == kDenseExperts)
     return "unfused, dense experts";
+  if (fuse == kGroupedExperts)
+    return "grouped experts";
   std::string fusions = mlir::switchyard::describeFusions(
       check(mlir::switchyard::parseFusions(fuse, options.gpu()), "--fuse"));
   if (fusions == "all")

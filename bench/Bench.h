@@ -69,9 +69,17 @@ double medianMs(unsigned reps, llvm::function_ref<void()> run);
 /// the others the CPU's are grouped by expert, its default.
 inline constexpr llvm::StringLiteral kDenseExperts = "dense";
 
+/// The fusion setting with the router and attention fused and the expert
+/// projections unfused and grouped by expert (`switchyard --fuse
+/// router,attention --experts grouped`): on the GPU the padded formulation
+/// on tensor cores (moe.grouped_matmul / moe.grouped_weight_grad), the
+/// route to the paper's k/E of the dense MACs; the fused expert-projection
+/// kernels are one thread per row.
+inline constexpr llvm::StringLiteral kGroupedExperts = "grouped";
+
 /// The compile options (with gradients) of a fusion setting: default (the
-/// device's own, FusionOptions::deviceDefault), all, none or, on the CPU,
-/// kDenseExperts.
+/// device's own, FusionOptions::deviceDefault), all, none, kGroupedExperts
+/// or, on the CPU, kDenseExperts.
 rt::CompileOptions compileOptions(const Options &options, llvm::StringRef fuse);
 
 /// A row label for a fusion setting: "fused" (all), "unfused" (none), or

@@ -307,10 +307,11 @@ int bench::runLayer(const Options &options) {
   const FusionOptions byDefault = FusionOptions::deviceDefault(options.gpu());
   // Each setting's row label and compile time, in the rows' order.
   std::vector<std::pair<std::string, double>> compileMs;
-  // On the CPU also the unfused route with dense expert projections.
-  for (llvm::StringRef fuse : {"default", "all", "none", "dense"}) {
-    if (fuse == kDenseExperts) {
-      if (options.gpu())
+  // On the CPU also the unfused route with dense expert projections, on
+  // the GPU the one with grouped expert projections.
+  for (llvm::StringRef fuse : {"default", "all", "none", "dense", "grouped"}) {
+    if (fuse == kDenseExperts || fuse == kGroupedExperts) {
+      if (options.gpu() != (fuse == kGroupedExperts))
         continue;
     } else if (fuse != "default" &&
                check(mlir::switchyard::parseFusions(fuse, options.gpu()),

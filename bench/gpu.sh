@@ -6,23 +6,30 @@
 # --device gpu, bf16 tensor-core kernels (f32 accumulation) against
 # PyTorch's bf16, phase by phase:
 #   kernels  the layer's ops one by one at the 47M and 262M shapes
-#            (bench/Inputs/kernels-{47m,262m}.mlir): Switchyard fused and
-#            unfused, PyTorch per-expert loop, dense and torch.mm of equal
+#            (bench/Inputs/kernels-{47m,262m}.mlir): Switchyard fused,
+#            unfused and with grouped expert projections on tensor cores
+#            (--fuse grouped), PyTorch per-expert loop, dense and torch.mm of equal
 #            FLOPs, scaled_dot_product_attention's flash/cuDNN/efficient/math
 #            backends; TFLOP/s and % of the bf16 matmul peak measured in the
 #            same run;
 #   layer    the SwitchHead layer forward and forward+backward, 47M (batch 8)
-#            and 262M (batch 2): fused, unfused, PyTorch, and the dense MHA
-#            layer of the same parameter count (Switchyard and PyTorch);
+#            and 262M (batch 2): fused, unfused, grouped, PyTorch, and the
+#            dense MHA layer of the same parameter count (Switchyard and
+#            PyTorch);
 #   train    training steps of the 47M SwitchHead and dense models (batch
-#            16), with their compile times;
+#            16), with their compile times, each with its default fusions;
+#   train-grouped  the same with --fuse grouped (the SwitchHead model's
+#            expert projections grouped on tensor cores; the dense model's
+#            fusions are then its default ones);
 # and writes what it printed, with the GPU, driver, date and commit, to
 # bench/results/gpu-<date>-<commit>-<phases>.md (and, as it goes, to $OUT
 # when set).
 # Every run has a time limit; the exit status is 0 only if all passed.
 #
-# Each phase fits one 10-minute call of the device tool (train alone).
-# Usage: bench/gpu.sh [--bundle DIR] [PHASE...]    (default: all phases)
+# Each phase fits one 10-minute call of the device tool (train and
+# train-grouped each alone).
+# Usage: bench/gpu.sh [--bundle DIR] [PHASE...]
+#   (default: kernels layer train train-grouped)
 #   --bundle DIR  the static binaries of `scripts/device-bundle.sh --bench`
 #                 (the device machine has no LLVM); otherwise switchyard-bench
 #                 is built in $SWITCHYARD_BUILD_DIR (default build/)
@@ -39,7 +46,7 @@ if [ "${1:-}" = --bundle ]; then
   bundle=$(cd "$2" && pwd) || { echo "no bundle $2"; exit 1; }
   shift 2
 fi
-phases=${*:-kernels layer train}
+phases=${*:-kernels layer train train-grouped}
 reps=${REPS:-20}
 # switchyard-bench starts Python itself: give it a path, and check first
 # that it has PyTorch with CUDA.
@@ -119,7 +126,11 @@ for phase in $phases; do
       run 570 "Training steps, 47M SwitchHead against dense, batch 16" \
         --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
         --batch 16 --reps 10 ;;
-    *) echo "unknown phase '$phase' (kernels, layer, train)"; status=1 ;;
+    train-grouped)
+      run 570 "Training steps, 47M SwitchHead against dense, batch 16, grouped expert projections" \
+        --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
+        --fuse grouped --batch 16 --reps 10 ;;
+    *) echo "unknown phase '$phase' (kernels, layer, train, train-grouped)"; status=1 ;;
   esac
 done
 

@@ -57,11 +57,14 @@ cl::list<std::string> fuse(
     "fuse", cl::CommaSeparated,
     cl::desc("With --kernels or --train-step: the fusion settings to measure, "
              "default (the device's: all on the GPU, none on the CPU), all, "
-             "none and/or, on the CPU, dense (none, with the expert "
-             "projections dense over all experts instead of grouped by "
-             "expert; switchyard --experts) (default: all,none (CPU: "
-             "all,none,dense) for --kernels, default for --train-step; the "
-             "layer benchmark measures them all, each setting once)"),
+             "none, grouped (router and attention fused, the expert "
+             "projections unfused and grouped by expert: on the GPU on "
+             "tensor cores; switchyard --experts) and/or, on the CPU, dense "
+             "(none, with the expert projections dense over all experts "
+             "instead of grouped by expert) (default for --kernels: "
+             "all,none,grouped on the GPU, all,none,dense on the CPU; for "
+             "--train-step: default; the layer benchmark measures them all, "
+             "each setting once)"),
     cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per call or step (2)"),
                        cl::init(2), cl::cat(category));
@@ -131,7 +134,8 @@ int main(int argc, char **argv) {
       "Transformer-XL\n                 memory, cross-entropy), forward and "
       "forward+backward: the device's\n                 default fusions "
       "(CPU: none), then all and none where they differ, on the CPU\n"
-      "                 unfused with dense expert projections, the C++\n"
+      "                 unfused with dense expert projections, on the GPU\n"
+      "                 with grouped ones (--fuse grouped), the C++\n"
       "                 reference (forward), the dense MHA layer of the same\n"
       "                 parameter count, and PyTorch "
       "(bench/torch_switchhead.py) for both\n"
@@ -180,14 +184,16 @@ int main(int argc, char **argv) {
   if (options.fusions.empty()) {
     options.fusions = trainStep.empty() ? std::vector<std::string>{"all", "none"}
                                         : std::vector<std::string>{"default"};
-    if (trainStep.empty() && !options.gpu())
-      options.fusions.push_back(kDenseExperts.str());
+    if (trainStep.empty())
+      options.fusions.push_back(options.gpu() ? kGroupedExperts.str()
+                                              : kDenseExperts.str());
   }
   for (const std::string &setting : options.fusions)
     if (setting != "default" && setting != "all" && setting != "none" &&
+        setting != kGroupedExperts &&
         (setting != kDenseExperts || options.gpu())) {
       llvm::errs() << "switchyard-bench: error: --fuse: expected default, all, "
-                      "none or (on the CPU) dense, found '"
+                      "none, grouped or (on the CPU) dense, found '"
                    << setting << "'\n";
       return 1;
     }
