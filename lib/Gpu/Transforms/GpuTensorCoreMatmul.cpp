@@ -77,6 +77,11 @@ constexpr int64_t kBlockThreads = kWarpsM * kWarpsN * kWarpSize;
 constexpr int64_t kSmemRow = kBlockK + 8;
 /// Elements adjacent in memory that one thread stages together.
 constexpr int64_t kRun = 4;
+static_assert(kBlockM * kBlockK % (kBlockThreads * kRun) == 0 &&
+                  kBlockN * kBlockK % (kBlockThreads * kRun) == 0 &&
+                  kBlockK % kRun == 0 && kBlockM % kRun == 0 &&
+                  kBlockN % kRun == 0,
+              "every thread stages whole runs, as many for every thread");
 
 /// Whether `c` has the shape the tensor-core kernel handles: one M, N and K
 /// dimension, at most one batch dimension, and projected permutation maps
