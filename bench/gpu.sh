@@ -120,16 +120,14 @@ for phase in $phases; do
         --reps "$reps" --skip-reference
       run 300 "SwitchHead layer, 262M, batch 2" --config 262m --batch 2 \
         --reps "$reps" --skip-reference ;;
-    train)
+    train|train-grouped)
       # Compiling both 47M models took 384 s on 2 cores here (sm_90a,
-      # bf16; mostly LLVM and ptxas): this phase needs a call of its own.
-      run 570 "Training steps, 47M SwitchHead against dense, batch 16" \
+      # bf16; mostly LLVM and ptxas): each phase needs a call of its own.
+      fuse=default title=
+      [ "$phase" = train-grouped ] && fuse=grouped title=", grouped expert projections"
+      run 570 "Training steps, 47M SwitchHead against dense, batch 16$title" \
         --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
-        --batch 16 --reps 10 ;;
-    train-grouped)
-      run 570 "Training steps, 47M SwitchHead against dense, batch 16, grouped expert projections" \
-        --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
-        --fuse grouped --batch 16 --reps 10 ;;
+        --fuse "$fuse" --batch 16 --reps 10 ;;
     *) echo "unknown phase '$phase' (kernels, layer, train, train-grouped)"; status=1 ;;
   esac
 done

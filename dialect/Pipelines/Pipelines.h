@@ -55,6 +55,15 @@ struct LoweringOptions {
 /// many: a multiple of the tensor-core kernels' 64-row block tiles.
 constexpr int64_t kGpuGroupedTileRows = 64;
 
+/// `grouped-experts`, an option of both GPU pipelines (the target and its
+/// emulation).
+inline constexpr const char *kGroupedExpertsHelp =
+    "Lower the unfused expert projections and their gradients grouped by "
+    "expert with no host reads (the routes sorted in parallel, each "
+    "expert's rows padded to 64-row tiles, moe.grouped_matmul and "
+    "moe.grouped_weight_grad: tensor-core kernels with bf16/f16) instead of "
+    "densely over all experts";
+
 /// The options every target shares: which functions to build from each
 /// model (its forward pass always; gradients and train step on request),
 /// and which fusions to apply.
@@ -213,13 +222,7 @@ struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
                      "mma.sync for the others. Not run on a GPU yet"),
       llvm::cl::init(false)};
   detail::PassOptions::Option<bool> groupedExperts{
-      *this, "grouped-experts",
-      llvm::cl::desc("Lower the unfused expert projections and their "
-                     "gradients grouped by expert with no host reads (the "
-                     "routes sorted in parallel, each expert's rows padded "
-                     "to 64-row tiles, moe.grouped_matmul and "
-                     "moe.grouped_weight_grad: tensor-core kernels with "
-                     "bf16/f16) instead of densely over all experts"),
+      *this, "grouped-experts", llvm::cl::desc(kGroupedExpertsHelp),
       llvm::cl::init(false)};
 };
 
@@ -264,13 +267,7 @@ struct GpuEmulationPipelineOptions
                      "prints the op and its location and aborts"),
       llvm::cl::init(false)};
   detail::PassOptions::Option<bool> groupedExperts{
-      *this, "grouped-experts",
-      llvm::cl::desc("Lower the unfused expert projections and their "
-                     "gradients grouped by expert with no host reads (the "
-                     "routes sorted in parallel, each expert's rows padded "
-                     "to 64-row tiles, moe.grouped_matmul and "
-                     "moe.grouped_weight_grad: tensor-core kernels with "
-                     "bf16/f16) instead of densely over all experts"),
+      *this, "grouped-experts", llvm::cl::desc(kGroupedExpertsHelp),
       llvm::cl::init(false)};
 };
 

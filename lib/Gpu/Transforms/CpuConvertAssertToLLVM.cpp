@@ -14,6 +14,7 @@
 #include "dialect/Gpu/Transforms/Passes.h"
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/PatternMatch.h"
@@ -41,34 +42,20 @@ void SwitchyardConvertAssertToLLVMPass::runOnOperation() {
     return;
 
   MLIRContext *ctx = &getContext();
-  SymbolTable symbols(module);
+  SymbolTableCollection symbolTables;
+  SymbolTable &symbols = symbolTables.getSymbolTable(module);
   IRRewriter b(ctx);
   auto ptr = LLVM::LLVMPointerType::get(ctx);
-  auto i32 = IntegerType::get(ctx, 32);
-  auto voidType = LLVM::LLVMVoidType::get(ctx);
-  // The C library's functions, declared once.
-  auto declare = [&](StringRef name,
-                     LLVM::LLVMFunctionType type) -> LLVM::LLVMFuncOp {
-    Operation *existing = symbols.lookup(name);
-    if (auto function = dyn_cast_or_null<LLVM::LLVMFuncOp>(existing))
-      return function.getFunctionType() == type ? function : nullptr;
-    if (existing)
-      return nullptr;
-    b.setInsertionPointToStart(module.getBody());
-    auto function = LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
-    symbols.insert(function);
-    return function;
-  };
-  LLVM::LLVMFuncOp puts =
-      declare("puts", LLVM::LLVMFunctionType::get(i32, {ptr}));
-  LLVM::LLVMFuncOp abort =
-      declare("abort", LLVM::LLVMFunctionType::get(voidType, ArrayRef<Type>{}));
-  if (!puts || !abort) {
-    module.emitError() << "switchyard-convert-assert-to-llvm: the module "
-                          "defines `puts` or `abort` otherwise than the C "
-                          "library";
+  // The C library's functions, declared once (an error if the module
+  // declares them with other types).
+  FailureOr<LLVM::LLVMFuncOp> puts = LLVM::lookupOrCreateFn(
+      b, module, "puts", {ptr}, IntegerType::get(ctx, 32),
+      /*isVarArg=*/false, /*isReserved=*/false, &symbolTables);
+  FailureOr<LLVM::LLVMFuncOp> abort = LLVM::lookupOrCreateFn(
+      b, module, "abort", {}, LLVM::LLVMVoidType::get(ctx),
+      /*isVarArg=*/false, /*isReserved=*/false, &symbolTables);
+  if (failed(puts) || failed(abort))
     return signalPassFailure();
-  }
 
   // One zero-terminated global per distinct message.
   DenseMap<StringAttr, LLVM::GlobalOp> messages;
@@ -105,8 +92,8 @@ void SwitchyardConvertAssertToLLVMPass::runOnOperation() {
     Block *after = b.splitBlock(before, std::next(op->getIterator()));
     Block *fail = b.createBlock(after);
     Value text = LLVM::AddressOfOp::create(b, loc, ptr, global.getSymName());
-    LLVM::CallOp::create(b, loc, puts, ValueRange{text});
-    LLVM::CallOp::create(b, loc, abort, ValueRange{});
+    LLVM::CallOp::create(b, loc, *puts, ValueRange{text});
+    LLVM::CallOp::create(b, loc, *abort, ValueRange{});
     LLVM::UnreachableOp::create(b, loc);
     b.setInsertionPoint(op);
     cf::CondBranchOp::create(b, loc, op.getArg(), after, ValueRange{}, fail,
