@@ -147,9 +147,12 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
 
   // Stages 1-4, shared with the GPU backend.
   detail::Compilation compilation(context, source, bufferName);
+  // The emulation's tensor-core route: mma.sync matmuls and attention.
+  bool tensorCores = options.emulateGpu && options.emulateTensorCores &&
+                     options.roundContractionOperands != "f32";
   if (llvm::Error error = compilation.lowerToLinalg(
           options.emulateGpu ? detail::withDeviceGrouping(options) : options,
-          program->impl->params, program->impl->functions))
+          program->impl->params, program->impl->functions, tensorCores))
     return std::move(error);
 
   // Stages 5-6: native code.

@@ -146,7 +146,8 @@ llvm::Error Compilation::run(mlir::PassManager &pm, StringRef stage) {
 
 llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
                                        ParamTable &params,
-                                       std::vector<FunctionSpec> &functions) {
+                                       std::vector<FunctionSpec> &functions,
+                                       bool flashAttentionKernel) {
   moduleOp = mlir::parseSourceFile<mlir::ModuleOp>(sources, &context);
   if (!moduleOp)
     return stageFailed("parsing and verification");
@@ -183,6 +184,7 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
   loweringOptions.fusion = options.fusion;
   loweringOptions.groupedExperts = options.groupedExperts;
   loweringOptions.groupedTileRows = options.groupedTileRows;
+  loweringOptions.flashAttentionKernel = flashAttentionKernel;
   mlir::switchyard::buildLowerToLinalgPipeline(lowering, loweringOptions);
   if (llvm::Error error = run(lowering, "lowering to linalg"))
     return error;

@@ -59,8 +59,11 @@ public:
   /// public function into `functions` with its arguments' roles. Marks the
   /// public functions for the runtime: arguments are never written
   /// (bufferization.writable = false) and each gets its C interface.
+  /// `flashAttentionKernel`: the GPU's tensor-core route keeps the forward
+  /// flash attention for its kernel (LoweringOptions::flashAttentionKernel).
   llvm::Error lowerToLinalg(const CompileOptions &options, ParamTable &params,
-                            std::vector<FunctionSpec> &functions);
+                            std::vector<FunctionSpec> &functions,
+                            bool flashAttentionKernel = false);
 
   /// Runs `pm` on the module, with the MLIR pass-manager options of the
   /// command line (--mlir-print-ir-*, --mlir-timing, ...) where the tool

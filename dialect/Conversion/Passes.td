@@ -59,7 +59,16 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
            "reads (the GPU's): the sort computed in parallel, each expert's "
            "segment of rows padded to a multiple of T, the products as "
            "moe.grouped_matmul and moe.grouped_weight_grad; 0 reads the "
-           "sort on the host">
+           "sort on the host">,
+    Option<"flashAttentionKernel", "flash-attention-kernel", "bool",
+           /*default=*/"false",
+           "Rewrite moe.flash_attention without relative keys (head width "
+           "at most 128) whose logsumexp nothing reads (a forward pass "
+           "without backward: the kernel rounds Q and K, the backward row "
+           "kernel does not) to moe.flash_attention_kernel, which survives "
+           "bufferization for switchyard-gpu-tensor-core-matmul's mma.sync "
+           "kernel, instead of a row kernel; set by the GPU pipelines where "
+           "matmuls run on tensor cores">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",

@@ -49,7 +49,16 @@ struct LoweringOptions {
   /// target's formulation); T > 0 pads each expert's rows to multiples of T
   /// and reads nothing on the host (`grouped-tile-rows`; the GPU's).
   int64_t groupedTileRows = 0;
+  /// moe.flash_attention without relative keys kept, as
+  /// moe.flash_attention_kernel, for the GPU's tensor-core kernel
+  /// (convert-moe-to-linalg `flash-attention-kernel`).
+  bool flashAttentionKernel = false;
 };
+
+/// Whether the GPU target runs matmuls (and the forward flash attention) on
+/// tensor cores: a 16-bit element type and a chip with bf16/f16 mma.sync
+/// m16n8k16 (sm_80 and newer: all the pipeline takes but sm_75).
+bool gpuUsesTensorCores(llvm::StringRef elementType, llvm::StringRef chip);
 
 /// The GPU targets' grouped formulation pads each expert's rows to this
 /// many: a multiple of the tensor-core kernels' 64-row block tiles.

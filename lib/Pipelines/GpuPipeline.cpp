@@ -19,15 +19,21 @@
 // shared memory, nvgpu.ldmatrix, mma.sync m16n8k16 with f32 accumulators,
 // guarded stores. That needs sm_80 (bf16 mma.sync); on
 // sm_75 the contractions stay SIMT with their factors rounded to the element
-// type, so both chips compute the same products. The PTX of this route is
-// checked with ptxas for sm_80 … sm_120; its numerics have not been run on a
-// GPU yet. With wgmma=true and chip=sm_90a (opt-in), the contractions with
-// static N and K multiples of 128 and 64 and no batch dimension instead get
-// one warpgroup per 64 x 128 tile: the factors converted to device buffers
-// of the element type, TMA loads (128-byte swizzle, descriptors made on the
-// host by mgpuTensorMapEncodeTiledMemref) signalled by an mbarrier, and
-// nvgpu.warpgroup.mma (wgmma m64n128k16); only its PTX is checked (ptxas),
-// and the runtime does not provide mgpuTensorMapEncodeTiledMemref yet.
+// type, so both chips compute the same products. With tensor cores the
+// forward flash attention without relative keys (and without a backward
+// pass that reads its logsumexp) is kept through
+// bufferization (moe.flash_attention_kernel) and becomes an mma.sync kernel
+// of its own (4 warps per 64 query rows, QKᵀ and PV on the tensor cores, the
+// online softmax in registers); its backward pass stays a row kernel. The PTX
+// of this route is checked with ptxas for sm_80 … sm_120; its numerics have not
+// been run on a GPU yet. With wgmma=true and chip=sm_90a (opt-in), the
+// contractions with static N and K multiples of 128 and 64 and no batch
+// dimension instead get one warpgroup per 64 x 128 tile: the factors converted
+// to device buffers of the element type, TMA loads (128-byte swizzle,
+// descriptors made on the host by mgpuTensorMapEncodeTiledMemref) signalled by
+// an mbarrier, and nvgpu.warpgroup.mma (wgmma m64n128k16); only its PTX is
+// checked (ptxas), and the runtime does not provide
+// mgpuTensorMapEncodeTiledMemref yet.
 //
 // Device memory design
 // --------------------
@@ -226,7 +232,7 @@ void buildBufferizationStages(OpPassManager &pm) {
 /// Whether matmuls run on tensor cores: a 16-bit element type and a chip
 /// with bf16/f16 mma.sync m16n8k16 (sm_80 and newer: all but sm_75).
 bool usesTensorCores(const switchyard::GpuPipelineOptions &options) {
-  return options.elementType != "f32" && options.chip != "sm_75";
+  return switchyard::gpuUsesTensorCores(options.elementType, options.chip);
 }
 
 /// Whether the contractions that fit take the wgmma + TMA route: asked for,
@@ -374,14 +380,28 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
+/// Whether the emulation runs the tensor-core kernels (mma.sync; not
+/// wgmma).
+static bool
+usesTensorCores(const switchyard::GpuEmulationPipelineOptions &options) {
+  return options.tensorCores && options.elementType != "f32";
+}
+
 /// The lowering options of a GPU pipeline: its grouped formulation is the
-/// padded one.
+/// padded one; with tensor cores, the flash attention without relative keys
+/// is their kernel.
 template <typename Options>
 static switchyard::LoweringOptions gpuLowering(const Options &options) {
   switchyard::LoweringOptions lowering = options.lowering();
   lowering.groupedExperts = options.groupedExperts;
   lowering.groupedTileRows = switchyard::kGpuGroupedTileRows;
+  lowering.flashAttentionKernel = usesTensorCores(options);
   return lowering;
+}
+
+bool switchyard::gpuUsesTensorCores(llvm::StringRef elementType,
+                                    llvm::StringRef chip) {
+  return elementType != "f32" && chip != "sm_75";
 }
 
 void switchyard::buildGpuPipeline(OpPassManager &pm,
@@ -398,8 +418,7 @@ void switchyard::buildGpuEmulationCodegenPipeline(
     return;
   buildBufferizationStages(pm);
   // The tensor-core route of sm_80+ (mma.sync; not wgmma), or the SIMT one.
-  KernelFormation formation{options.elementType,
-                            options.tensorCores && options.elementType != "f32",
+  KernelFormation formation{options.elementType, usesTensorCores(options),
                             /*wgmma=*/false, options.blockSize};
   buildKernelFormationStages(pm, formation);
   // The kernels' own loads and stores checked, before the launches become

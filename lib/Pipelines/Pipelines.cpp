@@ -52,6 +52,7 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
   ConvertMoeToLinalgPassOptions toLinalg;
   toLinalg.groupedExperts = options.groupedExperts;
   toLinalg.groupedTileRows = options.groupedTileRows;
+  toLinalg.flashAttentionKernel = options.flashAttentionKernel;
   pm.addPass(createConvertMoeToLinalgPass(toLinalg));
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());

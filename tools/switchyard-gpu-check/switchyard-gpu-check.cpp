@@ -32,6 +32,10 @@
 // of the contraction factors (CompileOptions::roundContractionOperands,
 // switchyard-round-contraction-operands, the same code on the same linalg
 // ops), so that the two differ only in the order of the f32 accumulation.
+// The tensor-core flash attention (moe.flash_attention_kernel, with the
+// fusions) rounds its inputs Q, K, V and its weights P; the CPU's flash
+// attention rounds none of them. --round-inputs bf16|f16 draws inputs that
+// the type holds exactly (test/Integration/CUDA/attention.test).
 // --fusion none compiles both sides without the moe fusions (the unfused
 // route: linalg matmuls, softmax, top-k) instead of with all of them.
 // --experts grouped then groups the expert projections by expert on both
@@ -55,6 +59,7 @@
 #include "runtime/CpuProgram.h"
 #include "runtime/GpuProgram.h"
 
+#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -131,6 +136,12 @@ cl::opt<std::string> elementType(
     cl::desc("Matmul multiplicands on the GPU: f32 (default), bf16 or f16 "
              "(tensor cores); the CPU reference rounds them the same way"),
     cl::init("f32"), cl::cat(category));
+cl::opt<std::string> roundInputs(
+    "round-inputs",
+    cl::desc("Round every float input to the nearest bf16 or f16 value "
+             "(default f32: as drawn), so that a GPU route that rounds its "
+             "inputs to that type rounds them exactly"),
+    cl::init("f32"), cl::cat(category));
 cl::opt<Fusion> fusion(
     "fusion", cl::desc("The moe fusions on both sides (default: all)"),
     cl::values(clEnumValN(Fusion::all, "all",
@@ -188,6 +199,19 @@ makeInputs(const rt::FunctionSpec &function, const rt::ParamTable &params,
         std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
         for (float &v : values)
           v = uniform(generator);
+      }
+      if (roundInputs != "f32") {
+        const llvm::fltSemantics &narrow = roundInputs == "bf16"
+                                               ? llvm::APFloat::BFloat()
+                                               : llvm::APFloat::IEEEhalf();
+        for (float &v : values) {
+          llvm::APFloat x(v);
+          bool lost = false;
+          x.convert(narrow, llvm::APFloat::rmNearestTiesToEven, &lost);
+          x.convert(llvm::APFloat::IEEEsingle(),
+                    llvm::APFloat::rmNearestTiesToEven, &lost);
+          v = x.convertToFloat();
+        }
       }
       inputs.push_back(rt::HostTensor::fromValues<float>(spec.param, spec.type,
                                                          shape, values));
@@ -337,6 +361,13 @@ int main(int argc, char **argv) {
     llvm::errs() << "switchyard-gpu-check: --element-type: expected f32, "
                     "bf16 or f16, found '"
                  << elementType << "'\n";
+    return 2;
+  }
+  if (!llvm::is_contained({"f32", "bf16", "f16"},
+                          llvm::StringRef(roundInputs))) {
+    llvm::errs() << "switchyard-gpu-check: --round-inputs: expected f32, "
+                    "bf16 or f16, found '"
+                 << roundInputs << "'\n";
     return 2;
   }
   // The CPU reference rounds the factors as the tensor cores do.

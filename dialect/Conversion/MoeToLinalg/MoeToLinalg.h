@@ -38,6 +38,12 @@ void populateGroupedExpertPatterns(RewritePatternSet &patterns,
 /// whose bodies work on scalars and vector<F> rows (FlashAttention.cpp).
 void populateFlashAttentionLoweringPatterns(RewritePatternSet &patterns);
 
+/// Above those: moe.flash_attention without relative keys, with a head
+/// width of at most 128 and no reader of its logsumexp (no backward pass),
+/// to moe.flash_attention_kernel (the GPU's tensor-core kernel, built after
+/// bufferization).
+void populateFlashAttentionKernelPatterns(RewritePatternSet &patterns);
+
 } // namespace mlir::switchyard
 
 #endif // SWITCHYARD_DIALECT_CONVERSION_MOETOLINALG_MOETOLINALG_H

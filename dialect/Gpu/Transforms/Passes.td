@@ -549,6 +549,21 @@ def SwitchyardGpuTensorCoreMatmulPass
     grid's third dimension is the expert and K runs over its segment of
     rows. The others stay for `switchyard-lower-grouped-kernels`.
 
+    With `tensor-cores`, `moe.flash_attention_kernel` on buffers (made by
+    `convert-moe-to-linalg` `flash-attention-kernel`; it has no other
+    lowering, and without `tensor-cores` it is an error) becomes the
+    FlashAttention-2 forward pass on mma.sync: a block of 4 warps per 64
+    query rows of one (batch, head), each warp 16 rows; the queries staged
+    once into A fragments; steps of 64 keys staging K and Vᵀ (head width
+    padded to a multiple of 16, rows padded by 8 elements) between
+    barriers; S = Q·Kᵀ on the tensor cores, the invisible keys (causal,
+    with S - T keys of memory ahead) masked to -inf; the online softmax
+    per row (maxima over a quad of lanes by `gpu.shuffle xor`); O += P·V
+    with P's A fragments built in registers from S's accumulator tiles
+    (rounded to the element type). O / l and the logsumexp m + log l are
+    stored for the rows inside T. The backward pass stays a SIMT row
+    kernel.
+
     With `element-type=f32` the pass does nothing. With `bf16` or `f16`:
 
     - every such op has its multiplicands rounded to the element type
@@ -660,7 +675,8 @@ def SwitchyardGpuTensorCoreMatmulPass
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
-    "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
   ];

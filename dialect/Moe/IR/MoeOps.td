@@ -1094,4 +1094,53 @@ def Moe_GroupedWeightGradOp : Moe_Op<"grouped_weight_grad", [
   let hasVerifier = 1;
 }
 
+def Moe_FlashAttentionKernelOp : Moe_Op<"flash_attention_kernel", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "moe.flash_attention without relative keys, destination "
+                "style, kept for a tensor-core kernel";
+  let description = [{
+    Computes what `moe.flash_attention` computes without `rel` (the same
+    causal visibility over `S >= T` keys, key `u` visible to query `t` iff
+    `u <= t + S - T`), writing the attention into `result_init` `[B, T, H,
+    F]` and the rows' logsumexp into `logsumexp_init` `[B, T, H]` (f32);
+    their previous contents are not read.
+
+    Like `moe.grouped_matmul`, it has value semantics on tensors (results
+    of the inits' types) and writes its inits in place on buffers (no
+    results), so that it survives bufferization: `convert-moe-to-linalg`
+    makes it (`flash-attention-kernel`, set by the GPU pipelines where
+    matmuls run on tensor cores) and `switchyard-gpu-tensor-core-matmul`
+    builds its kernel (blocks of 4 warps over 64 query rows, QKᵀ and PV
+    with mma.sync, an online softmax over steps of 64 keys). The head
+    width `F` must be static, at most 128.
+
+    ```mlir
+    %o, %lse = moe.flash_attention_kernel ins(%q, %k, %v : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>) outs(%oi, %li : tensor<?x16x2x32xf32>, tensor<?x16x2xf32>) -> tensor<?x16x2x32xf32>, tensor<?x16x2xf32>
+    ```
+  }];
+
+  let arguments = (ins TensorOrMemRef<Moe_GroupedTypes>:$query,
+                       TensorOrMemRef<Moe_GroupedTypes>:$key,
+                       TensorOrMemRef<Moe_GroupedTypes>:$value,
+                       TensorOrMemRef<Moe_GroupedTypes>:$result_init,
+                       TensorOrMemRef<[F32]>:$logsumexp_init);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
+    type($value) `)` `outs` `(` $result_init `,` $logsumexp_init `:`
+    type($result_init) `,` type($logsumexp_init) `)` attr-dict
+    (`->` type($results)^)?
+  }];
+  let extraClassDeclaration = [{
+    MutableOperandRange getDpsInitsMutable() {
+      return MutableOperandRange(*this, /*start=*/3, /*length=*/2);
+    }
+    /// The largest head width the tensor-core kernel takes.
+    static constexpr int64_t kMaxHeadWidth = 128;
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

@@ -994,7 +994,8 @@ struct ConvertMoeToLinalgPass
     ConversionTarget target(*ctx);
     target.addIllegalDialect<moe::MoeDialect>();
     // The grouped kernels stay until after bufferization.
-    target.addLegalOp<moe::GroupedMatmulOp, moe::GroupedWeightGradOp>();
+    target.addLegalOp<moe::GroupedMatmulOp, moe::GroupedWeightGradOp,
+                      moe::FlashAttentionKernelOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     populateMoeToLinalgPatterns(patterns);
@@ -1008,6 +1009,8 @@ struct ConvertMoeToLinalgPass
     }
     if (groupedExperts)
       populateGroupedExpertPatterns(patterns, groupedTileRows);
+    if (flashAttentionKernel)
+      populateFlashAttentionKernelPatterns(patterns);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

@@ -10,7 +10,8 @@
 // (MmaProblem: sizes, the K range of a block, the operands' loads) also
 // takes the grouped expert kernels, moe.grouped_matmul (each block's
 // expert read from its tile) and moe.grouped_weight_grad (a batch per
-// expert, K over its segment).
+// expert, K over its segment). moe.flash_attention_kernel has a kernel of
+// its own (GpuTensorCoreAttention.cpp).
 //
 // The fragment layouts are not derived here: the lane -> ldmatrix row
 // address map and the lane/value -> accumulator element map are upstream's
@@ -19,6 +20,8 @@
 // file has not been run on a GPU; only its PTX has been assembled (ptxas).
 //
 //===----------------------------------------------------------------------===//
+
+#include "TensorCoreKernels.h"
 
 #include "dialect/Gpu/Transforms/Contractions.h"
 #include "dialect/Gpu/Transforms/Passes.h"
@@ -31,6 +34,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/NVGPU/Utils/MMAUtils.h"
@@ -50,14 +54,98 @@ namespace mlir::switchyard {
 using namespace mlir;
 using mlir::switchyard::Contraction;
 
+using namespace mlir::switchyard::tensor_cores;
+
+//===----------------------------------------------------------------------===//
+// What the kernel builders share
+//===----------------------------------------------------------------------===//
+
+Value KernelBuilderBase::apply(AffineMap map, unsigned r, ValueRange operands) {
+  OpFoldResult result = affine::makeComposedFoldedAffineApply(
+      b, loc, map.getSubMap({r}), getAsOpFoldResult(operands));
+  return getValueOrCreateConstantIndexOp(b, loc, result);
+}
+
+Value KernelBuilderBase::roundedFactor(Value raw) {
+  Type f32 = b.getF32Type();
+  if (raw.getType() != f32)
+    raw = arith::ExtFOp::create(b, loc, f32, raw);
+  return arith::TruncFOp::create(b, loc, elementType, raw);
+}
+
+SmallVector<Value> KernelBuilderBase::mma(Value a, Value bFrag,
+                                          ValueRange acc) {
+  Type f32 = b.getF32Type();
+  if (elementType.isF16()) {
+    // Upstream's nvgpu.mma.sync lowering handles f16 x f16 -> f32.
+    auto accType = VectorType::get({2, 2}, f32);
+    Value cVec = vector::FromElementsOp::create(b, loc, accType, acc);
+    Value d = nvgpu::MmaSyncOp::create(
+        b, loc, a, bFrag, cVec, ArrayRef<int64_t>{kTileM, kTileN, kTileK});
+    SmallVector<Value> out;
+    for (int64_t v = 0; v < kAccValues; ++v)
+      out.push_back(vector::ExtractOp::create(b, loc, d,
+                                              ArrayRef<int64_t>{v / 2, v % 2}));
+    return out;
+  }
+  // bf16: convert-nvgpu-to-nvvm (LLVM 22) cannot type bf16 multiplicands,
+  // so issue nvvm.mma.sync on the i32 registers (two bf16 each) that
+  // nvgpu.ldmatrix filled: row r of the fragment vector is register r.
+  auto registers = [&](Value fragment) {
+    auto type = cast<VectorType>(fragment.getType());
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < type.getDimSize(0); ++r) {
+      Value pair = vector::ExtractOp::create(b, loc, fragment, r);
+      Value word = vector::BitCastOp::create(
+          b, loc, VectorType::get({1}, b.getI32Type()), pair);
+      regs.push_back(vector::ExtractOp::create(b, loc, word, 0));
+    }
+    return regs;
+  };
+  auto resultType =
+      LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+  Value d = NVVM::MmaOp::create(
+      b, loc, resultType, registers(a), registers(bFrag), acc,
+      {kTileM, kTileN, kTileK}, /*b1Op=*/std::nullopt,
+      /*intOverflow=*/std::nullopt,
+      std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value> out;
+  for (int64_t v = 0; v < kAccValues; ++v)
+    out.push_back(LLVM::ExtractValueOp::create(b, loc, d, v));
+  return out;
+}
+
+FragmentMaps KernelBuilderBase::fragmentMaps() {
+  // Upstream's maps (MMAUtils): lane and value id to the (row, col) of the
+  // 16 x 8 f32 accumulator element, lane to the row address of ldmatrix.
+  // They are computed for f16 fragments; bf16 has the same 16-bit layout.
+  Type f16 = b.getF16Type();
+  nvgpu::WarpMatrixInfo accInfo{
+      VectorType::get({kTileM, kTileN}, b.getF32Type()),
+      nvgpu::MatMulOperandRole::C};
+  nvgpu::WarpMatrixInfo aInfo{VectorType::get({kTileM, kTileK}, f16),
+                              nvgpu::MatMulOperandRole::A};
+  nvgpu::WarpMatrixInfo bInfo{VectorType::get({kTileN, kTileK}, f16),
+                              nvgpu::MatMulOperandRole::B};
+  FailureOr<AffineMap> accMap =
+      nvgpu::getLaneIdAndValueIdToOperandCoord(b, loc, accInfo);
+  FailureOr<nvgpu::LdMatrixParams> aParams =
+      nvgpu::getLdMatrixParams(aInfo, /*transpose=*/false);
+  FailureOr<nvgpu::LdMatrixParams> bParams =
+      nvgpu::getLdMatrixParams(bInfo, /*transpose=*/false);
+  assert(succeeded(accMap) && succeeded(aParams) && succeeded(bParams) &&
+         "MMAUtils handles f16 x f16 -> f32 m16n8k16");
+  FailureOr<AffineMap> aLdMap =
+      nvgpu::getLaneIdToLdMatrixMatrixCoord(b, loc, *aParams);
+  FailureOr<AffineMap> bLdMap =
+      nvgpu::getLaneIdToLdMatrixMatrixCoord(b, loc, *bParams);
+  assert(succeeded(aLdMap) && succeeded(bLdMap) && "ldmatrix x4 / x2 maps");
+  return {*accMap, *aLdMap, *bLdMap, aParams->numTiles, bParams->numTiles};
+}
+
 namespace {
-/// The mma.sync shape (m16n8k16, 16-bit multiplicands, f32 accumulators).
-constexpr int64_t kTileM = 16;
-constexpr int64_t kTileN = 8;
-constexpr int64_t kTileK = 16;
-constexpr int64_t kWarpSize = 32;
-/// Accumulator values per lane and 16 x 8 tile (c0..c3).
-constexpr int64_t kAccValues = 4;
 /// The block tile: 2 x 2 warps, each computing kWarpMTiles x kWarpNTiles
 /// mma tiles (32 x 32 of C), so a block computes 64 x 64 of C and stages
 /// kBlockK of K per step: 64 x 32 of A and of B, 32 multiply-accumulates
@@ -69,7 +157,7 @@ constexpr int64_t kWarpNTiles = 4;
 constexpr int64_t kBlockM = kWarpsM * kWarpMTiles * kTileM;
 constexpr int64_t kBlockN = kWarpsN * kWarpNTiles * kTileN;
 constexpr int64_t kBlockK = 32;
-constexpr int64_t kBlockThreads = kWarpsM * kWarpsN * kWarpSize;
+constexpr int64_t kBlockThreads = kWarpsM * kWarpsN * kWarpLanes;
 /// Shared tiles are [rows][kBlockK] with each row padded to kSmemRow
 /// elements (80 bytes for 16-bit types): the eight 16-byte row reads of
 /// an ldmatrix matrix then fall in distinct banks (a 64-byte row stride
@@ -113,31 +201,6 @@ Value replayCasts(OpBuilder &b, Contraction &c, unsigned input, Value raw) {
   return mapping.lookupOrDefault(c.factors[input]);
 }
 
-/// What the kernel builders share: the rewriter, the location, the element
-/// type of the factors, index arithmetic.
-class KernelBuilderBase {
-protected:
-  KernelBuilderBase(RewriterBase &rewriter, Location loc, FloatType elementType)
-      : b(rewriter), loc(loc), elementType(elementType) {}
-
-  Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value mul(Value x, int64_t y) {
-    return arith::MulIOp::create(b, loc, x, cst(y));
-  }
-
-  /// Result `r` of `map` applied to `operands`.
-  Value apply(AffineMap map, unsigned r, ValueRange operands) {
-    OpFoldResult result = affine::makeComposedFoldedAffineApply(
-        b, loc, map.getSubMap({r}), getAsOpFoldResult(operands));
-    return getValueOrCreateConstantIndexOp(b, loc, result);
-  }
-
-  RewriterBase &b;
-  Location loc;
-  FloatType elementType;
-};
-
 /// What one mma.sync kernel computes: C[b, m, n] += Σ_k A[b, m, k] ·
 /// B[b, n, k] over a range of k per batch, for a grid of kBlockM x kBlockN
 /// tiles of C per batch. The callbacks build code inside the kernel; the
@@ -180,19 +243,6 @@ public:
 private:
   using Load = std::function<Value(OpBuilder &, Value, Value, Value)>;
 
-  Value less(Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
-  }
-  Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-  Value minIndex(Value x, Value y) {
-    return arith::MinUIOp::create(b, loc, x, y);
-  }
-  Value sub1(Value x) { return arith::SubIOp::create(b, loc, x, cst(1)); }
-  Value zeroOf(Type type) {
-    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, 0.0));
-  }
-  /// `load`'s factor rounded to the element type.
-  Value roundedFactor(Value raw);
   /// Values of `types` built by `then` where the uniform `cond` holds,
   /// else zeros.
   SmallVector<Value> ifElseZeros(Value cond, TypeRange types,
@@ -212,20 +262,11 @@ private:
                            int64_t rows, bool rowsContiguous, Value k0);
   /// Stores what `fetch` returned into the shared tile.
   void store(ValueRange factors, Value tile, int64_t rows, bool rowsContiguous);
-  /// acc + a * b on the tensor cores, four f32 per lane.
-  SmallVector<Value> mma(Value a, Value bFrag, ValueRange acc);
 
   // Inside the kernel: the thread, its lane, the batch, the end of the
   // block's K range.
   Value tid, lane, batch, kEnd;
 };
-
-Value KernelBuilder::roundedFactor(Value raw) {
-  Type f32 = b.getF32Type();
-  if (raw.getType() != f32)
-    raw = arith::ExtFOp::create(b, loc, f32, raw);
-  return arith::TruncFOp::create(b, loc, elementType, raw);
-}
 
 SmallVector<Value>
 KernelBuilder::ifElseZeros(Value cond, TypeRange types,
@@ -290,50 +331,6 @@ void KernelBuilder::store(ValueRange factors, Value tile, int64_t rows,
   }
 }
 
-SmallVector<Value> KernelBuilder::mma(Value a, Value bFrag, ValueRange acc) {
-  Type f32 = b.getF32Type();
-  if (elementType.isF16()) {
-    // Upstream's nvgpu.mma.sync lowering handles f16 x f16 -> f32.
-    auto accType = VectorType::get({2, 2}, f32);
-    Value cVec = vector::FromElementsOp::create(b, loc, accType, acc);
-    Value d = nvgpu::MmaSyncOp::create(b, loc, a, bFrag, cVec,
-                                       ArrayRef<int64_t>{kTileM, kTileN, kTileK});
-    SmallVector<Value> out;
-    for (int64_t v = 0; v < kAccValues; ++v)
-      out.push_back(vector::ExtractOp::create(b, loc, d,
-                                              ArrayRef<int64_t>{v / 2, v % 2}));
-    return out;
-  }
-  // bf16: convert-nvgpu-to-nvvm (LLVM 22) cannot type bf16 multiplicands,
-  // so issue nvvm.mma.sync on the i32 registers (two bf16 each) that
-  // nvgpu.ldmatrix filled: row r of the fragment vector is register r.
-  auto registers = [&](Value fragment) {
-    auto type = cast<VectorType>(fragment.getType());
-    SmallVector<Value> regs;
-    for (int64_t r = 0; r < type.getDimSize(0); ++r) {
-      Value pair = vector::ExtractOp::create(b, loc, fragment, r);
-      Value word = vector::BitCastOp::create(
-          b, loc, VectorType::get({1}, b.getI32Type()), pair);
-      regs.push_back(vector::ExtractOp::create(b, loc, word, 0));
-    }
-    return regs;
-  };
-  auto resultType =
-      LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
-  Value d = NVVM::MmaOp::create(
-      b, loc, resultType, registers(a), registers(bFrag), acc,
-      {kTileM, kTileN, kTileK}, /*b1Op=*/std::nullopt,
-      /*intOverflow=*/std::nullopt,
-      std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
-                                    NVVM::MMATypes::bf16},
-      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                     NVVM::MMALayout::col});
-  SmallVector<Value> out;
-  for (int64_t v = 0; v < kAccValues; ++v)
-    out.push_back(LLVM::ExtractValueOp::create(b, loc, d, v));
-  return out;
-}
-
 void KernelBuilder::build(const MmaProblem &problem) {
   MLIRContext *ctx = b.getContext();
   // Host side: a grid of one block per kBlockM x kBlockN tile of C, per
@@ -373,8 +370,8 @@ void KernelBuilder::build(const MmaProblem &problem) {
   Value smemB = memref::ViewOp::create(b, loc, tileB, shared, cst(bytesA),
                                        ValueRange{});
   tid = launch.getThreadIds().x;
-  lane = arith::RemUIOp::create(b, loc, tid, cst(kWarpSize));
-  Value warp = arith::DivUIOp::create(b, loc, tid, cst(kWarpSize));
+  lane = arith::RemUIOp::create(b, loc, tid, cst(kWarpLanes));
+  Value warp = arith::DivUIOp::create(b, loc, tid, cst(kWarpLanes));
   // The warp's 32 x 32 of the block tile: its first row and column.
   Value warpRow = mul(arith::DivUIOp::create(b, loc, warp, cst(kWarpsN)),
                       kWarpMTiles * kTileM);
@@ -391,29 +388,8 @@ void KernelBuilder::build(const MmaProblem &problem) {
                                                 range.begin)
                             .getResult();
 
-  // Upstream's maps (MMAUtils): lane and value id to the (row, col) of the
-  // 16 x 8 f32 accumulator element, lane to the row address of ldmatrix.
-  // They are computed for f16 fragments; bf16 has the same 16-bit layout.
-  Type f16 = b.getF16Type();
-  nvgpu::WarpMatrixInfo accInfo{VectorType::get({kTileM, kTileN}, b.getF32Type()),
-                                nvgpu::MatMulOperandRole::C};
-  nvgpu::WarpMatrixInfo aInfo{VectorType::get({kTileM, kTileK}, f16),
-                              nvgpu::MatMulOperandRole::A};
-  nvgpu::WarpMatrixInfo bInfo{VectorType::get({kTileN, kTileK}, f16),
-                              nvgpu::MatMulOperandRole::B};
-  FailureOr<AffineMap> accMap =
-      nvgpu::getLaneIdAndValueIdToOperandCoord(b, loc, accInfo);
-  FailureOr<nvgpu::LdMatrixParams> aParams =
-      nvgpu::getLdMatrixParams(aInfo, /*transpose=*/false);
-  FailureOr<nvgpu::LdMatrixParams> bParams =
-      nvgpu::getLdMatrixParams(bInfo, /*transpose=*/false);
-  assert(succeeded(accMap) && succeeded(aParams) && succeeded(bParams) &&
-         "MMAUtils handles f16 x f16 -> f32 m16n8k16");
-  FailureOr<AffineMap> aLdMap =
-      nvgpu::getLaneIdToLdMatrixMatrixCoord(b, loc, *aParams);
-  FailureOr<AffineMap> bLdMap =
-      nvgpu::getLaneIdToLdMatrixMatrixCoord(b, loc, *bParams);
-  assert(succeeded(aLdMap) && succeeded(bLdMap) && "ldmatrix x4 / x2 maps");
+  FragmentMaps maps = fragmentMaps();
+  AffineMap accMap = maps.acc, aLdMap = maps.aLd, bLdMap = maps.bLd;
 
   // The accumulators: kAccValues per lane for each of the warp's mma tiles
   // (i, j), i over M and j over N, in that order.
@@ -428,9 +404,9 @@ void KernelBuilder::build(const MmaProblem &problem) {
   auto accPosition = [&](int64_t i, int64_t j, int64_t v) {
     Value vId = cst(v);
     Value row = add(add(m0, warpRow),
-                    add(cst(i * kTileM), apply(*accMap, 0, {lane, vId})));
+                    add(cst(i * kTileM), apply(accMap, 0, {lane, vId})));
     Value col = add(add(n0, warpCol),
-                    add(cst(j * kTileN), apply(*accMap, 1, {lane, vId})));
+                    add(cst(j * kTileN), apply(accMap, 1, {lane, vId})));
     Value inBounds = both(less(row, sizeM), less(col, sizeN));
     if (!alwaysActive)
       inBounds = both(range.active, inBounds);
@@ -500,16 +476,16 @@ void KernelBuilder::build(const MmaProblem &problem) {
         aFrags.push_back(nvgpu::LdMatrixOp::create(
             b, loc, VectorType::get({4, 2}, elementType), smemA,
             ValueRange{
-                add(warpRow, add(cst(i * kTileM), apply(*aLdMap, 0, lane))),
-                add(cst(ks), apply(*aLdMap, 1, lane))},
-            /*transpose=*/false, aParams->numTiles));
+                add(warpRow, add(cst(i * kTileM), apply(aLdMap, 0, lane))),
+                add(cst(ks), apply(aLdMap, 1, lane))},
+            /*transpose=*/false, maps.aTiles));
       for (int64_t j = 0; j < kWarpNTiles; ++j)
         bFrags.push_back(nvgpu::LdMatrixOp::create(
             b, loc, VectorType::get({2, 2}, elementType), smemB,
             ValueRange{
-                add(warpCol, add(cst(j * kTileN), apply(*bLdMap, 0, lane16))),
-                add(cst(ks), apply(*bLdMap, 1, lane16))},
-            /*transpose=*/false, bParams->numTiles));
+                add(warpCol, add(cst(j * kTileN), apply(bLdMap, 0, lane16))),
+                add(cst(ks), apply(bLdMap, 1, lane16))},
+            /*transpose=*/false, maps.bTiles));
       for (int64_t i = 0; i < kWarpMTiles; ++i) {
         for (int64_t j = 0; j < kWarpNTiles; ++j) {
           MutableArrayRef<Value> tileAcc =
@@ -1019,6 +995,21 @@ struct SwitchyardGpuTensorCoreMatmulPass
         switchyard::roundContractionFactors(rewriter, c, type);
       }
     }
+
+    // moe.flash_attention_kernel (buffers) has no other lowering.
+    SmallVector<moe::FlashAttentionKernelOp> attention;
+    func.walk([&](moe::FlashAttentionKernelOp op) {
+      if (op.getNumResults() == 0)
+        attention.push_back(op);
+    });
+    if (!attention.empty() && !tensorCores) {
+      attention.front().emitOpError()
+          << "needs tensor cores (switchyard-gpu-tensor-core-matmul "
+             "tensor-cores=true)";
+      return signalPassFailure();
+    }
+    for (moe::FlashAttentionKernelOp op : attention)
+      switchyard::tensor_cores::buildFlashAttentionKernel(rewriter, op, type);
 
     // The grouped expert kernels (buffers) on sm_80+; the rest stay for
     // switchyard-lower-grouped-kernels (SIMT, rounded factors).

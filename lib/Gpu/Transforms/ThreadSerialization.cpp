@@ -1,7 +1,7 @@
 //===- ThreadSerialization.cpp - cooperating GPU threads on the host ------===//
 //
 // The GPU emulation of kernels whose threads cooperate (the tensor-core
-// route's: barriers, dynamic shared memory, ldmatrix, mma.sync). The
+// route's: barriers, dynamic shared memory, ldmatrix, mma.sync, shuffles). The
 // approach is the one of CPU back ends for SPMD kernels (POCL's and
 // Polygeist's barrier elimination): the stretches of the kernel between
 // barriers become loops over the threads, so that each stretch runs for
@@ -14,9 +14,9 @@
 // pass's kernels through this checks those maps and the pass's use of them.
 //   mma.m16n8k16 (.bf16/.f16, A row-major, B column-major, f32 C/D), per
 //   lane l, group g = l / 4 and t = l % 4 of a warp:
-//     A (16 x 16): a_i at row g + 8·((i / 2) % 2), column 2t + i % 2 + 8·(i / 4)
-//     B (16 x 8):  b_i at row (k) 2t + i % 2 + 8·(i / 2), column (n) g
-//     C, D (16 x 8): c_i at row g + 8·(i / 2), column 2t + i % 2
+//     A (16 x 16): a_i at row g + 8·((i / 2) % 2), column 2t + i % 2 + 8·(i /
+//     4) B (16 x 8):  b_i at row (k) 2t + i % 2 + 8·(i / 2), column (n) g C, D
+//     (16 x 8): c_i at row g + 8·(i / 2), column 2t + i % 2
 //   a 32-bit register holds a_{2r} in its low half and a_{2r+1} in its high.
 //   ldmatrix (.b16, not transposed): lanes 8j .. 8j + 7 give the addresses
 //   of the eight rows of matrix j; lane l receives, for each matrix j, the
@@ -45,9 +45,11 @@ using namespace mlir;
 namespace {
 constexpr int64_t kWarpSize = 32;
 
-/// ldmatrix and mma.sync: a lane's result depends on its warp's values.
+/// ldmatrix, mma.sync and shuffles: a lane's result depends on its warp's
+/// values.
 bool isWarpWide(Operation *op) {
-  return isa<nvgpu::LdMatrixOp, nvgpu::MmaSyncOp, NVVM::MmaOp>(op);
+  return isa<nvgpu::LdMatrixOp, nvgpu::MmaSyncOp, NVVM::MmaOp, gpu::ShuffleOp>(
+      op);
 }
 
 bool containsBarrier(Operation *op) {
@@ -107,6 +109,16 @@ LogicalResult checkNvgpuMma(nvgpu::MmaSyncOp mma) {
   return success();
 }
 
+LogicalResult checkShuffle(gpu::ShuffleOp shuffle) {
+  std::optional<int64_t> width = getConstantIntValue(shuffle.getWidth());
+  std::optional<int64_t> offset = getConstantIntValue(shuffle.getOffset());
+  if (shuffle.getMode() != gpu::ShuffleMode::XOR || width != kWarpSize ||
+      !offset || *offset < 0 || *offset >= kWarpSize)
+    return shuffle.emitOpError() << "is emulated only as a butterfly (xor) "
+                                    "over the whole warp by a constant offset";
+  return success();
+}
+
 /// Rewrites one launch; see serializeThreads.
 class Serializer {
 public:
@@ -135,6 +147,7 @@ private:
                                 ArrayRef<Value> c);
   void emulateNvvmMma(NVVM::MmaOp mma);
   void emulateNvgpuMma(nvgpu::MmaSyncOp mma);
+  void emulateShuffle(gpu::ShuffleOp shuffle);
 
   LogicalResult serializeBlock(Block &block);
   LogicalResult privatizeLoop(scf::ForOp loop);
@@ -270,6 +283,25 @@ void Serializer::emulateLdMatrix(nvgpu::LdMatrixOp ld) {
   Value result = vector::FromElementsOp::create(rewriter, loc, type, elements);
   gpu::BarrierOp::create(rewriter, loc);
   rewriter.replaceOp(ld, result);
+}
+
+void Serializer::emulateShuffle(gpu::ShuffleOp shuffle) {
+  // shfl.sync.bfly over the whole warp: lane l reads lane l ^ offset.
+  rewriter.setInsertionPoint(shuffle);
+  Value values = perThreadBuffer(shuffle.getValue().getType());
+  memref::StoreOp::create(rewriter, loc, shuffle.getValue(), values, tid);
+  gpu::BarrierOp::create(rewriter, loc);
+  Value lane = arith::RemUIOp::create(rewriter, loc, tid, cst(kWarpSize));
+  Value warp0 = arith::SubIOp::create(rewriter, loc, tid, lane);
+  Value offset = arith::IndexCastUIOp::create(
+      rewriter, loc, rewriter.getIndexType(), shuffle.getOffset());
+  Value source = arith::AddIOp::create(
+      rewriter, loc, warp0, arith::XOrIOp::create(rewriter, loc, lane, offset));
+  Value result = memref::LoadOp::create(rewriter, loc, values, source);
+  gpu::BarrierOp::create(rewriter, loc);
+  Value valid =
+      arith::ConstantIntOp::create(rewriter, loc, rewriter.getI1Type(), 1);
+  rewriter.replaceOp(shuffle, ValueRange{result, valid});
 }
 
 SmallVector<Value> Serializer::emulateMma(ArrayRef<Value> a,
@@ -629,6 +661,8 @@ LogicalResult Serializer::run() {
       emulateLdMatrix(ld);
     else if (auto mma = dyn_cast<NVVM::MmaOp>(op))
       emulateNvvmMma(mma);
+    else if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op))
+      emulateShuffle(shuffle);
     else
       emulateNvgpuMma(cast<nvgpu::MmaSyncOp>(op));
   }
@@ -680,7 +714,8 @@ LogicalResult mlir::switchyard::checkSerializable(gpu::LaunchOp launch) {
   std::optional<int64_t> threads = getConstantIntValue(launch.getBlockSizeX());
   if (warpWide && (!threads || *threads % 32 != 0))
     return launch.emitOpError()
-           << "runs warp-wide ops (ldmatrix, mma.sync) in blocks that are "
+           << "runs warp-wide ops (ldmatrix, mma.sync, shuffles) in blocks "
+              "that are "
               "not a known multiple of 32 threads, which the GPU emulation "
               "does not serialise";
   WalkResult walk = launch.getBody().walk([&](Operation *op) {
@@ -702,6 +737,9 @@ LogicalResult mlir::switchyard::checkSerializable(gpu::LaunchOp launch) {
                             "transposed";
         return WalkResult::interrupt();
       }
+    } else if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
+      if (failed(checkShuffle(shuffle)))
+        return WalkResult::interrupt();
     } else if (auto mma = dyn_cast<NVVM::MmaOp>(op)) {
       if (failed(checkNvvmMma(mma)))
         return WalkResult::interrupt();

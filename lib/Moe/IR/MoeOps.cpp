@@ -260,7 +260,7 @@ static LogicalResult verifyFlashOperands(Operation *op, Value q,
     return op->emitOpError()
            << "expected a static head width (query dim 3), found "
            << q.getType();
-  auto queryType = cast<RankedTensorType>(q.getType());
+  auto queryType = cast<ShapedType>(q.getType());
   return switchyard::verifyShape(op, "logsumexp", logsumexp.getType(),
                                  queryType.getShape().drop_back(),
                                  "query dims 0-2");
@@ -498,17 +498,20 @@ LogicalResult FusedExpertMergeGradOp::verify() {
 
 /// The grouped kernels take tensors (one result, init's type) or buffers
 /// (no result), not a mix.
-static LogicalResult verifyTensorsOrBuffers(Operation *op, Value init) {
-  bool tensors = isa<RankedTensorType>(init.getType());
+/// Checks a destination-style kernel op: all operands ranked tensors or
+/// all buffers; on tensors one result per init, of its type.
+static LogicalResult verifyTensorsOrBuffers(Operation *op) {
+  OperandRange inits = cast<DestinationStyleOpInterface>(op).getDpsInits();
+  bool tensors = isa<RankedTensorType>(inits.front().getType());
   for (Value operand : op->getOperands())
     if (isa<RankedTensorType>(operand.getType()) != tensors ||
         isa<UnrankedTensorType, UnrankedMemRefType>(operand.getType()))
       return op->emitOpError()
              << "expected ranked operands, all tensors or all buffers";
-  if (tensors && (op->getNumResults() != 1 ||
-                  op->getResult(0).getType() != init.getType()))
-    return op->emitOpError()
-           << "expected one result of the type of init, " << init.getType();
+  if (tensors && TypeRange(op->getResultTypes()) != TypeRange(inits))
+    return op->emitOpError() << "expected one result of the type of each "
+                                "init, "
+                             << TypeRange(inits);
   if (!tensors && op->getNumResults() != 0)
     return op->emitOpError() << "expected no result on buffers";
   return success();
@@ -524,17 +527,18 @@ static LogicalResult verifyRanks(Operation *op,
   return success();
 }
 
-/// Reads every buffer operand; reads and writes `init`.
-static void groupedEffects(
-    Operation *op, OpOperand &init,
+/// Reads every buffer operand; reads and writes the inits.
+static void kernelEffects(
+    Operation *op,
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
+  auto dps = cast<DestinationStyleOpInterface>(op);
   for (OpOperand &operand : op->getOpOperands()) {
     if (!isa<MemRefType>(operand.get().getType()))
       continue;
     effects.emplace_back(MemoryEffects::Read::get(), &operand,
                          SideEffects::DefaultResource::get());
-    if (&operand == &init)
+    if (dps.isDpsInit(&operand))
       effects.emplace_back(MemoryEffects::Write::get(), &operand,
                            SideEffects::DefaultResource::get());
   }
@@ -543,7 +547,7 @@ static void groupedEffects(
 LogicalResult GroupedMatmulOp::verify() {
   Value rows = getRows(), w = getWeight(), te = getTileExperts(),
         init = getInit();
-  if (failed(verifyTensorsOrBuffers(*this, init)) ||
+  if (failed(verifyTensorsOrBuffers(*this)) ||
       failed(verifyRanks(
           *this,
           {{"rows", rows}, {"weight", w}, {"tile_experts", te}, {"init", init}},
@@ -570,12 +574,12 @@ LogicalResult GroupedMatmulOp::verify() {
 void GroupedMatmulOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  groupedEffects(*this, getInitMutable(), effects);
+  kernelEffects(*this, effects);
 }
 
 LogicalResult GroupedWeightGradOp::verify() {
   Value lhs = getLhs(), rhs = getRhs(), seg = getSegments(), init = getInit();
-  if (failed(verifyTensorsOrBuffers(*this, init)) ||
+  if (failed(verifyTensorsOrBuffers(*this)) ||
       failed(verifyRanks(
           *this,
           {{"lhs", lhs}, {"rhs", rhs}, {"segments", seg}, {"init", init}},
@@ -600,5 +604,36 @@ LogicalResult GroupedWeightGradOp::verify() {
 void GroupedWeightGradOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  groupedEffects(*this, getInitMutable(), effects);
+  kernelEffects(*this, effects);
+}
+
+LogicalResult FlashAttentionKernelOp::verify() {
+  Value q = getQuery();
+  if (failed(verifyTensorsOrBuffers(*this)) ||
+      failed(verifyRanks(*this,
+                         {{"query", q},
+                          {"key", getKey()},
+                          {"value", getValue()},
+                          {"result_init", getResultInit()},
+                          {"logsumexp_init", getLogsumexpInit()}},
+                         {4, 4, 4, 4, 3})) ||
+      failed(verifyAttentionOperands(*this, q, getKey(), getValue(),
+                                     /*rel=*/Value())) ||
+      failed(verifyFlashOperands(*this, q, getLogsumexpInit())))
+    return failure();
+  if (cast<ShapedType>(q.getType()).getShape() !=
+      cast<ShapedType>(getResultInit().getType()).getShape())
+    return emitOpError() << "expected result_init of the query's shape, "
+                            "found "
+                         << getResultInit().getType();
+  if (dimOf(q, 3) > kMaxHeadWidth)
+    return emitOpError() << "expected a head width of at most " << kMaxHeadWidth
+                         << ", found " << dimOf(q, 3);
+  return success();
+}
+
+void FlashAttentionKernelOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  kernelEffects(*this, effects);
 }

@@ -1,10 +1,11 @@
 //===- Bufferization.cpp - bufferization of the grouped kernels -----------===//
 //
-// The grouped kernel ops are destination-style: on tensors their result is
-// their init operand updated; bufferized, the same op takes the buffers and
-// updates init's buffer in place, as linalg's structured ops do
+// The grouped kernel ops and moe.flash_attention_kernel are
+// destination-style: on tensors their results are their init operands
+// updated; bufferized, the same op takes the buffers and updates the inits'
+// buffers in place, as linalg's structured ops do
 // (DstBufferizableOpInterfaceExternalModel gives the aliasing: every
-// operand is read, init is written and is the result's buffer).
+// operand is read, the inits are written and are the results' buffers).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,8 +39,10 @@ struct GroupedKernelModel
     OperationState bufferized(op->getLoc(), op->getName(), buffers, TypeRange{},
                               op->getAttrs());
     rewriter.create(bufferized);
-    replaceOpWithBufferizedValues(
-        rewriter, op, buffers[kernel.getInitMutable().getOperandNumber()]);
+    SmallVector<Value> inits;
+    for (OpOperand &init : kernel.getDpsInitsMutable())
+      inits.push_back(buffers[init.getOperandNumber()]);
+    replaceOpWithBufferizedValues(rewriter, op, inits);
     return success();
   }
 };
@@ -51,5 +54,7 @@ void mlir::moe::registerBufferizableOpInterfaceExternalModels(
     GroupedMatmulOp::attachInterface<GroupedKernelModel<GroupedMatmulOp>>(*ctx);
     GroupedWeightGradOp::attachInterface<
         GroupedKernelModel<GroupedWeightGradOp>>(*ctx);
+    FlashAttentionKernelOp::attachInterface<
+        GroupedKernelModel<FlashAttentionKernelOp>>(*ctx);
   });
 }

@@ -1,6 +1,7 @@
 // RUN: switchyard-opt %s --moe-fuse-attention --convert-moe-to-linalg | FileCheck %s
 // RUN: switchyard-opt %s --convert-moe-to-linalg | FileCheck %s --check-prefix=UNFUSED
 // RUN: switchyard-opt %s --moe-fuse-attention --convert-moe-to-linalg --switchyard-cpu-pipeline -o /dev/null
+// RUN: switchyard-opt %s --moe-fuse-attention --convert-moe-to-linalg=flash-attention-kernel=true | FileCheck %s --check-prefix=KERNEL
 
 // The flash-attention ops become row kernels: scf.forall over rows whose
 // bodies loop over keys (or queries) on vector<8xf32> rows and write their
@@ -70,4 +71,28 @@ func.func @gradient(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor
   %dq, %dk, %dv = moe.attention_grad %q, %k, %v, %do : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x4x2x8xf32> -> tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>
   %bq, %bk, %bv, %br = moe.attention_grad %qb, %kb, %vb, %dob rel(%r : tensor<6x2x8xbf16>) : tensor<?x4x2x8xbf16>, tensor<?x6x2x8xbf16>, tensor<?x6x2x8xbf16>, tensor<?x4x2x8xbf16> -> tensor<?x4x2x8xbf16>, tensor<?x6x2x8xbf16>, tensor<?x6x2x8xbf16>, tensor<6x2x8xbf16>
   return %o, %dq, %dk, %dv, %br : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>, tensor<6x2x8xbf16>
+}
+
+// flash-attention-kernel (the GPU pipelines with tensor cores): the forward
+// attention without relative keys becomes moe.flash_attention_kernel on
+// empty inits, kept for switchyard-gpu-tensor-core-matmul; with relative
+// keys (@forward) it stays a row kernel, and so does a forward pass whose
+// logsumexp the backward pass reads (@gradient: the kernel rounds Q and K,
+// the backward row kernel does not).
+// KERNEL-LABEL: func.func @forward(
+// KERNEL-NOT: moe.flash_attention_kernel
+// KERNEL: scf.forall
+// KERNEL-LABEL: func.func @gradient(
+// KERNEL-NOT: moe.flash_attention_kernel
+// KERNEL: return
+// KERNEL-LABEL: func.func @forward_rope(
+// KERNEL-SAME: %[[Q:[^:]*]]: tensor<?x4x2x8xf32>, %[[K:[^:]*]]: tensor<?x6x2x8xf32>, %[[V:[^:]*]]: tensor<?x6x2x8xf32>)
+// KERNEL: %[[OI:.*]] = tensor.empty(%{{.*}}) : tensor<?x4x2x8xf32>
+// KERNEL: %[[LI:.*]] = tensor.empty(%{{.*}}) : tensor<?x4x2xf32>
+// KERNEL: %[[R:.*]]:2 = moe.flash_attention_kernel ins(%[[Q]], %[[K]], %[[V]] : {{.*}}) outs(%[[OI]], %[[LI]] : tensor<?x4x2x8xf32>, tensor<?x4x2xf32>) -> tensor<?x4x2x8xf32>, tensor<?x4x2xf32>
+// KERNEL-NOT: scf.forall
+// KERNEL: return %[[R]]#0
+func.func @forward_rope(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x6x2x8xf32>) -> tensor<?x4x2x8xf32> {
+  %o = moe.attention %q, %k, %v : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
+  return %o : tensor<?x4x2x8xf32>
 }

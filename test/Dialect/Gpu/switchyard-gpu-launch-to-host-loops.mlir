@@ -207,15 +207,64 @@ func.func @barrier_2d(%buf: memref<4xf32>) {
 // -----
 
 // Other ops of the GPU's hardware are refused.
-func.func @shuffle(%x: f32) {
+func.func @lane_id(%out: memref<32xindex>) {
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    // expected-error @below {{'gpu.lane_id' op in a kernel: this op depends on the GPU; the GPU emulation runs the SIMT route and the mma.sync tensor-core route}}
+    %l = gpu.lane_id
+    memref.store %l, %out[%tx] : memref<32xindex>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Shuffles are emulated as butterflies over the whole warp only (the
+// tensor-core attention's quad reductions), by a constant offset.
+func.func @shuffle_down(%x: f32, %out: memref<32xf32>) {
   %c1 = arith.constant 1 : index
   %c32 = arith.constant 32 : index
   %o = arith.constant 1 : i32
   %w = arith.constant 32 : i32
   gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
              threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
-    // expected-error @below {{'gpu.shuffle' op in a kernel: this op depends on the GPU; the GPU emulation runs the SIMT route and the mma.sync tensor-core route}}
+    // expected-error @below {{'gpu.shuffle' op is emulated only as a butterfly (xor) over the whole warp by a constant offset}}
+    %s, %valid = gpu.shuffle down %x, %o, %w : f32
+    memref.store %s, %out[%tx] : memref<32xf32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// gpu.shuffle xor: each lane's value through a per-thread buffer, read back
+// at lane ^ offset of the same warp, between barriers (thread loops).
+// CHECK-LABEL: func.func @shuffle_xor(
+// CHECK: %[[VALUES:.*]] = memref.alloc(%c64) : memref<?xf32>
+// CHECK: scf.for %[[T1:.*]] = %{{.*}} to %c64 step
+// CHECK-NEXT: memref.load
+// CHECK-NEXT: memref.store %{{.*}}, %[[VALUES]][%[[T1]]]
+// CHECK: scf.for %[[T2:.*]] = %{{.*}} to %c64 step
+// CHECK-NEXT: %[[LANE:.*]] = arith.remui %[[T2]], %c32
+// CHECK: %[[WARP0:.*]] = arith.subi %[[T2]], %[[LANE]]
+// CHECK: %[[X:.*]] = arith.xori %[[LANE]], %{{.*}} : index
+// CHECK: %[[SRC:.*]] = arith.addi %[[WARP0]], %[[X]]
+// CHECK: memref.load %[[VALUES]][%[[SRC]]]
+// CHECK: memref.dealloc %[[VALUES]]
+func.func @shuffle_xor(%in: memref<64xf32>, %out: memref<64xf32>) {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %o = arith.constant 2 : i32
+  %w = arith.constant 32 : i32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %x = memref.load %in[%tx] : memref<64xf32>
     %s, %valid = gpu.shuffle xor %x, %o, %w : f32
+    memref.store %s, %out[%tx] : memref<64xf32>
     gpu.terminator
   }
   return

@@ -237,3 +237,4 @@ func.func @grouped(%rows: memref<?x32xf32>, %w: memref<3x32x16xbf16>, %te: memre
   moe.grouped_matmul ins(%rows, %w, %te : memref<?x32xf32>, memref<3x32x16xbf16>, memref<?xindex>) outs(%out : memref<?x16xf32>) tile_size(16)
   return
 }
+

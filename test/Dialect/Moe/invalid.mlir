@@ -815,3 +815,27 @@ func.func @grouped_weight_grad_width(%x: tensor<?x8xf32>, %dy: tensor<?x5xf32>, 
   %dw = moe.grouped_weight_grad ins(%x, %dy, %seg : tensor<?x8xf32>, tensor<?x5xf32>, tensor<4xindex>) outs(%init : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
   return
 }
+
+// -----
+
+func.func @flash_attention_kernel_result(%q: tensor<2x4x2x8xf32>, %lse: tensor<2x4x2xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_kernel' op expected one result of the type of each init, 'tensor<2x4x2x8xf32>', 'tensor<2x4x2xf32>'}}
+  %o = moe.flash_attention_kernel ins(%q, %q, %q : tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>) outs(%q, %lse : tensor<2x4x2x8xf32>, tensor<2x4x2xf32>) -> tensor<2x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @flash_attention_kernel_wide(%q: memref<2x4x2x136xf32>, %lse: memref<2x4x2xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_kernel' op expected a head width of at most 128, found 136}}
+  moe.flash_attention_kernel ins(%q, %q, %q : memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2x136xf32>) outs(%q, %lse : memref<2x4x2x136xf32>, memref<2x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @flash_attention_kernel_lse(%q: memref<2x4x2x8xf32>, %lse: memref<2x5x2xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_kernel' op expected logsumexp of shape}}
+  moe.flash_attention_kernel ins(%q, %q, %q : memref<2x4x2x8xf32>, memref<2x4x2x8xf32>, memref<2x4x2x8xf32>) outs(%q, %lse : memref<2x4x2x8xf32>, memref<2x5x2xf32>)
+  return
+}

@@ -164,3 +164,14 @@ func.func @expert_projection_grads(%x: tensor<?x128xf32>, %w_v: tensor<10x128x32
   // CHECK: return %[[FX]], %[[FW]], %[[FG]], %[[FO]]
   return %fx, %fwo, %fgv, %fo : tensor<?x128xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x32xf32>
 }
+
+// moe.flash_attention_kernel on tensors (the example of its description)
+// and on buffers (no results).
+// CHECK-LABEL: func.func @flash_attention_kernel
+// CHECK: %{{.*}}:2 = moe.flash_attention_kernel ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>) outs(%{{.*}}, %{{.*}} : tensor<?x16x2x32xf32>, tensor<?x16x2xf32>) -> tensor<?x16x2x32xf32>, tensor<?x16x2xf32>
+// CHECK: moe.flash_attention_kernel ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x16x2x32xbf16>, memref<2x24x2x32xbf16>, memref<2x24x2x32xbf16>) outs(%{{.*}}, %{{.*}} : memref<2x16x2x32xf32>, memref<2x16x2xf32>){{$}}
+func.func @flash_attention_kernel(%q: tensor<?x16x2x32xf32>, %oi: tensor<?x16x2x32xf32>, %li: tensor<?x16x2xf32>, %bq: memref<2x16x2x32xbf16>, %bk: memref<2x24x2x32xbf16>, %bo: memref<2x16x2x32xf32>, %bl: memref<2x16x2xf32>) -> (tensor<?x16x2x32xf32>, tensor<?x16x2xf32>) {
+  %o, %lse = moe.flash_attention_kernel ins(%q, %q, %q : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>) outs(%oi, %li : tensor<?x16x2x32xf32>, tensor<?x16x2xf32>) -> tensor<?x16x2x32xf32>, tensor<?x16x2xf32>
+  moe.flash_attention_kernel ins(%bq, %bk, %bk : memref<2x16x2x32xbf16>, memref<2x24x2x32xbf16>, memref<2x24x2x32xbf16>) outs(%bo, %bl : memref<2x16x2x32xf32>, memref<2x16x2xf32>)
+  return %o, %lse : tensor<?x16x2x32xf32>, tensor<?x16x2xf32>
+}

@@ -1,0 +1,85 @@
+//===- TensorCoreKernels.h - what the tensor-core kernels share -*- C++ -*-===//
+//
+// Internal to switchyard-gpu-tensor-core-matmul: the mma.sync shape, the
+// index and fragment helpers of its kernel builders (GpuTensorCoreMatmul.cpp:
+// the contractions and grouped expert kernels; GpuTensorCoreAttention.cpp:
+// moe.flash_attention_kernel).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_GPU_TRANSFORMS_TENSORCOREKERNELS_H
+#define SWITCHYARD_LIB_GPU_TRANSFORMS_TENSORCOREKERNELS_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::moe {
+class FlashAttentionKernelOp;
+} // namespace mlir::moe
+
+namespace mlir::switchyard::tensor_cores {
+
+/// The mma.sync shape (m16n8k16, 16-bit multiplicands, f32 accumulators).
+constexpr int64_t kTileM = 16;
+constexpr int64_t kTileN = 8;
+constexpr int64_t kTileK = 16;
+constexpr int64_t kWarpLanes = 32;
+/// Accumulator values per lane and 16 x 8 tile (c0..c3).
+constexpr int64_t kAccValues = 4;
+
+/// Upstream's fragment maps (mlir/Dialect/NVGPU/Utils/MMAUtils.h): (lane,
+/// value id) -> (row, col) of a 16 x 8 f32 accumulator element; lane -> the
+/// row address (row, col) of ldmatrix for A (16 x 16, .x4, `aTiles`) and
+/// for B stored as [n][k] (8 x 16, .x2, `bTiles`; lanes 0-15 give them).
+struct FragmentMaps {
+  AffineMap acc, aLd, bLd;
+  int64_t aTiles, bTiles;
+};
+
+/// What the kernel builders share: the rewriter, the location, the element
+/// type of the factors, index arithmetic, the mma.sync itself.
+class KernelBuilderBase {
+protected:
+  KernelBuilderBase(RewriterBase &rewriter, Location loc, FloatType elementType)
+      : b(rewriter), loc(loc), elementType(elementType) {}
+
+  Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, int64_t y) {
+    return arith::MulIOp::create(b, loc, x, cst(y));
+  }
+  Value less(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value both(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  Value minIndex(Value x, Value y) {
+    return arith::MinUIOp::create(b, loc, x, y);
+  }
+  Value sub1(Value x) { return arith::SubIOp::create(b, loc, x, cst(1)); }
+  Value zeroOf(Type type) {
+    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, 0.0));
+  }
+  /// Result `r` of `map` applied to `operands`.
+  Value apply(AffineMap map, unsigned r, ValueRange operands);
+  /// A raw factor (any float type) rounded to the element type.
+  Value roundedFactor(Value raw);
+  /// acc + a * b on the tensor cores, four f32 per lane: `a` the
+  /// vector<4x2xelement> A fragment, `bFrag` the vector<2x2xelement> B one.
+  SmallVector<Value> mma(Value a, Value bFrag, ValueRange acc);
+  FragmentMaps fragmentMaps();
+
+  RewriterBase &b;
+  Location loc;
+  FloatType elementType;
+};
+
+/// Replaces `op` (on buffers) by its mma.sync kernel
+/// (GpuTensorCoreAttention.cpp).
+void buildFlashAttentionKernel(RewriterBase &rewriter,
+                               moe::FlashAttentionKernelOp op,
+                               FloatType elementType);
+
+} // namespace mlir::switchyard::tensor_cores
+
+#endif // SWITCHYARD_LIB_GPU_TRANSFORMS_TENSORCOREKERNELS_H

@@ -1,0 +1,8 @@
+// RUN: switchyard-opt %s --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=bf16}))' -verify-diagnostics
+
+// moe.flash_attention_kernel has no lowering but the tensor-core kernel.
+func.func @flash_attention(%q: memref<2x4x1x16xf32>, %l: memref<2x4x1xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_kernel' op needs tensor cores (switchyard-gpu-tensor-core-matmul tensor-cores=true)}}
+  moe.flash_attention_kernel ins(%q, %q, %q : memref<2x4x1x16xf32>, memref<2x4x1x16xf32>, memref<2x4x1x16xf32>) outs(%q, %l : memref<2x4x1x16xf32>, memref<2x4x1xf32>)
+  return
+}
