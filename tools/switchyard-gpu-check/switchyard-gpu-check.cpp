@@ -356,19 +356,12 @@ int main(int argc, char **argv) {
   options.optLevel = optLevel;
   if (fusion == Fusion::none)
     options.fusion = mlir::switchyard::FusionOptions::none();
-  if (!llvm::is_contained({"f32", "bf16", "f16"},
-                          llvm::StringRef(elementType))) {
-    llvm::errs() << "switchyard-gpu-check: --element-type: expected f32, "
-                    "bf16 or f16, found '"
-                 << elementType << "'\n";
-    return 2;
-  }
-  if (!llvm::is_contained({"f32", "bf16", "f16"},
-                          llvm::StringRef(roundInputs))) {
-    llvm::errs() << "switchyard-gpu-check: --round-inputs: expected f32, "
-                    "bf16 or f16, found '"
-                 << roundInputs << "'\n";
-    return 2;
+  for (const cl::opt<std::string> *type : {&elementType, &roundInputs}) {
+    if (!llvm::is_contained({"f32", "bf16", "f16"}, llvm::StringRef(*type))) {
+      llvm::errs() << "switchyard-gpu-check: --" << type->ArgStr
+                   << ": expected f32, bf16 or f16, found '" << *type << "'\n";
+      return 2;
+    }
   }
   // The CPU reference rounds the factors as the tensor cores do.
   options.roundContractionOperands = elementType;

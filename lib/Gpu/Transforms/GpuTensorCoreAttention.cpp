@@ -61,8 +61,6 @@ constexpr int64_t kKeyTiles = kBlockKeys / kTileN;
 /// kernel: ldmatrix's eight row reads in distinct banks, rows 16-byte
 /// aligned (the row widths are multiples of 16 elements).
 constexpr int64_t kPad = 8;
-/// Elements adjacent in memory that one thread stages together.
-constexpr int64_t kRun = 4;
 static_assert(kBlockRows == kBlockKeys,
               "the queries and the keys are staged through the same tile");
 static_assert(kBlockKeys % (2 * kTileN) == 0 && kBlockKeys % kTileK == 0,
@@ -78,9 +76,8 @@ public:
 
 private:
   /// Stages a rows x cols tile of factors into the shared `tile`: every
-  /// thread loads its runs of kRun elements (along the columns, or along
-  /// the rows where `rowsContiguous`: the direction adjacent in memory),
-  /// consecutive threads consecutive runs, then stores them.
+  /// thread loads its runs of kRun elements (stagedElement; along the rows
+  /// where `rowsContiguous`), then stores them.
   /// `factor(row, col)` loads one element, rounded, zero outside.
   void stage(Value tile, int64_t rows, int64_t cols, bool rowsContiguous,
              function_ref<Value(Value, Value)> factor);
@@ -108,18 +105,8 @@ void FlashKernelBuilder::stage(Value tile, int64_t rows, int64_t cols,
   SmallVector<std::pair<Value, Value>> at;
   SmallVector<Value> values;
   for (int64_t index = 0; index < rows * cols / kThreads; ++index) {
-    Value run = add(tid, cst(index / kRun * kThreads));
-    Value offset = cst(index % kRun);
-    Value row, col;
-    if (rowsContiguous) {
-      Value runs = cst(rows / kRun);
-      row = add(mul(arith::RemUIOp::create(b, loc, run, runs), kRun), offset);
-      col = arith::DivUIOp::create(b, loc, run, runs);
-    } else {
-      Value runs = cst(cols / kRun);
-      row = arith::DivUIOp::create(b, loc, run, runs);
-      col = add(mul(arith::RemUIOp::create(b, loc, run, runs), kRun), offset);
-    }
+    auto [row, col] =
+        stagedElement(tid, kThreads, index, rows, cols, rowsContiguous);
     at.emplace_back(row, col);
     values.push_back(factor(row, col));
   }
@@ -169,8 +156,8 @@ void FlashKernelBuilder::build() {
   // Key u is visible to query t iff u <= t + shift.
   Value shift = arith::SubIOp::create(b, loc, keys, queries);
 
-  // Shared memory: the query, then key tile [64][F + 8] at byte 0, Vᵀ
-  // [F][64 + 8] after it (dynamic shared memory, 16-byte aligned: both
+  // Shared memory: the key tile [64][F + 8] at byte 0 (the queries' first),
+  // Vᵀ [F][64 + 8] after it (dynamic shared memory, 16-byte aligned: both
   // tiles' rows are multiples of 16 bytes, as is the key tile's size).
   Attribute workgroup =
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -203,20 +190,6 @@ void FlashKernelBuilder::build() {
       mul(arith::DivUIOp::create(b, loc, tid, cst(kWarpLanes)), kTileM);
   Value t0 = mul(launch.getBlockIds().x, kBlockRows);
   FragmentMaps maps = fragmentMaps();
-  auto ldA = [&](Value tile, Value row, int64_t col) {
-    return nvgpu::LdMatrixOp::create(
-        b, loc, VectorType::get({4, 2}, elementType), tile,
-        ValueRange{add(row, apply(maps.aLd, 0, lane)),
-                   add(cst(col), apply(maps.aLd, 1, lane))},
-        /*transpose=*/false, maps.aTiles);
-  };
-  auto ldB = [&](Value tile, int64_t row, int64_t col) {
-    return nvgpu::LdMatrixOp::create(
-        b, loc, VectorType::get({2, 2}, elementType), tile,
-        ValueRange{add(cst(row), apply(maps.bLd, 0, lane16)),
-                   add(cst(col), apply(maps.bLd, 1, lane16))},
-        /*transpose=*/false, maps.bTiles);
-  };
   // Accumulator value `value` of a lane lies in row `rowOf[value]` of its
   // warp's 16 (values 0, 1: row g; 2, 3: row g + 8) and column
   // `colOf[value]` of its 8-wide tile.
@@ -234,7 +207,7 @@ void FlashKernelBuilder::build() {
   gpu::BarrierOp::create(b, loc);
   SmallVector<Value> queryFrags;
   for (int64_t kk = 0; kk < paddedWidth; kk += kTileK)
-    queryFrags.push_back(ldA(smemK, warpRow, kk));
+    queryFrags.push_back(loadA(maps, smemK, lane, warpRow, cst(kk)));
 
   // The keys visible to some row of the block: [0, min(S, t0 + 64 + shift)).
   Value kEnd = minIndex(keys, add(t0, add(cst(kBlockRows), shift)));
@@ -273,7 +246,8 @@ void FlashKernelBuilder::build() {
         MutableArrayRef<Value> tile =
             MutableArrayRef<Value>(s).slice(j * kAccValues, kAccValues);
         SmallVector<Value> d =
-            mma(queryFrags[kk / kTileK], ldB(smemK, j * kTileN, kk), tile);
+            mma(queryFrags[kk / kTileK],
+                loadB(maps, smemK, lane16, cst(j * kTileN), cst(kk)), tile);
         llvm::copy(d, tile.begin());
       }
     }
@@ -346,7 +320,9 @@ void FlashKernelBuilder::build() {
       for (int64_t jf = 0; jf < outTiles; ++jf) {
         MutableArrayRef<Value> tile = o.slice(jf * kAccValues, kAccValues);
         SmallVector<Value> d =
-            mma(weights, ldB(smemV, jf * kTileN, c * kTileK), tile);
+            mma(weights,
+                loadB(maps, smemV, lane16, cst(jf * kTileN), cst(c * kTileK)),
+                tile);
         llvm::copy(d, tile.begin());
       }
     }

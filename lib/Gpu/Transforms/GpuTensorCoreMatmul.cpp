@@ -117,6 +117,42 @@ SmallVector<Value> KernelBuilderBase::mma(Value a, Value bFrag,
   return out;
 }
 
+Value KernelBuilderBase::loadA(const FragmentMaps &maps, Value tile, Value lane,
+                               Value row, Value col) {
+  return nvgpu::LdMatrixOp::create(
+      b, loc, VectorType::get({4, 2}, elementType), tile,
+      ValueRange{add(row, apply(maps.aLd, 0, lane)),
+                 add(col, apply(maps.aLd, 1, lane))},
+      /*transpose=*/false, maps.aTiles);
+}
+
+Value KernelBuilderBase::loadB(const FragmentMaps &maps, Value tile,
+                               Value lane16, Value row, Value col) {
+  return nvgpu::LdMatrixOp::create(
+      b, loc, VectorType::get({2, 2}, elementType), tile,
+      ValueRange{add(row, apply(maps.bLd, 0, lane16)),
+                 add(col, apply(maps.bLd, 1, lane16))},
+      /*transpose=*/false, maps.bTiles);
+}
+
+std::pair<Value, Value>
+KernelBuilderBase::stagedElement(Value tid, int64_t threads, int64_t index,
+                                 int64_t rows, int64_t cols,
+                                 bool rowsContiguous) {
+  // Element `index` of the thread is element index % kRun of its run
+  // index / kRun; the runs are numbered with consecutive threads on
+  // consecutive runs along the contiguous dimension.
+  Value run = add(tid, cst(index / kRun * threads));
+  Value offset = cst(index % kRun);
+  Value runs = cst((rowsContiguous ? rows : cols) / kRun);
+  Value along =
+      add(mul(arith::RemUIOp::create(b, loc, run, runs), kRun), offset);
+  Value across = arith::DivUIOp::create(b, loc, run, runs);
+  if (rowsContiguous)
+    return {along, across};
+  return {across, along};
+}
+
 FragmentMaps KernelBuilderBase::fragmentMaps() {
   // Upstream's maps (MMAUtils): lane and value id to the (row, col) of the
   // 16 x 8 f32 accumulator element, lane to the row address of ldmatrix.
@@ -163,8 +199,6 @@ constexpr int64_t kBlockThreads = kWarpsM * kWarpsN * kWarpLanes;
 /// an ldmatrix matrix then fall in distinct banks (a 64-byte row stride
 /// would put four of them in the same), and rows stay 16-byte aligned.
 constexpr int64_t kSmemRow = kBlockK + 8;
-/// Elements adjacent in memory that one thread stages together.
-constexpr int64_t kRun = 4;
 static_assert(kBlockM * kBlockK % (kBlockThreads * kRun) == 0 &&
                   kBlockN * kBlockK % (kBlockThreads * kRun) == 0 &&
                   kBlockK % kRun == 0 && kBlockM % kRun == 0 &&
@@ -247,14 +281,6 @@ private:
   /// else zeros.
   SmallVector<Value> ifElseZeros(Value cond, TypeRange types,
                                  function_ref<SmallVector<Value>()> then);
-  /// The (row, k) in a kBlockK-wide tile of `rows` rows of the thread's
-  /// element `index` of the staging. A thread stages runs of kRun elements
-  /// adjacent in memory (along k, or along the rows where those are
-  /// adjacent), consecutive threads consecutive runs: a warp reads whole
-  /// rows (columns), and a thread's runs span few distinct rows (columns),
-  /// whose addresses it keeps across the K loop.
-  std::pair<Value, Value> stagedElement(int64_t index, int64_t rows,
-                                        bool rowsContiguous);
   /// The thread's factors of the K step from `k0` of one operand (rows
   /// from `rowStart`), zero outside the problem; k0 < kEnd, and the
   /// block's first row is inside it.
@@ -283,32 +309,13 @@ KernelBuilder::ifElseZeros(Value cond, TypeRange types,
   return ifOp.getResults();
 }
 
-std::pair<Value, Value>
-KernelBuilder::stagedElement(int64_t index, int64_t rows, bool rowsContiguous) {
-  // Element `index` of the thread is element index % kRun of its run
-  // index / kRun; the block's runs are numbered with consecutive threads
-  // on consecutive runs along the contiguous dimension.
-  Value run = add(tid, cst(index / kRun * kBlockThreads));
-  Value offset = cst(index % kRun);
-  if (rowsContiguous) {
-    int64_t runsPerColumn = rows / kRun;
-    return {
-        add(mul(arith::RemUIOp::create(b, loc, run, cst(runsPerColumn)), kRun),
-            offset),
-        arith::DivUIOp::create(b, loc, run, cst(runsPerColumn))};
-  }
-  int64_t runsPerRow = kBlockK / kRun;
-  return {arith::DivUIOp::create(b, loc, run, cst(runsPerRow)),
-          add(mul(arith::RemUIOp::create(b, loc, run, cst(runsPerRow)), kRun),
-              offset)};
-}
-
 SmallVector<Value> KernelBuilder::fetch(const Load &load, Value rowStart,
                                         Value rowSize, int64_t rows,
                                         bool rowsContiguous, Value k0) {
   SmallVector<Value> factors;
   for (int64_t index = 0; index < rows * kBlockK / kBlockThreads; ++index) {
-    auto [row, col] = stagedElement(index, rows, rowsContiguous);
+    auto [row, col] =
+        stagedElement(tid, kBlockThreads, index, rows, kBlockK, rowsContiguous);
     Value rowIndex = add(rowStart, row);
     Value kIndex = add(k0, col);
     Value inBounds = both(less(rowIndex, rowSize), less(kIndex, kEnd));
@@ -326,7 +333,8 @@ SmallVector<Value> KernelBuilder::fetch(const Load &load, Value rowStart,
 void KernelBuilder::store(ValueRange factors, Value tile, int64_t rows,
                           bool rowsContiguous) {
   for (auto [index, factor] : llvm::enumerate(factors)) {
-    auto [row, col] = stagedElement(index, rows, rowsContiguous);
+    auto [row, col] =
+        stagedElement(tid, kBlockThreads, index, rows, kBlockK, rowsContiguous);
     memref::StoreOp::create(b, loc, factor, tile, ValueRange{row, col});
   }
 }
@@ -389,7 +397,7 @@ void KernelBuilder::build(const MmaProblem &problem) {
                             .getResult();
 
   FragmentMaps maps = fragmentMaps();
-  AffineMap accMap = maps.acc, aLdMap = maps.aLd, bLdMap = maps.bLd;
+  AffineMap accMap = maps.acc;
 
   // The accumulators: kAccValues per lane for each of the warp's mma tiles
   // (i, j), i over M and j over N, in that order.
@@ -473,19 +481,11 @@ void KernelBuilder::build(const MmaProblem &problem) {
     for (int64_t ks = 0; ks < kBlockK; ks += kTileK) {
       SmallVector<Value> aFrags, bFrags;
       for (int64_t i = 0; i < kWarpMTiles; ++i)
-        aFrags.push_back(nvgpu::LdMatrixOp::create(
-            b, loc, VectorType::get({4, 2}, elementType), smemA,
-            ValueRange{
-                add(warpRow, add(cst(i * kTileM), apply(aLdMap, 0, lane))),
-                add(cst(ks), apply(aLdMap, 1, lane))},
-            /*transpose=*/false, maps.aTiles));
+        aFrags.push_back(
+            loadA(maps, smemA, lane, add(warpRow, cst(i * kTileM)), cst(ks)));
       for (int64_t j = 0; j < kWarpNTiles; ++j)
-        bFrags.push_back(nvgpu::LdMatrixOp::create(
-            b, loc, VectorType::get({2, 2}, elementType), smemB,
-            ValueRange{
-                add(warpCol, add(cst(j * kTileN), apply(bLdMap, 0, lane16))),
-                add(cst(ks), apply(bLdMap, 1, lane16))},
-            /*transpose=*/false, maps.bTiles));
+        bFrags.push_back(
+            loadB(maps, smemB, lane16, add(warpCol, cst(j * kTileN)), cst(ks)));
       for (int64_t i = 0; i < kWarpMTiles; ++i) {
         for (int64_t j = 0; j < kWarpNTiles; ++j) {
           MutableArrayRef<Value> tileAcc =

@@ -27,6 +27,8 @@ constexpr int64_t kTileK = 16;
 constexpr int64_t kWarpLanes = 32;
 /// Accumulator values per lane and 16 x 8 tile (c0..c3).
 constexpr int64_t kAccValues = 4;
+/// Elements adjacent in memory that one thread stages together.
+constexpr int64_t kRun = 4;
 
 /// Upstream's fragment maps (mlir/Dialect/NVGPU/Utils/MMAUtils.h): (lane,
 /// value id) -> (row, col) of a 16 x 8 f32 accumulator element; lane -> the
@@ -68,6 +70,23 @@ protected:
   /// vector<4x2xelement> A fragment, `bFrag` the vector<2x2xelement> B one.
   SmallVector<Value> mma(Value a, Value bFrag, ValueRange acc);
   FragmentMaps fragmentMaps();
+  /// The A fragment (16 x 16) at (row, col) of the shared `tile`, by
+  /// ldmatrix .x4.
+  Value loadA(const FragmentMaps &maps, Value tile, Value lane, Value row,
+              Value col);
+  /// The B fragment (8 x 16, stored [n][k]) at (row, col) of the shared
+  /// `tile`, by ldmatrix .x2; `lane16` is the lane % 16 (only lanes 0-15
+  /// give addresses; the others' stay inside the tile too).
+  Value loadB(const FragmentMaps &maps, Value tile, Value lane16, Value row,
+              Value col);
+  /// The (row, col) in a rows x cols tile of element `index` of thread
+  /// `tid`'s share of a staging by `threads` threads: each thread stages
+  /// runs of kRun elements adjacent in memory (along the columns, or along
+  /// the rows where `rowsContiguous`), consecutive threads consecutive runs,
+  /// so that a warp's loads are coalesced.
+  std::pair<Value, Value> stagedElement(Value tid, int64_t threads,
+                                        int64_t index, int64_t rows,
+                                        int64_t cols, bool rowsContiguous);
 
   RewriterBase &b;
   Location loc;
