@@ -430,6 +430,13 @@ void switchyard::buildGpuEmulationCodegenPipeline(
     pm.addPass(createGenerateRuntimeVerificationPass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuLaunchToHostLoopsPass());
+  // The kernels are built element by element, a constant and an index
+  // computation at each use, and the serialisation adds its own: folded
+  // and shared now (no barrier is left to keep apart what CSE merges), the
+  // LLVM lowering and JIT compilation have less to do (the tiny model's
+  // gradient in the emulation: 10% less time).
+  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createCSEPass());
   buildCpuLoopsToLLVMStages(pm);
 }
 

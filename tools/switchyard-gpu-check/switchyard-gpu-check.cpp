@@ -20,7 +20,8 @@
 // module declares them, other floats are uniform in [-1, 1]; integer
 // arguments are uniform in [0, lm.vocab) where the argument has `lm.vocab`,
 // else in [0, --index-range); i1 arguments are fair coin flips; dynamic
-// sizes are --dynamic-size.
+// sizes are --dynamic-size (a list checks each size with the programs
+// compiled once).
 //
 // Optimizer arguments of a train step get plausible values: the
 // hyperparameters lr 1e-3, betas 0.9 / 0.99, eps 1e-8, weight decay 0.01,
@@ -59,6 +60,9 @@
 #include "runtime/CpuProgram.h"
 #include "runtime/GpuProgram.h"
 
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
+
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -92,9 +96,11 @@ cl::opt<bool> trainStep("train-step",
                         cl::cat(category));
 cl::opt<int64_t> numLayers("num-layers", cl::desc("As in switchyard"),
                            cl::init(0), cl::cat(category));
-cl::opt<int64_t> dynamicSize("dynamic-size",
-                             cl::desc("Size of every dynamic dimension (3)"),
-                             cl::init(3), cl::cat(category));
+cl::list<int64_t> dynamicSizes(
+    "dynamic-size",
+    cl::desc("Size of every dynamic dimension (3); a comma-separated list "
+             "checks each size in turn with the programs compiled once"),
+    cl::CommaSeparated, cl::cat(category));
 cl::opt<int64_t>
     indexRange("index-range",
                cl::desc("Integer arguments without lm.vocab lie in [0, N) (2)"),
@@ -166,7 +172,7 @@ cl::opt<Experts> experts(
 /// Seeded random inputs for `function`.
 llvm::Expected<std::vector<rt::HostTensor>>
 makeInputs(const rt::FunctionSpec &function, const rt::ParamTable &params,
-           std::mt19937_64 &generator) {
+           int64_t dynamicSize, std::mt19937_64 &generator) {
   std::vector<rt::HostTensor> inputs;
   for (auto [index, spec] : llvm::enumerate(function.arguments)) {
     std::vector<int64_t> shape = spec.shape;
@@ -333,6 +339,11 @@ bool compare(llvm::StringRef function, size_t index, const rt::HostTensor &cpu,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // --mlir-timing (and --mlir-print-ir-*, hidden): the runtime applies them
+  // to every compilation stage, of both sides.
+  mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
+  cl::getRegisteredOptions()["mlir-timing"]->addCategory(category);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -354,6 +365,17 @@ int main(int argc, char **argv) {
     return 2;
   }
   options.optLevel = optLevel;
+  llvm::SmallVector<int64_t> sizes(dynamicSizes.begin(), dynamicSizes.end());
+  if (sizes.empty())
+    sizes.push_back(3);
+  for (int64_t size : sizes) {
+    if (size < 1) {
+      llvm::errs() << "switchyard-gpu-check: --dynamic-size: expected sizes "
+                      ">= 1, found "
+                   << size << "\n";
+      return 2;
+    }
+  }
   if (fusion == Fusion::none)
     options.fusion = mlir::switchyard::FusionOptions::none();
   for (const cl::opt<std::string> *type : {&elementType, &roundInputs}) {
@@ -419,30 +441,38 @@ int main(int argc, char **argv) {
     llvm::errs() << "switchyard-gpu-check: no function to check\n";
     return 2;
   }
+  // One generator for every size: each size's inputs are new draws.
   std::mt19937_64 generator(seed);
   int mismatches = 0;
-  for (const rt::FunctionSpec *function : selected) {
-    llvm::Expected<std::vector<rt::HostTensor>> inputs =
-        makeInputs(*function, (*cpu)->params(), generator);
-    if (!inputs)
-      return fail(inputs.takeError());
-    std::vector<const rt::HostTensor *> pointers;
-    for (const rt::HostTensor &tensor : *inputs)
-      pointers.push_back(&tensor);
-    auto expected = (*cpu)->call(function->name, pointers);
-    if (!expected)
-      return fail(expected.takeError());
-    auto actual = gpu->call(function->name, pointers);
-    if (!actual)
-      return fail(actual.takeError());
-    for (size_t i = 0; i < expected->size(); ++i)
-      mismatches += !compare(function->name, i, (*expected)[i], (*actual)[i]);
+  for (int64_t size : sizes) {
+    if (sizes.size() > 1)
+      llvm::outs() << "dynamic size " << size << ":\n";
+    for (const rt::FunctionSpec *function : selected) {
+      llvm::Expected<std::vector<rt::HostTensor>> inputs =
+          makeInputs(*function, (*cpu)->params(), size, generator);
+      if (!inputs)
+        return fail(inputs.takeError());
+      std::vector<const rt::HostTensor *> pointers;
+      for (const rt::HostTensor &tensor : *inputs)
+        pointers.push_back(&tensor);
+      auto expected = (*cpu)->call(function->name, pointers);
+      if (!expected)
+        return fail(expected.takeError());
+      auto actual = gpu->call(function->name, pointers);
+      if (!actual)
+        return fail(actual.takeError());
+      for (size_t i = 0; i < expected->size(); ++i)
+        mismatches += !compare(function->name, i, (*expected)[i], (*actual)[i]);
+    }
   }
   llvm::outs() << llvm::formatv(
-      "{0} functions checked, {1} mismatching results (atol {2:e1}, rtol "
-      "{3:e1}{4})\n",
-      selected.size(), mismatches, double(absoluteTolerance),
-      double(relativeTolerance),
+      "{0} functions checked{1}, {2} mismatching results (atol {3:e1}, rtol "
+      "{4:e1}{5})\n",
+      selected.size(),
+      sizes.size() > 1
+          ? llvm::formatv(" at {0} dynamic sizes", sizes.size()).str()
+          : std::string(),
+      mismatches, double(absoluteTolerance), double(relativeTolerance),
       relativeL2 > 0
           ? llvm::formatv(", relative L2 {0:e1}", double(relativeL2)).str()
           : std::string());

@@ -40,6 +40,10 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
+#include "llvm/ADT/SetVector.h"
+
+#include <optional>
+
 using namespace mlir;
 
 namespace {
@@ -164,7 +168,10 @@ private:
   DenseSet<Operation *> uniformOps;
   SmallVector<scf::ForOp> threadLoops;
   DenseSet<Operation *> threadLoopOps;
-  SmallVector<Value> hostBuffers;
+  llvm::SetVector<Value> hostBuffers;
+  /// What isInvariantLoad finds written in the launch (on its first call).
+  std::optional<DenseSet<Value>> writtenBuffers;
+  bool unnamedWrites = false;
 };
 
 Value Serializer::perThreadBuffer(Type type, ArrayRef<int64_t> trailing) {
@@ -175,7 +182,7 @@ Value Serializer::perThreadBuffer(Type type, ArrayRef<int64_t> trailing) {
   Value buffer = memref::AllocOp::create(rewriter, loc,
                                          MemRefType::get(shape, type),
                                          ValueRange{launch.getBlockSizeX()});
-  hostBuffers.push_back(buffer);
+  hostBuffers.insert(buffer);
   return buffer;
 }
 
@@ -201,16 +208,23 @@ bool Serializer::isInvariantLoad(Operation *op) {
   Value buffer = rootBuffer(load.getMemref());
   if (launch.getBody().isAncestor(buffer.getParentRegion()))
     return false;
-  // A writer: an op with a write effect on a view of the buffer, or one
-  // with resource-wide or unknown effects that takes a buffer.
-  WalkResult written = launch.getBody().walk([&](Operation *user) {
-    return switchyard::accessesBuffer(
-               user, /*writesOnly=*/true,
-               [&](Value v) { return rootBuffer(v) == buffer; })
-               ? WalkResult::interrupt()
-               : WalkResult::advance();
-  });
-  return !written.wasInterrupted();
+  // The launch's writers, found once (a walk per load is quadratic in the
+  // kernel's size): the buffers that ops write through a view, and whether
+  // an op with resource-wide or unknown effects takes a buffer. The
+  // serialization's own buffers (per thread, shared memory), written by
+  // each thread, are host buffers allocated before the launch.
+  if (!writtenBuffers) {
+    writtenBuffers.emplace();
+    launch.getBody().walk([&](Operation *user) {
+      if (switchyard::accessesBuffer(user, /*writesOnly=*/true, [&](Value v) {
+            writtenBuffers->insert(rootBuffer(v));
+            return false;
+          }))
+        unnamedWrites = true;
+    });
+  }
+  return !unnamedWrites && !writtenBuffers->contains(buffer) &&
+         !hostBuffers.contains(buffer);
 }
 
 void Serializer::replaceSharedMemory() {
@@ -228,7 +242,7 @@ void Serializer::replaceSharedMemory() {
         MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type()),
         ValueRange{bytes}, /*symbolOperands=*/ValueRange(),
         rewriter.getI64IntegerAttr(16));
-    hostBuffers.push_back(buffer);
+    hostBuffers.insert(buffer);
     for (gpu::DynamicSharedMemoryOp op : shared)
       rewriter.replaceAllUsesWith(op.getResult(), buffer);
     for (gpu::DynamicSharedMemoryOp op : shared)
