@@ -205,6 +205,13 @@ def SwitchyardCpuOutlineLoopsPass
     repeats its layers, and a training step contains its forward pass
     again: the tiny SwitchHead model's training step's 2,854 loop nests
     become 236 functions, and it compiles in 4.4 s instead of 24 s.
+    Runtime checks (`cf.assert`: the GPU emulation's bounds checks) name
+    their op and its location in their message, so the copies of a nest
+    (each layer's) differ in those alone: they are compared without the
+    messages, and each check of the shared function gives the distinct
+    messages of all the copies it stands for. In the GPU emulation, the
+    tiny SwitchHead model's bf16 gradient's 598 nests become 85 functions
+    and it compiles and checks in 44 s instead of 90 s.
 
     An entry point (a public function that nothing in the module calls)
     left without loops, straight-line code that runs once per call

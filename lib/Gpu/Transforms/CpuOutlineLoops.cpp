@@ -12,6 +12,7 @@
 #include "dialect/Gpu/Transforms/Passes.h"
 #include "dialect/Gpu/Transforms/SameFunctions.h"
 
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
@@ -20,6 +21,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
+
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDCPUOUTLINELOOPSPASS
@@ -53,6 +56,29 @@ void cloneConstantsInto(RewriterBase &rewriter, Region &region) {
   });
 }
 
+/// The messages of the checks (cf.assert) in the copies of one loop nest:
+/// for each check of the function kept, in walk order, the distinct
+/// messages of that check in the copies it stands for.
+using CheckMessages = SmallVector<SmallVector<std::string, 1>>;
+
+/// `function`'s cf.assert ops, in walk order (the same in equivalent
+/// functions).
+SmallVector<cf::AssertOp> checksOf(func::FuncOp function) {
+  SmallVector<cf::AssertOp> checks;
+  function.walk([&](cf::AssertOp check) { checks.push_back(check); });
+  return checks;
+}
+
+/// The messages of checks that differ only in them: their texts, the
+/// first's first.
+std::string joinMessages(ArrayRef<std::string> messages) {
+  std::string joined = messages.front();
+  for (const std::string &other : messages.drop_front())
+    joined +=
+        "\n(or, in a copy of this loop nest that shares its code:)\n" + other;
+  return joined;
+}
+
 /// Whether `func` is one block without loops or other regions.
 bool isStraightLine(func::FuncOp func) {
   if (!func.getBody().hasOneBlock())
@@ -81,6 +107,12 @@ struct SwitchyardCpuOutlineLoopsPass
     // copies of others (the tiny SwitchHead training step's 2,854 nests are
     // 236 functions), and LLVM would compile each copy again.
     switchyard::SameFunctions outlinedSoFar;
+    // Runtime checks (the GPU emulation's bounds checks) name the op and
+    // its location in their message: nests that differ in nothing else
+    // (a model's layers) share one function, whose checks then give every
+    // copy's message. Their messages are set aside while the nests are
+    // compared.
+    llvm::MapVector<Operation *, CheckMessages> checkMessages;
     for (scf::ForOp loop : loops) {
       auto parent = loop->getParentOfType<func::FuncOp>();
       // <function>_loop<N>, the first N that names no symbol yet.
@@ -108,10 +140,24 @@ struct SwitchyardCpuOutlineLoopsPass
       outlined->setPrivate();
       outlined->getOperation()->setAttr(
           "passthrough", rewriter.getArrayAttr(rewriter.getStringAttr("noinline")));
+      SmallVector<cf::AssertOp> checks = checksOf(*outlined);
+      SmallVector<std::string> messages;
+      for (cf::AssertOp check : checks) {
+        messages.push_back(check.getMsg().str());
+        check.setMsg("");
+      }
       if (FunctionOpInterface same = outlinedSoFar.findOrInsert(*outlined)) {
         call.setCallee(same.getName());
         rewriter.eraseOp(*outlined);
         --counts[parent.getSymName()];
+        CheckMessages &kept = checkMessages[same];
+        for (auto [distinct, message] : llvm::zip_equal(kept, messages))
+          if (!llvm::is_contained(distinct, message))
+            distinct.push_back(message);
+      } else if (!checks.empty()) {
+        CheckMessages &kept = checkMessages[*outlined];
+        for (std::string &message : messages)
+          kept.push_back({std::move(message)});
       }
       // The region now holds the call and the yield: put the call in its
       // place.
@@ -120,6 +166,10 @@ struct SwitchyardCpuOutlineLoopsPass
       rewriter.inlineBlockBefore(&callBlock, wrapper);
       rewriter.eraseOp(wrapper);
     }
+    for (auto &[function, messages] : checkMessages)
+      for (auto [check, distinct] :
+           llvm::zip_equal(checksOf(cast<func::FuncOp>(function)), messages))
+        check.setMsg(joinMessages(distinct));
 
     // What remains of an entry point (a public function that nothing in
     // the module calls) without loops is straight-line code that runs once

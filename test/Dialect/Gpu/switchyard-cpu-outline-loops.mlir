@@ -156,3 +156,53 @@ func.func @backward(%a: memref<64xf32>, %b: memref<64xf32>) {
   }
   return
 }
+
+// -----
+
+// Runtime checks (cf.assert: the GPU emulation's bounds checks) name their
+// op and its place: nests that differ only in those messages (a model's
+// layers) share one function, whose checks give the message of every copy,
+// each once. A nest whose checks differ otherwise gets its own.
+// CHECK-LABEL: func.func private @layers_loop0(
+// CHECK: cf.assert %{{.*}}, "load at layer 0\0A(or, in a copy of this loop nest that shares its code:)\0Aload at layer 1"
+// CHECK: cf.assert %{{.*}}, "store at any layer"
+// CHECK-LABEL: func.func private @layers_loop1(
+// CHECK: cf.assert %{{.*}}, "load at layer 2"
+// CHECK-LABEL: func.func @layers(
+// CHECK: call @layers_loop0(%arg1, %arg0)
+// CHECK-NEXT: call @layers_loop0(%arg1, %arg0)
+// CHECK-NEXT: call @layers_loop0(%arg1, %arg0)
+// CHECK-NEXT: call @layers_loop1(%arg1, %arg0)
+func.func @layers(%a: memref<64xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  scf.for %i = %c0 to %c64 step %c1 {
+    %ok = arith.cmpi ult, %i, %n : index
+    cf.assert %ok, "load at layer 0"
+    %x = memref.load %a[%i] : memref<64xf32>
+    cf.assert %ok, "store at any layer"
+    memref.store %x, %a[%i] : memref<64xf32>
+  }
+  scf.for %i = %c0 to %c64 step %c1 {
+    %ok = arith.cmpi ult, %i, %n : index
+    cf.assert %ok, "load at layer 1"
+    %x = memref.load %a[%i] : memref<64xf32>
+    cf.assert %ok, "store at any layer"
+    memref.store %x, %a[%i] : memref<64xf32>
+  }
+  scf.for %i = %c0 to %c64 step %c1 {
+    %ok = arith.cmpi ult, %i, %n : index
+    cf.assert %ok, "load at layer 0"
+    %x = memref.load %a[%i] : memref<64xf32>
+    cf.assert %ok, "store at any layer"
+    memref.store %x, %a[%i] : memref<64xf32>
+  }
+  scf.for %i = %c0 to %c64 step %c1 {
+    %ok = arith.cmpi ule, %i, %n : index
+    cf.assert %ok, "load at layer 2"
+    %x = memref.load %a[%i] : memref<64xf32>
+    memref.store %x, %a[%i] : memref<64xf32>
+  }
+  return
+}
