@@ -147,21 +147,20 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
 
   // Stages 1-4, shared with the GPU backend.
   detail::Compilation compilation(context, source, bufferName);
-  // The emulation's tensor-core route: mma.sync matmuls and attention.
-  bool tensorCores = options.emulateGpu && options.emulateTensorCores &&
-                     options.roundContractionOperands != "f32";
+  mlir::switchyard::GpuEmulationPipelineOptions emulation;
+  emulation.elementType = options.roundContractionOperands;
+  emulation.tensorCores = options.emulateTensorCores;
+  emulation.checkBounds = options.checkBounds;
   if (llvm::Error error = compilation.lowerToLinalg(
           options.emulateGpu ? detail::withDeviceGrouping(options) : options,
-          program->impl->params, program->impl->functions, tensorCores))
+          program->impl->params, program->impl->functions,
+          options.emulateGpu &&
+              mlir::switchyard::gpuUsesTensorCores(emulation)))
     return std::move(error);
 
   // Stages 5-6: native code.
   mlir::PassManager codegen(&context);
   if (options.emulateGpu) {
-    mlir::switchyard::GpuEmulationPipelineOptions emulation;
-    emulation.elementType = options.roundContractionOperands;
-    emulation.tensorCores = options.emulateTensorCores;
-    emulation.checkBounds = options.checkBounds;
     mlir::switchyard::buildGpuEmulationCodegenPipeline(codegen, emulation);
     program->impl->backend = "gpu-emulation";
   } else {

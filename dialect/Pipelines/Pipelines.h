@@ -289,6 +289,12 @@ struct GpuEmulationPipelineOptions
 void buildGpuEmulationCodegenPipeline(
     OpPassManager &pm, const GpuEmulationPipelineOptions &options);
 
+/// Whether the GPU emulation runs the tensor-core kernels (mma.sync for
+/// matmuls and the forward flash attention; not wgmma): asked for, with a
+/// 16-bit element type. Its lowering to linalg must then keep the flash
+/// attention for its kernel (LoweringOptions::flashAttentionKernel).
+bool gpuUsesTensorCores(const GpuEmulationPipelineOptions &options);
+
 /// The front end, the lowering to linalg, and the GPU emulation.
 void buildGpuEmulationPipeline(OpPassManager &pm,
                                const GpuEmulationPipelineOptions &options);

@@ -380,10 +380,8 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
-/// Whether the emulation runs the tensor-core kernels (mma.sync; not
-/// wgmma).
-static bool
-usesTensorCores(const switchyard::GpuEmulationPipelineOptions &options) {
+bool switchyard::gpuUsesTensorCores(
+    const GpuEmulationPipelineOptions &options) {
   return options.tensorCores && options.elementType != "f32";
 }
 
@@ -391,11 +389,12 @@ usesTensorCores(const switchyard::GpuEmulationPipelineOptions &options) {
 /// padded one; with tensor cores, the flash attention without relative keys
 /// is their kernel.
 template <typename Options>
-static switchyard::LoweringOptions gpuLowering(const Options &options) {
+static switchyard::LoweringOptions gpuLowering(const Options &options,
+                                               bool tensorCores) {
   switchyard::LoweringOptions lowering = options.lowering();
   lowering.groupedExperts = options.groupedExperts;
   lowering.groupedTileRows = switchyard::kGpuGroupedTileRows;
-  lowering.flashAttentionKernel = usesTensorCores(options);
+  lowering.flashAttentionKernel = tensorCores;
   return lowering;
 }
 
@@ -406,7 +405,8 @@ bool switchyard::gpuUsesTensorCores(llvm::StringRef elementType,
 
 void switchyard::buildGpuPipeline(OpPassManager &pm,
                                   const GpuPipelineOptions &options) {
-  buildModelToLinalgPipeline(pm, options.numLayers, gpuLowering(options));
+  buildModelToLinalgPipeline(pm, options.numLayers,
+                             gpuLowering(options, usesTensorCores(options)));
   buildGpuCodegenPipeline(pm, options);
 }
 
@@ -418,7 +418,8 @@ void switchyard::buildGpuEmulationCodegenPipeline(
     return;
   buildBufferizationStages(pm);
   // The tensor-core route of sm_80+ (mma.sync; not wgmma), or the SIMT one.
-  KernelFormation formation{options.elementType, usesTensorCores(options),
+  KernelFormation formation{options.elementType,
+                            switchyard::gpuUsesTensorCores(options),
                             /*wgmma=*/false, options.blockSize};
   buildKernelFormationStages(pm, formation);
   // The kernels' own loads and stores checked, before the launches become
@@ -442,7 +443,9 @@ void switchyard::buildGpuEmulationCodegenPipeline(
 
 void switchyard::buildGpuEmulationPipeline(
     OpPassManager &pm, const GpuEmulationPipelineOptions &options) {
-  buildModelToLinalgPipeline(pm, options.numLayers, gpuLowering(options));
+  buildModelToLinalgPipeline(
+      pm, options.numLayers,
+      gpuLowering(options, switchyard::gpuUsesTensorCores(options)));
   buildGpuEmulationCodegenPipeline(pm, options);
 }
 

@@ -14,9 +14,11 @@
 // pass's kernels through this checks those maps and the pass's use of them.
 //   mma.m16n8k16 (.bf16/.f16, A row-major, B column-major, f32 C/D), per
 //   lane l, group g = l / 4 and t = l % 4 of a warp:
-//     A (16 x 16): a_i at row g + 8·((i / 2) % 2), column 2t + i % 2 + 8·(i /
-//     4) B (16 x 8):  b_i at row (k) 2t + i % 2 + 8·(i / 2), column (n) g C, D
-//     (16 x 8): c_i at row g + 8·(i / 2), column 2t + i % 2
+// clang-format off
+//     A (16 x 16): a_i at row g + 8·((i / 2) % 2), column 2t + i % 2 + 8·(i / 4)
+//     B (16 x 8):  b_i at row (k) 2t + i % 2 + 8·(i / 2), column (n) g
+//     C, D (16 x 8): c_i at row g + 8·(i / 2), column 2t + i % 2
+// clang-format on
 //   a 32-bit register holds a_{2r} in its low half and a_{2r+1} in its high.
 //   ldmatrix (.b16, not transposed): lanes 8j .. 8j + 7 give the addresses
 //   of the eight rows of matrix j; lane l receives, for each matrix j, the
@@ -134,6 +136,11 @@ public:
   LogicalResult run();
 
 private:
+  /// Inside the launch: thread tid's lane and its warp's first thread.
+  std::pair<Value, Value> laneAndWarpStart() {
+    Value lane = arith::RemUIOp::create(rewriter, loc, tid, cst(kWarpSize));
+    return {lane, arith::SubIOp::create(rewriter, loc, tid, lane)};
+  }
   Value cst(int64_t v) {
     return arith::ConstantIndexOp::create(rewriter, loc, v);
   }
@@ -268,8 +275,7 @@ void Serializer::emulateLdMatrix(nvgpu::LdMatrixOp ld) {
     memref::StoreOp::create(rewriter, loc, index, addresses,
                             ValueRange{tid, cst(d)});
   gpu::BarrierOp::create(rewriter, loc);
-  Value lane = arith::RemUIOp::create(rewriter, loc, tid, cst(kWarpSize));
-  Value warp0 = arith::SubIOp::create(rewriter, loc, tid, lane);
+  auto [lane, warp0] = laneAndWarpStart();
   Value row = arith::DivUIOp::create(rewriter, loc, lane, cst(4));
   Value pair = arith::MulIOp::create(
       rewriter, loc, arith::RemUIOp::create(rewriter, loc, lane, cst(4)),
@@ -305,8 +311,7 @@ void Serializer::emulateShuffle(gpu::ShuffleOp shuffle) {
   Value values = perThreadBuffer(shuffle.getValue().getType());
   memref::StoreOp::create(rewriter, loc, shuffle.getValue(), values, tid);
   gpu::BarrierOp::create(rewriter, loc);
-  Value lane = arith::RemUIOp::create(rewriter, loc, tid, cst(kWarpSize));
-  Value warp0 = arith::SubIOp::create(rewriter, loc, tid, lane);
+  auto [lane, warp0] = laneAndWarpStart();
   Value offset = arith::IndexCastUIOp::create(
       rewriter, loc, rewriter.getIndexType(), shuffle.getOffset());
   Value source = arith::AddIOp::create(
@@ -349,8 +354,7 @@ SmallVector<Value> Serializer::emulateMma(ArrayRef<Value> a,
   auto mul = [&](Value x, int64_t y) -> Value {
     return arith::MulIOp::create(rewriter, loc, x, cst(y));
   };
-  Value lane = rem(tid, kWarpSize);
-  Value warp0 = arith::SubIOp::create(rewriter, loc, tid, lane);
+  auto [lane, warp0] = laneAndWarpStart();
   Value group = div(lane, 4), inGroup = rem(lane, 4);
   SmallVector<Value> d;
   for (int64_t v = 0; v < 4; ++v) {

@@ -496,10 +496,9 @@ LogicalResult FusedExpertMergeGradOp::verify() {
 // Grouped expert kernels
 //===----------------------------------------------------------------------===//
 
-/// The grouped kernels take tensors (one result, init's type) or buffers
-/// (no result), not a mix.
-/// Checks a destination-style kernel op: all operands ranked tensors or
-/// all buffers; on tensors one result per init, of its type.
+/// Checks a destination-style kernel op (the grouped kernels, the flash
+/// attention kernel): all operands ranked tensors (one result per init, of
+/// its type) or all buffers (no result), not a mix.
 static LogicalResult verifyTensorsOrBuffers(Operation *op) {
   OperandRange inits = cast<DestinationStyleOpInterface>(op).getDpsInits();
   bool tensors = isa<RankedTensorType>(inits.front().getType());

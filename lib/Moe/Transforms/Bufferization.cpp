@@ -1,4 +1,4 @@
-//===- Bufferization.cpp - bufferization of the grouped kernels -----------===//
+//===- Bufferization.cpp - bufferization of the moe kernel ops ------------===//
 //
 // The grouped kernel ops and moe.flash_attention_kernel are
 // destination-style: on tensors their results are their init operands
@@ -21,8 +21,8 @@ using namespace mlir::bufferization;
 
 namespace {
 template <typename OpTy>
-struct GroupedKernelModel
-    : public DstBufferizableOpInterfaceExternalModel<GroupedKernelModel<OpTy>,
+struct KernelOpModel
+    : public DstBufferizableOpInterfaceExternalModel<KernelOpModel<OpTy>,
                                                      OpTy> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
@@ -51,10 +51,10 @@ struct GroupedKernelModel
 void mlir::moe::registerBufferizableOpInterfaceExternalModels(
     DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, MoeDialect *) {
-    GroupedMatmulOp::attachInterface<GroupedKernelModel<GroupedMatmulOp>>(*ctx);
-    GroupedWeightGradOp::attachInterface<
-        GroupedKernelModel<GroupedWeightGradOp>>(*ctx);
+    GroupedMatmulOp::attachInterface<KernelOpModel<GroupedMatmulOp>>(*ctx);
+    GroupedWeightGradOp::attachInterface<KernelOpModel<GroupedWeightGradOp>>(
+        *ctx);
     FlashAttentionKernelOp::attachInterface<
-        GroupedKernelModel<FlashAttentionKernelOp>>(*ctx);
+        KernelOpModel<FlashAttentionKernelOp>>(*ctx);
   });
 }
