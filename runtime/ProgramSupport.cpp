@@ -185,6 +185,7 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
   loweringOptions.groupedExperts = options.groupedExperts;
   loweringOptions.groupedTileRows = options.groupedTileRows;
   loweringOptions.flashAttentionKernel = flashAttentionKernel;
+  loweringOptions.flashAttentionRounding = options.roundAttentionFactors;
   mlir::switchyard::buildLowerToLinalgPipeline(lowering, loweringOptions);
   if (llvm::Error error = run(lowering, "lowering to linalg"))
     return error;

@@ -53,9 +53,13 @@ struct LoweringOptions {
   /// moe.flash_attention_kernel, for the GPU's tensor-core kernel
   /// (convert-moe-to-linalg `flash-attention-kernel`).
   bool flashAttentionKernel = false;
+  /// The row kernels of that attention round its factors to this type
+  /// (convert-moe-to-linalg `flash-attention-rounding`): the CPU reference
+  /// of the GPU's bf16/f16 tensor-core route.
+  std::string flashAttentionRounding = "f32";
 };
 
-/// Whether the GPU target runs matmuls (and the forward flash attention) on
+/// Whether the GPU target runs matmuls (and the flash attention) on
 /// tensor cores: a 16-bit element type and a chip with bf16/f16 mma.sync
 /// m16n8k16 (sm_80 and newer: all the pipeline takes but sm_75).
 bool gpuUsesTensorCores(llvm::StringRef elementType, llvm::StringRef chip);
@@ -290,7 +294,7 @@ void buildGpuEmulationCodegenPipeline(
     OpPassManager &pm, const GpuEmulationPipelineOptions &options);
 
 /// Whether the GPU emulation runs the tensor-core kernels (mma.sync for
-/// matmuls and the forward flash attention; not wgmma): asked for, with a
+/// matmuls and the flash attention; not wgmma): asked for, with a
 /// 16-bit element type. Its lowering to linalg must then keep the flash
 /// attention for its kernel (LoweringOptions::flashAttentionKernel).
 bool gpuUsesTensorCores(const GpuEmulationPipelineOptions &options);

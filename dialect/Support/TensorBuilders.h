@@ -102,6 +102,11 @@ SmallVector<utils::IteratorType> iterators(unsigned parallel,
 AffineMap dimsMap(MLIRContext *context, unsigned numDims,
                   ArrayRef<unsigned> dims);
 
+/// The element type an `element-type` pass option names: bf16 or f16, or
+/// null for f32 (nothing to round); failure for anything else.
+FailureOr<FloatType> parseRoundingType(MLIRContext *context,
+                                       StringRef elementType);
+
 } // namespace mlir::switchyard
 
 #endif // SWITCHYARD_DIALECT_SUPPORT_TENSORBUILDERS_H

@@ -20,11 +20,11 @@
 // guarded stores. That needs sm_80 (bf16 mma.sync); on
 // sm_75 the contractions stay SIMT with their factors rounded to the element
 // type, so both chips compute the same products. With tensor cores the
-// forward flash attention without relative keys (and without a backward
-// pass that reads its logsumexp) is kept through
-// bufferization (moe.flash_attention_kernel) and becomes an mma.sync kernel
-// of its own (4 warps per 64 query rows, QKᵀ and PV on the tensor cores, the
-// online softmax in registers); its backward pass stays a row kernel. The PTX
+// flash attention without relative keys is kept through bufferization
+// (moe.flash_attention_kernel, moe.flash_attention_grad_kernel) and becomes
+// mma.sync kernels of its own (forward: 4 warps per 64 query rows, QKᵀ and PV
+// on the tensor cores, the online softmax in registers; backward: dK and dV
+// per 64 keys, dQ per 64 queries, FlashAttention-2's recomputation). The PTX
 // of this route is checked with ptxas for sm_80 … sm_120; its numerics have not
 // been run on a GPU yet. With wgmma=true and chip=sm_90a (opt-in), the
 // contractions with static N and K multiples of 128 and 64 and no batch

@@ -53,6 +53,7 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
   toLinalg.groupedExperts = options.groupedExperts;
   toLinalg.groupedTileRows = options.groupedTileRows;
   toLinalg.flashAttentionKernel = options.flashAttentionKernel;
+  toLinalg.flashAttentionRounding = options.flashAttentionRounding;
   pm.addPass(createConvertMoeToLinalgPass(toLinalg));
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());

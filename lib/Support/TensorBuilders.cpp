@@ -180,3 +180,15 @@ AffineMap mlir::switchyard::dimsMap(MLIRContext *context, unsigned numDims,
     exprs.push_back(getAffineDimExpr(dim, context));
   return AffineMap::get(numDims, 0, exprs, context);
 }
+
+FailureOr<FloatType>
+mlir::switchyard::parseRoundingType(MLIRContext *context,
+                                    StringRef elementType) {
+  if (elementType == "f32")
+    return FloatType();
+  if (elementType == "bf16")
+    return FloatType(BFloat16Type::get(context));
+  if (elementType == "f16")
+    return FloatType(Float16Type::get(context));
+  return failure();
+}

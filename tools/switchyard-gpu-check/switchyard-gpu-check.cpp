@@ -33,10 +33,14 @@
 // of the contraction factors (CompileOptions::roundContractionOperands,
 // switchyard-round-contraction-operands, the same code on the same linalg
 // ops), so that the two differ only in the order of the f32 accumulation.
-// The tensor-core flash attention (moe.flash_attention_kernel, with the
-// fusions) rounds its inputs Q, K, V and its weights P; the CPU's flash
-// attention rounds none of them. --round-inputs bf16|f16 draws inputs that
-// the type holds exactly (test/Integration/CUDA/attention.test).
+// The tensor-core flash attention (moe.flash_attention_kernel and
+// moe.flash_attention_grad_kernel, with the fusions, on sm_80+) rounds its
+// factors Q, K, V, dO and the weights P and dS; the CPU's flash attention
+// rounds the same (CompileOptions::roundAttentionFactors) but the forward
+// pass's weights P, which the kernel rounds against a block's maximum and
+// the row kernel would against the running one. --round-inputs
+// bf16|f16 draws inputs that the type holds exactly
+// (test/Integration/CUDA/attention.test).
 // --fusion none compiles both sides without the moe fusions (the unfused
 // route: linalg matmuls, softmax, top-k) instead of with all of them.
 // --experts grouped then groups the expert projections by expert on both
@@ -385,8 +389,11 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  // The CPU reference rounds the factors as the tensor cores do.
+  // The CPU reference rounds the factors as the tensor cores do, and those
+  // of the attention the tensor-core kernels take (sm_80+) as they do.
   options.roundContractionOperands = elementType;
+  if (chip != "sm_75")
+    options.roundAttentionFactors = elementType;
   if (experts == Experts::grouped) {
     if (fusion != Fusion::none) {
       llvm::errs() << "switchyard-gpu-check: --experts grouped needs "
@@ -405,6 +412,7 @@ int main(int argc, char **argv) {
   std::string target;
   if (emulate) {
     rt::CompileOptions emulation = options;
+    emulation.roundAttentionFactors = "f32";
     emulation.emulateGpu = true;
     emulation.checkBounds = true;
     emulation.emulateTensorCores = chip != "sm_75";

@@ -16,7 +16,16 @@
 
 #include <utility>
 
+namespace mlir {
+class PatternRewriter;
+} // namespace mlir
+
 namespace mlir::switchyard {
+
+/// Replaces `op` by `values`, cast to its result types where a lowering
+/// built them more or less static than the op declares.
+void replaceCast(PatternRewriter &rewriter, ImplicitLocOpBuilder &b,
+                 Operation *op, ValueRange values);
 
 /// Converts the f32 accumulator of a lowering to the type of `result`, an
 /// op's result it replaces (element type, and a tensor.cast where the

@@ -7,6 +7,8 @@
 #ifndef SWITCHYARD_DIALECT_CONVERSION_MOETOLINALG_MOETOLINALG_H
 #define SWITCHYARD_DIALECT_CONVERSION_MOETOLINALG_MOETOLINALG_H
 
+#include "mlir/IR/BuiltinTypes.h"
+
 #include <cstdint>
 
 namespace mlir {
@@ -17,8 +19,9 @@ namespace mlir::switchyard {
 
 /// Adds the patterns that rewrite each `moe` op into linalg.generic ops.
 /// Includes the row kernels of the fused ops (populateFusedKernelPatterns,
-/// populateFlashAttentionLoweringPatterns).
-void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
+/// populateFlashAttentionLoweringPatterns, with `attentionRounding`).
+void populateMoeToLinalgPatterns(RewritePatternSet &patterns,
+                                 FloatType attentionRounding = {});
 
 /// Adds the patterns that rewrite each fused moe op (moe.fused_router,
 /// moe.fused_expert_proj, ...) into one row kernel: an scf.forall on
@@ -36,12 +39,22 @@ void populateGroupedExpertPatterns(RewritePatternSet &patterns,
 /// Adds the lowerings of moe.flash_attention and moe.flash_attention_grad
 /// (the ops of moe-fuse-attention) to row kernels: scf.forall on tensors
 /// whose bodies work on scalars and vector<F> rows (FlashAttention.cpp).
-void populateFlashAttentionLoweringPatterns(RewritePatternSet &patterns);
+/// With `rounding` (bf16 or f16), the attention the GPU's tensor-core
+/// kernels take (no relative keys, head width at most 128) rounds the
+/// factors those kernels round: Q, K, V and dO as read (Δ = Σ_f dO·O from
+/// the unrounded dO), the backward pass's weights P for Pᵀ·dO and dS for
+/// dS·K and dSᵀ·Q; the CPU reference of the GPU's bf16/f16 route. Not the
+/// forward pass's weights: the kernel rounds each exp(s - m) against its
+/// block's maximum m, the row kernel would against the running one, and
+/// two roundings at different points differ by more than one.
+void populateFlashAttentionLoweringPatterns(RewritePatternSet &patterns,
+                                            FloatType rounding = {});
 
-/// Above those: moe.flash_attention without relative keys, with a head
-/// width of at most 128 and no reader of its logsumexp (no backward pass),
-/// to moe.flash_attention_kernel (the GPU's tensor-core kernel, built after
-/// bufferization).
+/// Above those: moe.flash_attention and moe.flash_attention_grad without
+/// relative keys, with a head width of at most 128, to
+/// moe.flash_attention_kernel and moe.flash_attention_grad_kernel (the
+/// GPU's tensor-core kernels, built after bufferization); a forward pass
+/// whose logsumexp a backward row kernel reads stays a row kernel.
 void populateFlashAttentionKernelPatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::switchyard

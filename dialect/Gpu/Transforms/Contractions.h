@@ -48,8 +48,6 @@ Value roundThrough(OpBuilder &b, Location loc, Value value,
 void roundContractionFactors(RewriterBase &rewriter, Contraction &c,
                              FloatType elementType);
 
-/// The element type an `element-type` pass option names: bf16 or f16, or
-/// null for f32 (nothing to round); failure for anything else.
 /// Nests the loops of `op` in `order` (order[i]: the old loop dimension
 /// that becomes loop i), generalizing a named op first. Returns the
 /// interchanged op, or failure (with an error on `op`) where that is not
@@ -57,9 +55,6 @@ void roundContractionFactors(RewriterBase &rewriter, Contraction &c,
 FailureOr<linalg::GenericOp> reorderLoops(RewriterBase &rewriter,
                                           linalg::LinalgOp op,
                                           ArrayRef<unsigned> order);
-
-FailureOr<FloatType> parseRoundingType(MLIRContext *context,
-                                       StringRef elementType);
 
 } // namespace mlir::switchyard
 

@@ -568,8 +568,14 @@ def SwitchyardGpuTensorCoreMatmulPass
     per row (maxima over a quad of lanes by `gpu.shuffle xor`); O += P·V
     with P's A fragments built in registers from S's accumulator tiles
     (rounded to the element type). O / l and the logsumexp m + log l are
-    stored for the rows inside T. The backward pass stays a SIMT row
-    kernel.
+    stored for the rows inside T. `moe.flash_attention_grad_kernel`
+    becomes FlashAttention-2's backward pass in two kernels: one block per
+    64 keys for dK and dV (its K and V rows in A fragments; steps over the
+    64-query blocks that see them: Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, then
+    dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ and dSᵀ built in registers and Q,
+    dO read by `ldmatrix .trans`), and one block per 64 queries for dQ
+    (S, dP, dQ += dS·K); the weights P recomputed from the forward pass's
+    logsumexp, P and dS rounded to the element type.
 
     With `element-type=f32` the pass does nothing. With `bf16` or `f16`:
 

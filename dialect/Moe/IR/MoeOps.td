@@ -1143,4 +1143,59 @@ def Moe_FlashAttentionKernelOp : Moe_Op<"flash_attention_kernel", [
   let hasVerifier = 1;
 }
 
+def Moe_FlashAttentionGradKernelOp : Moe_Op<"flash_attention_grad_kernel", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "moe.flash_attention_grad without relative keys, "
+                "destination style, kept for tensor-core kernels";
+  let description = [{
+    Computes the query, key and value gradients of `moe.flash_attention_grad`
+    without `rel` (key `u` visible to query `t` iff `u <= t + S - T`) from
+    the forward pass's row `logsumexp` `[B, T, H]` (f32), the rows'
+    `delta[b, t, a] = Σ_f result_grad · result` `[B, T, H]` (f32) and
+    `result_grad`, writing them into `query_grad_init`, `key_grad_init` and
+    `value_grad_init`; their previous contents are not read. With
+    `P = exp(Q·Kᵀ - logsumexp)` and `dS = P ∘ (dO·Vᵀ - delta)`:
+    `dQ = dS·K`, `dK = dSᵀ·Q`, `dV = Pᵀ·dO`.
+
+    Value semantics on tensors, in place on buffers, like
+    `moe.flash_attention_kernel`: `convert-moe-to-linalg` makes it
+    (`flash-attention-kernel`, with `delta` a linalg reduction) and
+    `switchyard-gpu-tensor-core-matmul` builds its two kernels in the manner
+    of FlashAttention-2's backward pass (one over blocks of 64 keys for dK
+    and dV, one over blocks of 64 queries for dQ, both with mma.sync). The
+    head width `F` must be static, at most 128.
+
+    ```mlir
+    %dq, %dk, %dv = moe.flash_attention_grad_kernel ins(%q, %k, %v, %lse, %delta, %do : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2xf32>, tensor<?x16x2xf32>, tensor<?x16x2x32xf32>) outs(%dqi, %dki, %dvi : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>) -> tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>
+    ```
+  }];
+
+  let arguments = (ins TensorOrMemRef<Moe_GroupedTypes>:$query,
+                       TensorOrMemRef<Moe_GroupedTypes>:$key,
+                       TensorOrMemRef<Moe_GroupedTypes>:$value,
+                       TensorOrMemRef<[F32]>:$logsumexp,
+                       TensorOrMemRef<[F32]>:$delta,
+                       TensorOrMemRef<Moe_GroupedTypes>:$result_grad,
+                       TensorOrMemRef<Moe_GroupedTypes>:$query_grad_init,
+                       TensorOrMemRef<Moe_GroupedTypes>:$key_grad_init,
+                       TensorOrMemRef<Moe_GroupedTypes>:$value_grad_init);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `,` $logsumexp `,` $delta `,`
+    $result_grad `:` type($query) `,` type($key) `,` type($value) `,`
+    type($logsumexp) `,` type($delta) `,` type($result_grad) `)`
+    `outs` `(` $query_grad_init `,` $key_grad_init `,` $value_grad_init `:`
+    type($query_grad_init) `,` type($key_grad_init) `,`
+    type($value_grad_init) `)` attr-dict (`->` type($results)^)?
+  }];
+  let extraClassDeclaration = [{
+    MutableOperandRange getDpsInitsMutable() {
+      return MutableOperandRange(*this, /*start=*/6, /*length=*/3);
+    }
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEOPS_TD

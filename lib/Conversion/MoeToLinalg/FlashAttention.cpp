@@ -145,8 +145,13 @@ struct Attention {
   /// S - T: the keys run this many positions ahead of the queries.
   Value shift;
 
-  Attention(ImplicitLocOpBuilder &b, Value q, Value k, Value v, Value rel)
-      : q(q), k(k), v(v), rel(rel) {
+  /// The factors' rounding (null: none): see populateFlashAttention-
+  /// LoweringPatterns.
+  FloatType rounding;
+
+  Attention(ImplicitLocOpBuilder &b, Value q, Value k, Value v, Value rel,
+            FloatType rounding = {})
+      : q(q), k(k), v(v), rel(rel), rounding(rounding) {
     width = cast<RankedTensorType>(q.getType()).getDimSize(3);
     batch = dimOf(b, q, 0);
     queries = dimOf(b, q, 1);
@@ -182,10 +187,27 @@ struct Attention {
     return row;
   }
 
+  /// `x` (an f32 scalar or row) rounded to the factors' type, if any.
+  Value round(ImplicitLocOpBuilder &b, Value x) const {
+    if (!rounding)
+      return x;
+    Type narrow = rounding;
+    if (auto row = dyn_cast<VectorType>(x.getType()))
+      narrow = VectorType::get(row.getShape(), rounding);
+    Value rounded = arith::TruncFOp::create(b, narrow, x);
+    return arith::ExtFOp::create(b, x.getType(), rounded);
+  }
+
+  /// A factor row: readRow, rounded.
+  Value readFactor(ImplicitLocOpBuilder &b, Value tensor,
+                   ValueRange leading) const {
+    return round(b, readRow(b, tensor, leading));
+  }
+
   /// The key of query t for key u: k[bi, u, a] + rel[t + shift - u, a].
   Value keyRow(ImplicitLocOpBuilder &b, Value bi, Value t, Value u,
                Value a) const {
-    Value key = readRow(b, k, {bi, u, a});
+    Value key = readFactor(b, k, {bi, u, a});
     if (!rel)
       return key;
     return arith::AddFOp::create(
@@ -239,14 +261,17 @@ SmallVector<Value> forLoop(
   return SmallVector<Value>(loop.getResults());
 }
 
-/// Replaces `op` by `values`, cast to its result types where the kernels
-/// built them more or less static than the op declares.
-void replaceCast(PatternRewriter &rewriter, ImplicitLocOpBuilder &b,
-                 Operation *op, ValueRange values) {
-  SmallVector<Value> cast;
-  for (auto [value, result] : llvm::zip(values, op->getResults()))
-    cast.push_back(castTo(b, value, result.getType()));
-  rewriter.replaceOp(op, cast);
+/// Whether the tensor-core kernels take an attention of these query and
+/// relative keys: none of the latter, a head width of at most 128.
+bool fitsKernel(Value query, Value rel) {
+  return !rel && cast<RankedTensorType>(query.getType()).getDimSize(3) <=
+                     moe::FlashAttentionKernelOp::kMaxHeadWidth;
+}
+
+/// The rounding of the row kernels' factors: `rounding` where the GPU's
+/// tensor-core kernels would take the attention, none elsewhere.
+FloatType roundingFor(Value query, Value rel, FloatType rounding) {
+  return fitsKernel(query, rel) ? rounding : FloatType();
 }
 
 /// A tensor.empty of `value`'s shape and element type.
@@ -261,12 +286,15 @@ Value emptyLike(ImplicitLocOpBuilder &b, Value value) {
 /// One kernel over the query rows (b, t, a) with an online softmax over the
 /// visible keys.
 struct FlashAttentionLowering : public OpRewritePattern<moe::FlashAttentionOp> {
-  using OpRewritePattern::OpRewritePattern;
+  FlashAttentionLowering(MLIRContext *ctx, FloatType rounding)
+      : OpRewritePattern(ctx), rounding(rounding) {}
+  FloatType rounding;
 
   LogicalResult matchAndRewrite(moe::FlashAttentionOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    Attention att(b, op.getQuery(), op.getKey(), op.getValue(), op.getRel());
+    Attention att(b, op.getQuery(), op.getKey(), op.getValue(), op.getRel(),
+                  roundingFor(op.getQuery(), op.getRel(), rounding));
     Type f32 = b.getF32Type();
     Value outInit = emptyLike(b, att.q);
     Value lseInit = tensor::EmptyOp::create(b, att.rowSizes(b), f32);
@@ -275,7 +303,7 @@ struct FlashAttentionLowering : public OpRewritePattern<moe::FlashAttentionOp> {
                      {outInit, lseInit});
     Value bi = kernel.indices()[0], t = kernel.indices()[1],
           a = kernel.indices()[2];
-    Value qRow = att.readRow(b, att.q, {bi, t, a});
+    Value qRow = att.readFactor(b, att.q, {bi, t, a});
     // Keys 0 .. t + shift are visible (at least one: shift >= 0).
     Value end = arith::AddIOp::create(b, arith::AddIOp::create(b, t, att.shift),
                                       indexConstant(b, 1));
@@ -298,7 +326,7 @@ struct FlashAttentionLowering : public OpRewritePattern<moe::FlashAttentionOp> {
           Value scaled = arith::MulFOp::create(
               b, acc, vector::BroadcastOp::create(b, att.rowType(b), alpha));
           Value accNew =
-              att.axpy(b, scaled, p, att.readRow(b, att.v, {bi, u, a}));
+              att.axpy(b, scaled, p, att.readFactor(b, att.v, {bi, u, a}));
           return {mNew, lNew, accNew};
         });
     Value m = state[0], l = state[1], acc = state[2];
@@ -321,12 +349,15 @@ struct FlashAttentionLowering : public OpRewritePattern<moe::FlashAttentionOp> {
 /// relative-key rows (drel).
 struct FlashAttentionGradLowering
     : public OpRewritePattern<moe::FlashAttentionGradOp> {
-  using OpRewritePattern::OpRewritePattern;
+  FlashAttentionGradLowering(MLIRContext *ctx, FloatType rounding)
+      : OpRewritePattern(ctx), rounding(rounding) {}
+  FloatType rounding;
 
   LogicalResult matchAndRewrite(moe::FlashAttentionGradOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    Attention att(b, op.getQuery(), op.getKey(), op.getValue(), op.getRel());
+    Attention att(b, op.getQuery(), op.getKey(), op.getValue(), op.getRel(),
+                  roundingFor(op.getQuery(), op.getRel(), rounding));
     Type f32 = b.getF32Type();
     Value out = op.getResult(), lse = op.getLogsumexp();
     Value dout = op.getResultGrad();
@@ -339,9 +370,11 @@ struct FlashAttentionGradLowering
     {
       Value bi = queryKernel.indices()[0], t = queryKernel.indices()[1],
             a = queryKernel.indices()[2];
-      Value qRow = att.readRow(b, att.q, {bi, t, a});
+      Value qRow = att.readFactor(b, att.q, {bi, t, a});
+      // Δ from dO itself; dO as a factor (of dP) rounded.
       Value doRow = att.readRow(b, dout, {bi, t, a});
       Value delta = att.dot(b, doRow, att.readRow(b, out, {bi, t, a}));
+      doRow = att.round(b, doRow);
       Value rowLse = tensor::ExtractOp::create(b, lse, ValueRange{bi, t, a});
       Value end = arith::AddIOp::create(
           b, arith::AddIOp::create(b, t, att.shift), indexConstant(b, 1));
@@ -352,8 +385,8 @@ struct FlashAttentionGradLowering
                     Value key = att.keyRow(b, bi, t, u, a);
                     auto [p, ds] = att.weightAndScoreGrad(
                         b, qRow, key, rowLse, doRow,
-                        att.readRow(b, att.v, {bi, u, a}), delta);
-                    return {att.axpy(b, args[0], ds, key)};
+                        att.readFactor(b, att.v, {bi, u, a}), delta);
+                    return {att.axpy(b, args[0], att.round(b, ds), key)};
                   });
       queryKernel.writeRow(0, {bi, t, a}, dq[0]);
       queryKernel.writeScalar(1, {bi, t, a}, delta);
@@ -368,15 +401,15 @@ struct FlashAttentionGradLowering
     {
       Value bi = keyKernel.indices()[0], u = keyKernel.indices()[1],
             a = keyKernel.indices()[2];
-      Value vRow = att.readRow(b, att.v, {bi, u, a});
+      Value vRow = att.readFactor(b, att.v, {bi, u, a});
       Value first = arith::MaxSIOp::create(
           b, arith::SubIOp::create(b, u, att.shift), zero);
       SmallVector<Value> sums = forLoop(
           b, first, att.queries, {att.zeroRow(b), att.zeroRow(b)},
           [&](ImplicitLocOpBuilder &b, Value t,
               ValueRange args) -> SmallVector<Value> {
-            Value qRow = att.readRow(b, att.q, {bi, t, a});
-            Value doRow = att.readRow(b, dout, {bi, t, a});
+            Value qRow = att.readFactor(b, att.q, {bi, t, a});
+            Value doRow = att.readFactor(b, dout, {bi, t, a});
             Value rowLse =
                 tensor::ExtractOp::create(b, lse, ValueRange{bi, t, a});
             Value delta =
@@ -384,8 +417,8 @@ struct FlashAttentionGradLowering
             auto [p, ds] =
                 att.weightAndScoreGrad(b, qRow, att.keyRow(b, bi, t, u, a),
                                        rowLse, doRow, vRow, delta);
-            return {att.axpy(b, args[0], ds, qRow),
-                    att.axpy(b, args[1], p, doRow)};
+            return {att.axpy(b, args[0], att.round(b, ds), qRow),
+                    att.axpy(b, args[1], att.round(b, p), doRow)};
           });
       keyKernel.writeRow(0, {bi, u, a}, sums[0]);
       keyKernel.writeRow(1, {bi, u, a}, sums[1]);
@@ -443,17 +476,22 @@ struct FlashAttentionToKernel : public OpRewritePattern<moe::FlashAttentionOp> {
 
   LogicalResult matchAndRewrite(moe::FlashAttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getRel() || op.getQuery().getType().getDimSize(3) >
-                           moe::FlashAttentionKernelOp::kMaxHeadWidth)
+    if (!fitsKernel(op.getQuery(), op.getRel()))
       return rewriter.notifyMatchFailure(op, "relative keys or a wide head");
-    // The kernel rounds Q and K; the backward row kernel recomputes the
+    // The kernel rounds Q and K. A backward row kernel would recompute the
     // weights from the unrounded ones against the logsumexp, which must then
     // come from the same scores (else they sum to 1 only within the
     // rounding, and the gradients drift by ~10% in relative L2 on the tiny
-    // model): a forward pass whose logsumexp is read stays a row kernel.
-    if (!op.getLogsumexp().use_empty())
-      return rewriter.notifyMatchFailure(op, "the backward pass reads its "
-                                             "logsumexp");
+    // model): a forward pass whose logsumexp a row kernel reads stays a row
+    // kernel. The backward kernels (FlashAttentionGradToKernel) round as
+    // this one does.
+    for (Operation *user : op.getLogsumexp().getUsers()) {
+      auto grad = dyn_cast<moe::FlashAttentionGradOp>(user);
+      if (!isa<moe::FlashAttentionGradKernelOp>(user) &&
+          !(grad && fitsKernel(grad.getQuery(), grad.getRel())))
+        return rewriter.notifyMatchFailure(
+            op, "a backward row kernel reads its logsumexp");
+    }
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Attention att(b, op.getQuery(), op.getKey(), op.getValue(), Value());
     Value outInit = emptyLike(b, att.q);
@@ -466,15 +504,50 @@ struct FlashAttentionToKernel : public OpRewritePattern<moe::FlashAttentionOp> {
   }
 };
 
+/// moe.flash_attention_grad without rel to the destination-style kernel
+/// op: Δ = Σ_f dO·O first (a linalg reduction in f32; math.fma, so that it
+/// is no contraction for the tensor cores to round), the inits empty.
+struct FlashAttentionGradToKernel
+    : public OpRewritePattern<moe::FlashAttentionGradOp> {
+  FlashAttentionGradToKernel(MLIRContext *ctx)
+      : OpRewritePattern(ctx, /*benefit=*/2) {}
+
+  LogicalResult matchAndRewrite(moe::FlashAttentionGradOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!fitsKernel(op.getQuery(), op.getRel()))
+      return rewriter.notifyMatchFailure(op, "relative keys or a wide head");
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Attention att(b, op.getQuery(), op.getKey(), op.getValue(), Value());
+    MLIRContext *ctx = b.getContext();
+    AffineMap row = dimsMap(ctx, 4, {0, 1, 2, 3});
+    Value delta =
+        generic(b, {op.getResultGrad(), op.getResult()},
+                filled(b, att.rowSizes(b), b.getF32Type(), 0.0),
+                {row, row, dimsMap(ctx, 4, {0, 1, 2})}, iterators(3, 1),
+                [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                  return math::FmaOp::create(b, toF32(b, args[0]),
+                                             toF32(b, args[1]), args[2]);
+                });
+    SmallVector<Value> inits = {emptyLike(b, att.q), emptyLike(b, att.k),
+                                emptyLike(b, att.v)};
+    auto kernel = moe::FlashAttentionGradKernelOp::create(
+        b, ValueRange(inits).getTypes(), att.q, att.k, att.v, op.getLogsumexp(),
+        delta, op.getResultGrad(), inits[0], inits[1], inits[2]);
+    replaceCast(rewriter, b, op, kernel.getResults());
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::switchyard::populateFlashAttentionLoweringPatterns(
-    RewritePatternSet &patterns) {
+    RewritePatternSet &patterns, FloatType rounding) {
   patterns.add<FlashAttentionLowering, FlashAttentionGradLowering>(
-      patterns.getContext());
+      patterns.getContext(), rounding);
 }
 
 void mlir::switchyard::populateFlashAttentionKernelPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<FlashAttentionToKernel>(patterns.getContext());
+  patterns.add<FlashAttentionToKernel, FlashAttentionGradToKernel>(
+      patterns.getContext());
 }

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <cmath>
 #include <limits>
@@ -348,4 +349,13 @@ Value mlir::switchyard::applyDropout(ImplicitLocOpBuilder &b, Value x,
                                                      f32Constant(b, 0.0), kept);
                    return fromF32(b, y, type.getElementType());
                  });
+}
+
+void mlir::switchyard::replaceCast(PatternRewriter &rewriter,
+                                   ImplicitLocOpBuilder &b, Operation *op,
+                                   ValueRange values) {
+  SmallVector<Value> cast;
+  for (auto [value, result] : llvm::zip(values, op->getResults()))
+    cast.push_back(castTo(b, value, result.getType()));
+  rewriter.replaceOp(op, cast);
 }

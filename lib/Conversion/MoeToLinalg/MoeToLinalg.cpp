@@ -40,16 +40,6 @@ using utils::IteratorType;
 
 namespace {
 
-/// Replaces `op` by `values`, cast to its result types where a lowering built
-/// them more or less static than the op declares.
-void replaceCast(PatternRewriter &rewriter, ImplicitLocOpBuilder &b,
-                 Operation *op, ValueRange values) {
-  SmallVector<Value> cast;
-  for (auto [value, result] : llvm::zip(values, op->getResults()))
-    cast.push_back(castTo(b, value, result.getType()));
-  rewriter.replaceOp(op, cast);
-}
-
 //===----------------------------------------------------------------------===//
 // moe.gate
 //===----------------------------------------------------------------------===//
@@ -995,10 +985,20 @@ struct ConvertMoeToLinalgPass
     target.addIllegalDialect<moe::MoeDialect>();
     // The grouped kernels stay until after bufferization.
     target.addLegalOp<moe::GroupedMatmulOp, moe::GroupedWeightGradOp,
-                      moe::FlashAttentionKernelOp>();
+                      moe::FlashAttentionKernelOp,
+                      moe::FlashAttentionGradKernelOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    FailureOr<FloatType> rounding =
+        parseRoundingType(ctx, flashAttentionRounding);
+    if (failed(rounding)) {
+      emitError(getOperation()->getLoc())
+          << "convert-moe-to-linalg: flash-attention-rounding must be f32, "
+             "bf16 or f16, found '"
+          << flashAttentionRounding << "'";
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(ctx);
-    populateMoeToLinalgPatterns(patterns);
+    populateMoeToLinalgPatterns(patterns, *rounding);
     if (groupedTileRows < 0) {
       // Not op.emitError(): the module itself would be printed as a note.
       emitError(getOperation()->getLoc())
@@ -1020,7 +1020,7 @@ struct ConvertMoeToLinalgPass
 } // namespace
 
 void mlir::switchyard::populateMoeToLinalgPatterns(
-    RewritePatternSet &patterns) {
+    RewritePatternSet &patterns, FloatType attentionRounding) {
   patterns
       .add<GateLowering, TopKLowering, ExpertProjLowering, ExpertMergeLowering,
            ExpertMlpLowering, AttentionLowering, AttentionGradLowering,
@@ -1030,5 +1030,5 @@ void mlir::switchyard::populateMoeToLinalgPatterns(
            DropoutLowering, RoutingEntropyLowering, AddLossLowering>(
           patterns.getContext());
   populateFusedKernelPatterns(patterns);
-  populateFlashAttentionLoweringPatterns(patterns);
+  populateFlashAttentionLoweringPatterns(patterns, attentionRounding);
 }

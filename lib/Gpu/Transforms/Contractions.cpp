@@ -86,17 +86,6 @@ void switchyard::roundContractionFactors(RewriterBase &rewriter,
   }
 }
 
-FailureOr<FloatType> switchyard::parseRoundingType(MLIRContext *context,
-                                                   StringRef elementType) {
-  if (elementType == "f32")
-    return FloatType();
-  if (elementType == "bf16")
-    return FloatType(BFloat16Type::get(context));
-  if (elementType == "f16")
-    return FloatType(Float16Type::get(context));
-  return failure();
-}
-
 FailureOr<linalg::GenericOp>
 mlir::switchyard::reorderLoops(RewriterBase &rewriter, linalg::LinalgOp op,
                                ArrayRef<unsigned> order) {

@@ -1,11 +1,11 @@
 //===- GpuTensorCoreAttention.cpp - flash attention on tensor cores -------===//
 //
-// The mma.sync kernel of moe.flash_attention_kernel (part of
-// switchyard-gpu-tensor-core-matmul), in the manner of FlashAttention-2's
-// forward pass: one block of 4 warps per 64 query rows of one (batch, head),
-// each warp 16 rows. The block stages its queries once through shared
-// memory into A fragments (ldmatrix), then walks the visible keys 64 at a
-// time:
+// The mma.sync kernels of moe.flash_attention_kernel and
+// moe.flash_attention_grad_kernel (part of switchyard-gpu-tensor-core-matmul).
+// The forward pass, in the manner of FlashAttention-2's: one block of 4
+// warps per 64 query rows of one (batch, head), each warp 16 rows. The block
+// stages its queries once through shared memory into A fragments (ldmatrix),
+// then walks the visible keys 64 at a time:
 //   - K (64 x F) and Vᵀ (F x 64) are staged into padded shared tiles, the
 //     factors rounded to the element type, zero outside the problem;
 //   - S = Q·Kᵀ (16 x 64 per warp: 8 accumulator tiles) with mma.sync, the
@@ -25,10 +25,28 @@
 // rounded to the element type and accumulate in f32 (the weights P rounded
 // too, the sum l taken over the unrounded ones).
 //
-// Not yet: the next step's K and V loads in flight during this step's
-// products (the matmul kernel does that), cp.async, the backward pass
-// (moe.flash_attention_grad stays a SIMT row kernel), relative keys. Not
-// run on a GPU yet; the GPU emulation runs it lane by lane.
+// The kernels of moe.flash_attention_grad_kernel, in the manner of
+// FlashAttention-2's backward pass, recompute P = exp(Q·Kᵀ - logsumexp)
+// from the same rounded factors (so P sums to 1 against the forward
+// kernel's logsumexp) and never store it either; with
+// dS = P ∘ (dO·Vᵀ - Δ), Δ = Σ_f dO·O given:
+//   - dK and dV: a block of 4 warps per 64 keys, each warp 16 keys, their
+//     K and V rows staged once into A fragments; steps over the 64-query
+//     blocks that see some of them, staging Q, dO (and the step's
+//     logsumexp and Δ) into shared tiles: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, then
+//     dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ and dSᵀ as A fragments built from
+//     the accumulators, Q and dO read as B by ldmatrix .trans from the
+//     tiles that gave them as B for the scores;
+//   - dQ: a block per 64 queries, its Q and dO rows in A fragments; steps
+//     of 64 keys staging K and V: S = Q·Kᵀ, dP = dO·Vᵀ, dQ += dS·K (K by
+//     ldmatrix .trans).
+// Two kernels rather than atomics on dQ: every gradient is written once,
+// the results do not depend on the order of the blocks. P and dS are
+// rounded to the element type as factors, as the forward kernel rounds P.
+//
+// Not yet: the next step's loads in flight during this step's products
+// (the matmul kernel does that), cp.async, relative keys. Not run on a GPU
+// yet; the GPU emulation runs them lane by lane.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,40 +84,147 @@ static_assert(kBlockRows == kBlockKeys,
 static_assert(kBlockKeys % (2 * kTileN) == 0 && kBlockKeys % kTileK == 0,
               "P's A fragments pair S's accumulator tiles");
 
-class FlashKernelBuilder : private KernelBuilderBase {
-public:
-  FlashKernelBuilder(RewriterBase &rewriter, moe::FlashAttentionKernelOp op,
-                     FloatType elementType)
-      : KernelBuilderBase(rewriter, op.getLoc(), elementType), op(op) {}
+/// How a shared tile holds the 64 x F factor X of a product W·X whose
+/// left factor W (16 x 64 per warp) is built from accumulators: as X itself,
+/// [64][F] (read with ldmatrix .trans), or as Xᵀ, [F][64] (plain ldmatrix).
+enum class Layout { RowMajor, Transposed };
 
-  void build();
+/// What the attention kernels share: a launch of 4-warp blocks over
+/// (64-row blocks, heads, batches), the staging of rounded factors into
+/// shared tiles, the products of a warp's 16 rows with 64 staged rows on
+/// the tensor cores, and guarded stores of accumulator tiles.
+class AttentionBuilder : protected KernelBuilderBase {
+protected:
+  AttentionBuilder(RewriterBase &rewriter, Operation *op, Value query,
+                   FloatType elementType)
+      : KernelBuilderBase(rewriter, op->getLoc(), elementType) {
+    width = cast<MemRefType>(query.getType()).getDimSize(3);
+    paddedWidth = llvm::alignTo(width, kTileK);
+    // The accumulator tiles of a warp's 16 rows of width F: 8 columns
+    // each, as many as cover the width (the padding's columns are zero).
+    outTiles = llvm::divideCeil(width, kTileN);
+  }
 
-private:
+  Value dim(Value buffer, int64_t d) {
+    return memref::DimOp::create(b, loc, buffer, d);
+  }
+  Value f32(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32Type(),
+                                     b.getF32FloatAttr(v));
+  }
+  /// Bytes of a rows x cols shared tile of `type`.
+  static int64_t tileBytes(int64_t rows, int64_t cols, Type type) {
+    return rows * cols * type.getIntOrFloatBitWidth() / 8;
+  }
+  /// Bytes of a shared tile of 64 rows of the padded width (+ 8 elements:
+  /// ldmatrix's eight row reads in distinct banks, rows 16-byte aligned).
+  int64_t rowTileBytes() {
+    return tileBytes(kBlockKeys, paddedWidth + kPad, elementType);
+  }
+
+  /// Opens a gpu.launch of ceil(rows / 64) x heads x batches blocks of
+  /// kThreads threads with `sharedBytes` of dynamic shared memory and leaves
+  /// the builder in its body; returns the block's first row.
+  Value launch(Value rows, Value heads, Value batches, int64_t sharedBytes);
+  /// The dynamic shared memory from byte `offset` as a rows x cols tile.
+  Value sharedTile(int64_t offset, int64_t rows, int64_t cols, Type type);
+  /// A shared tile of 64 rows of the padded width at byte `offset`.
+  Value rowTile(int64_t offset) {
+    return sharedTile(offset, kBlockKeys, paddedWidth + kPad, elementType);
+  }
   /// Stages a rows x cols tile of factors into the shared `tile`: every
   /// thread loads its runs of kRun elements (stagedElement; along the rows
   /// where `rowsContiguous`), then stores them.
   /// `factor(row, col)` loads one element, rounded, zero outside.
   void stage(Value tile, int64_t rows, int64_t cols, bool rowsContiguous,
              function_ref<Value(Value, Value)> factor);
+  /// Stages rows row0 .. row0 + 63 of `source` [B, R, H, F] into a row
+  /// tile.
+  void stageRows(Value tile, Value source, Value row0, Value rowLimit) {
+    stage(tile, kBlockKeys, paddedWidth, /*rowsContiguous=*/false,
+          [&](Value row, Value col) {
+            return factor(source, add(row0, row), rowLimit, col);
+          });
+  }
   /// source[batch, row, head, col] rounded, zero unless row < rowLimit and
   /// col < F; loaded without a branch at the nearest element inside.
   Value factor(Value source, Value row, Value rowLimit, Value col);
+  /// The warp's 16 rows of the staged row `tile` as A fragments, one per
+  /// 16 of the padded width.
+  SmallVector<Value> rowFragments(Value tile);
+  /// The products of the warp's rows (A `fragments`) with the 64 rows of
+  /// the row `tile`, summed over the width: kKeyTiles accumulator tiles
+  /// (tile j: tile rows 8j .. 8j + 7).
+  SmallVector<Value> products(ArrayRef<Value> fragments, Value tile);
+  /// acc += W·X for the warp's 16 x 64 `weights` (kKeyTiles accumulator
+  /// tiles, rounded to the element type here) and the 64 x F factor X in
+  /// `tile`: an m16n8 accumulator tile's (row, column) layout is that of
+  /// half an m16n8k16 A fragment (PTX ISA, mma.m16n8k16 fragments), so the
+  /// accumulator tiles 2c and 2c + 1 are the A fragment of X's rows
+  /// 16c .. 16c + 15.
+  void accumulate(MutableArrayRef<Value> acc, ArrayRef<Value> weights,
+                  Value tile, Layout layout);
   /// `x` combined with the values of the other three lanes of its quad
   /// (the lanes that hold the same accumulator rows).
   Value quadReduce(Value x, function_ref<Value(Value, Value)> combine);
-  Value f32(double v) {
-    return arith::ConstantOp::create(b, loc, b.getF32Type(),
-                                     b.getF32FloatAttr(v));
-  }
+  /// Stores `acc` (outTiles tiles: the warp's 16 rows, width F) into
+  /// buffer[batch, row0 + r, head, c] for the rows below `rows`;
+  /// `transform(value id, x)`, if given, is stored instead of x.
+  void storeRows(ValueRange acc, Value row0, Value rows, Value buffer,
+                 function_ref<Value(int64_t, Value)> transform = nullptr);
+  void storeIf(Value cond, Value value, Value buffer, ValueRange indices);
 
-  moe::FlashAttentionKernelOp op;
-  int64_t width = 0;
-  Value tid, batch, head;
+  int64_t width = 0, paddedWidth = 0, outTiles = 0;
+  Value shared, tid, batch, head, lane, lane16, warpRow;
+  FragmentMaps maps;
+  /// Accumulator value `value` of a lane lies in row `rowOf[value]` of its
+  /// warp's 16 (values 0, 1: row g; 2, 3: row g + 8) and column
+  /// `colOf[value]` of its 8-wide tile.
+  SmallVector<Value> rowOf, colOf;
 };
 
-void FlashKernelBuilder::stage(Value tile, int64_t rows, int64_t cols,
-                               bool rowsContiguous,
-                               function_ref<Value(Value, Value)> factor) {
+Value AttentionBuilder::launch(Value rows, Value heads, Value batches,
+                               int64_t sharedBytes) {
+  MLIRContext *ctx = b.getContext();
+  Value one = cst(1);
+  auto launchOp = gpu::LaunchOp::create(
+      b, loc, arith::CeilDivUIOp::create(b, loc, rows, cst(kBlockRows)), heads,
+      batches, cst(kThreads), one, one,
+      arith::ConstantIntOp::create(b, loc, b.getI32Type(), sharedBytes));
+  b.setInsertionPointToStart(&launchOp.getBody().front());
+  Attribute workgroup =
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                                   AffineMap(), workgroup);
+  shared = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
+  tid = launchOp.getThreadIds().x;
+  head = launchOp.getBlockIds().y;
+  batch = launchOp.getBlockIds().z;
+  lane = arith::RemUIOp::create(b, loc, tid, cst(kWarpLanes));
+  lane16 = arith::RemUIOp::create(b, loc, lane, cst(16));
+  warpRow = mul(arith::DivUIOp::create(b, loc, tid, cst(kWarpLanes)), kTileM);
+  maps = fragmentMaps();
+  rowOf.clear();
+  colOf.clear();
+  for (int64_t value = 0; value < kAccValues; ++value) {
+    rowOf.push_back(add(warpRow, apply(maps.acc, 0, {lane, cst(value)})));
+    colOf.push_back(apply(maps.acc, 1, {lane, cst(value)}));
+  }
+  return mul(launchOp.getBlockIds().x, kBlockRows);
+}
+
+Value AttentionBuilder::sharedTile(int64_t offset, int64_t rows, int64_t cols,
+                                   Type type) {
+  auto tileType =
+      MemRefType::get({rows, cols}, type, AffineMap(),
+                      cast<MemRefType>(shared.getType()).getMemorySpace());
+  return memref::ViewOp::create(b, loc, tileType, shared, cst(offset),
+                                ValueRange{});
+}
+
+void AttentionBuilder::stage(Value tile, int64_t rows, int64_t cols,
+                             bool rowsContiguous,
+                             function_ref<Value(Value, Value)> factor) {
   assert(rows * cols % (kThreads * kRun) == 0 && rows % kRun == 0 &&
          cols % kRun == 0 && "whole runs, as many for every thread");
   SmallVector<std::pair<Value, Value>> at;
@@ -115,8 +240,8 @@ void FlashKernelBuilder::stage(Value tile, int64_t rows, int64_t cols,
                             ValueRange{position.first, position.second});
 }
 
-Value FlashKernelBuilder::factor(Value source, Value row, Value rowLimit,
-                                 Value col) {
+Value AttentionBuilder::factor(Value source, Value row, Value rowLimit,
+                               Value col) {
   Value inBounds = less(row, rowLimit);
   Value column = col;
   if (width % kTileK != 0) {
@@ -130,8 +255,53 @@ Value FlashKernelBuilder::factor(Value source, Value row, Value rowLimit,
                                  zeroOf(elementType));
 }
 
-Value FlashKernelBuilder::quadReduce(
-    Value x, function_ref<Value(Value, Value)> combine) {
+SmallVector<Value> AttentionBuilder::rowFragments(Value tile) {
+  SmallVector<Value> fragments;
+  for (int64_t kk = 0; kk < paddedWidth; kk += kTileK)
+    fragments.push_back(loadA(maps, tile, lane, warpRow, cst(kk)));
+  return fragments;
+}
+
+SmallVector<Value> AttentionBuilder::products(ArrayRef<Value> fragments,
+                                              Value tile) {
+  SmallVector<Value> acc(kKeyTiles * kAccValues, f32(0.0));
+  for (int64_t kk = 0; kk < paddedWidth; kk += kTileK) {
+    for (int64_t j = 0; j < kKeyTiles; ++j) {
+      MutableArrayRef<Value> accTile =
+          MutableArrayRef<Value>(acc).slice(j * kAccValues, kAccValues);
+      SmallVector<Value> d =
+          mma(fragments[kk / kTileK],
+              loadB(maps, tile, lane16, cst(j * kTileN), cst(kk)), accTile);
+      llvm::copy(d, accTile.begin());
+    }
+  }
+  return acc;
+}
+
+void AttentionBuilder::accumulate(MutableArrayRef<Value> acc,
+                                  ArrayRef<Value> weights, Value tile,
+                                  Layout layout) {
+  auto fragType = VectorType::get({4, 2}, elementType);
+  for (int64_t c = 0; c < kBlockKeys / kTileK; ++c) {
+    SmallVector<Value> halves;
+    for (int64_t index = 0; index < 2 * kAccValues; ++index)
+      halves.push_back(arith::TruncFOp::create(
+          b, loc, elementType, weights[2 * c * kAccValues + index]));
+    Value w = vector::FromElementsOp::create(b, loc, fragType, halves);
+    for (int64_t jf = 0; jf < outTiles; ++jf) {
+      MutableArrayRef<Value> accTile = acc.slice(jf * kAccValues, kAccValues);
+      Value x =
+          layout == Layout::RowMajor
+              ? loadBTransposed(tile, lane16, cst(c * kTileK), cst(jf * kTileN))
+              : loadB(maps, tile, lane16, cst(jf * kTileN), cst(c * kTileK));
+      SmallVector<Value> d = mma(w, x, accTile);
+      llvm::copy(d, accTile.begin());
+    }
+  }
+}
+
+Value AttentionBuilder::quadReduce(Value x,
+                                   function_ref<Value(Value, Value)> combine) {
   for (int32_t offset : {1, 2}) {
     Value other = gpu::ShuffleOp::create(b, loc, x, offset, kWarpLanes,
                                          gpu::ShuffleMode::XOR)
@@ -141,16 +311,55 @@ Value FlashKernelBuilder::quadReduce(
   return x;
 }
 
-void FlashKernelBuilder::build() {
-  MLIRContext *ctx = b.getContext();
+void AttentionBuilder::storeIf(Value cond, Value value, Value buffer,
+                               ValueRange indices) {
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, cond,
+                                /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  memref::StoreOp::create(b, loc, value, buffer, indices);
+}
+
+void AttentionBuilder::storeRows(
+    ValueRange acc, Value row0, Value rows, Value buffer,
+    function_ref<Value(int64_t, Value)> transform) {
+  Type outElement = cast<MemRefType>(buffer.getType()).getElementType();
+  for (int64_t jf = 0; jf < outTiles; ++jf) {
+    for (int64_t value = 0; value < kAccValues; ++value) {
+      Value row = add(row0, rowOf[value]);
+      Value col = add(cst(jf * kTileN), colOf[value]);
+      Value inside = less(row, rows);
+      if (width % kTileN != 0)
+        inside = both(inside, less(col, cst(width)));
+      Value result = acc[jf * kAccValues + value];
+      if (transform)
+        result = transform(value, result);
+      if (outElement != result.getType())
+        result = arith::TruncFOp::create(b, loc, outElement, result);
+      storeIf(inside, result, buffer, {batch, row, head, col});
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+class FlashForwardBuilder : private AttentionBuilder {
+public:
+  FlashForwardBuilder(RewriterBase &rewriter, moe::FlashAttentionKernelOp op,
+                      FloatType elementType)
+      : AttentionBuilder(rewriter, op, op.getQuery(), elementType), op(op) {}
+
+  void build();
+
+private:
+  moe::FlashAttentionKernelOp op;
+};
+
+void FlashForwardBuilder::build() {
   Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
-  Value out = op.getResultInit(), lse = op.getLogsumexpInit();
-  width = cast<MemRefType>(q.getType()).getDimSize(3);
-  int64_t paddedWidth = llvm::alignTo(width, kTileK);
   b.setInsertionPoint(op);
-  auto dim = [&](Value buffer, int64_t d) -> Value {
-    return memref::DimOp::create(b, loc, buffer, d);
-  };
   Value batches = dim(q, 0), queries = dim(q, 1), heads = dim(q, 2),
         keys = dim(k, 1);
   // Key u is visible to query t iff u <= t + shift.
@@ -159,62 +368,21 @@ void FlashKernelBuilder::build() {
   // Shared memory: the key tile [64][F + 8] at byte 0 (the queries' first),
   // Vᵀ [F][64 + 8] after it (dynamic shared memory, 16-byte aligned: both
   // tiles' rows are multiples of 16 bytes, as is the key tile's size).
-  Attribute workgroup =
-      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto tileK = MemRefType::get({kBlockKeys, paddedWidth + kPad}, elementType,
-                               AffineMap(), workgroup);
-  auto tileV = MemRefType::get({paddedWidth, kBlockKeys + kPad}, elementType,
-                               AffineMap(), workgroup);
-  int64_t elementBytes = elementType.getWidth() / 8;
-  int64_t bytesK = tileK.getNumElements() * elementBytes;
-  int64_t bytesV = tileV.getNumElements() * elementBytes;
-  Value one = cst(1);
-  auto launch = gpu::LaunchOp::create(
-      b, loc, arith::CeilDivUIOp::create(b, loc, queries, cst(kBlockRows)),
-      heads, batches, cst(kThreads), one, one,
-      arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytesK + bytesV));
-  b.setInsertionPointToStart(&launch.getBody().front());
-  auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                                   AffineMap(), workgroup);
-  Value shared = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
-  Value smemK =
-      memref::ViewOp::create(b, loc, tileK, shared, cst(0), ValueRange{});
-  Value smemV =
-      memref::ViewOp::create(b, loc, tileV, shared, cst(bytesK), ValueRange{});
-  tid = launch.getThreadIds().x;
-  head = launch.getBlockIds().y;
-  batch = launch.getBlockIds().z;
-  Value lane = arith::RemUIOp::create(b, loc, tid, cst(kWarpLanes));
-  Value lane16 = arith::RemUIOp::create(b, loc, lane, cst(16));
-  Value warpRow =
-      mul(arith::DivUIOp::create(b, loc, tid, cst(kWarpLanes)), kTileM);
-  Value t0 = mul(launch.getBlockIds().x, kBlockRows);
-  FragmentMaps maps = fragmentMaps();
-  // Accumulator value `value` of a lane lies in row `rowOf[value]` of its
-  // warp's 16 (values 0, 1: row g; 2, 3: row g + 8) and column
-  // `colOf[value]` of its 8-wide tile.
-  SmallVector<Value> rowOf, colOf;
-  for (int64_t value = 0; value < kAccValues; ++value) {
-    rowOf.push_back(add(warpRow, apply(maps.acc, 0, {lane, cst(value)})));
-    colOf.push_back(apply(maps.acc, 1, {lane, cst(value)}));
-  }
+  int64_t bytesK = rowTileBytes();
+  int64_t bytesV = tileBytes(paddedWidth, kBlockKeys + kPad, elementType);
+  Value t0 = launch(queries, heads, batches, bytesK + bytesV);
+  Value smemK = rowTile(0);
+  Value smemV = sharedTile(bytesK, paddedWidth, kBlockKeys + kPad, elementType);
 
   // The warp's queries as A fragments, one per 16 of the head width.
-  stage(smemK, kBlockRows, paddedWidth, /*rowsContiguous=*/false,
-        [&](Value row, Value col) {
-          return factor(q, add(t0, row), queries, col);
-        });
+  stageRows(smemK, q, t0, queries);
   gpu::BarrierOp::create(b, loc);
-  SmallVector<Value> queryFrags;
-  for (int64_t kk = 0; kk < paddedWidth; kk += kTileK)
-    queryFrags.push_back(loadA(maps, smemK, lane, warpRow, cst(kk)));
+  SmallVector<Value> queryFrags = rowFragments(smemK);
 
   // The keys visible to some row of the block: [0, min(S, t0 + 64 + shift)).
+  Value one = cst(1);
   Value kEnd = minIndex(keys, add(t0, add(cst(kBlockRows), shift)));
   Value negInf = f32(-std::numeric_limits<double>::infinity());
-  // O's accumulator tiles: 8 columns each, as many as cover the width
-  // (the padding's columns of Vᵀ are zero and need no product).
-  int64_t outTiles = llvm::divideCeil(width, kTileN);
   // Loop state: the maximum m and sum l of rows g and g + 8, then O's
   // accumulators (outTiles tiles of kAccValues).
   SmallVector<Value> init{negInf, negInf, f32(0.0), f32(0.0)};
@@ -229,10 +397,7 @@ void FlashKernelBuilder::build() {
     // Every warp is done with the tiles (the queries' or the previous
     // step's ldmatrix) before they change.
     gpu::BarrierOp::create(b, loc);
-    stage(smemK, kBlockKeys, paddedWidth, /*rowsContiguous=*/false,
-          [&](Value row, Value col) {
-            return factor(k, add(u0, row), keys, col);
-          });
+    stageRows(smemK, k, u0, keys);
     stage(smemV, paddedWidth, kBlockKeys, /*rowsContiguous=*/true,
           [&](Value row, Value col) {
             return factor(v, add(u0, col), keys, row);
@@ -240,17 +405,7 @@ void FlashKernelBuilder::build() {
     gpu::BarrierOp::create(b, loc);
 
     // S = Q·Kᵀ: tile j holds keys u0 + 8j .. u0 + 8j + 7.
-    SmallVector<Value> s(kKeyTiles * kAccValues, f32(0.0));
-    for (int64_t kk = 0; kk < paddedWidth; kk += kTileK) {
-      for (int64_t j = 0; j < kKeyTiles; ++j) {
-        MutableArrayRef<Value> tile =
-            MutableArrayRef<Value>(s).slice(j * kAccValues, kAccValues);
-        SmallVector<Value> d =
-            mma(queryFrags[kk / kTileK],
-                loadB(maps, smemK, lane16, cst(j * kTileN), cst(kk)), tile);
-        llvm::copy(d, tile.begin());
-      }
-    }
+    SmallVector<Value> s = products(queryFrags, smemK);
     // Masked: a key past the keys or after the query's last visible one.
     SmallVector<Value> limit;
     for (int64_t value = 0; value < kAccValues; ++value) {
@@ -308,24 +463,8 @@ void FlashKernelBuilder::build() {
     for (int64_t index = 0; index < int64_t(o.size()); ++index)
       o[index] = arith::MulFOp::create(b, loc, o[index],
                                        alpha[index % kAccValues / 2]);
-
-    // O += P·V: keys 16c .. 16c + 15 are S's tiles 2c and 2c + 1.
-    auto fragType = VectorType::get({4, 2}, elementType);
-    for (int64_t c = 0; c < kBlockKeys / kTileK; ++c) {
-      SmallVector<Value> halves;
-      for (int64_t index = 0; index < 2 * kAccValues; ++index)
-        halves.push_back(arith::TruncFOp::create(
-            b, loc, elementType, p[2 * c * kAccValues + index]));
-      Value weights = vector::FromElementsOp::create(b, loc, fragType, halves);
-      for (int64_t jf = 0; jf < outTiles; ++jf) {
-        MutableArrayRef<Value> tile = o.slice(jf * kAccValues, kAccValues);
-        SmallVector<Value> d =
-            mma(weights,
-                loadB(maps, smemV, lane16, cst(jf * kTileN), cst(c * kTileK)),
-                tile);
-        llvm::copy(d, tile.begin());
-      }
-    }
+    // O += P·V, Vᵀ staged.
+    accumulate(o, p, smemV, Layout::Transposed);
     scf::YieldOp::create(b, loc, next);
   }
 
@@ -335,30 +474,10 @@ void FlashKernelBuilder::build() {
     sum[h] = quadReduce(keyLoop.getResult(2 + h), [&](Value x, Value y) {
       return arith::AddFOp::create(b, loc, x, y);
     });
-  Type outElement = cast<MemRefType>(out.getType()).getElementType();
-  auto storeIf = [&](Value cond, Value value, Value buffer,
-                     ValueRange indices) {
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, cond,
-                                  /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    memref::StoreOp::create(b, loc, value, buffer, indices);
-  };
-  for (int64_t jf = 0; jf < outTiles; ++jf) {
-    for (int64_t value = 0; value < kAccValues; ++value) {
-      Value query = add(t0, rowOf[value]);
-      Value col = add(cst(jf * kTileN), colOf[value]);
-      Value inside = less(query, queries);
-      if (width % kTileN != 0)
-        inside = both(inside, less(col, cst(width)));
-      Value result = arith::DivFOp::create(
-          b, loc, keyLoop.getResult(4 + jf * kAccValues + value),
-          sum[value / 2]);
-      if (outElement != result.getType())
-        result = arith::TruncFOp::create(b, loc, outElement, result);
-      storeIf(inside, result, out, {batch, query, head, col});
-    }
-  }
+  storeRows(keyLoop.getResults().drop_front(4), t0, queries, op.getResultInit(),
+            [&](int64_t value, Value x) -> Value {
+              return arith::DivFOp::create(b, loc, x, sum[value / 2]);
+            });
   Value quadLeader = arith::CmpIOp::create(
       b, loc, arith::CmpIPredicate::eq,
       arith::RemUIOp::create(b, loc, lane, cst(4)), cst(0));
@@ -366,9 +485,217 @@ void FlashKernelBuilder::build() {
     Value query = add(t0, rowOf[2 * h]);
     Value logsumexp = arith::AddFOp::create(
         b, loc, keyLoop.getResult(h), math::LogOp::create(b, loc, sum[h]));
-    storeIf(both(quadLeader, less(query, queries)), logsumexp, lse,
-            {batch, query, head});
+    storeIf(both(quadLeader, less(query, queries)), logsumexp,
+            op.getLogsumexpInit(), {batch, query, head});
   }
+  gpu::TerminatorOp::create(b, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Backward
+//===----------------------------------------------------------------------===//
+
+class FlashBackwardBuilder : private AttentionBuilder {
+public:
+  FlashBackwardBuilder(RewriterBase &rewriter,
+                       moe::FlashAttentionGradKernelOp op,
+                       FloatType elementType)
+      : AttentionBuilder(rewriter, op, op.getQuery(), elementType), op(op) {}
+
+  void build();
+
+private:
+  /// dK and dV: a block per 64 keys, over the queries that see them.
+  void buildKeyKernel();
+  /// dQ: a block per 64 queries, over the keys they see.
+  void buildQueryKernel();
+  /// In place, for the accumulator values of a step: the scores `s` become
+  /// the weights P = exp(s - lse) (0 where not `visible`) and `dp` (dO·V)
+  /// becomes dS = P ∘ (dp - Δ).
+  void weightsAndScoreGrads(MutableArrayRef<Value> s, MutableArrayRef<Value> dp,
+                            ArrayRef<Value> visible, ArrayRef<Value> lse,
+                            ArrayRef<Value> delta);
+
+  moe::FlashAttentionGradKernelOp op;
+  Value batches, queries, heads, keys, shift;
+};
+
+void FlashBackwardBuilder::build() {
+  Value q = op.getQuery();
+  b.setInsertionPoint(op);
+  batches = dim(q, 0);
+  queries = dim(q, 1);
+  heads = dim(q, 2);
+  keys = dim(op.getKey(), 1);
+  // Key u is visible to query t iff u <= t + shift.
+  shift = arith::SubIOp::create(b, loc, keys, queries);
+  buildKeyKernel();
+  b.setInsertionPoint(op);
+  buildQueryKernel();
+}
+
+void FlashBackwardBuilder::weightsAndScoreGrads(MutableArrayRef<Value> s,
+                                                MutableArrayRef<Value> dp,
+                                                ArrayRef<Value> visible,
+                                                ArrayRef<Value> lse,
+                                                ArrayRef<Value> delta) {
+  Value zero = f32(0.0);
+  for (int64_t i = 0; i < int64_t(s.size()); ++i) {
+    Value p = math::ExpOp::create(b, loc,
+                                  arith::SubFOp::create(b, loc, s[i], lse[i]));
+    p = arith::SelectOp::create(b, loc, visible[i], p, zero);
+    dp[i] = arith::MulFOp::create(
+        b, loc, p, arith::SubFOp::create(b, loc, dp[i], delta[i]));
+    s[i] = p;
+  }
+}
+
+void FlashBackwardBuilder::buildKeyKernel() {
+  // Shared memory: the query and dO tiles [64][F + 8], then the step's
+  // logsumexp and Δ ([2][64] f32). The block's keys and values pass
+  // through the two tiles first, into A fragments.
+  int64_t bytesTile = rowTileBytes();
+  Type f32Type = b.getF32Type();
+  Value u0 = launch(keys, heads, batches,
+                    2 * bytesTile + tileBytes(2, kBlockRows, f32Type));
+  Value smemQ = rowTile(0), smemDO = rowTile(bytesTile);
+  Value smemStats = sharedTile(2 * bytesTile, 2, kBlockRows, f32Type);
+  stageRows(smemQ, op.getKey(), u0, keys);
+  stageRows(smemDO, op.getValue(), u0, keys);
+  gpu::BarrierOp::create(b, loc);
+  SmallVector<Value> keyFrags = rowFragments(smemQ);
+  SmallVector<Value> valueFrags = rowFragments(smemDO);
+
+  // The queries that see some key of the block: t >= u0 - shift.
+  Value one = cst(1);
+  Value tStart = arith::MaxSIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, u0, shift), cst(0));
+  // Loop state: dK's accumulators, then dV's.
+  SmallVector<Value> init(2 * outTiles * kAccValues, f32(0.0));
+  auto queryLoop =
+      scf::ForOp::create(b, loc, tStart, queries, cst(kBlockRows), init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(queryLoop.getBody());
+    Value t0 = queryLoop.getInductionVar();
+    gpu::BarrierOp::create(b, loc);
+    stageRows(smemQ, op.getQuery(), t0, queries);
+    stageRows(smemDO, op.getResultGrad(), t0, queries);
+    // Thread i < 128 stages the logsumexp (i < 64) or Δ of query
+    // t0 + i % 64.
+    {
+      Value which = arith::DivUIOp::create(b, loc, tid, cst(kBlockRows));
+      Value at = arith::RemUIOp::create(b, loc, tid, cst(kBlockRows));
+      Value t = minIndex(add(t0, at), sub1(queries));
+      Value lse = memref::LoadOp::create(b, loc, op.getLogsumexp(),
+                                         ValueRange{batch, t, head});
+      Value delta = memref::LoadOp::create(b, loc, op.getDelta(),
+                                           ValueRange{batch, t, head});
+      Value isLse = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          which, cst(0));
+      memref::StoreOp::create(
+          b, loc, arith::SelectOp::create(b, loc, isLse, lse, delta), smemStats,
+          ValueRange{which, at});
+    }
+    gpu::BarrierOp::create(b, loc);
+
+    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's keys by the step's queries
+    // (tile j: queries t0 + 8j .. t0 + 8j + 7).
+    SmallVector<Value> s = products(keyFrags, smemQ);
+    SmallVector<Value> dp = products(valueFrags, smemDO);
+    SmallVector<Value> visible, lse, delta;
+    for (int64_t j = 0; j < kKeyTiles; ++j) {
+      for (int64_t value = 0; value < kAccValues; ++value) {
+        Value col = add(cst(j * kTileN), colOf[value]);
+        Value t = add(t0, col);
+        Value u = add(u0, rowOf[value]);
+        visible.push_back(
+            both(less(t, queries),
+                 less(u, minIndex(keys, add(t, add(shift, one))))));
+        lse.push_back(
+            memref::LoadOp::create(b, loc, smemStats, ValueRange{cst(0), col}));
+        delta.push_back(
+            memref::LoadOp::create(b, loc, smemStats, ValueRange{cst(1), col}));
+      }
+    }
+    weightsAndScoreGrads(s, dp, visible, lse, delta);
+    // dV += Pᵀ·dO and dK += dSᵀ·Q.
+    ValueRange args = queryLoop.getRegionIterArgs();
+    SmallVector<Value> next(args.begin(), args.end());
+    MutableArrayRef<Value> dk =
+        MutableArrayRef<Value>(next).take_front(outTiles * kAccValues);
+    MutableArrayRef<Value> dv =
+        MutableArrayRef<Value>(next).drop_front(outTiles * kAccValues);
+    accumulate(dv, s, smemDO, Layout::RowMajor);
+    accumulate(dk, dp, smemQ, Layout::RowMajor);
+    scf::YieldOp::create(b, loc, next);
+  }
+  ValueRange sums = queryLoop.getResults();
+  storeRows(sums.take_front(outTiles * kAccValues), u0, keys,
+            op.getKeyGradInit());
+  storeRows(sums.drop_front(outTiles * kAccValues), u0, keys,
+            op.getValueGradInit());
+  gpu::TerminatorOp::create(b, loc);
+}
+
+void FlashBackwardBuilder::buildQueryKernel() {
+  // Shared memory: the key and value tiles [64][F + 8]; the block's queries
+  // and dO pass through them first, into A fragments.
+  int64_t bytesTile = rowTileBytes();
+  Value t0 = launch(queries, heads, batches, 2 * bytesTile);
+  Value smemK = rowTile(0), smemV = rowTile(bytesTile);
+  stageRows(smemK, op.getQuery(), t0, queries);
+  stageRows(smemV, op.getResultGrad(), t0, queries);
+  gpu::BarrierOp::create(b, loc);
+  SmallVector<Value> queryFrags = rowFragments(smemK);
+  SmallVector<Value> gradFrags = rowFragments(smemV);
+  // The logsumexp and Δ of the lane's rows g and g + 8, and the end of the
+  // keys each sees.
+  Value one = cst(1);
+  SmallVector<Value> rowLse, rowDelta, limit;
+  for (int64_t value = 0; value < kAccValues; ++value) {
+    Value query = add(t0, rowOf[value]);
+    Value t = minIndex(query, sub1(queries));
+    rowLse.push_back(memref::LoadOp::create(b, loc, op.getLogsumexp(),
+                                            ValueRange{batch, t, head}));
+    rowDelta.push_back(memref::LoadOp::create(b, loc, op.getDelta(),
+                                              ValueRange{batch, t, head}));
+    limit.push_back(minIndex(keys, add(query, add(shift, one))));
+  }
+
+  Value kEnd = minIndex(keys, add(t0, add(cst(kBlockRows), shift)));
+  SmallVector<Value> init(outTiles * kAccValues, f32(0.0));
+  auto keyLoop =
+      scf::ForOp::create(b, loc, cst(0), kEnd, cst(kBlockKeys), init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(keyLoop.getBody());
+    Value u0 = keyLoop.getInductionVar();
+    gpu::BarrierOp::create(b, loc);
+    stageRows(smemK, op.getKey(), u0, keys);
+    stageRows(smemV, op.getValue(), u0, keys);
+    gpu::BarrierOp::create(b, loc);
+
+    // S = Q·Kᵀ and dP = dO·Vᵀ (tile j: keys u0 + 8j .. u0 + 8j + 7).
+    SmallVector<Value> s = products(queryFrags, smemK);
+    SmallVector<Value> dp = products(gradFrags, smemV);
+    SmallVector<Value> visible, lse, delta;
+    for (int64_t j = 0; j < kKeyTiles; ++j) {
+      for (int64_t value = 0; value < kAccValues; ++value) {
+        Value key = add(u0, add(cst(j * kTileN), colOf[value]));
+        visible.push_back(less(key, limit[value]));
+        lse.push_back(rowLse[value]);
+        delta.push_back(rowDelta[value]);
+      }
+    }
+    weightsAndScoreGrads(s, dp, visible, lse, delta);
+    // dQ += dS·K.
+    ValueRange args = keyLoop.getRegionIterArgs();
+    SmallVector<Value> next(args.begin(), args.end());
+    accumulate(next, dp, smemK, Layout::RowMajor);
+    scf::YieldOp::create(b, loc, next);
+  }
+  storeRows(keyLoop.getResults(), t0, queries, op.getQueryGradInit());
   gpu::TerminatorOp::create(b, loc);
 }
 } // namespace
@@ -376,6 +703,13 @@ void FlashKernelBuilder::build() {
 void mlir::switchyard::tensor_cores::buildFlashAttentionKernel(
     RewriterBase &rewriter, moe::FlashAttentionKernelOp op,
     FloatType elementType) {
-  FlashKernelBuilder(rewriter, op, elementType).build();
+  FlashForwardBuilder(rewriter, op, elementType).build();
+  rewriter.eraseOp(op);
+}
+
+void mlir::switchyard::tensor_cores::buildFlashAttentionGradKernels(
+    RewriterBase &rewriter, moe::FlashAttentionGradKernelOp op,
+    FloatType elementType) {
+  FlashBackwardBuilder(rewriter, op, elementType).build();
   rewriter.eraseOp(op);
 }

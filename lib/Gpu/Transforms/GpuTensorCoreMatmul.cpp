@@ -26,6 +26,7 @@
 #include "dialect/Gpu/Transforms/Contractions.h"
 #include "dialect/Gpu/Transforms/Passes.h"
 #include "dialect/Moe/IR/MoeOps.h"
+#include "dialect/Support/TensorBuilders.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -133,6 +134,13 @@ Value KernelBuilderBase::loadB(const FragmentMaps &maps, Value tile,
       ValueRange{add(row, apply(maps.bLd, 0, lane16)),
                  add(col, apply(maps.bLd, 1, lane16))},
       /*transpose=*/false, maps.bTiles);
+}
+
+Value KernelBuilderBase::loadBTransposed(Value tile, Value lane16, Value k,
+                                         Value n) {
+  return nvgpu::LdMatrixOp::create(b, loc, VectorType::get({2, 2}, elementType),
+                                   tile, ValueRange{add(k, lane16), n},
+                                   /*transpose=*/true, /*numTiles=*/2);
 }
 
 std::pair<Value, Value>
@@ -996,20 +1004,29 @@ struct SwitchyardGpuTensorCoreMatmulPass
       }
     }
 
-    // moe.flash_attention_kernel (buffers) has no other lowering.
-    SmallVector<moe::FlashAttentionKernelOp> attention;
-    func.walk([&](moe::FlashAttentionKernelOp op) {
-      if (op.getNumResults() == 0)
+    // moe.flash_attention_kernel and moe.flash_attention_grad_kernel
+    // (buffers) have no other lowering.
+    SmallVector<Operation *> attention;
+    func.walk([&](Operation *op) {
+      if (isa<moe::FlashAttentionKernelOp, moe::FlashAttentionGradKernelOp>(
+              op) &&
+          op->getNumResults() == 0)
         attention.push_back(op);
     });
     if (!attention.empty() && !tensorCores) {
-      attention.front().emitOpError()
+      attention.front()->emitOpError()
           << "needs tensor cores (switchyard-gpu-tensor-core-matmul "
              "tensor-cores=true)";
       return signalPassFailure();
     }
-    for (moe::FlashAttentionKernelOp op : attention)
-      switchyard::tensor_cores::buildFlashAttentionKernel(rewriter, op, type);
+    for (Operation *op : attention) {
+      if (auto forward = dyn_cast<moe::FlashAttentionKernelOp>(op))
+        switchyard::tensor_cores::buildFlashAttentionKernel(rewriter, forward,
+                                                            type);
+      else
+        switchyard::tensor_cores::buildFlashAttentionGradKernels(
+            rewriter, cast<moe::FlashAttentionGradKernelOp>(op), type);
+    }
 
     // The grouped expert kernels (buffers) on sm_80+; the rest stay for
     // switchyard-lower-grouped-kernels (SIMT, rounded factors).

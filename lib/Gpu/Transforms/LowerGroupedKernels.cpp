@@ -13,6 +13,7 @@
 #include "dialect/Gpu/Transforms/Contractions.h"
 #include "dialect/Gpu/Transforms/Passes.h"
 #include "dialect/Moe/IR/MoeOps.h"
+#include "dialect/Support/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

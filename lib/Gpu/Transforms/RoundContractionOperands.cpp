@@ -9,6 +9,7 @@
 
 #include "dialect/Gpu/Transforms/Contractions.h"
 #include "dialect/Gpu/Transforms/Passes.h"
+#include "dialect/Support/TensorBuilders.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 

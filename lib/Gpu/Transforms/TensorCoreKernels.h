@@ -16,6 +16,7 @@
 
 namespace mlir::moe {
 class FlashAttentionKernelOp;
+class FlashAttentionGradKernelOp;
 } // namespace mlir::moe
 
 namespace mlir::switchyard::tensor_cores {
@@ -79,6 +80,12 @@ protected:
   /// give addresses; the others' stay inside the tile too).
   Value loadB(const FragmentMaps &maps, Value tile, Value lane16, Value row,
               Value col);
+  /// The B fragment (16 x 8) whose k rows are rows `k` .. `k` + 15 and
+  /// whose n columns are columns `n` .. `n` + 7 of the shared `tile`
+  /// (stored [k][n]), by ldmatrix .x2 .trans: lane l < 16 gives the address
+  /// of row k + l, and .trans hands each lane the elements (2t, 2t + 1) of
+  /// column g of each 8 x 8 matrix, the B fragment's (PTX ISA).
+  Value loadBTransposed(Value tile, Value lane16, Value k, Value n);
   /// The (row, col) in a rows x cols tile of element `index` of thread
   /// `tid`'s share of a staging by `threads` threads: each thread stages
   /// runs of kRun elements adjacent in memory (along the columns, or along
@@ -98,6 +105,12 @@ protected:
 void buildFlashAttentionKernel(RewriterBase &rewriter,
                                moe::FlashAttentionKernelOp op,
                                FloatType elementType);
+/// Replaces `op` (on buffers) by its two mma.sync kernels, dK and dV over
+/// blocks of keys, then dQ over blocks of queries
+/// (GpuTensorCoreAttention.cpp).
+void buildFlashAttentionGradKernels(RewriterBase &rewriter,
+                                    moe::FlashAttentionGradKernelOp op,
+                                    FloatType elementType);
 
 } // namespace mlir::switchyard::tensor_cores
 

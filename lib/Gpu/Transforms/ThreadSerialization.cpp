@@ -20,9 +20,10 @@
 //     C, D (16 x 8): c_i at row g + 8·(i / 2), column 2t + i % 2
 // clang-format on
 //   a 32-bit register holds a_{2r} in its low half and a_{2r+1} in its high.
-//   ldmatrix (.b16, not transposed): lanes 8j .. 8j + 7 give the addresses
-//   of the eight rows of matrix j; lane l receives, for each matrix j, the
-//   elements 2t and 2t + 1 of row l / 4.
+//   ldmatrix (.b16): lanes 8j .. 8j + 7 give the addresses of the eight
+//   rows of matrix j; lane l receives, for each matrix j, the elements 2t
+//   and 2t + 1 of row g (= l / 4), or with .trans the elements g of rows 2t
+//   and 2t + 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -276,28 +277,32 @@ void Serializer::emulateLdMatrix(nvgpu::LdMatrixOp ld) {
                             ValueRange{tid, cst(d)});
   gpu::BarrierOp::create(rewriter, loc);
   auto [lane, warp0] = laneAndWarpStart();
-  Value row = arith::DivUIOp::create(rewriter, loc, lane, cst(4));
+  Value group = arith::DivUIOp::create(rewriter, loc, lane, cst(4));
   Value pair = arith::MulIOp::create(
       rewriter, loc, arith::RemUIOp::create(rewriter, loc, lane, cst(4)),
       cst(2));
   auto type = cast<VectorType>(ld.getRes().getType());
-  SmallVector<Value> elements;
-  for (int64_t j = 0; j < type.getDimSize(0); ++j) {
-    // The lane that gave the address of this lane's row of matrix j.
+  // Element e of matrix j: at column `pair + e` of row `group`, or with
+  // .trans at column `group` of row `pair + e`.
+  bool transposed = ld.getTranspose();
+  auto load = [&](int64_t j, Value row, Value col) {
+    // The lane that gave the address of row `row` of matrix j.
     Value source = arith::AddIOp::create(
         rewriter, loc, warp0,
         arith::AddIOp::create(rewriter, loc, cst(8 * j), row));
-    SmallVector<Value> address;
+    SmallVector<Value> at;
     for (int64_t d = 0; d < int64_t(indices.size()); ++d)
-      address.push_back(memref::LoadOp::create(rewriter, loc, addresses,
-                                               ValueRange{source, cst(d)}));
+      at.push_back(memref::LoadOp::create(rewriter, loc, addresses,
+                                          ValueRange{source, cst(d)}));
+    at.back() = arith::AddIOp::create(rewriter, loc, at.back(), col);
+    return memref::LoadOp::create(rewriter, loc, ld.getSrcMemref(), at);
+  };
+  SmallVector<Value> elements;
+  for (int64_t j = 0; j < type.getDimSize(0); ++j) {
     for (int64_t e = 0; e < type.getDimSize(1); ++e) {
-      SmallVector<Value> at = address;
-      at.back() = arith::AddIOp::create(
-          rewriter, loc, at.back(),
-          arith::AddIOp::create(rewriter, loc, pair, cst(e)));
-      elements.push_back(
-          memref::LoadOp::create(rewriter, loc, ld.getSrcMemref(), at));
+      Value second = arith::AddIOp::create(rewriter, loc, pair, cst(e));
+      elements.push_back(transposed ? load(j, second, group)
+                                    : load(j, group, second));
     }
   }
   Value result = vector::FromElementsOp::create(rewriter, loc, type, elements);
@@ -748,11 +753,9 @@ LogicalResult mlir::switchyard::checkSerializable(gpu::LaunchOp launch) {
         }
     } else if (auto ld = dyn_cast<nvgpu::LdMatrixOp>(op)) {
       auto type = cast<VectorType>(ld.getRes().getType());
-      if (ld.getTranspose() || type.getRank() != 2 ||
-          type.getDimSize(1) != 2 ||
+      if (type.getRank() != 2 || type.getDimSize(1) != 2 ||
           type.getElementType().getIntOrFloatBitWidth() != 16) {
-        ld.emitOpError() << "is emulated only on 16-bit elements, not "
-                            "transposed";
+        ld.emitOpError() << "is emulated only on 16-bit elements";
         return WalkResult::interrupt();
       }
     } else if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {

@@ -253,15 +253,16 @@ static LogicalResult verifyRelGrad(Operation *op, Value rel, Value relGrad) {
 }
 
 /// The rules of the flash ops: a static head width (a row is a vector) and
-/// a logsumexp of shape [B, T, H].
+/// a logsumexp (or another row statistic, `name`) of shape [B, T, H].
 static LogicalResult verifyFlashOperands(Operation *op, Value q,
-                                         Value logsumexp) {
+                                         Value logsumexp,
+                                         StringRef name = "logsumexp") {
   if (ShapedType::isDynamic(dimOf(q, 3)))
     return op->emitOpError()
            << "expected a static head width (query dim 3), found "
            << q.getType();
   auto queryType = cast<ShapedType>(q.getType());
-  return switchyard::verifyShape(op, "logsumexp", logsumexp.getType(),
+  return switchyard::verifyShape(op, name, logsumexp.getType(),
                                  queryType.getShape().drop_back(),
                                  "query dims 0-2");
 }
@@ -632,6 +633,48 @@ LogicalResult FlashAttentionKernelOp::verify() {
 }
 
 void FlashAttentionKernelOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  kernelEffects(*this, effects);
+}
+
+LogicalResult FlashAttentionGradKernelOp::verify() {
+  Value q = getQuery(), k = getKey(), v = getValue();
+  if (failed(verifyTensorsOrBuffers(*this)) ||
+      failed(verifyRanks(*this,
+                         {{"query", q},
+                          {"key", k},
+                          {"value", v},
+                          {"logsumexp", getLogsumexp()},
+                          {"delta", getDelta()},
+                          {"result_grad", getResultGrad()},
+                          {"query_grad_init", getQueryGradInit()},
+                          {"key_grad_init", getKeyGradInit()},
+                          {"value_grad_init", getValueGradInit()}},
+                         {4, 4, 4, 3, 3, 4, 4, 4, 4})) ||
+      failed(verifyAttentionOperands(*this, q, k, v, /*rel=*/Value())) ||
+      failed(verifyFlashOperands(*this, q, getLogsumexp())) ||
+      failed(verifyFlashOperands(*this, q, getDelta(), "delta")))
+    return failure();
+  auto shapeOf = [](Value x) {
+    return cast<ShapedType>(x.getType()).getShape();
+  };
+  for (auto [name, x, like] :
+       {std::tuple<StringRef, Value, Value>{"result_grad", getResultGrad(), q},
+        {"query_grad_init", getQueryGradInit(), q},
+        {"key_grad_init", getKeyGradInit(), k},
+        {"value_grad_init", getValueGradInit(), v}})
+    if (shapeOf(x) != shapeOf(like))
+      return emitOpError() << "expected " << name << " of the shape of "
+                           << like.getType() << ", found " << x.getType();
+  if (dimOf(q, 3) > FlashAttentionKernelOp::kMaxHeadWidth)
+    return emitOpError() << "expected a head width of at most "
+                         << FlashAttentionKernelOp::kMaxHeadWidth << ", found "
+                         << dimOf(q, 3);
+  return success();
+}
+
+void FlashAttentionGradKernelOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
   kernelEffects(*this, effects);

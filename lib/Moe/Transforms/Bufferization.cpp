@@ -56,5 +56,7 @@ void mlir::moe::registerBufferizableOpInterfaceExternalModels(
         *ctx);
     FlashAttentionKernelOp::attachInterface<
         KernelOpModel<FlashAttentionKernelOp>>(*ctx);
+    FlashAttentionGradKernelOp::attachInterface<
+        KernelOpModel<FlashAttentionGradKernelOp>>(*ctx);
   });
 }

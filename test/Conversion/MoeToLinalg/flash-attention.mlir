@@ -2,6 +2,8 @@
 // RUN: switchyard-opt %s --convert-moe-to-linalg | FileCheck %s --check-prefix=UNFUSED
 // RUN: switchyard-opt %s --moe-fuse-attention --convert-moe-to-linalg --switchyard-cpu-pipeline -o /dev/null
 // RUN: switchyard-opt %s --moe-fuse-attention --convert-moe-to-linalg=flash-attention-kernel=true | FileCheck %s --check-prefix=KERNEL
+// RUN: switchyard-opt %s --moe-fuse-attention --convert-moe-to-linalg=flash-attention-rounding=bf16 | FileCheck %s --check-prefix=ROUND
+// RUN: not switchyard-opt %s --convert-moe-to-linalg=flash-attention-rounding=f8 2>&1 | FileCheck %s --check-prefix=BAD
 
 // The flash-attention ops become row kernels: scf.forall over rows whose
 // bodies loop over keys (or queries) on vector<8xf32> rows and write their
@@ -75,16 +77,27 @@ func.func @gradient(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor
 
 // flash-attention-kernel (the GPU pipelines with tensor cores): the forward
 // attention without relative keys becomes moe.flash_attention_kernel on
-// empty inits, kept for switchyard-gpu-tensor-core-matmul; with relative
-// keys (@forward) it stays a row kernel, and so does a forward pass whose
-// logsumexp the backward pass reads (@gradient: the kernel rounds Q and K,
-// the backward row kernel does not).
+// empty inits, kept for switchyard-gpu-tensor-core-matmul, and its gradient
+// moe.flash_attention_grad_kernel on Δ = Σ_f dO·O (a linalg reduction with
+// math.fma: no contraction for the tensor-core pass to round) and the
+// forward kernel's logsumexp. With relative keys (@forward, the second
+// gradient of @gradient) both stay row kernels: a forward kernel whose
+// logsumexp a backward row kernel read would round Q and K where the row
+// kernel does not.
 // KERNEL-LABEL: func.func @forward(
 // KERNEL-NOT: moe.flash_attention_kernel
 // KERNEL: scf.forall
 // KERNEL-LABEL: func.func @gradient(
-// KERNEL-NOT: moe.flash_attention_kernel
-// KERNEL: return
+// KERNEL-SAME: %[[Q:[^:]*]]: tensor<?x4x2x8xf32>, %[[K:[^:]*]]: tensor<?x6x2x8xf32>, %[[V:[^:]*]]: tensor<?x6x2x8xf32>, %{{[^:]*}}: tensor<6x2x8xbf16>, %[[DO:[^:]*]]: tensor<?x4x2x8xf32>)
+// KERNEL: %[[F:.*]]:2 = moe.flash_attention_kernel ins(%[[Q]], %[[K]], %[[V]] :
+// KERNEL: %[[Z:.*]] = linalg.fill
+// KERNEL: %[[D:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[DO]], %[[F]]#0 : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>) outs(%[[Z]] : tensor<?x4x2xf32>)
+// KERNEL: math.fma
+// KERNEL: %[[G:.*]]:3 = moe.flash_attention_grad_kernel ins(%[[Q]], %[[K]], %[[V]], %[[F]]#1, %[[D]], %[[DO]] : {{.*}}) outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>)
+// KERNEL-NOT: moe.flash_attention
+// KERNEL: scf.forall
+// KERNEL-NOT: moe.flash_attention
+// KERNEL: return %[[F]]#0, %[[G]]#0, %[[G]]#1, %[[G]]#2, %{{.*}} :
 // KERNEL-LABEL: func.func @forward_rope(
 // KERNEL-SAME: %[[Q:[^:]*]]: tensor<?x4x2x8xf32>, %[[K:[^:]*]]: tensor<?x6x2x8xf32>, %[[V:[^:]*]]: tensor<?x6x2x8xf32>)
 // KERNEL: %[[OI:.*]] = tensor.empty(%{{.*}}) : tensor<?x4x2x8xf32>
@@ -92,6 +105,20 @@ func.func @gradient(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor
 // KERNEL: %[[R:.*]]:2 = moe.flash_attention_kernel ins(%[[Q]], %[[K]], %[[V]] : {{.*}}) outs(%[[OI]], %[[LI]] : tensor<?x4x2x8xf32>, tensor<?x4x2xf32>) -> tensor<?x4x2x8xf32>, tensor<?x4x2xf32>
 // KERNEL-NOT: scf.forall
 // KERNEL: return %[[R]]#0
+// flash-attention-rounding=bf16 (the CPU reference of the GPU's bf16
+// tensor-core route): the row kernels of the attention without relative
+// keys round Q, K and V as read (truncf to bf16 and back), and in the
+// backward pass dO and the weights P and dS as factors; not the forward
+// pass's weights. With relative keys nothing is rounded.
+// ROUND-LABEL: func.func @forward(
+// ROUND-NOT: bf16
+// ROUND-LABEL: func.func @gradient(
+// ROUND: arith.truncf %{{.*}} : f32 to bf16
+// ROUND-LABEL: func.func @forward_rope(
+// ROUND-COUNT-3: arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
+// ROUND-NOT: to bf16
+// ROUND: return
+// BAD: convert-moe-to-linalg: flash-attention-rounding must be f32, bf16 or f16, found 'f8'
 func.func @forward_rope(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor<?x6x2x8xf32>) -> tensor<?x4x2x8xf32> {
   %o = moe.attention %q, %k, %v : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32> -> tensor<?x4x2x8xf32>
   return %o : tensor<?x4x2x8xf32>

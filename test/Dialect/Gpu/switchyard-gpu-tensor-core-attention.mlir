@@ -48,3 +48,75 @@ func.func @flash_attention(%q: memref<?x100x2x24xf32>, %k: memref<?x120x2x24xf32
   moe.flash_attention_kernel ins(%q, %k, %v : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>) outs(%o, %l : memref<?x100x2x24xf32>, memref<?x100x2xf32>)
   return
 }
+
+// moe.flash_attention_grad_kernel: two kernels. dK and dV: a block of 4 warps
+// per 64 keys (ceil(S / 64) x H x B), two [64][32 + 8] tiles (5120 bytes
+// each) and the step's logsumexp and Δ ([2][64] f32, 512 bytes); the
+// block's K and V staged once into A fragments (2 + 2 ldmatrix .x4); steps
+// of 64 queries from max(u0 - (S - T), 0) staging Q, dO and the statistics
+// between barriers, then Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (2 x 8 mma each, B by
+// plain ldmatrix), dV += Pᵀ·dO and dK += dSᵀ·Q (4 x 3 mma each, B by
+// ldmatrix .trans from the dO and Q tiles). dQ: a block per 64 queries,
+// the K and V tiles; Q and dO staged once into A fragments; steps of 64
+// keys: S = Q·Kᵀ and dP = dO·Vᵀ (16 mma each), dQ += dS·K (12, K by
+// ldmatrix .trans). Guarded stores of dK, dV and dQ.
+// CHECK-LABEL: func.func @flash_attention_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: memref<?x100x2x24xf32>, %[[K:[^:]*]]: memref<?x120x2x24xf32>, %[[V:[^:]*]]: memref<?x120x2x24xf32>, %[[L:[^:]*]]: memref<?x100x2xf32>, %[[D:[^:]*]]: memref<?x100x2xf32>, %[[DO:[^:]*]]: memref<?x100x2x24xf32>, %[[DQ:[^:]*]]: memref<?x100x2x24xf32>, %[[DK:[^:]*]]: memref<?x120x2x24xf32>, %[[DV:[^:]*]]: memref<?x120x2x24xf32>)
+// CHECK-NOT: moe.flash_attention_grad_kernel
+// CHECK: %[[B:.*]] = memref.dim %[[Q]], %c0
+// CHECK: %[[T:.*]] = memref.dim %[[Q]], %c1
+// CHECK: %[[S:.*]] = memref.dim %[[K]], %c1
+// CHECK: %[[KX:.*]] = arith.ceildivui %[[S]], %c64
+// CHECK: gpu.launch blocks(%[[BX:[^,]*]], %[[BY:[^,]*]], %[[BZ:[^)]*]]) in (%{{.*}} = %[[KX]], %{{.*}} = %{{.*}}, %{{.*}} = %[[B]])
+// CHECK-SAME: threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c128{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
+// CHECK-SAME: dynamic_shared_memory_size %c10752_i32
+// CHECK: %[[TQ:.*]] = memref.view {{.*}} to memref<64x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[TDO:.*]] = memref.view {{.*}}[%c5120][] {{.*}} to memref<64x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[TS:.*]] = memref.view {{.*}}[%c10240][] {{.*}} to memref<2x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.load %[[K]][%[[BZ]], %{{.*}}, %[[BY]], %{{.*}}]
+// CHECK: memref.load %[[V]][%[[BZ]], %{{.*}}, %[[BY]], %{{.*}}]
+// CHECK: gpu.barrier
+// CHECK-COUNT-4: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK: %[[START:.*]] = arith.maxsi
+// CHECK: scf.for %{{.*}} = %[[START]] to %[[T]] step %c64{{.*}} iter_args(
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[Q]]
+// CHECK: memref.load %[[DO]]
+// CHECK: memref.load %[[L]]
+// CHECK: memref.load %[[D]]
+// CHECK: memref.store %{{.*}}, %[[TS]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-32: nvvm.mma.sync
+// CHECK: math.exp
+// CHECK-COUNT-12: nvgpu.ldmatrix %[[TDO]]{{.*}} {numTiles = 2 : i32, transpose = true}
+// CHECK-COUNT-12: nvgpu.ldmatrix %[[TQ]]{{.*}} {numTiles = 2 : i32, transpose = true}
+// CHECK: scf.yield
+// CHECK: memref.store %{{.*}}, %[[DK]][%[[BZ]], %{{.*}}, %[[BY]], %{{.*}}]
+// CHECK: memref.store %{{.*}}, %[[DV]][%[[BZ]], %{{.*}}, %[[BY]], %{{.*}}]
+// CHECK: gpu.terminator
+// CHECK: %[[QX:.*]] = arith.ceildivui %[[T]], %c64
+// CHECK: gpu.launch blocks(%[[BX2:[^,]*]], %[[BY2:[^,]*]], %[[BZ2:[^)]*]]) in (%{{.*}} = %[[QX]], %{{.*}} = %{{.*}}, %{{.*}} = %[[B]])
+// CHECK-SAME: dynamic_shared_memory_size %c10240_i32
+// CHECK: %[[TK:.*]] = memref.view {{.*}} to memref<64x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.load %[[Q]]
+// CHECK: memref.load %[[DO]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-4: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK: memref.load %[[L]]
+// CHECK: memref.load %[[D]]
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c64{{.*}} iter_args(
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[K]]
+// CHECK: memref.load %[[V]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-32: nvvm.mma.sync
+// CHECK-COUNT-12: nvgpu.ldmatrix %[[TK]]{{.*}} {numTiles = 2 : i32, transpose = true}
+// CHECK: scf.yield
+// CHECK: memref.store %{{.*}}, %[[DQ]][%[[BZ2]], %{{.*}}, %[[BY2]], %{{.*}}]
+// F16-LABEL: func.func @flash_attention_grad(
+// F16-COUNT-100: nvgpu.mma.sync
+// F16-NOT: nvgpu.mma.sync
+func.func @flash_attention_grad(%q: memref<?x100x2x24xf32>, %k: memref<?x120x2x24xf32>, %v: memref<?x120x2x24xf32>, %l: memref<?x100x2xf32>, %d: memref<?x100x2xf32>, %do: memref<?x100x2x24xf32>, %dq: memref<?x100x2x24xf32>, %dk: memref<?x120x2x24xf32>, %dv: memref<?x120x2x24xf32>) {
+  moe.flash_attention_grad_kernel ins(%q, %k, %v, %l, %d, %do : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>, memref<?x100x2xf32>, memref<?x100x2xf32>, memref<?x100x2x24xf32>) outs(%dq, %dk, %dv : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>)
+  return
+}

@@ -839,3 +839,27 @@ func.func @flash_attention_kernel_lse(%q: memref<2x4x2x8xf32>, %lse: memref<2x5x
   moe.flash_attention_kernel ins(%q, %q, %q : memref<2x4x2x8xf32>, memref<2x4x2x8xf32>, memref<2x4x2x8xf32>) outs(%q, %lse : memref<2x4x2x8xf32>, memref<2x5x2xf32>)
   return
 }
+
+// -----
+
+func.func @flash_attention_grad_kernel_delta(%q: memref<2x4x2x8xf32>, %k: memref<2x6x2x8xf32>, %lse: memref<2x4x2xf32>, %d: memref<2x4x3xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_grad_kernel' op expected delta of shape}}
+  moe.flash_attention_grad_kernel ins(%q, %k, %k, %lse, %d, %q : memref<2x4x2x8xf32>, memref<2x6x2x8xf32>, memref<2x6x2x8xf32>, memref<2x4x2xf32>, memref<2x4x3xf32>, memref<2x4x2x8xf32>) outs(%q, %k, %k : memref<2x4x2x8xf32>, memref<2x6x2x8xf32>, memref<2x6x2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @flash_attention_grad_kernel_key_grad(%q: memref<2x4x2x8xf32>, %k: memref<2x6x2x8xf32>, %lse: memref<2x4x2xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_grad_kernel' op expected key_grad_init of the shape of 'memref<2x6x2x8xf32>', found 'memref<2x4x2x8xf32>'}}
+  moe.flash_attention_grad_kernel ins(%q, %k, %k, %lse, %lse, %q : memref<2x4x2x8xf32>, memref<2x6x2x8xf32>, memref<2x6x2x8xf32>, memref<2x4x2xf32>, memref<2x4x2xf32>, memref<2x4x2x8xf32>) outs(%q, %q, %k : memref<2x4x2x8xf32>, memref<2x4x2x8xf32>, memref<2x6x2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @flash_attention_grad_kernel_wide(%q: memref<2x4x2x136xf32>, %lse: memref<2x4x2xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_grad_kernel' op expected a head width of at most 128, found 136}}
+  moe.flash_attention_grad_kernel ins(%q, %q, %q, %lse, %lse, %q : memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2xf32>, memref<2x4x2xf32>, memref<2x4x2x136xf32>) outs(%q, %q, %q : memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2x136xf32>)
+  return
+}

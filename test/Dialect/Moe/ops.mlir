@@ -175,3 +175,14 @@ func.func @flash_attention_kernel(%q: tensor<?x16x2x32xf32>, %oi: tensor<?x16x2x
   moe.flash_attention_kernel ins(%bq, %bk, %bk : memref<2x16x2x32xbf16>, memref<2x24x2x32xbf16>, memref<2x24x2x32xbf16>) outs(%bo, %bl : memref<2x16x2x32xf32>, memref<2x16x2xf32>)
   return %o, %lse : tensor<?x16x2x32xf32>, tensor<?x16x2xf32>
 }
+
+// moe.flash_attention_grad_kernel on tensors (the example of its
+// description) and on buffers (no results; keys ahead of the queries).
+// CHECK-LABEL: func.func @flash_attention_grad_kernel
+// CHECK: %{{.*}}:3 = moe.flash_attention_grad_kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2xf32>, tensor<?x16x2xf32>, tensor<?x16x2x32xf32>) outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>) -> tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>
+// CHECK: moe.flash_attention_grad_kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<2x16x2x32xf32>, memref<2x24x2x32xf32>, memref<2x24x2x32xf32>, memref<2x16x2xf32>, memref<2x16x2xf32>, memref<2x16x2x32xf32>) outs(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x16x2x32xf32>, memref<2x24x2x32xf32>, memref<2x24x2x32xf32>){{$}}
+func.func @flash_attention_grad_kernel(%q: tensor<?x16x2x32xf32>, %lse: tensor<?x16x2xf32>, %bq: memref<2x16x2x32xf32>, %bk: memref<2x24x2x32xf32>, %bl: memref<2x16x2xf32>) -> (tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>) {
+  %dq, %dk, %dv = moe.flash_attention_grad_kernel ins(%q, %q, %q, %lse, %lse, %q : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2xf32>, tensor<?x16x2xf32>, tensor<?x16x2x32xf32>) outs(%q, %q, %q : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>) -> tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>
+  moe.flash_attention_grad_kernel ins(%bq, %bk, %bk, %bl, %bl, %bq : memref<2x16x2x32xf32>, memref<2x24x2x32xf32>, memref<2x24x2x32xf32>, memref<2x16x2xf32>, memref<2x16x2xf32>, memref<2x16x2x32xf32>) outs(%bq, %bk, %bk : memref<2x16x2x32xf32>, memref<2x24x2x32xf32>, memref<2x24x2x32xf32>)
+  return %dq, %dk, %dv : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>
+}
