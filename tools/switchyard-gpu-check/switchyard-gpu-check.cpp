@@ -61,6 +61,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/Pipelines/Pipelines.h"
 #include "runtime/CpuProgram.h"
 #include "runtime/GpuProgram.h"
 
@@ -392,7 +393,7 @@ int main(int argc, char **argv) {
   // The CPU reference rounds the factors as the tensor cores do, and those
   // of the attention the tensor-core kernels take (sm_80+) as they do.
   options.roundContractionOperands = elementType;
-  if (chip != "sm_75")
+  if (mlir::switchyard::gpuUsesTensorCores(elementType, chip))
     options.roundAttentionFactors = elementType;
   if (experts == Experts::grouped) {
     if (fusion != Fusion::none) {

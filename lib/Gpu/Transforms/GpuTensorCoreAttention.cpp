@@ -185,18 +185,13 @@ protected:
 
 Value AttentionBuilder::launch(Value rows, Value heads, Value batches,
                                int64_t sharedBytes) {
-  MLIRContext *ctx = b.getContext();
   Value one = cst(1);
   auto launchOp = gpu::LaunchOp::create(
       b, loc, arith::CeilDivUIOp::create(b, loc, rows, cst(kBlockRows)), heads,
       batches, cst(kThreads), one, one,
       arith::ConstantIntOp::create(b, loc, b.getI32Type(), sharedBytes));
   b.setInsertionPointToStart(&launchOp.getBody().front());
-  Attribute workgroup =
-      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                                   AffineMap(), workgroup);
-  shared = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
+  shared = dynamicSharedMemory();
   tid = launchOp.getThreadIds().x;
   head = launchOp.getBlockIds().y;
   batch = launchOp.getBlockIds().z;
@@ -215,11 +210,7 @@ Value AttentionBuilder::launch(Value rows, Value heads, Value batches,
 
 Value AttentionBuilder::sharedTile(int64_t offset, int64_t rows, int64_t cols,
                                    Type type) {
-  auto tileType =
-      MemRefType::get({rows, cols}, type, AffineMap(),
-                      cast<MemRefType>(shared.getType()).getMemorySpace());
-  return memref::ViewOp::create(b, loc, tileType, shared, cst(offset),
-                                ValueRange{});
+  return sharedView(shared, workgroupType({rows, cols}, type), offset);
 }
 
 void AttentionBuilder::stage(Value tile, int64_t rows, int64_t cols,

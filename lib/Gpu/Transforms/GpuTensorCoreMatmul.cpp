@@ -143,6 +143,24 @@ Value KernelBuilderBase::loadBTransposed(Value tile, Value lane16, Value k,
                                    /*transpose=*/true, /*numTiles=*/2);
 }
 
+MemRefType KernelBuilderBase::workgroupType(ArrayRef<int64_t> shape,
+                                            Type type) {
+  return MemRefType::get(
+      shape, type, AffineMap(),
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
+}
+
+Value KernelBuilderBase::dynamicSharedMemory() {
+  return gpu::DynamicSharedMemoryOp::create(
+      b, loc, workgroupType({ShapedType::kDynamic}, b.getI8Type()));
+}
+
+Value KernelBuilderBase::sharedView(Value shared, MemRefType type,
+                                    int64_t offset) {
+  return memref::ViewOp::create(b, loc, type, shared, cst(offset),
+                                ValueRange{});
+}
+
 std::pair<Value, Value>
 KernelBuilderBase::stagedElement(Value tid, int64_t threads, int64_t index,
                                  int64_t rows, int64_t cols,
@@ -348,19 +366,14 @@ void KernelBuilder::store(ValueRange factors, Value tile, int64_t rows,
 }
 
 void KernelBuilder::build(const MmaProblem &problem) {
-  MLIRContext *ctx = b.getContext();
   // Host side: a grid of one block per kBlockM x kBlockN tile of C, per
   // batch.
   Value sizeM = problem.sizeM, sizeN = problem.sizeN;
   Value batches = problem.batches;
   Value gridX = arith::CeilDivUIOp::create(b, loc, sizeN, cst(kBlockN));
   Value gridY = arith::CeilDivUIOp::create(b, loc, sizeM, cst(kBlockM));
-  Attribute workgroup =
-      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto tileA =
-      MemRefType::get({kBlockM, kSmemRow}, elementType, AffineMap(), workgroup);
-  auto tileB =
-      MemRefType::get({kBlockN, kSmemRow}, elementType, AffineMap(), workgroup);
+  MemRefType tileA = workgroupType({kBlockM, kSmemRow}, elementType);
+  MemRefType tileB = workgroupType({kBlockN, kSmemRow}, elementType);
   // The tiles live in dynamic shared memory, which convert-gpu-to-nvvm
   // aligns to 16 bytes (NVVM::kSharedMemoryAlignmentBit); workgroup
   // attributions would only get the element's alignment (2 bytes in LLVM
@@ -378,13 +391,9 @@ void KernelBuilder::build(const MmaProblem &problem) {
   auto launch = gpu::LaunchOp::create(
       b, loc, gridX, gridY, batches, cst(kBlockThreads), one, one, sharedBytes);
   b.setInsertionPointToStart(&launch.getBody().front());
-  auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                                   AffineMap(), workgroup);
-  Value shared = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
-  Value smemA = memref::ViewOp::create(b, loc, tileA, shared, cst(0),
-                                       ValueRange{});
-  Value smemB = memref::ViewOp::create(b, loc, tileB, shared, cst(bytesA),
-                                       ValueRange{});
+  Value shared = dynamicSharedMemory();
+  Value smemA = sharedView(shared, tileA, 0);
+  Value smemB = sharedView(shared, tileB, bytesA);
   tid = launch.getThreadIds().x;
   lane = arith::RemUIOp::create(b, loc, tid, cst(kWarpLanes));
   Value warp = arith::DivUIOp::create(b, loc, tid, cst(kWarpLanes));
@@ -568,9 +577,7 @@ private:
                       ArrayRef<int64_t> shape, ValueRange dynamicSizes);
   /// A 2-D TMA box of the element type in shared memory.
   MemRefType box(int64_t rows, int64_t cols) {
-    return MemRefType::get({rows, cols}, elementType, AffineMap(),
-                           gpu::AddressSpaceAttr::get(
-                               b.getContext(), gpu::AddressSpace::Workgroup));
+    return workgroupType({rows, cols}, elementType);
   }
   nvgpu::TensorMapDescriptorType tensorMap(MemRefType box) {
     return nvgpu::TensorMapDescriptorType::get(
@@ -662,14 +669,9 @@ void WgmmaKernelBuilder::build() {
       b, loc, gridX, gridY, one, cst(kWarpgroupSize), one, one,
       arith::ConstantIntOp::create(b, loc, b.getI32Type(), sharedBytes));
   b.setInsertionPointToStart(&launch.getBody().front());
-  Attribute workgroup =
-      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                                   AffineMap(), workgroup);
-  Value shared = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
-  auto view = [&](MemRefType type, int64_t offset) -> Value {
-    return memref::ViewOp::create(b, loc, type, shared, cst(offset),
-                                  ValueRange{});
+  Value shared = dynamicSharedMemory();
+  auto view = [&](MemRefType type, int64_t offset) {
+    return sharedView(shared, type, offset);
   };
   Value smemA = view(boxA, 0);
   Value smemB0 = view(boxB, bytesA);
@@ -683,8 +685,9 @@ void WgmmaKernelBuilder::build() {
                                        zero);
 
   // One mbarrier, initialised by thread 0 for its one arrival.
-  auto barrierType = nvgpu::MBarrierGroupType::get(ctx, workgroup,
-                                                   /*num_barriers=*/1);
+  auto barrierType = nvgpu::MBarrierGroupType::get(
+      ctx, gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup),
+      /*num_barriers=*/1);
   Value barrier = nvgpu::MBarrierCreateOp::create(b, loc, barrierType);
   {
     auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, leader,
@@ -761,10 +764,7 @@ void WgmmaKernelBuilder::build() {
   // thread is done with them), then C += them, one column per thread, rows
   // past M skipped.
   gpu::BarrierOp::create(b, loc);
-  Value smemAcc = view(
-      MemRefType::get({kWgTileM, kWgTileN}, b.getF32Type(), AffineMap(),
-                      workgroup),
-      0);
+  Value smemAcc = view(workgroupType({kWgTileM, kWgTileN}, b.getF32Type()), 0);
   nvgpu::WarpgroupMmaStoreOp::create(b, loc, kLoop.getResult(0), smemAcc);
   gpu::BarrierOp::create(b, loc);
   auto rows = scf::ForOp::create(b, loc, zero, cst(kWgTileM), one);

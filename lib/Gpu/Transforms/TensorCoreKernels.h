@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/AffineMap.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::moe {
@@ -86,6 +87,13 @@ protected:
   /// of row k + l, and .trans hands each lane the elements (2t, 2t + 1) of
   /// column g of each 8 x 8 matrix, the B fragment's (PTX ISA).
   Value loadBTransposed(Value tile, Value lane16, Value k, Value n);
+  /// A memref type of `shape` and `type` in workgroup (shared) memory.
+  MemRefType workgroupType(ArrayRef<int64_t> shape, Type type);
+  /// The launch's dynamic shared memory as bytes, at the insertion point
+  /// (convert-gpu-to-nvvm aligns it to 16 bytes).
+  Value dynamicSharedMemory();
+  /// A view of `type` (workgroup memory) at byte `offset` of `shared`.
+  Value sharedView(Value shared, MemRefType type, int64_t offset);
   /// The (row, col) in a rows x cols tile of element `index` of thread
   /// `tid`'s share of a staging by `threads` threads: each thread stages
   /// runs of kRun elements adjacent in memory (along the columns, or along
