@@ -49,6 +49,7 @@ llvm::Error failure(const llvm::Twine &message) {
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \
+  X(cuFuncSetAttribute)                                                        \
   X(cuLaunchKernel)                                                            \
   X(cuStreamCreate)                                                            \
   X(cuStreamSynchronize)                                                       \
@@ -247,6 +248,20 @@ Expected<Function> Driver::getFunction(Module module, llvm::StringRef name) {
 llvm::Error Driver::launch(Function function, const uint32_t grid[3],
                            const uint32_t block[3], uint32_t sharedBytes,
                            Stream stream, void **params, llvm::StringRef what) {
+  // Above 48 KiB of dynamic shared memory a kernel must opt in (CUDA
+  // Programming Guide, "Shared Memory" of compute capability 7.x and up).
+  constexpr uint32_t kDefaultSharedLimit = 48 * 1024;
+  if (sharedBytes > kDefaultSharedLimit)
+    if (llvm::Error error = impl->check(
+            impl->cu.cuFuncSetAttribute(
+                static_cast<CUfunction>(function),
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                static_cast<int>(sharedBytes)),
+            "cuFuncSetAttribute",
+            llvm::formatv("allowing {0} with {1} bytes of dynamic shared "
+                          "memory",
+                          what, sharedBytes)))
+      return error;
   return impl->check(
       impl->cu.cuLaunchKernel(static_cast<CUfunction>(function), grid[0],
                               grid[1], grid[2], block[0], block[1], block[2],

@@ -97,9 +97,10 @@ struct CompileOptions {
   /// takes its element type from GpuCompileOptions instead.
   std::string roundContractionOperands = "f32";
   /// CPU backend: round the factors of the flash attention that the GPU's
-  /// tensor-core kernels take (no relative keys, head width at most 128) to
-  /// "bf16" or "f16" as those kernels do (Q, K, V, dO, the backward pass's
-  /// weights P and dS; convert-moe-to-linalg `flash-attention-rounding`);
+  /// tensor-core kernels take (head width at most 128) to "bf16" or "f16"
+  /// as those kernels do (Q, K, V, the relative keys, dO, the backward
+  /// pass's weights P and dS; convert-moe-to-linalg
+  /// `flash-attention-rounding`);
   /// "f32": exact. A
   /// reference for the GPU's tensor-core route only: its SIMT route (sm_75)
   /// and its emulation on it round no attention factor.

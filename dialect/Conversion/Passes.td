@@ -63,17 +63,18 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
     Option<"flashAttentionKernel", "flash-attention-kernel", "bool",
            /*default=*/"false",
            "Rewrite moe.flash_attention and moe.flash_attention_grad "
-           "without relative keys (head width at most 128) to "
+           "(head width at most 128; with or without relative keys) to "
            "moe.flash_attention_kernel and moe.flash_attention_grad_kernel "
-           "(the gradient's Δ = Σ dO·O a linalg reduction), which survive "
+           "(the gradient's Δ = Σ dO·O a linalg reduction; the relative "
+           "keys' gradient accumulated in f32), which survive "
            "bufferization for switchyard-gpu-tensor-core-matmul's mma.sync "
            "kernels, instead of row kernels; set by the GPU pipelines where "
            "matmuls run on tensor cores">,
     Option<"flashAttentionRounding", "flash-attention-rounding",
            "std::string", /*default=*/"\"f32\"",
            "bf16 or f16: the row kernels of the attention that the "
-           "tensor-core kernels take (no relative keys, head width at most "
-           "128) round the factors those kernels round (Q, K, V, dO, the "
+           "tensor-core kernels take (head width at most 128) round the "
+           "factors those kernels round (Q, K, V, the relative keys, dO, the "
            "backward pass's weights P and dS), for the CPU reference of the "
            "GPU's bf16/f16 route; f32 (the default) rounds nothing">
   ];

@@ -49,8 +49,8 @@ struct LoweringOptions {
   /// target's formulation); T > 0 pads each expert's rows to multiples of T
   /// and reads nothing on the host (`grouped-tile-rows`; the GPU's).
   int64_t groupedTileRows = 0;
-  /// moe.flash_attention without relative keys kept, as
-  /// moe.flash_attention_kernel, for the GPU's tensor-core kernel
+  /// moe.flash_attention(_grad) kept, as moe.flash_attention(_grad)_kernel,
+  /// for the GPU's tensor-core kernels
   /// (convert-moe-to-linalg `flash-attention-kernel`).
   bool flashAttentionKernel = false;
   /// The row kernels of that attention round its factors to this type

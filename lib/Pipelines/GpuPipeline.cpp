@@ -20,11 +20,12 @@
 // guarded stores. That needs sm_80 (bf16 mma.sync); on
 // sm_75 the contractions stay SIMT with their factors rounded to the element
 // type, so both chips compute the same products. With tensor cores the
-// flash attention without relative keys is kept through bufferization
-// (moe.flash_attention_kernel, moe.flash_attention_grad_kernel) and becomes
-// mma.sync kernels of its own (forward: 4 warps per 64 query rows, QKᵀ and PV
-// on the tensor cores, the online softmax in registers; backward: dK and dV
-// per 64 keys, dQ per 64 queries, FlashAttention-2's recomputation). The PTX
+// flash attention (with or without relative keys) is kept through
+// bufferization (moe.flash_attention_kernel, moe.flash_attention_grad_kernel)
+// and becomes mma.sync kernels of its own (forward: 4 warps per 64 query
+// rows, QKᵀ and PV on the tensor cores, the online softmax in registers;
+// backward: dK and dV per 64 keys, dQ per 64 queries, FlashAttention-2's
+// recomputation; Q·relᵀ skewed through shared memory). The PTX
 // of this route is checked with ptxas for sm_80 … sm_120; its numerics have not
 // been run on a GPU yet. With wgmma=true and chip=sm_90a (opt-in), the
 // contractions with static N and K multiples of 128 and 64 and no batch
@@ -386,8 +387,7 @@ bool switchyard::gpuUsesTensorCores(
 }
 
 /// The lowering options of a GPU pipeline: its grouped formulation is the
-/// padded one; with tensor cores, the flash attention without relative keys
-/// is their kernel.
+/// padded one; with tensor cores, the flash attention is their kernel.
 template <typename Options>
 static switchyard::LoweringOptions gpuLowering(const Options &options,
                                                bool tensorCores) {

@@ -40,8 +40,8 @@ void populateGroupedExpertPatterns(RewritePatternSet &patterns,
 /// (the ops of moe-fuse-attention) to row kernels: scf.forall on tensors
 /// whose bodies work on scalars and vector<F> rows (FlashAttention.cpp).
 /// With `rounding` (bf16 or f16), the attention the GPU's tensor-core
-/// kernels take (no relative keys, head width at most 128) rounds the
-/// factors those kernels round: Q, K, V and dO as read (Δ = Σ_f dO·O from
+/// kernels take (head width at most 128) rounds the factors those kernels
+/// round: Q, K, V, the relative keys and dO as read (Δ = Σ_f dO·O from
 /// the unrounded dO), the backward pass's weights P for Pᵀ·dO and dS for
 /// dS·K and dSᵀ·Q; the CPU reference of the GPU's bf16/f16 route. Not the
 /// forward pass's weights: the kernel rounds each exp(s - m) against its

@@ -1097,14 +1097,15 @@ def Moe_GroupedWeightGradOp : Moe_Op<"grouped_weight_grad", [
 def Moe_FlashAttentionKernelOp : Moe_Op<"flash_attention_kernel", [
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DestinationStyleOpInterface]> {
-  let summary = "moe.flash_attention without relative keys, destination "
-                "style, kept for a tensor-core kernel";
+  let summary = "moe.flash_attention, destination style, kept for a "
+                "tensor-core kernel";
   let description = [{
-    Computes what `moe.flash_attention` computes without `rel` (the same
-    causal visibility over `S >= T` keys, key `u` visible to query `t` iff
-    `u <= t + S - T`), writing the attention into `result_init` `[B, T, H,
-    F]` and the rows' logsumexp into `logsumexp_init` `[B, T, H]` (f32);
-    their previous contents are not read.
+    Computes what `moe.flash_attention` computes (the same causal visibility
+    over `S >= T` keys, key `u` visible to query `t` iff `u <= t + S - T`;
+    with `rel` `[S, H, F]`, the relative key `rel[t + S - T - u]` added to
+    key `u` for query `t`), writing the attention into `result_init`
+    `[B, T, H, F]` and the rows' logsumexp into `logsumexp_init` `[B, T, H]`
+    (f32); their previous contents are not read.
 
     Like `moe.grouped_matmul`, it has value semantics on tensors (results
     of the inits' types) and writes its inits in place on buffers (no
@@ -1112,30 +1113,35 @@ def Moe_FlashAttentionKernelOp : Moe_Op<"flash_attention_kernel", [
     makes it (`flash-attention-kernel`, set by the GPU pipelines where
     matmuls run on tensor cores) and `switchyard-gpu-tensor-core-matmul`
     builds its kernel (blocks of 4 warps over 64 query rows, QKᵀ and PV
-    with mma.sync, an online softmax over steps of 64 keys). The head
-    width `F` must be static, at most 128.
+    with mma.sync, an online softmax over steps of 64 keys; with `rel`, the
+    products of the queries with the step's 127 relative keys, skewed
+    through shared memory). The head width `F` must be static, at most 128.
 
     ```mlir
     %o, %lse = moe.flash_attention_kernel ins(%q, %k, %v : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>) outs(%oi, %li : tensor<?x16x2x32xf32>, tensor<?x16x2xf32>) -> tensor<?x16x2x32xf32>, tensor<?x16x2xf32>
+    %x, %xl = moe.flash_attention_kernel ins(%q, %km, %vm : tensor<?x16x2x32xf32>, tensor<?x32x2x32xf32>, tensor<?x32x2x32xf32>) rel(%r : tensor<32x2x32xf32>) outs(%oi, %li : tensor<?x16x2x32xf32>, tensor<?x16x2xf32>) -> tensor<?x16x2x32xf32>, tensor<?x16x2xf32>
     ```
   }];
 
   let arguments = (ins TensorOrMemRef<Moe_GroupedTypes>:$query,
                        TensorOrMemRef<Moe_GroupedTypes>:$key,
                        TensorOrMemRef<Moe_GroupedTypes>:$value,
+                       Optional<TensorOrMemRef<Moe_GroupedTypes>>:$rel,
                        TensorOrMemRef<Moe_GroupedTypes>:$result_init,
                        TensorOrMemRef<[F32]>:$logsumexp_init);
   let results = (outs Variadic<AnyRankedTensor>:$results);
 
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
-    type($value) `)` `outs` `(` $result_init `,` $logsumexp_init `:`
+    type($value) `)` (`rel` `(` $rel^ `:` type($rel) `)`)?
+    `outs` `(` $result_init `,` $logsumexp_init `:`
     type($result_init) `,` type($logsumexp_init) `)` attr-dict
     (`->` type($results)^)?
   }];
   let extraClassDeclaration = [{
     MutableOperandRange getDpsInitsMutable() {
-      return MutableOperandRange(*this, /*start=*/3, /*length=*/2);
+      return MutableOperandRange(*this, /*start=*/getNumOperands() - 2,
+                                 /*length=*/2);
     }
     /// The largest head width the tensor-core kernel takes.
     static constexpr int64_t kMaxHeadWidth = 128;
@@ -1144,27 +1150,32 @@ def Moe_FlashAttentionKernelOp : Moe_Op<"flash_attention_kernel", [
 }
 
 def Moe_FlashAttentionGradKernelOp : Moe_Op<"flash_attention_grad_kernel", [
+    AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DestinationStyleOpInterface]> {
-  let summary = "moe.flash_attention_grad without relative keys, "
-                "destination style, kept for tensor-core kernels";
+  let summary = "moe.flash_attention_grad, destination style, kept for "
+                "tensor-core kernels";
   let description = [{
-    Computes the query, key and value gradients of `moe.flash_attention_grad`
-    without `rel` (key `u` visible to query `t` iff `u <= t + S - T`) from
-    the forward pass's row `logsumexp` `[B, T, H]` (f32), the rows'
+    Computes the gradients of `moe.flash_attention_grad` (key `u` visible to
+    query `t` iff `u <= t + S - T`; with `rel` `[S, H, F]`, key `u` of query
+    `t` is `key[u] + rel[δ]`, `δ = t + S - T - u`) from the forward pass's
+    row `logsumexp` `[B, T, H]` (f32), the rows'
     `delta[b, t, a] = Σ_f result_grad · result` `[B, T, H]` (f32) and
-    `result_grad`, writing them into `query_grad_init`, `key_grad_init` and
-    `value_grad_init`; their previous contents are not read. With
-    `P = exp(Q·Kᵀ - logsumexp)` and `dS = P ∘ (dO·Vᵀ - delta)`:
-    `dQ = dS·K`, `dK = dSᵀ·Q`, `dV = Pᵀ·dO`.
+    `result_grad`. With `P = exp(score - logsumexp)` and
+    `dS = P ∘ (dO·Vᵀ - delta)`: `dQ = Σ_u dS·(K + rel[δ])`, `dK = dSᵀ·Q`,
+    `dV = Pᵀ·dO`, written into `query_grad_init`, `key_grad_init` and
+    `value_grad_init` (their previous contents are not read), and with
+    `rel`, `drel[δ] = Σ_{b, t} dS[t, t + S - T - δ]·Q[t]` added to
+    `rel_grad_init` (f32, `[S, H, F]`: it accumulates).
 
     Value semantics on tensors, in place on buffers, like
     `moe.flash_attention_kernel`: `convert-moe-to-linalg` makes it
     (`flash-attention-kernel`, with `delta` a linalg reduction) and
     `switchyard-gpu-tensor-core-matmul` builds its two kernels in the manner
-    of FlashAttention-2's backward pass (one over blocks of 64 keys for dK
-    and dV, one over blocks of 64 queries for dQ, both with mma.sync). The
-    head width `F` must be static, at most 128.
+    of FlashAttention-2's backward pass (one over blocks of 64 keys for dK,
+    dV and drel, the latter by f32 atomic adds; one over blocks of 64
+    queries for dQ, both with mma.sync). The head width `F` must be static,
+    at most 128.
 
     ```mlir
     %dq, %dk, %dv = moe.flash_attention_grad_kernel ins(%q, %k, %v, %lse, %delta, %do : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2xf32>, tensor<?x16x2xf32>, tensor<?x16x2x32xf32>) outs(%dqi, %dki, %dvi : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>) -> tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>
@@ -1177,22 +1188,29 @@ def Moe_FlashAttentionGradKernelOp : Moe_Op<"flash_attention_grad_kernel", [
                        TensorOrMemRef<[F32]>:$logsumexp,
                        TensorOrMemRef<[F32]>:$delta,
                        TensorOrMemRef<Moe_GroupedTypes>:$result_grad,
+                       Optional<TensorOrMemRef<Moe_GroupedTypes>>:$rel,
                        TensorOrMemRef<Moe_GroupedTypes>:$query_grad_init,
                        TensorOrMemRef<Moe_GroupedTypes>:$key_grad_init,
-                       TensorOrMemRef<Moe_GroupedTypes>:$value_grad_init);
+                       TensorOrMemRef<Moe_GroupedTypes>:$value_grad_init,
+                       Optional<TensorOrMemRef<[F32]>>:$rel_grad_init);
   let results = (outs Variadic<AnyRankedTensor>:$results);
 
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `,` $logsumexp `,` $delta `,`
     $result_grad `:` type($query) `,` type($key) `,` type($value) `,`
     type($logsumexp) `,` type($delta) `,` type($result_grad) `)`
+    (`rel` `(` $rel^ `:` type($rel) `)`)?
     `outs` `(` $query_grad_init `,` $key_grad_init `,` $value_grad_init `:`
     type($query_grad_init) `,` type($key_grad_init) `,`
-    type($value_grad_init) `)` attr-dict (`->` type($results)^)?
+    type($value_grad_init) `)`
+    (`rel_grad` `(` $rel_grad_init^ `:` type($rel_grad_init) `)`)?
+    attr-dict (`->` type($results)^)?
   }];
   let extraClassDeclaration = [{
     MutableOperandRange getDpsInitsMutable() {
-      return MutableOperandRange(*this, /*start=*/6, /*length=*/3);
+      return MutableOperandRange(
+          *this, getQueryGradInitMutable().getOperandNumber(),
+          getRelGradInit() ? 4 : 3);
     }
   }];
   let hasVerifier = 1;

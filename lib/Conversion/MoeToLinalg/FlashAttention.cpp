@@ -204,14 +204,16 @@ struct Attention {
     return round(b, readRow(b, tensor, leading));
   }
 
-  /// The key of query t for key u: k[bi, u, a] + rel[t + shift - u, a].
+  /// The key of query t for key u: k[bi, u, a] + rel[t + shift - u, a]
+  /// (each a factor, rounded: the tensor-core kernels take Q·Kᵀ and
+  /// Q·relᵀ as two products).
   Value keyRow(ImplicitLocOpBuilder &b, Value bi, Value t, Value u,
                Value a) const {
     Value key = readFactor(b, k, {bi, u, a});
     if (!rel)
       return key;
     return arith::AddFOp::create(
-        b, key, readRow(b, rel, {relativeDistance(b, t, u, shift), a}));
+        b, key, readFactor(b, rel, {relativeDistance(b, t, u, shift), a}));
   }
 
   /// Σ_f x·y of two f32 rows.
@@ -261,17 +263,17 @@ SmallVector<Value> forLoop(
   return SmallVector<Value>(loop.getResults());
 }
 
-/// Whether the tensor-core kernels take an attention of these query and
-/// relative keys: none of the latter, a head width of at most 128.
-bool fitsKernel(Value query, Value rel) {
-  return !rel && cast<RankedTensorType>(query.getType()).getDimSize(3) <=
-                     moe::FlashAttentionKernelOp::kMaxHeadWidth;
+/// Whether the tensor-core kernels take an attention of these queries: a
+/// head width of at most 128.
+bool fitsKernel(Value query) {
+  return cast<RankedTensorType>(query.getType()).getDimSize(3) <=
+         moe::FlashAttentionKernelOp::kMaxHeadWidth;
 }
 
 /// The rounding of the row kernels' factors: `rounding` where the GPU's
 /// tensor-core kernels would take the attention, none elsewhere.
-FloatType roundingFor(Value query, Value rel, FloatType rounding) {
-  return fitsKernel(query, rel) ? rounding : FloatType();
+FloatType roundingFor(Value query, FloatType rounding) {
+  return fitsKernel(query) ? rounding : FloatType();
 }
 
 /// A tensor.empty of `value`'s shape and element type.
@@ -294,7 +296,7 @@ struct FlashAttentionLowering : public OpRewritePattern<moe::FlashAttentionOp> {
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Attention att(b, op.getQuery(), op.getKey(), op.getValue(), op.getRel(),
-                  roundingFor(op.getQuery(), op.getRel(), rounding));
+                  roundingFor(op.getQuery(), rounding));
     Type f32 = b.getF32Type();
     Value outInit = emptyLike(b, att.q);
     Value lseInit = tensor::EmptyOp::create(b, att.rowSizes(b), f32);
@@ -357,7 +359,7 @@ struct FlashAttentionGradLowering
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Attention att(b, op.getQuery(), op.getKey(), op.getValue(), op.getRel(),
-                  roundingFor(op.getQuery(), op.getRel(), rounding));
+                  roundingFor(op.getQuery(), rounding));
     Type f32 = b.getF32Type();
     Value out = op.getResult(), lse = op.getLogsumexp();
     Value dout = op.getResultGrad();
@@ -430,7 +432,6 @@ struct FlashAttentionGradLowering
       // drel over (δ, a), summing over (b, t) with u = t + shift - δ >= 0.
       RowKernel relKernel(b, {att.keys, att.heads}, {emptyLike(b, att.rel)});
       Value distance = relKernel.indices()[0], a = relKernel.indices()[1];
-      Value relRow = att.readRow(b, att.rel, {distance, a});
       Value first = arith::MaxSIOp::create(
           b, arith::SubIOp::create(b, distance, att.shift), zero);
       SmallVector<Value> drel = forLoop(
@@ -443,17 +444,16 @@ struct FlashAttentionGradLowering
                     ValueRange args) -> SmallVector<Value> {
                   Value u = arith::SubIOp::create(
                       b, arith::AddIOp::create(b, t, att.shift), distance);
-                  Value qRow = att.readRow(b, att.q, {bi, t, a});
-                  Value key = arith::AddFOp::create(
-                      b, att.readRow(b, att.k, {bi, u, a}), relRow);
+                  Value qRow = att.readFactor(b, att.q, {bi, t, a});
                   Value rowLse =
                       tensor::ExtractOp::create(b, lse, ValueRange{bi, t, a});
                   Value delta = tensor::ExtractOp::create(b, deltas,
                                                           ValueRange{bi, t, a});
                   auto [p, ds] = att.weightAndScoreGrad(
-                      b, qRow, key, rowLse, att.readRow(b, dout, {bi, t, a}),
-                      att.readRow(b, att.v, {bi, u, a}), delta);
-                  return {att.axpy(b, args[0], ds, qRow)};
+                      b, qRow, att.keyRow(b, bi, t, u, a), rowLse,
+                      att.readFactor(b, dout, {bi, t, a}),
+                      att.readFactor(b, att.v, {bi, u, a}), delta);
+                  return {att.axpy(b, args[0], att.round(b, ds), qRow)};
                 });
           });
       relKernel.writeRow(0, {distance, a}, drel[0]);
@@ -468,16 +468,16 @@ struct FlashAttentionGradLowering
 // moe.flash_attention_kernel
 //===----------------------------------------------------------------------===//
 
-/// moe.flash_attention without rel to the destination-style kernel op, its
-/// inits empty.
+/// moe.flash_attention to the destination-style kernel op, its inits
+/// empty.
 struct FlashAttentionToKernel : public OpRewritePattern<moe::FlashAttentionOp> {
   FlashAttentionToKernel(MLIRContext *ctx)
       : OpRewritePattern(ctx, /*benefit=*/2) {}
 
   LogicalResult matchAndRewrite(moe::FlashAttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!fitsKernel(op.getQuery(), op.getRel()))
-      return rewriter.notifyMatchFailure(op, "relative keys or a wide head");
+    if (!fitsKernel(op.getQuery()))
+      return rewriter.notifyMatchFailure(op, "a head wider than 128");
     // The kernel rounds Q and K. A backward row kernel would recompute the
     // weights from the unrounded ones against the logsumexp, which must then
     // come from the same scores (else they sum to 1 only within the
@@ -488,25 +488,27 @@ struct FlashAttentionToKernel : public OpRewritePattern<moe::FlashAttentionOp> {
     for (Operation *user : op.getLogsumexp().getUsers()) {
       auto grad = dyn_cast<moe::FlashAttentionGradOp>(user);
       if (!isa<moe::FlashAttentionGradKernelOp>(user) &&
-          !(grad && fitsKernel(grad.getQuery(), grad.getRel())))
+          !(grad && fitsKernel(grad.getQuery())))
         return rewriter.notifyMatchFailure(
             op, "a backward row kernel reads its logsumexp");
     }
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    Attention att(b, op.getQuery(), op.getKey(), op.getValue(), Value());
+    Attention att(b, op.getQuery(), op.getKey(), op.getValue(), op.getRel());
     Value outInit = emptyLike(b, att.q);
     Value lseInit = tensor::EmptyOp::create(b, att.rowSizes(b), b.getF32Type());
     auto kernel = moe::FlashAttentionKernelOp::create(
         b, TypeRange{outInit.getType(), lseInit.getType()}, att.q, att.k, att.v,
-        outInit, lseInit);
+        att.rel, outInit, lseInit);
     replaceCast(rewriter, b, op, kernel.getResults());
     return success();
   }
 };
 
-/// moe.flash_attention_grad without rel to the destination-style kernel
-/// op: Δ = Σ_f dO·O first (a linalg reduction in f32; math.fma, so that it
-/// is no contraction for the tensor cores to round), the inits empty.
+/// moe.flash_attention_grad to the destination-style kernel op: Δ = Σ_f dO·O
+/// first (a linalg reduction in f32; math.fma, so that it is no contraction
+/// for the tensor cores to round), the inits empty; with rel, the relative
+/// keys' gradient accumulates into zeros in f32 and is then rounded to
+/// rel's element type.
 struct FlashAttentionGradToKernel
     : public OpRewritePattern<moe::FlashAttentionGradOp> {
   FlashAttentionGradToKernel(MLIRContext *ctx)
@@ -514,10 +516,10 @@ struct FlashAttentionGradToKernel
 
   LogicalResult matchAndRewrite(moe::FlashAttentionGradOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!fitsKernel(op.getQuery(), op.getRel()))
-      return rewriter.notifyMatchFailure(op, "relative keys or a wide head");
+    if (!fitsKernel(op.getQuery()))
+      return rewriter.notifyMatchFailure(op, "a head wider than 128");
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    Attention att(b, op.getQuery(), op.getKey(), op.getValue(), Value());
+    Attention att(b, op.getQuery(), op.getKey(), op.getValue(), op.getRel());
     MLIRContext *ctx = b.getContext();
     AffineMap row = dimsMap(ctx, 4, {0, 1, 2, 3});
     Value delta =
@@ -530,10 +532,19 @@ struct FlashAttentionGradToKernel
                 });
     SmallVector<Value> inits = {emptyLike(b, att.q), emptyLike(b, att.k),
                                 emptyLike(b, att.v)};
+    Value relGradInit;
+    if (att.rel) {
+      relGradInit = filled(b, sizesOf(b, att.rel), b.getF32Type(), 0.0);
+      inits.push_back(relGradInit);
+    }
     auto kernel = moe::FlashAttentionGradKernelOp::create(
         b, ValueRange(inits).getTypes(), att.q, att.k, att.v, op.getLogsumexp(),
-        delta, op.getResultGrad(), inits[0], inits[1], inits[2]);
-    replaceCast(rewriter, b, op, kernel.getResults());
+        delta, op.getResultGrad(), att.rel, inits[0], inits[1], inits[2],
+        relGradInit);
+    SmallVector<Value> results(kernel.getResults());
+    if (att.rel)
+      results.back() = castElements(b, results.back(), elementTypeOf(att.rel));
+    replaceCast(rewriter, b, op, results);
     return success();
   }
 };

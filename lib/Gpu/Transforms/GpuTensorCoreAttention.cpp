@@ -40,13 +40,31 @@
 //   - dQ: a block per 64 queries, its Q and dO rows in A fragments; steps
 //     of 64 keys staging K and V: S = Q·Kᵀ, dP = dO·Vᵀ, dQ += dS·K (K by
 //     ldmatrix .trans).
-// Two kernels rather than atomics on dQ: every gradient is written once,
+// Two kernels rather than atomics on dQ: dQ, dK and dV are written once,
 // the results do not depend on the order of the blocks. P and dS are
 // rounded to the element type as factors, as the forward kernel rounds P.
 //
+// Relative keys (Transformer-XL): the score of query t and key u gains
+// Q[t]·rel[δ], δ = t + S - T - u. A step of 64 queries by 64 keys spans 127
+// distances, staged as a 128-row tile next to the keys; each warp takes the
+// product of its 16 rows with its 80 of them on the tensor cores (16 x 80,
+// 1.25 times the 16 x 64 of Q·Kᵀ) and skews it through an f32 scratch in
+// shared memory into the scores' layout (every store and load without a
+// guard: the scratch has margins for the keys a warp's distances reach
+// outside the step, so that no per-element predicate stays live across
+// the loop). Backward, the key
+// kernel recomputes the same skewed scores and adds drel[δ] += Σ dS·Q for
+// the step's 128 distances (dS unskewed through the scratch, A fragments
+// of dSᵀ by distance, Q by ldmatrix .trans) with f32 atomic adds into a
+// zeroed f32 buffer: the one gradient summed across blocks, so its low
+// bits depend on their order. The query kernel adds dS·rel to dQ the same
+// way, dS unskewed to each warp's 80 distance rows (the margins zeroed).
+// Shared memory with rel: up to 94 KiB at width 128 (the launch raises the
+// 48 KiB default; sm_86, sm_89 and sm_120 allow 99 KiB).
+//
 // Not yet: the next step's loads in flight during this step's products
-// (the matmul kernel does that), cp.async, relative keys. Not run on a GPU
-// yet; the GPU emulation runs them lane by lane.
+// (the matmul kernel does that), cp.async. Not run on a GPU yet; the GPU
+// emulation runs them lane by lane.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,6 +99,18 @@ constexpr int64_t kKeyTiles = kBlockKeys / kTileN;
 constexpr int64_t kPad = 8;
 static_assert(kBlockRows == kBlockKeys,
               "the queries and the keys are staged through the same tile");
+/// With relative keys: the distances a block's step spans (query row i,
+/// key l: distance δ0 + i - l + 63, 127 of them, staged as 128 rows) and
+/// the distances of a warp's 16 rows (i - 16w - l + 63 in [0, 79): 10 tiles
+/// of 8). The f32 scratch through which the products with them are skewed
+/// holds, for each of the 64 rows, keys -16 .. 79 (the keys -16 .. -1 and
+/// 64 .. 79 that a warp's distances reach outside the step: written without
+/// a guard, never read as scores), columns 0 .. 95; rows of 100 (fewer bank
+/// conflicts).
+constexpr int64_t kRelRows = 2 * kBlockKeys;
+constexpr int64_t kWarpRelTiles = (kTileM + kBlockKeys) / kTileN;
+constexpr int64_t kSkewLead = kTileM;
+constexpr int64_t kSkewStride = kSkewLead + kBlockKeys + kTileM + 4;
 static_assert(kBlockKeys % (2 * kTileN) == 0 && kBlockKeys % kTileK == 0,
               "P's A fragments pair S's accumulator tiles");
 
@@ -136,8 +166,9 @@ protected:
   /// thread loads its runs of kRun elements (stagedElement; along the rows
   /// where `rowsContiguous`), then stores them.
   /// `factor(row, col)` loads one element, rounded, zero outside.
+  /// The staged rows land from row `tileRow0` of `tile`.
   void stage(Value tile, int64_t rows, int64_t cols, bool rowsContiguous,
-             function_ref<Value(Value, Value)> factor);
+             function_ref<Value(Value, Value)> factor, int64_t tileRow0 = 0);
   /// Stages rows row0 .. row0 + 63 of `source` [B, R, H, F] into a row
   /// tile.
   void stageRows(Value tile, Value source, Value row0, Value rowLimit) {
@@ -146,24 +177,28 @@ protected:
             return factor(source, add(row0, row), rowLimit, col);
           });
   }
-  /// source[batch, row, head, col] rounded, zero unless row < rowLimit and
-  /// col < F; loaded without a branch at the nearest element inside.
+  /// source[batch, row, head, col] (source[row, head, col] for the rank-3
+  /// relative keys) rounded, zero unless row < rowLimit and col < F (an
+  /// index below zero wraps above the limit); loaded without a branch at the
+  /// nearest element inside.
   Value factor(Value source, Value row, Value rowLimit, Value col);
   /// The warp's 16 rows of the staged row `tile` as A fragments, one per
   /// 16 of the padded width.
   SmallVector<Value> rowFragments(Value tile);
-  /// The products of the warp's rows (A `fragments`) with the 64 rows of
-  /// the row `tile`, summed over the width: kKeyTiles accumulator tiles
-  /// (tile j: tile rows 8j .. 8j + 7).
-  SmallVector<Value> products(ArrayRef<Value> fragments, Value tile);
-  /// acc += W·X for the warp's 16 x 64 `weights` (kKeyTiles accumulator
-  /// tiles, rounded to the element type here) and the 64 x F factor X in
-  /// `tile`: an m16n8 accumulator tile's (row, column) layout is that of
-  /// half an m16n8k16 A fragment (PTX ISA, mma.m16n8k16 fragments), so the
-  /// accumulator tiles 2c and 2c + 1 are the A fragment of X's rows
-  /// 16c .. 16c + 15.
+  /// The products of the warp's rows (A `fragments`) with `tiles` x 8 rows
+  /// of the row `tile` from `rowOffset` (default 0), summed over the width:
+  /// `tiles` accumulator tiles (tile j: tile rows rowOffset + 8j ..
+  /// rowOffset + 8j + 7).
+  SmallVector<Value> products(ArrayRef<Value> fragments, Value tile,
+                              Value rowOffset = {}, int64_t tiles = kKeyTiles);
+  /// acc += W·X for the warp's 16 x 8n `weights` (n accumulator tiles, n
+  /// even, rounded to the element type here) and the 8n x F factor X in
+  /// `tile` from row `rowOffset` (default 0): an m16n8 accumulator tile's
+  /// (row, column) layout is that of half an m16n8k16 A fragment (PTX ISA,
+  /// mma.m16n8k16 fragments), so the accumulator tiles 2c and 2c + 1 are
+  /// the A fragment of X's rows rowOffset + 16c .. rowOffset + 16c + 15.
   void accumulate(MutableArrayRef<Value> acc, ArrayRef<Value> weights,
-                  Value tile, Layout layout);
+                  Value tile, Layout layout, Value rowOffset = {});
   /// `x` combined with the values of the other three lanes of its quad
   /// (the lanes that hold the same accumulator rows).
   Value quadReduce(Value x, function_ref<Value(Value, Value)> combine);
@@ -174,13 +209,73 @@ protected:
                  function_ref<Value(int64_t, Value)> transform = nullptr);
   void storeIf(Value cond, Value value, Value buffer, ValueRange indices);
 
+  // Relative keys. A step of 64 query rows from t0 and 64 keys from u0 sees
+  // the distances δ0 + i - l + 63 (row i, key l; δ0 = t0 + S - T - u0 - 63),
+  // staged as the 128 rows of a tile (zero outside [0, S)). The products of
+  // the warp's 16 rows with its 80 of them are skewed through an f32
+  // scratch: scratch[i][l + 16] is row i's product with the relative key of
+  // key l.
+  int64_t relTileBytes() {
+    return tileBytes(kRelRows, paddedWidth + kPad, elementType);
+  }
+  int64_t skewBytes() {
+    return tileBytes(kBlockKeys, kSkewStride, b.getF32Type());
+  }
+  Value skewTile(int64_t offset) {
+    return sharedTile(offset, kBlockKeys, kSkewStride, b.getF32Type());
+  }
+  /// δ0 of the step (t0, u0); `shift` is S - T.
+  Value firstDistance(Value t0, Value u0, Value shift) {
+    return arith::SubIOp::create(b, loc, add(t0, shift),
+                                 add(u0, cst(kBlockKeys - 1)));
+  }
+  /// Stages rel[δ0 .. δ0 + 127] into `tile`, 64 rows at a time (half the
+  /// staged values live at once).
+  void stageRel(Value tile, Value rel, Value delta0) {
+    Value distances = dim(rel, 0);
+    for (int64_t half = 0; half < kRelRows; half += kBlockKeys)
+      stage(
+          tile, kBlockKeys, paddedWidth, /*rowsContiguous=*/false,
+          [&](Value row, Value col) {
+            return factor(rel, add(delta0, add(cst(half), row)), distances,
+                          col);
+          },
+          /*tileRow0=*/half);
+  }
+  /// Adds to the scores `s` (kKeyTiles accumulator tiles: rows the step's
+  /// queries and columns its keys, or the transpose where `keyRows`) their
+  /// relative part: the products of the warp's query rows (A `queryFrags`)
+  /// with its distances of `relTile`, skewed through `scratch`. Each scratch
+  /// element is then read by one lane only, the one holding that score,
+  /// which may overwrite it without a barrier.
+  void addRelativeScores(MutableArrayRef<Value> s, ArrayRef<Value> queryFrags,
+                         Value relTile, Value scratch, bool keyRows);
+  /// The scratch's indices of row i, key l + `offset`.
+  SmallVector<Value> skewIndices(Value i, Value l, int64_t offset = 0) {
+    return {i, add(l, cst(kSkewLead + offset))};
+  }
+  /// scratch[i][key i + 63 - r]: what query row i holds for distance row r
+  /// of the step, 0 where that is no key of the step.
+  Value skewedAt(Value scratch, Value i, Value r);
+  /// The same for row i and distance row r of the lane's warp (r - warpRow
+  /// in [0, 80)), without a guard: the keys outside the step, -16 .. -1 and
+  /// 64 .. 79, must hold zeros (zeroSkewMargins).
+  Value warpSkewedAt(Value scratch, Value i, Value r) {
+    Value l = arith::SubIOp::create(b, loc, add(i, cst(kBlockKeys - 1)), r);
+    return memref::LoadOp::create(b, loc, scratch, skewIndices(i, l));
+  }
+  /// Zeros the keys -16 .. -1 and 64 .. 79 of the warp's 16 scratch rows:
+  /// lane L the 16 of row L / 2 on side L % 2.
+  void zeroSkewMargins(Value scratch);
+
   int64_t width = 0, paddedWidth = 0, outTiles = 0;
   Value shared, tid, batch, head, lane, lane16, warpRow;
   FragmentMaps maps;
-  /// Accumulator value `value` of a lane lies in row `rowOf[value]` of its
-  /// warp's 16 (values 0, 1: row g; 2, 3: row g + 8) and column
-  /// `colOf[value]` of its 8-wide tile.
-  SmallVector<Value> rowOf, colOf;
+  /// Accumulator value `value` of a lane lies in row `tileRowOf[value]` of
+  /// its 16 x 8 tile (values 0, 1: row g; 2, 3: row g + 8), so in row
+  /// `rowOf[value]` of the block's 64 (the warp's 16 from warpRow), and in
+  /// column `colOf[value]` of its tile.
+  SmallVector<Value> tileRowOf, rowOf, colOf;
 };
 
 Value AttentionBuilder::launch(Value rows, Value heads, Value batches,
@@ -199,10 +294,12 @@ Value AttentionBuilder::launch(Value rows, Value heads, Value batches,
   lane16 = arith::RemUIOp::create(b, loc, lane, cst(16));
   warpRow = mul(arith::DivUIOp::create(b, loc, tid, cst(kWarpLanes)), kTileM);
   maps = fragmentMaps();
+  tileRowOf.clear();
   rowOf.clear();
   colOf.clear();
   for (int64_t value = 0; value < kAccValues; ++value) {
-    rowOf.push_back(add(warpRow, apply(maps.acc, 0, {lane, cst(value)})));
+    tileRowOf.push_back(apply(maps.acc, 0, {lane, cst(value)}));
+    rowOf.push_back(add(warpRow, tileRowOf.back()));
     colOf.push_back(apply(maps.acc, 1, {lane, cst(value)}));
   }
   return mul(launchOp.getBlockIds().x, kBlockRows);
@@ -215,7 +312,8 @@ Value AttentionBuilder::sharedTile(int64_t offset, int64_t rows, int64_t cols,
 
 void AttentionBuilder::stage(Value tile, int64_t rows, int64_t cols,
                              bool rowsContiguous,
-                             function_ref<Value(Value, Value)> factor) {
+                             function_ref<Value(Value, Value)> factor,
+                             int64_t tileRow0) {
   assert(rows * cols % (kThreads * kRun) == 0 && rows % kRun == 0 &&
          cols % kRun == 0 && "whole runs, as many for every thread");
   SmallVector<std::pair<Value, Value>> at;
@@ -227,8 +325,9 @@ void AttentionBuilder::stage(Value tile, int64_t rows, int64_t cols,
     values.push_back(factor(row, col));
   }
   for (auto [value, position] : llvm::zip_equal(values, at))
-    memref::StoreOp::create(b, loc, value, tile,
-                            ValueRange{position.first, position.second});
+    memref::StoreOp::create(
+        b, loc, value, tile,
+        ValueRange{add(position.first, cst(tileRow0)), position.second});
 }
 
 Value AttentionBuilder::factor(Value source, Value row, Value rowLimit,
@@ -239,9 +338,11 @@ Value AttentionBuilder::factor(Value source, Value row, Value rowLimit,
     inBounds = both(inBounds, less(col, cst(width)));
     column = minIndex(col, cst(width - 1));
   }
-  Value raw = memref::LoadOp::create(
-      b, loc, source,
-      ValueRange{batch, minIndex(row, sub1(rowLimit)), head, column});
+  Value clamped = minIndex(row, sub1(rowLimit));
+  SmallVector<Value> at{clamped, head, column};
+  if (cast<MemRefType>(source.getType()).getRank() == 4)
+    at.insert(at.begin(), batch);
+  Value raw = memref::LoadOp::create(b, loc, source, at);
   return arith::SelectOp::create(b, loc, inBounds, roundedFactor(raw),
                                  zeroOf(elementType));
 }
@@ -254,15 +355,19 @@ SmallVector<Value> AttentionBuilder::rowFragments(Value tile) {
 }
 
 SmallVector<Value> AttentionBuilder::products(ArrayRef<Value> fragments,
-                                              Value tile) {
-  SmallVector<Value> acc(kKeyTiles * kAccValues, f32(0.0));
+                                              Value tile, Value rowOffset,
+                                              int64_t tiles) {
+  if (!rowOffset)
+    rowOffset = cst(0);
+  SmallVector<Value> acc(tiles * kAccValues, f32(0.0));
   for (int64_t kk = 0; kk < paddedWidth; kk += kTileK) {
-    for (int64_t j = 0; j < kKeyTiles; ++j) {
+    for (int64_t j = 0; j < tiles; ++j) {
       MutableArrayRef<Value> accTile =
           MutableArrayRef<Value>(acc).slice(j * kAccValues, kAccValues);
-      SmallVector<Value> d =
-          mma(fragments[kk / kTileK],
-              loadB(maps, tile, lane16, cst(j * kTileN), cst(kk)), accTile);
+      SmallVector<Value> d = mma(
+          fragments[kk / kTileK],
+          loadB(maps, tile, lane16, add(rowOffset, cst(j * kTileN)), cst(kk)),
+          accTile);
       llvm::copy(d, accTile.begin());
     }
   }
@@ -271,9 +376,12 @@ SmallVector<Value> AttentionBuilder::products(ArrayRef<Value> fragments,
 
 void AttentionBuilder::accumulate(MutableArrayRef<Value> acc,
                                   ArrayRef<Value> weights, Value tile,
-                                  Layout layout) {
+                                  Layout layout, Value rowOffset) {
+  assert(weights.size() % (2 * kAccValues) == 0 && "pairs of tiles");
+  if (!rowOffset)
+    rowOffset = cst(0);
   auto fragType = VectorType::get({4, 2}, elementType);
-  for (int64_t c = 0; c < kBlockKeys / kTileK; ++c) {
+  for (int64_t c = 0; c < int64_t(weights.size()) / (2 * kAccValues); ++c) {
     SmallVector<Value> halves;
     for (int64_t index = 0; index < 2 * kAccValues; ++index)
       halves.push_back(arith::TruncFOp::create(
@@ -281,10 +389,10 @@ void AttentionBuilder::accumulate(MutableArrayRef<Value> acc,
     Value w = vector::FromElementsOp::create(b, loc, fragType, halves);
     for (int64_t jf = 0; jf < outTiles; ++jf) {
       MutableArrayRef<Value> accTile = acc.slice(jf * kAccValues, kAccValues);
-      Value x =
-          layout == Layout::RowMajor
-              ? loadBTransposed(tile, lane16, cst(c * kTileK), cst(jf * kTileN))
-              : loadB(maps, tile, lane16, cst(jf * kTileN), cst(c * kTileK));
+      Value k = add(rowOffset, cst(c * kTileK));
+      Value x = layout == Layout::RowMajor
+                    ? loadBTransposed(tile, lane16, k, cst(jf * kTileN))
+                    : loadB(maps, tile, lane16, cst(jf * kTileN), k);
       SmallVector<Value> d = mma(w, x, accTile);
       llvm::copy(d, accTile.begin());
     }
@@ -332,6 +440,54 @@ void AttentionBuilder::storeRows(
   }
 }
 
+void AttentionBuilder::addRelativeScores(MutableArrayRef<Value> s,
+                                         ArrayRef<Value> queryFrags,
+                                         Value relTile, Value scratch,
+                                         bool keyRows) {
+  // One 16 x 8 tile at a time, stored as soon as it is summed over the
+  // width (4 accumulators live, not 40).
+  for (int64_t j = 0; j < kWarpRelTiles; ++j) {
+    SmallVector<Value> rel = products(
+        queryFrags, relTile, add(warpRow, cst(j * kTileN)), /*tiles=*/1);
+    for (int64_t value = 0; value < kAccValues; ++value) {
+      // Row i, distance row r = i - l + 63: key l = i + 63 - r, if in the
+      // step (an index below zero wraps above 64).
+      Value i = rowOf[value];
+      Value r = add(warpRow, add(cst(j * kTileN), colOf[value]));
+      Value l = arith::SubIOp::create(b, loc, add(i, cst(kBlockKeys - 1)), r);
+      memref::StoreOp::create(b, loc, rel[value], scratch, skewIndices(i, l));
+    }
+  }
+  gpu::BarrierOp::create(b, loc);
+  for (int64_t j = 0; j < kKeyTiles; ++j) {
+    for (int64_t value = 0; value < kAccValues; ++value) {
+      Value row = rowOf[value], col = add(cst(j * kTileN), colOf[value]);
+      Value at = memref::LoadOp::create(b, loc, scratch,
+                                        keyRows ? skewIndices(col, row)
+                                                : skewIndices(row, col));
+      Value &score = s[j * kAccValues + value];
+      score = arith::AddFOp::create(b, loc, score, at);
+    }
+  }
+}
+
+Value AttentionBuilder::skewedAt(Value scratch, Value i, Value r) {
+  Value l = arith::SubIOp::create(b, loc, add(i, cst(kBlockKeys - 1)), r);
+  Value x = memref::LoadOp::create(
+      b, loc, scratch, skewIndices(i, minIndex(l, cst(kBlockKeys - 1))));
+  return arith::SelectOp::create(b, loc, less(l, cst(kBlockKeys)), x, f32(0.0));
+}
+
+void AttentionBuilder::zeroSkewMargins(Value scratch) {
+  Value row = add(warpRow, arith::DivUIOp::create(b, loc, lane, cst(2)));
+  Value col =
+      mul(arith::RemUIOp::create(b, loc, lane, cst(2)), kSkewLead + kBlockKeys);
+  Value zero = f32(0.0);
+  for (int64_t c = 0; c < kSkewLead; ++c)
+    memref::StoreOp::create(b, loc, zero, scratch,
+                            ValueRange{row, add(col, cst(c))});
+}
+
 //===----------------------------------------------------------------------===//
 // Forward
 //===----------------------------------------------------------------------===//
@@ -349,7 +505,8 @@ private:
 };
 
 void FlashForwardBuilder::build() {
-  Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+  Value q = op.getQuery(), k = op.getKey(), v = op.getValue(),
+        rel = op.getRel();
   b.setInsertionPoint(op);
   Value batches = dim(q, 0), queries = dim(q, 1), heads = dim(q, 2),
         keys = dim(k, 1);
@@ -358,12 +515,20 @@ void FlashForwardBuilder::build() {
 
   // Shared memory: the key tile [64][F + 8] at byte 0 (the queries' first),
   // Vᵀ [F][64 + 8] after it (dynamic shared memory, 16-byte aligned: both
-  // tiles' rows are multiples of 16 bytes, as is the key tile's size).
+  // tiles' rows are multiples of 16 bytes, as is the key tile's size); with
+  // rel, the relative keys' tile and the skew scratch.
   int64_t bytesK = rowTileBytes();
   int64_t bytesV = tileBytes(paddedWidth, kBlockKeys + kPad, elementType);
-  Value t0 = launch(queries, heads, batches, bytesK + bytesV);
+  int64_t bytesRel = rel ? relTileBytes() + skewBytes() : 0;
+  Value t0 = launch(queries, heads, batches, bytesK + bytesV + bytesRel);
   Value smemK = rowTile(0);
   Value smemV = sharedTile(bytesK, paddedWidth, kBlockKeys + kPad, elementType);
+  Value smemRel, scratch;
+  if (rel) {
+    smemRel =
+        sharedTile(bytesK + bytesV, kRelRows, paddedWidth + kPad, elementType);
+    scratch = skewTile(bytesK + bytesV + relTileBytes());
+  }
 
   // The warp's queries as A fragments, one per 16 of the head width.
   stageRows(smemK, q, t0, queries);
@@ -393,10 +558,14 @@ void FlashForwardBuilder::build() {
           [&](Value row, Value col) {
             return factor(v, add(u0, col), keys, row);
           });
+    if (rel)
+      stageRel(smemRel, rel, firstDistance(t0, u0, shift));
     gpu::BarrierOp::create(b, loc);
 
-    // S = Q·Kᵀ: tile j holds keys u0 + 8j .. u0 + 8j + 7.
+    // S = Q·Kᵀ (+ Q·relᵀ skewed): tile j holds keys u0 + 8j .. u0 + 8j + 7.
     SmallVector<Value> s = products(queryFrags, smemK);
+    if (rel)
+      addRelativeScores(s, queryFrags, smemRel, scratch, /*keyRows=*/false);
     // Masked: a key past the keys or after the query's last visible one.
     SmallVector<Value> limit;
     for (int64_t value = 0; value < kAccValues; ++value) {
@@ -506,6 +675,15 @@ private:
   void weightsAndScoreGrads(MutableArrayRef<Value> s, MutableArrayRef<Value> dp,
                             ArrayRef<Value> visible, ArrayRef<Value> lse,
                             ArrayRef<Value> delta);
+  /// Key kernel, relative keys: adds the step's Σ_i dS[i, l]·Q[i] per
+  /// distance to the f32 rel_grad_init, given dSᵀ in `ds` (keys by
+  /// queries), Q in `tileQ` and δ0. dSᵀ goes through the skew scratch (its
+  /// products with the relative keys read); each warp takes 32 distances:
+  /// the A fragments dSᵀ(r, i) = ds[i][i + 63 - r] against Q as B (ldmatrix
+  /// .trans), then one f32 atomic add per distance and column inside the
+  /// problem.
+  void accumulateRelativeKeyGrad(ArrayRef<Value> ds, Value tileQ, Value scratch,
+                                 Value delta0);
 
   moe::FlashAttentionGradKernelOp op;
   Value batches, queries, heads, keys, shift;
@@ -541,16 +719,63 @@ void FlashBackwardBuilder::weightsAndScoreGrads(MutableArrayRef<Value> s,
   }
 }
 
+void FlashBackwardBuilder::accumulateRelativeKeyGrad(ArrayRef<Value> ds,
+                                                     Value tileQ, Value scratch,
+                                                     Value delta0) {
+  for (int64_t j = 0; j < kKeyTiles; ++j)
+    for (int64_t value = 0; value < kAccValues; ++value)
+      memref::StoreOp::create(
+          b, loc, ds[j * kAccValues + value], scratch,
+          skewIndices(add(cst(j * kTileN), colOf[value]), rowOf[value]));
+  gpu::BarrierOp::create(b, loc);
+  Value distances = dim(op.getRel(), 0);
+  for (int64_t m = 0; m < 2; ++m) {
+    // Distance rows r0 .. r0 + 15 of the step, by its 64 queries.
+    Value r0 = add(mul(warpRow, 2), cst(m * kTileM));
+    SmallVector<Value> weights;
+    for (int64_t j = 0; j < kKeyTiles; ++j)
+      for (int64_t value = 0; value < kAccValues; ++value)
+        weights.push_back(skewedAt(scratch, add(cst(j * kTileN), colOf[value]),
+                                   add(r0, tileRowOf[value])));
+    SmallVector<Value> grad(outTiles * kAccValues, f32(0.0));
+    accumulate(grad, weights, tileQ, Layout::RowMajor);
+    for (int64_t jf = 0; jf < outTiles; ++jf) {
+      for (int64_t value = 0; value < kAccValues; ++value) {
+        Value distance = add(delta0, add(r0, tileRowOf[value]));
+        Value col = add(cst(jf * kTileN), colOf[value]);
+        Value inside = less(distance, distances);
+        if (width % kTileN != 0)
+          inside = both(inside, less(col, cst(width)));
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, inside,
+                                      /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        memref::AtomicRMWOp::create(
+            b, loc, arith::AtomicRMWKind::addf, grad[jf * kAccValues + value],
+            op.getRelGradInit(), ValueRange{distance, head, col});
+      }
+    }
+  }
+}
+
 void FlashBackwardBuilder::buildKeyKernel() {
   // Shared memory: the query and dO tiles [64][F + 8], then the step's
-  // logsumexp and Δ ([2][64] f32). The block's keys and values pass
-  // through the two tiles first, into A fragments.
+  // logsumexp and Δ ([2][64] f32); with rel, the relative keys' tile and
+  // the skew scratch. The block's keys and values pass through the two
+  // tiles first, into A fragments.
+  Value rel = op.getRel();
   int64_t bytesTile = rowTileBytes();
   Type f32Type = b.getF32Type();
+  int64_t relOffset = 2 * bytesTile + tileBytes(2, kBlockRows, f32Type);
   Value u0 = launch(keys, heads, batches,
-                    2 * bytesTile + tileBytes(2, kBlockRows, f32Type));
+                    relOffset + (rel ? relTileBytes() + skewBytes() : 0));
   Value smemQ = rowTile(0), smemDO = rowTile(bytesTile);
   Value smemStats = sharedTile(2 * bytesTile, 2, kBlockRows, f32Type);
+  Value smemRel, scratch;
+  if (rel) {
+    smemRel = sharedTile(relOffset, kRelRows, paddedWidth + kPad, elementType);
+    scratch = skewTile(relOffset + relTileBytes());
+  }
   stageRows(smemQ, op.getKey(), u0, keys);
   stageRows(smemDO, op.getValue(), u0, keys);
   gpu::BarrierOp::create(b, loc);
@@ -588,12 +813,21 @@ void FlashBackwardBuilder::buildKeyKernel() {
           b, loc, arith::SelectOp::create(b, loc, isLse, lse, delta), smemStats,
           ValueRange{which, at});
     }
+    Value delta0;
+    if (rel) {
+      delta0 = firstDistance(t0, u0, shift);
+      stageRel(smemRel, rel, delta0);
+    }
     gpu::BarrierOp::create(b, loc);
 
-    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's keys by the step's queries
-    // (tile j: queries t0 + 8j .. t0 + 8j + 7).
+    // Sᵀ = K·Qᵀ (+ the skewed Q·relᵀ, transposed) and dPᵀ = V·dOᵀ: the
+    // warp's keys by the step's queries (tile j: queries t0 + 8j ..
+    // t0 + 8j + 7).
     SmallVector<Value> s = products(keyFrags, smemQ);
     SmallVector<Value> dp = products(valueFrags, smemDO);
+    if (rel)
+      addRelativeScores(s, rowFragments(smemQ), smemRel, scratch,
+                        /*keyRows=*/true);
     SmallVector<Value> visible, lse, delta;
     for (int64_t j = 0; j < kKeyTiles; ++j) {
       for (int64_t value = 0; value < kAccValues; ++value) {
@@ -610,7 +844,8 @@ void FlashBackwardBuilder::buildKeyKernel() {
       }
     }
     weightsAndScoreGrads(s, dp, visible, lse, delta);
-    // dV += Pᵀ·dO and dK += dSᵀ·Q.
+    // dV += Pᵀ·dO and dK += dSᵀ·Q (then drel, P and dSᵀ no longer live in
+    // registers but dSᵀ in the scratch).
     ValueRange args = queryLoop.getRegionIterArgs();
     SmallVector<Value> next(args.begin(), args.end());
     MutableArrayRef<Value> dk =
@@ -619,6 +854,8 @@ void FlashBackwardBuilder::buildKeyKernel() {
         MutableArrayRef<Value>(next).drop_front(outTiles * kAccValues);
     accumulate(dv, s, smemDO, Layout::RowMajor);
     accumulate(dk, dp, smemQ, Layout::RowMajor);
+    if (rel)
+      accumulateRelativeKeyGrad(dp, smemQ, scratch, delta0);
     scf::YieldOp::create(b, loc, next);
   }
   ValueRange sums = queryLoop.getResults();
@@ -630,11 +867,20 @@ void FlashBackwardBuilder::buildKeyKernel() {
 }
 
 void FlashBackwardBuilder::buildQueryKernel() {
-  // Shared memory: the key and value tiles [64][F + 8]; the block's queries
-  // and dO pass through them first, into A fragments.
+  // Shared memory: the key and value tiles [64][F + 8]; with rel, the
+  // relative keys' tile and the skew scratch. The block's queries and dO
+  // pass through the key and value tiles first, into A fragments.
+  Value rel = op.getRel();
   int64_t bytesTile = rowTileBytes();
-  Value t0 = launch(queries, heads, batches, 2 * bytesTile);
+  Value t0 = launch(queries, heads, batches,
+                    2 * bytesTile + (rel ? relTileBytes() + skewBytes() : 0));
   Value smemK = rowTile(0), smemV = rowTile(bytesTile);
+  Value smemRel, scratch;
+  if (rel) {
+    smemRel =
+        sharedTile(2 * bytesTile, kRelRows, paddedWidth + kPad, elementType);
+    scratch = skewTile(2 * bytesTile + relTileBytes());
+  }
   stageRows(smemK, op.getQuery(), t0, queries);
   stageRows(smemV, op.getResultGrad(), t0, queries);
   gpu::BarrierOp::create(b, loc);
@@ -665,11 +911,16 @@ void FlashBackwardBuilder::buildQueryKernel() {
     gpu::BarrierOp::create(b, loc);
     stageRows(smemK, op.getKey(), u0, keys);
     stageRows(smemV, op.getValue(), u0, keys);
+    if (rel)
+      stageRel(smemRel, rel, firstDistance(t0, u0, shift));
     gpu::BarrierOp::create(b, loc);
 
-    // S = Q·Kᵀ and dP = dO·Vᵀ (tile j: keys u0 + 8j .. u0 + 8j + 7).
+    // S = Q·Kᵀ (+ Q·relᵀ skewed) and dP = dO·Vᵀ (tile j: keys u0 + 8j ..
+    // u0 + 8j + 7).
     SmallVector<Value> s = products(queryFrags, smemK);
     SmallVector<Value> dp = products(gradFrags, smemV);
+    if (rel)
+      addRelativeScores(s, queryFrags, smemRel, scratch, /*keyRows=*/false);
     SmallVector<Value> visible, lse, delta;
     for (int64_t j = 0; j < kKeyTiles; ++j) {
       for (int64_t value = 0; value < kAccValues; ++value) {
@@ -680,10 +931,28 @@ void FlashBackwardBuilder::buildQueryKernel() {
       }
     }
     weightsAndScoreGrads(s, dp, visible, lse, delta);
-    // dQ += dS·K.
+    // dQ += dS·K (+ Σ_l dS[i, l]·rel[δ0 + i - l + 63]: dS unskewed to the
+    // warp's 80 distance rows through the scratch).
     ValueRange args = keyLoop.getRegionIterArgs();
     SmallVector<Value> next(args.begin(), args.end());
     accumulate(next, dp, smemK, Layout::RowMajor);
+    if (rel) {
+      for (int64_t j = 0; j < kKeyTiles; ++j)
+        for (int64_t value = 0; value < kAccValues; ++value)
+          memref::StoreOp::create(
+              b, loc, dp[j * kAccValues + value], scratch,
+              skewIndices(rowOf[value], add(cst(j * kTileN), colOf[value])));
+      // The margins held the relative scores outside the step.
+      zeroSkewMargins(scratch);
+      gpu::BarrierOp::create(b, loc);
+      SmallVector<Value> unskewed;
+      for (int64_t j = 0; j < kWarpRelTiles; ++j)
+        for (int64_t value = 0; value < kAccValues; ++value)
+          unskewed.push_back(
+              warpSkewedAt(scratch, rowOf[value],
+                           add(warpRow, add(cst(j * kTileN), colOf[value]))));
+      accumulate(next, unskewed, smemRel, Layout::RowMajor, warpRow);
+    }
     scf::YieldOp::create(b, loc, next);
   }
   storeRows(keyLoop.getResults(), t0, queries, op.getQueryGradInit());

@@ -517,11 +517,13 @@ static LogicalResult verifyTensorsOrBuffers(Operation *op) {
   return success();
 }
 
+/// Each named operand has its rank (absent optional operands: null).
 static LogicalResult verifyRanks(Operation *op,
                                  ArrayRef<std::pair<StringRef, Value>> named,
                                  ArrayRef<int64_t> ranks) {
   for (auto [entry, rank] : llvm::zip_equal(named, ranks))
-    if (cast<ShapedType>(entry.second.getType()).getRank() != rank)
+    if (entry.second &&
+        cast<ShapedType>(entry.second.getType()).getRank() != rank)
       return op->emitOpError() << "expected " << entry.first << " of rank "
                                << rank << ", found " << entry.second.getType();
   return success();
@@ -614,11 +616,12 @@ LogicalResult FlashAttentionKernelOp::verify() {
                          {{"query", q},
                           {"key", getKey()},
                           {"value", getValue()},
+                          {"rel", getRel()},
                           {"result_init", getResultInit()},
                           {"logsumexp_init", getLogsumexpInit()}},
-                         {4, 4, 4, 4, 3})) ||
-      failed(verifyAttentionOperands(*this, q, getKey(), getValue(),
-                                     /*rel=*/Value())) ||
+                         {4, 4, 4, 3, 4, 3})) ||
+      failed(
+          verifyAttentionOperands(*this, q, getKey(), getValue(), getRel())) ||
       failed(verifyFlashOperands(*this, q, getLogsumexpInit())))
     return failure();
   if (cast<ShapedType>(q.getType()).getShape() !=
@@ -650,12 +653,20 @@ LogicalResult FlashAttentionGradKernelOp::verify() {
                           {"result_grad", getResultGrad()},
                           {"query_grad_init", getQueryGradInit()},
                           {"key_grad_init", getKeyGradInit()},
-                          {"value_grad_init", getValueGradInit()}},
-                         {4, 4, 4, 3, 3, 4, 4, 4, 4})) ||
-      failed(verifyAttentionOperands(*this, q, k, v, /*rel=*/Value())) ||
+                          {"value_grad_init", getValueGradInit()},
+                          {"rel", getRel()},
+                          {"rel_grad_init", getRelGradInit()}},
+                         {4, 4, 4, 3, 3, 4, 4, 4, 4, 3, 3})) ||
+      failed(verifyAttentionOperands(*this, q, k, v, getRel())) ||
       failed(verifyFlashOperands(*this, q, getLogsumexp())) ||
       failed(verifyFlashOperands(*this, q, getDelta(), "delta")))
     return failure();
+  if (bool(getRel()) != bool(getRelGradInit()))
+    return emitOpError() << "expected a rel_grad_init exactly when there is a "
+                            "rel operand (rel "
+                         << (getRel() ? "present" : "absent")
+                         << ", rel_grad_init "
+                         << (getRelGradInit() ? "present" : "absent") << ")";
   auto shapeOf = [](Value x) {
     return cast<ShapedType>(x.getType()).getShape();
   };
@@ -663,8 +674,9 @@ LogicalResult FlashAttentionGradKernelOp::verify() {
        {std::tuple<StringRef, Value, Value>{"result_grad", getResultGrad(), q},
         {"query_grad_init", getQueryGradInit(), q},
         {"key_grad_init", getKeyGradInit(), k},
-        {"value_grad_init", getValueGradInit(), v}})
-    if (shapeOf(x) != shapeOf(like))
+        {"value_grad_init", getValueGradInit(), v},
+        {"rel_grad_init", getRelGradInit(), getRel()}})
+    if (x && shapeOf(x) != shapeOf(like))
       return emitOpError() << "expected " << name << " of the shape of "
                            << like.getType() << ", found " << x.getType();
   if (dimOf(q, 3) > FlashAttentionKernelOp::kMaxHeadWidth)

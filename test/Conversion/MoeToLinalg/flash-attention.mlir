@@ -76,28 +76,32 @@ func.func @gradient(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor
 }
 
 // flash-attention-kernel (the GPU pipelines with tensor cores): the forward
-// attention without relative keys becomes moe.flash_attention_kernel on
-// empty inits, kept for switchyard-gpu-tensor-core-matmul, and its gradient
+// attention becomes moe.flash_attention_kernel on empty inits, kept for
+// switchyard-gpu-tensor-core-matmul, and its gradient
 // moe.flash_attention_grad_kernel on Δ = Σ_f dO·O (a linalg reduction with
 // math.fma: no contraction for the tensor-core pass to round) and the
-// forward kernel's logsumexp. With relative keys (@forward, the second
-// gradient of @gradient) both stay row kernels: a forward kernel whose
-// logsumexp a backward row kernel read would round Q and K where the row
-// kernel does not.
+// forward kernel's logsumexp; with relative keys (@forward, the second
+// gradient of @gradient) both take rel, and the gradient of rel
+// accumulates into zeros in f32, rounded to bf16 afterwards. No row kernel
+// is left.
 // KERNEL-LABEL: func.func @forward(
-// KERNEL-NOT: moe.flash_attention_kernel
-// KERNEL: scf.forall
+// KERNEL-SAME: %[[Q:[^:]*]]: tensor<?x4x2x8xf32>, %[[K:[^:]*]]: tensor<?x6x2x8xf32>, %[[V:[^:]*]]: tensor<?x6x2x8xf32>, %[[R:[^:]*]]: tensor<6x2x8xf32>)
+// KERNEL: moe.flash_attention_kernel ins(%[[Q]], %[[K]], %[[V]] : {{.*}}) rel(%[[R]] : tensor<6x2x8xf32>) outs(
+// KERNEL-NOT: scf.forall
 // KERNEL-LABEL: func.func @gradient(
-// KERNEL-SAME: %[[Q:[^:]*]]: tensor<?x4x2x8xf32>, %[[K:[^:]*]]: tensor<?x6x2x8xf32>, %[[V:[^:]*]]: tensor<?x6x2x8xf32>, %{{[^:]*}}: tensor<6x2x8xbf16>, %[[DO:[^:]*]]: tensor<?x4x2x8xf32>)
+// KERNEL-SAME: %[[Q:[^:]*]]: tensor<?x4x2x8xf32>, %[[K:[^:]*]]: tensor<?x6x2x8xf32>, %[[V:[^:]*]]: tensor<?x6x2x8xf32>, %[[R:[^:]*]]: tensor<6x2x8xbf16>, %[[DO:[^:]*]]: tensor<?x4x2x8xf32>)
 // KERNEL: %[[F:.*]]:2 = moe.flash_attention_kernel ins(%[[Q]], %[[K]], %[[V]] :
 // KERNEL: %[[Z:.*]] = linalg.fill
 // KERNEL: %[[D:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[DO]], %[[F]]#0 : tensor<?x4x2x8xf32>, tensor<?x4x2x8xf32>) outs(%[[Z]] : tensor<?x4x2xf32>)
 // KERNEL: math.fma
-// KERNEL: %[[G:.*]]:3 = moe.flash_attention_grad_kernel ins(%[[Q]], %[[K]], %[[V]], %[[F]]#1, %[[D]], %[[DO]] : {{.*}}) outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>)
-// KERNEL-NOT: moe.flash_attention
-// KERNEL: scf.forall
-// KERNEL-NOT: moe.flash_attention
-// KERNEL: return %[[F]]#0, %[[G]]#0, %[[G]]#1, %[[G]]#2, %{{.*}} :
+// KERNEL: %[[G:.*]]:3 = moe.flash_attention_grad_kernel ins(%[[Q]], %[[K]], %[[V]], %[[F]]#1, %[[D]], %[[DO]] : {{.*}}) outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4x2x8xf32>, tensor<?x6x2x8xf32>, tensor<?x6x2x8xf32>) ->
+// KERNEL: %[[FR:.*]]:2 = moe.flash_attention_kernel ins({{.*}}) rel(%[[R]] : tensor<6x2x8xbf16>)
+// KERNEL: %[[ZR:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<6x2x8xf32>)
+// KERNEL: %[[GR:.*]]:4 = moe.flash_attention_grad_kernel ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[FR]]#1, {{.*}}) rel(%[[R]] : tensor<6x2x8xbf16>) outs({{.*}}) rel_grad(%[[ZR]] : tensor<6x2x8xf32>)
+// KERNEL: %[[DR:.*]] = linalg.generic {{.*}} ins(%[[GR]]#3 : tensor<6x2x8xf32>) outs(%{{.*}} : tensor<6x2x8xbf16>)
+// KERNEL: arith.truncf %{{.*}} : f32 to bf16
+// KERNEL-NOT: scf.forall
+// KERNEL: return %[[F]]#0, %[[G]]#0, %[[G]]#1, %[[G]]#2, %[[DR]] :
 // KERNEL-LABEL: func.func @forward_rope(
 // KERNEL-SAME: %[[Q:[^:]*]]: tensor<?x4x2x8xf32>, %[[K:[^:]*]]: tensor<?x6x2x8xf32>, %[[V:[^:]*]]: tensor<?x6x2x8xf32>)
 // KERNEL: %[[OI:.*]] = tensor.empty(%{{.*}}) : tensor<?x4x2x8xf32>
@@ -106,12 +110,12 @@ func.func @gradient(%q: tensor<?x4x2x8xf32>, %k: tensor<?x6x2x8xf32>, %v: tensor
 // KERNEL-NOT: scf.forall
 // KERNEL: return %[[R]]#0
 // flash-attention-rounding=bf16 (the CPU reference of the GPU's bf16
-// tensor-core route): the row kernels of the attention without relative
-// keys round Q, K and V as read (truncf to bf16 and back), and in the
-// backward pass dO and the weights P and dS as factors; not the forward
-// pass's weights. With relative keys nothing is rounded.
+// tensor-core route): the row kernels round Q, K, V and the relative keys
+// as read (truncf to bf16 and back), and in the backward pass dO and the
+// weights P and dS as factors; not the forward pass's weights.
 // ROUND-LABEL: func.func @forward(
-// ROUND-NOT: bf16
+// ROUND-COUNT-4: arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
+// ROUND-NOT: to vector<8xbf16>
 // ROUND-LABEL: func.func @gradient(
 // ROUND: arith.truncf %{{.*}} : f32 to bf16
 // ROUND-LABEL: func.func @forward_rope(

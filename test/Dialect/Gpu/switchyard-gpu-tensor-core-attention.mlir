@@ -120,3 +120,87 @@ func.func @flash_attention_grad(%q: memref<?x100x2x24xf32>, %k: memref<?x120x2x2
   moe.flash_attention_grad_kernel ins(%q, %k, %v, %l, %d, %do : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>, memref<?x100x2xf32>, memref<?x100x2xf32>, memref<?x100x2x24xf32>) outs(%dq, %dk, %dv : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>)
   return
 }
+
+// With relative keys: a step's 127 distances staged as a [128][32 + 8]
+// tile (10240 bytes) after the key and Vᵀ tiles, the f32 skew scratch
+// [64][16 + 64 + 16 + 4] (25600 bytes: margins for the keys -16 .. -1 and
+// 64 .. 79) after it. Each step: the loads of K, V and rel, S = Q·Kᵀ
+// (16 mma) and the warp's 16 rows by its 80 distances (2 x 10 mma), stored
+// skewed (40 stores, none guarded), a barrier, each score's relative part
+// read back (32 loads), then the online softmax and O += P·V (12 mma) as
+// without.
+// CHECK-LABEL: func.func @flash_attention_rel(
+// CHECK-SAME: %[[R:[^:]*]]: memref<120x2x24xf32>
+// CHECK: dynamic_shared_memory_size %c45568_i32
+// CHECK: memref.view {{.*}}[%c9728][] {{.*}} to memref<128x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[SKEW:.*]] = memref.view {{.*}}[%c19968][] {{.*}} to memref<64x100xf32, #gpu.address_space<workgroup>>
+// CHECK: scf.for
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[R]][%{{.*}}, %{{.*}}, %{{.*}}]
+// CHECK: gpu.barrier
+// CHECK-COUNT-16: nvvm.mma.sync
+// CHECK-COUNT-40: memref.store %{{.*}}, %[[SKEW]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-32: memref.load %[[SKEW]]
+// CHECK: math.exp
+// CHECK-COUNT-12: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: scf.yield
+// F16-LABEL: func.func @flash_attention_rel(
+// F16-COUNT-48: nvgpu.mma.sync
+// F16-NOT: nvgpu.mma.sync
+func.func @flash_attention_rel(%q: memref<?x100x2x24xf32>, %k: memref<?x120x2x24xf32>, %v: memref<?x120x2x24xf32>, %r: memref<120x2x24xf32>, %o: memref<?x100x2x24xf32>, %l: memref<?x100x2xf32>) {
+  moe.flash_attention_kernel ins(%q, %k, %v : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>) rel(%r : memref<120x2x24xf32>) outs(%o, %l : memref<?x100x2x24xf32>, memref<?x100x2xf32>)
+  return
+}
+
+// The backward kernels with relative keys. dK, dV (and drel): the rel tile
+// and the scratch after the statistics; each step recomputes the skewed
+// scores (16 + 16 + 20 mma, the relative part from the step's queries as A
+// fragments), reads them back transposed (32 loads), dV and dK (24 mma),
+// stores dSᵀ into the scratch (32 stores), and after a barrier each warp
+// takes 32 of the 128 distances: 2 x (4 x 3 mma of dSᵀ unskewed by Q, then
+// 12 guarded f32 atomic adds into rel_grad_init). dQ: the skewed
+// scores likewise, dQ += dS·K (12 mma), dS through the scratch (32 stores,
+// and 16 zeros per lane for the margins) and dQ += dS·rel over the warp's
+// 80 distances (5 x 3 mma).
+// CHECK-LABEL: func.func @flash_attention_grad_rel(
+// CHECK-SAME: %[[R:[^:]*]]: memref<120x2x24xf32>, %{{[^:]*}}: memref<?x100x2x24xf32>, %{{[^:]*}}: memref<?x120x2x24xf32>, %{{[^:]*}}: memref<?x120x2x24xf32>, %[[DR:[^:]*]]: memref<120x2x24xf32>)
+// CHECK: dynamic_shared_memory_size %c46592_i32
+// CHECK: memref.view {{.*}}[%c10752][] {{.*}} to memref<128x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[SKEW:.*]] = memref.view {{.*}}[%c20992][] {{.*}} to memref<64x100xf32, #gpu.address_space<workgroup>>
+// CHECK: scf.for
+// CHECK: memref.load %[[R]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-52: nvvm.mma.sync
+// CHECK: gpu.barrier
+// CHECK-COUNT-32: memref.load %[[SKEW]]
+// CHECK: math.exp
+// CHECK-COUNT-24: nvvm.mma.sync
+// CHECK-COUNT-32: memref.store %{{.*}}, %[[SKEW]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-12: nvvm.mma.sync
+// CHECK-COUNT-12: memref.atomic_rmw addf %{{.*}}, %[[DR]][
+// CHECK-COUNT-12: nvvm.mma.sync
+// CHECK-COUNT-12: memref.atomic_rmw addf %{{.*}}, %[[DR]][
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: scf.yield
+// CHECK: dynamic_shared_memory_size %c46080_i32
+// CHECK: %[[SKEWQ:.*]] = memref.view {{.*}}[%c20480][] {{.*}} to memref<64x100xf32, #gpu.address_space<workgroup>>
+// CHECK: scf.for
+// CHECK-COUNT-52: nvvm.mma.sync
+// CHECK: gpu.barrier
+// CHECK: math.exp
+// CHECK-COUNT-12: nvvm.mma.sync
+// CHECK-COUNT-48: memref.store %{{.*}}, %[[SKEWQ]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-15: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: scf.yield
+// F16-LABEL: func.func @flash_attention_grad_rel(
+// F16-COUNT-179: nvgpu.mma.sync
+// F16-NOT: nvgpu.mma.sync
+func.func @flash_attention_grad_rel(%q: memref<?x100x2x24xf32>, %k: memref<?x120x2x24xf32>, %v: memref<?x120x2x24xf32>, %l: memref<?x100x2xf32>, %d: memref<?x100x2xf32>, %do: memref<?x100x2x24xf32>, %r: memref<120x2x24xf32>, %dq: memref<?x100x2x24xf32>, %dk: memref<?x120x2x24xf32>, %dv: memref<?x120x2x24xf32>, %dr: memref<120x2x24xf32>) {
+  moe.flash_attention_grad_kernel ins(%q, %k, %v, %l, %d, %do : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>, memref<?x100x2xf32>, memref<?x100x2xf32>, memref<?x100x2x24xf32>) rel(%r : memref<120x2x24xf32>) outs(%dq, %dk, %dv : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>) rel_grad(%dr : memref<120x2x24xf32>)
+  return
+}

@@ -858,6 +858,30 @@ func.func @flash_attention_grad_kernel_key_grad(%q: memref<2x4x2x8xf32>, %k: mem
 
 // -----
 
+func.func @flash_attention_kernel_rel_count(%q: memref<2x4x2x8xf32>, %k: memref<2x6x2x8xf32>, %r: memref<5x2x8xf32>, %lse: memref<2x4x2xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_kernel' op expected the key count to agree: rel dim 0 is 5 but key dim 1 is 6}}
+  moe.flash_attention_kernel ins(%q, %k, %k : memref<2x4x2x8xf32>, memref<2x6x2x8xf32>, memref<2x6x2x8xf32>) rel(%r : memref<5x2x8xf32>) outs(%q, %lse : memref<2x4x2x8xf32>, memref<2x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @flash_attention_grad_kernel_no_rel_grad(%q: memref<2x4x2x8xf32>, %k: memref<2x6x2x8xf32>, %r: memref<6x2x8xf32>, %lse: memref<2x4x2xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_grad_kernel' op expected a rel_grad_init exactly when there is a rel operand (rel present, rel_grad_init absent)}}
+  moe.flash_attention_grad_kernel ins(%q, %k, %k, %lse, %lse, %q : memref<2x4x2x8xf32>, memref<2x6x2x8xf32>, memref<2x6x2x8xf32>, memref<2x4x2xf32>, memref<2x4x2xf32>, memref<2x4x2x8xf32>) rel(%r : memref<6x2x8xf32>) outs(%q, %k, %k : memref<2x4x2x8xf32>, memref<2x6x2x8xf32>, memref<2x6x2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @flash_attention_grad_kernel_rel_grad_shape(%q: memref<2x4x2x8xf32>, %k: memref<2x6x2x8xf32>, %r: memref<6x2x8xf32>, %dr: memref<6x1x8xf32>, %lse: memref<2x4x2xf32>) {
+  // expected-error @+1 {{'moe.flash_attention_grad_kernel' op expected rel_grad_init of the shape of 'memref<6x2x8xf32>', found 'memref<6x1x8xf32>'}}
+  moe.flash_attention_grad_kernel ins(%q, %k, %k, %lse, %lse, %q : memref<2x4x2x8xf32>, memref<2x6x2x8xf32>, memref<2x6x2x8xf32>, memref<2x4x2xf32>, memref<2x4x2xf32>, memref<2x4x2x8xf32>) rel(%r : memref<6x2x8xf32>) outs(%q, %k, %k : memref<2x4x2x8xf32>, memref<2x6x2x8xf32>, memref<2x6x2x8xf32>) rel_grad(%dr : memref<6x1x8xf32>)
+  return
+}
+
+// -----
+
 func.func @flash_attention_grad_kernel_wide(%q: memref<2x4x2x136xf32>, %lse: memref<2x4x2xf32>) {
   // expected-error @+1 {{'moe.flash_attention_grad_kernel' op expected a head width of at most 128, found 136}}
   moe.flash_attention_grad_kernel ins(%q, %q, %q, %lse, %lse, %q : memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2xf32>, memref<2x4x2xf32>, memref<2x4x2x136xf32>) outs(%q, %q, %q : memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2x136xf32>)

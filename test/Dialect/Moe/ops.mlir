@@ -186,3 +186,16 @@ func.func @flash_attention_grad_kernel(%q: tensor<?x16x2x32xf32>, %lse: tensor<?
   moe.flash_attention_grad_kernel ins(%bq, %bk, %bk, %bl, %bl, %bq : memref<2x16x2x32xf32>, memref<2x24x2x32xf32>, memref<2x24x2x32xf32>, memref<2x16x2xf32>, memref<2x16x2xf32>, memref<2x16x2x32xf32>) outs(%bq, %bk, %bk : memref<2x16x2x32xf32>, memref<2x24x2x32xf32>, memref<2x24x2x32xf32>)
   return %dq, %dk, %dv : tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>, tensor<?x16x2x32xf32>
 }
+
+// With relative keys: rel after ins, and for the gradient rel_grad (f32, it
+// accumulates) after outs; on tensors a fourth result.
+// CHECK-LABEL: func.func @flash_attention_kernels_rel
+// CHECK: %{{.*}}:2 = moe.flash_attention_kernel ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x16x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<?x32x2x32xbf16>) rel(%{{.*}} : tensor<32x2x32xbf16>) outs(%{{.*}}, %{{.*}} : tensor<?x16x2x32xbf16>, tensor<?x16x2xf32>) -> tensor<?x16x2x32xbf16>, tensor<?x16x2xf32>
+// CHECK: %{{.*}}:4 = moe.flash_attention_grad_kernel ins({{.*}}) rel(%{{.*}} : tensor<32x2x32xbf16>) outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x16x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<?x32x2x32xbf16>) rel_grad(%{{.*}} : tensor<32x2x32xf32>) -> tensor<?x16x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<32x2x32xf32>
+// CHECK: moe.flash_attention_grad_kernel ins({{.*}}) rel(%{{.*}} : memref<32x2x32xbf16>) outs({{.*}}) rel_grad(%{{.*}} : memref<32x2x32xf32>){{$}}
+func.func @flash_attention_kernels_rel(%q: tensor<?x16x2x32xbf16>, %k: tensor<?x32x2x32xbf16>, %r: tensor<32x2x32xbf16>, %lse: tensor<?x16x2xf32>, %dr: tensor<32x2x32xf32>, %bq: memref<2x16x2x32xbf16>, %bk: memref<2x32x2x32xbf16>, %br: memref<32x2x32xbf16>, %bl: memref<2x16x2xf32>, %bdr: memref<32x2x32xf32>) -> (tensor<?x16x2x32xbf16>, tensor<32x2x32xf32>) {
+  %o, %l = moe.flash_attention_kernel ins(%q, %k, %k : tensor<?x16x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<?x32x2x32xbf16>) rel(%r : tensor<32x2x32xbf16>) outs(%q, %lse : tensor<?x16x2x32xbf16>, tensor<?x16x2xf32>) -> tensor<?x16x2x32xbf16>, tensor<?x16x2xf32>
+  %dq, %dk, %dv, %drel = moe.flash_attention_grad_kernel ins(%q, %k, %k, %l, %l, %o : tensor<?x16x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<?x16x2xf32>, tensor<?x16x2xf32>, tensor<?x16x2x32xbf16>) rel(%r : tensor<32x2x32xbf16>) outs(%q, %k, %k : tensor<?x16x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<?x32x2x32xbf16>) rel_grad(%dr : tensor<32x2x32xf32>) -> tensor<?x16x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<?x32x2x32xbf16>, tensor<32x2x32xf32>
+  moe.flash_attention_grad_kernel ins(%bq, %bk, %bk, %bl, %bl, %bq : memref<2x16x2x32xbf16>, memref<2x32x2x32xbf16>, memref<2x32x2x32xbf16>, memref<2x16x2xf32>, memref<2x16x2xf32>, memref<2x16x2x32xbf16>) rel(%br : memref<32x2x32xbf16>) outs(%bq, %bk, %bk : memref<2x16x2x32xbf16>, memref<2x32x2x32xbf16>, memref<2x32x2x32xbf16>) rel_grad(%bdr : memref<32x2x32xf32>)
+  return %dq, %drel : tensor<?x16x2x32xbf16>, tensor<32x2x32xf32>
+}
