@@ -52,13 +52,14 @@
 // shared memory into the scores' layout (every store and load without a
 // guard: the scratch has margins for the keys a warp's distances reach
 // outside the step, so that no per-element predicate stays live across
-// the loop). Backward, the key
-// kernel recomputes the same skewed scores and adds drel[δ] += Σ dS·Q for
-// the step's 128 distances (dS unskewed through the scratch, A fragments
-// of dSᵀ by distance, Q by ldmatrix .trans) with f32 atomic adds into a
-// zeroed f32 buffer: the one gradient summed across blocks, so its low
-// bits depend on their order. The query kernel adds dS·rel to dQ the same
-// way, dS unskewed to each warp's 80 distance rows (the margins zeroed).
+// the loop). Backward, the key kernel recomputes the same skewed scores
+// and adds drel[δ] += Σ dS·Q: dSᵀ goes through the scratch (the margins
+// zeroed), each warp takes its 16 queries by their 80 distances (A
+// fragments of dSᵀ by distance, Q by ldmatrix .trans) and adds the
+// products with f32 atomics into a zeroed f32 buffer: the one gradient
+// summed across blocks (and warps), so its low bits depend on their order.
+// The query kernel adds dS·rel to dQ the same way, dS unskewed to each
+// warp's 80 distance rows.
 // Shared memory with rel: up to 94 KiB at width 128 (the launch raises the
 // 48 KiB default; sm_86, sm_89 and sm_120 allow 99 KiB).
 //
@@ -254,12 +255,10 @@ protected:
   SmallVector<Value> skewIndices(Value i, Value l, int64_t offset = 0) {
     return {i, add(l, cst(kSkewLead + offset))};
   }
-  /// scratch[i][key i + 63 - r]: what query row i holds for distance row r
-  /// of the step, 0 where that is no key of the step.
-  Value skewedAt(Value scratch, Value i, Value r);
-  /// The same for row i and distance row r of the lane's warp (r - warpRow
-  /// in [0, 80)), without a guard: the keys outside the step, -16 .. -1 and
-  /// 64 .. 79, must hold zeros (zeroSkewMargins).
+  /// scratch[i][key i + 63 - r]: what query row i of the lane's warp holds
+  /// for distance row r of the warp (r - warpRow in [0, 80)), without a
+  /// guard: the keys outside the step, -16 .. -1 and 64 .. 79, must hold
+  /// zeros (zeroSkewMargins).
   Value warpSkewedAt(Value scratch, Value i, Value r) {
     Value l = arith::SubIOp::create(b, loc, add(i, cst(kBlockKeys - 1)), r);
     return memref::LoadOp::create(b, loc, scratch, skewIndices(i, l));
@@ -471,13 +470,6 @@ void AttentionBuilder::addRelativeScores(MutableArrayRef<Value> s,
   }
 }
 
-Value AttentionBuilder::skewedAt(Value scratch, Value i, Value r) {
-  Value l = arith::SubIOp::create(b, loc, add(i, cst(kBlockKeys - 1)), r);
-  Value x = memref::LoadOp::create(
-      b, loc, scratch, skewIndices(i, minIndex(l, cst(kBlockKeys - 1))));
-  return arith::SelectOp::create(b, loc, less(l, cst(kBlockKeys)), x, f32(0.0));
-}
-
 void AttentionBuilder::zeroSkewMargins(Value scratch) {
   Value row = add(warpRow, arith::DivUIOp::create(b, loc, lane, cst(2)));
   Value col =
@@ -678,10 +670,10 @@ private:
   /// Key kernel, relative keys: adds the step's Σ_i dS[i, l]·Q[i] per
   /// distance to the f32 rel_grad_init, given dSᵀ in `ds` (keys by
   /// queries), Q in `tileQ` and δ0. dSᵀ goes through the skew scratch (its
-  /// products with the relative keys read); each warp takes 32 distances:
-  /// the A fragments dSᵀ(r, i) = ds[i][i + 63 - r] against Q as B (ldmatrix
-  /// .trans), then one f32 atomic add per distance and column inside the
-  /// problem.
+  /// products with the relative keys read); each warp takes its 16 queries
+  /// by their 80 distances: the A fragments dSᵀ(r, i) = ds[i][i + 63 - r]
+  /// against Q as B (ldmatrix .trans), then one f32 atomic add per distance
+  /// and column inside the problem (the warps' distances overlap).
   void accumulateRelativeKeyGrad(ArrayRef<Value> ds, Value tileQ, Value scratch,
                                  Value delta0);
 
@@ -727,18 +719,22 @@ void FlashBackwardBuilder::accumulateRelativeKeyGrad(ArrayRef<Value> ds,
       memref::StoreOp::create(
           b, loc, ds[j * kAccValues + value], scratch,
           skewIndices(add(cst(j * kTileN), colOf[value]), rowOf[value]));
+  // The margins of the warp's query rows held the relative scores outside
+  // the step.
+  zeroSkewMargins(scratch);
   gpu::BarrierOp::create(b, loc);
   Value distances = dim(op.getRel(), 0);
-  for (int64_t m = 0; m < 2; ++m) {
-    // Distance rows r0 .. r0 + 15 of the step, by its 64 queries.
-    Value r0 = add(mul(warpRow, 2), cst(m * kTileM));
+  for (int64_t m = 0; m < kWarpRelTiles / 2; ++m) {
+    // Distance rows r0 .. r0 + 15 of the warp's 80, by its 16 queries.
+    Value r0 = add(warpRow, cst(m * kTileM));
     SmallVector<Value> weights;
-    for (int64_t j = 0; j < kKeyTiles; ++j)
+    for (int64_t h = 0; h < 2; ++h)
       for (int64_t value = 0; value < kAccValues; ++value)
-        weights.push_back(skewedAt(scratch, add(cst(j * kTileN), colOf[value]),
-                                   add(r0, tileRowOf[value])));
+        weights.push_back(warpSkewedAt(
+            scratch, add(warpRow, add(cst(h * kTileN), colOf[value])),
+            add(r0, tileRowOf[value])));
     SmallVector<Value> grad(outTiles * kAccValues, f32(0.0));
-    accumulate(grad, weights, tileQ, Layout::RowMajor);
+    accumulate(grad, weights, tileQ, Layout::RowMajor, warpRow);
     for (int64_t jf = 0; jf < outTiles; ++jf) {
       for (int64_t value = 0; value < kAccValues; ++value) {
         Value distance = add(delta0, add(r0, tileRowOf[value]));

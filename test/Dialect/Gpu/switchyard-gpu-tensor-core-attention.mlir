@@ -158,9 +158,10 @@ func.func @flash_attention_rel(%q: memref<?x100x2x24xf32>, %k: memref<?x120x2x24
 // and the scratch after the statistics; each step recomputes the skewed
 // scores (16 + 16 + 20 mma, the relative part from the step's queries as A
 // fragments), reads them back transposed (32 loads), dV and dK (24 mma),
-// stores dSᵀ into the scratch (32 stores), and after a barrier each warp
-// takes 32 of the 128 distances: 2 x (4 x 3 mma of dSᵀ unskewed by Q, then
-// 12 guarded f32 atomic adds into rel_grad_init). dQ: the skewed
+// stores dSᵀ into the scratch (32 stores, and 16 zeros per lane for the
+// margins), and after a barrier each warp takes its 16 queries by their 80
+// distances: 5 x (3 mma of dSᵀ unskewed by Q, then 12 guarded f32 atomic
+// adds into rel_grad_init). dQ: the skewed
 // scores likewise, dQ += dS·K (12 mma), dS through the scratch (32 stores,
 // and 16 zeros per lane for the margins) and dQ += dS·rel over the warp's
 // 80 distances (5 x 3 mma).
@@ -177,11 +178,17 @@ func.func @flash_attention_rel(%q: memref<?x100x2x24xf32>, %k: memref<?x120x2x24
 // CHECK-COUNT-32: memref.load %[[SKEW]]
 // CHECK: math.exp
 // CHECK-COUNT-24: nvvm.mma.sync
-// CHECK-COUNT-32: memref.store %{{.*}}, %[[SKEW]]
+// CHECK-COUNT-48: memref.store %{{.*}}, %[[SKEW]]
 // CHECK: gpu.barrier
-// CHECK-COUNT-12: nvvm.mma.sync
+// CHECK-COUNT-3: nvvm.mma.sync
 // CHECK-COUNT-12: memref.atomic_rmw addf %{{.*}}, %[[DR]][
-// CHECK-COUNT-12: nvvm.mma.sync
+// CHECK-COUNT-3: nvvm.mma.sync
+// CHECK-COUNT-12: memref.atomic_rmw addf %{{.*}}, %[[DR]][
+// CHECK-COUNT-3: nvvm.mma.sync
+// CHECK-COUNT-12: memref.atomic_rmw addf %{{.*}}, %[[DR]][
+// CHECK-COUNT-3: nvvm.mma.sync
+// CHECK-COUNT-12: memref.atomic_rmw addf %{{.*}}, %[[DR]][
+// CHECK-COUNT-3: nvvm.mma.sync
 // CHECK-COUNT-12: memref.atomic_rmw addf %{{.*}}, %[[DR]][
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: scf.yield
@@ -198,7 +205,7 @@ func.func @flash_attention_rel(%q: memref<?x100x2x24xf32>, %k: memref<?x120x2x24
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: scf.yield
 // F16-LABEL: func.func @flash_attention_grad_rel(
-// F16-COUNT-179: nvgpu.mma.sync
+// F16-COUNT-170: nvgpu.mma.sync
 // F16-NOT: nvgpu.mma.sync
 func.func @flash_attention_grad_rel(%q: memref<?x100x2x24xf32>, %k: memref<?x120x2x24xf32>, %v: memref<?x120x2x24xf32>, %l: memref<?x100x2xf32>, %d: memref<?x100x2xf32>, %do: memref<?x100x2x24xf32>, %r: memref<120x2x24xf32>, %dq: memref<?x100x2x24xf32>, %dk: memref<?x120x2x24xf32>, %dv: memref<?x120x2x24xf32>, %dr: memref<120x2x24xf32>) {
   moe.flash_attention_grad_kernel ins(%q, %k, %v, %l, %d, %do : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>, memref<?x100x2xf32>, memref<?x100x2xf32>, memref<?x100x2x24xf32>) rel(%r : memref<120x2x24xf32>) outs(%dq, %dk, %dv : memref<?x100x2x24xf32>, memref<?x120x2x24xf32>, memref<?x120x2x24xf32>) rel_grad(%dr : memref<120x2x24xf32>)

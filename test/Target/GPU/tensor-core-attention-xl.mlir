@@ -3,19 +3,19 @@
 // as the paper's 47M configurations: 256 queries, 256 more keys of memory,
 // relative keys over 512 distances; head width 64 here): the forward kernel
 // per step of 64 keys, 104 mma.sync (QKᵀ 32, the warp's 16 rows by its 80
-// distances 40, PV 32); the backward's dK/dV kernel 232 (Sᵀ 32, dPᵀ 32,
-// the relative scores 40, dV 32, dK 32, drel 64) with 64 f32 atomic adds
-// (drel, one per accumulator value) and the dQ kernel 176 (S 32, dP 32, the
+// distances 40, PV 32); the backward's dK/dV kernel 208 (Sᵀ 32, dPᵀ 32,
+// the relative scores 40, dV 32, dK 32, drel 40: each warp its 16 queries
+// by their 80 distances) with 160 f32 atomic adds (drel, one per
+// accumulator value) and the dQ kernel 176 (S 32, dP 32, the
 // relative scores 40, dQ 32, dS·rel 40). No guard on the skew scratch's
-// stores and loads but for drel's (the scratch has margins for the keys a
-// warp's distances reach outside the step), so no per-element predicate
-// stays live across the loop. ptxas for sm_80 (measured by hand): the
-// forward kernel 128 registers, 8 bytes of spill stores; dQ 255 and 20
-// bytes; dK/dV/drel 255 and 736 bytes (drel's guarded unskew); at head
-// width 128: 255 registers, 0, 12 and 2044 bytes; at width 76 all three
-// spill 0.9 to 2.9 KB, as the kernels without relative keys do there (the
-// staging's clamped addresses). Register pressure is open work; checked
-// here only as far as that no .local array is in the PTX itself.
+// stores and loads (it has margins for the keys a warp's distances reach
+// outside the step), so no per-element predicate stays live across the
+// loop. ptxas for sm_80 (measured by hand): the forward kernel 128
+// registers, 8 bytes of spill stores; dQ 255 and 20 bytes; dK/dV/drel 255
+// and 140 bytes; at head width 128: 255 registers, 0, 12 and 1136 bytes;
+// at width 76, 0.9 KB each, as the kernels without relative keys spill
+// there too (the staging's clamped addresses). Register pressure is open
+// work; checked here only as far as that no .local array is in the PTX.
 // Assembled for sm_80, sm_90a and sm_120. Numerics:
 // test/Integration/CUDA/attention-xl.test.
 
@@ -51,7 +51,7 @@
 // GRAD-NOT: mma.sync
 // GRAD: .visible .entry attention_xl_grad_kernel_{{[0-9]+}}(
 // GRAD-NOT: .local
-// GRAD-COUNT-232: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// GRAD-COUNT-208: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // GRAD-NOT: mma.sync
 // GRAD: .visible .entry attention_xl_grad_kernel_{{[0-9]+}}(
 // GRAD-NOT: atom.global.add.f32
