@@ -333,7 +333,17 @@ Value AttentionBuilder::factor(Value source, Value row, Value rowLimit,
                                Value col) {
   Value inBounds = less(row, rowLimit);
   Value column = col;
-  if (width % kTileK != 0) {
+  if (width % kTileK != 0 && width % kRun == 0) {
+    // The staged runs of kRun columns start at multiples of kRun (stage),
+    // so a run is inside or outside the width as a whole: one guard and
+    // one clamp per run, not per element (the compiler sees col & -kRun as
+    // the run's start, the same for its elements), which keeps fewer
+    // loop-invariant values live across the kernels' loops.
+    Value start = arith::AndIOp::create(b, loc, col, cst(-kRun));
+    inBounds = both(inBounds, less(start, cst(width)));
+    column = add(minIndex(start, cst(width - kRun)),
+                 arith::AndIOp::create(b, loc, col, cst(kRun - 1)));
+  } else if (width % kTileK != 0) {
     inBounds = both(inBounds, less(col, cst(width)));
     column = minIndex(col, cst(width - 1));
   }

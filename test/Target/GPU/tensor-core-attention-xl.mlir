@@ -13,9 +13,9 @@
 // loop. ptxas for sm_80 (measured by hand): the forward kernel 128
 // registers, 8 bytes of spill stores; dQ 255 and 20 bytes; dK/dV/drel 255
 // and 140 bytes; at head width 128: 255 registers, 0, 12 and 1136 bytes;
-// at width 76, 0.9 KB each, as the kernels without relative keys spill
-// there too (the staging's clamped addresses). Register pressure is open
-// work; checked here only as far as that no .local array is in the PTX.
+// at width 76 (the 47M configurations'): 84, 240 and 516 bytes (without
+// relative keys 32, 92 and 56). Register pressure is open work; checked
+// here only as far as that no .local array is in the PTX.
 // Assembled for sm_80, sm_90a and sm_120. Numerics:
 // test/Integration/CUDA/attention-xl.test.
 
