@@ -88,4 +88,73 @@ TEST(CudaDriverTest, BadModulesAreReportedWithTheDriverError) {
       << message;
 }
 
+/// A kernel that writes and reads back the last word of its dynamic shared
+/// memory (`bytes` of it) and stores it to out[0].
+constexpr const char *kLastSharedWordPtx = R"(
+.version 7.0
+.target sm_75
+.address_size 64
+
+.extern .shared .align 16 .b8 dynamic_shared[];
+
+.visible .entry write_last_shared_word(
+	.param .u64 out,
+	.param .u32 bytes
+)
+{
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<3>;
+
+	ld.param.u64 	%rd1, [out];
+	ld.param.u32 	%r1, [bytes];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mov.u32 	%r2, dynamic_shared;
+	add.s32 	%r2, %r2, %r1;
+	add.s32 	%r2, %r2, -4;
+	mov.u32 	%r3, 42;
+	st.shared.u32 	[%r2], %r3;
+	bar.sync 	0;
+	ld.shared.u32 	%r3, [%r2];
+	st.global.u32 	[%rd2], %r3;
+	ret;
+}
+)";
+
+/// Above 48 KiB of dynamic shared memory a kernel must opt in; launch does
+/// (the attention kernels with relative keys take up to 94 KiB). 64 KiB is
+/// the most sm_75 allows.
+TEST(CudaDriverTest, LaunchesWithMoreThan48KiBOfSharedMemory) {
+  llvm::Expected<cuda::Driver &> got = cuda::Driver::get();
+  if (!got) {
+    GTEST_SKIP() << llvm::toString(got.takeError());
+  }
+  cuda::Driver &driver = *got;
+  llvm::Expected<cuda::Module> module = driver.loadModule(kLastSharedWordPtx);
+  ASSERT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
+  llvm::Expected<cuda::Function> function =
+      driver.getFunction(*module, "write_last_shared_word");
+  ASSERT_TRUE(static_cast<bool>(function))
+      << llvm::toString(function.takeError());
+  llvm::Expected<cuda::DevicePtr> out = driver.allocate(sizeof(uint32_t));
+  ASSERT_TRUE(static_cast<bool>(out)) << llvm::toString(out.takeError());
+  llvm::Expected<cuda::Stream> stream = driver.createStream();
+  ASSERT_TRUE(static_cast<bool>(stream)) << llvm::toString(stream.takeError());
+  uint32_t bytes = 64 * 1024;
+  cuda::DevicePtr outPtr = *out;
+  void *params[] = {&outPtr, &bytes};
+  const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+  llvm::Error launched = driver.launch(*function, grid, block, bytes, *stream,
+                                       params, "write_last_shared_word");
+  ASSERT_FALSE(static_cast<bool>(launched))
+      << llvm::toString(std::move(launched));
+  uint32_t result = 0;
+  ASSERT_FALSE(static_cast<bool>(
+      driver.copyToHost(&result, *out, sizeof(result), *stream)));
+  ASSERT_FALSE(static_cast<bool>(driver.synchronize(*stream)));
+  EXPECT_EQ(result, 42u);
+  driver.release(*out);
+  EXPECT_FALSE(static_cast<bool>(driver.destroyStream(*stream)));
+  EXPECT_FALSE(static_cast<bool>(driver.unloadModule(*module)));
+}
+
 } // namespace
