@@ -575,7 +575,12 @@ def SwitchyardGpuTensorCoreMatmulPass
     dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ and dSᵀ built in registers and Q,
     dO read by `ldmatrix .trans`), and one block per 64 queries for dQ
     (S, dP, dQ += dS·K); the weights P recomputed from the forward pass's
-    logsumexp, P and dS rounded to the element type.
+    logsumexp, P and dS rounded to the element type. With relative keys
+    (`rel`), each step also multiplies the warp's 16 rows by the 80 of the
+    step's 127 distances they reach (a 128-row tile of `rel`) and skews the
+    products into the scores through an f32 scratch in shared memory; the
+    dQ kernel adds dS·rel the same way, the dK/dV kernel adds drel with f32
+    atomic adds into `rel_grad_init`.
 
     With `element-type=f32` the pass does nothing. With `bf16` or `f16`:
 
