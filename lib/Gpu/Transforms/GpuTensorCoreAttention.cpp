@@ -82,6 +82,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <limits>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::switchyard::tensor_cores;
@@ -219,11 +220,16 @@ protected:
   int64_t relTileBytes() {
     return tileBytes(kRelRows, paddedWidth + kPad, elementType);
   }
-  int64_t skewBytes() {
-    return tileBytes(kBlockKeys, kSkewStride, b.getF32Type());
+  /// Bytes of the relative keys' tile and the skew scratch after it.
+  int64_t relativeBytes() {
+    return relTileBytes() + tileBytes(kBlockKeys, kSkewStride, b.getF32Type());
   }
-  Value skewTile(int64_t offset) {
-    return sharedTile(offset, kBlockKeys, kSkewStride, b.getF32Type());
+  /// The relative keys' tile at byte `offset`, and the skew scratch after
+  /// it.
+  std::pair<Value, Value> relativeTiles(int64_t offset) {
+    return {sharedTile(offset, kRelRows, paddedWidth + kPad, elementType),
+            sharedTile(offset + relTileBytes(), kBlockKeys, kSkewStride,
+                       b.getF32Type())};
   }
   /// δ0 of the step (t0, u0); `shift` is S - T.
   Value firstDistance(Value t0, Value u0, Value shift) {
@@ -251,10 +257,21 @@ protected:
   /// which may overwrite it without a barrier.
   void addRelativeScores(MutableArrayRef<Value> s, ArrayRef<Value> queryFrags,
                          Value relTile, Value scratch, bool keyRows);
-  /// The scratch's indices of row i, key l + `offset`.
-  SmallVector<Value> skewIndices(Value i, Value l, int64_t offset = 0) {
-    return {i, add(l, cst(kSkewLead + offset))};
+  /// The scratch's indices of row i, key l.
+  SmallVector<Value> skewIndices(Value i, Value l) {
+    return {i, add(l, cst(kSkewLead))};
   }
+  /// The scratch's indices of the score in accumulator value `value` of
+  /// tile j of kKeyTiles (rows the step's queries and columns its keys, or
+  /// the transpose where `keyRows`).
+  SmallVector<Value> scoreIndices(int64_t j, int64_t value, bool keyRows) {
+    Value row = rowOf[value], col = add(cst(j * kTileN), colOf[value]);
+    return keyRows ? skewIndices(col, row) : skewIndices(row, col);
+  }
+  /// Stores the warp's scores `x` (kKeyTiles tiles, laid out as
+  /// scoreIndices says) into the scratch, zeros its margins (which held the
+  /// relative scores outside the step) and waits for the block.
+  void storeScores(ArrayRef<Value> x, Value scratch, bool keyRows);
   /// scratch[i][key i + 63 - r]: what query row i of the lane's warp holds
   /// for distance row r of the warp (r - warpRow in [0, 80)), without a
   /// guard: the keys outside the step, -16 .. -1 and 64 .. 79, must hold
@@ -470,14 +487,22 @@ void AttentionBuilder::addRelativeScores(MutableArrayRef<Value> s,
   gpu::BarrierOp::create(b, loc);
   for (int64_t j = 0; j < kKeyTiles; ++j) {
     for (int64_t value = 0; value < kAccValues; ++value) {
-      Value row = rowOf[value], col = add(cst(j * kTileN), colOf[value]);
       Value at = memref::LoadOp::create(b, loc, scratch,
-                                        keyRows ? skewIndices(col, row)
-                                                : skewIndices(row, col));
+                                        scoreIndices(j, value, keyRows));
       Value &score = s[j * kAccValues + value];
       score = arith::AddFOp::create(b, loc, score, at);
     }
   }
+}
+
+void AttentionBuilder::storeScores(ArrayRef<Value> x, Value scratch,
+                                   bool keyRows) {
+  for (int64_t j = 0; j < kKeyTiles; ++j)
+    for (int64_t value = 0; value < kAccValues; ++value)
+      memref::StoreOp::create(b, loc, x[j * kAccValues + value], scratch,
+                              scoreIndices(j, value, keyRows));
+  zeroSkewMargins(scratch);
+  gpu::BarrierOp::create(b, loc);
 }
 
 void AttentionBuilder::zeroSkewMargins(Value scratch) {
@@ -521,16 +546,13 @@ void FlashForwardBuilder::build() {
   // rel, the relative keys' tile and the skew scratch.
   int64_t bytesK = rowTileBytes();
   int64_t bytesV = tileBytes(paddedWidth, kBlockKeys + kPad, elementType);
-  int64_t bytesRel = rel ? relTileBytes() + skewBytes() : 0;
+  int64_t bytesRel = rel ? relativeBytes() : 0;
   Value t0 = launch(queries, heads, batches, bytesK + bytesV + bytesRel);
   Value smemK = rowTile(0);
   Value smemV = sharedTile(bytesK, paddedWidth, kBlockKeys + kPad, elementType);
   Value smemRel, scratch;
-  if (rel) {
-    smemRel =
-        sharedTile(bytesK + bytesV, kRelRows, paddedWidth + kPad, elementType);
-    scratch = skewTile(bytesK + bytesV + relTileBytes());
-  }
+  if (rel)
+    std::tie(smemRel, scratch) = relativeTiles(bytesK + bytesV);
 
   // The warp's queries as A fragments, one per 16 of the head width.
   stageRows(smemK, q, t0, queries);
@@ -724,15 +746,7 @@ void FlashBackwardBuilder::weightsAndScoreGrads(MutableArrayRef<Value> s,
 void FlashBackwardBuilder::accumulateRelativeKeyGrad(ArrayRef<Value> ds,
                                                      Value tileQ, Value scratch,
                                                      Value delta0) {
-  for (int64_t j = 0; j < kKeyTiles; ++j)
-    for (int64_t value = 0; value < kAccValues; ++value)
-      memref::StoreOp::create(
-          b, loc, ds[j * kAccValues + value], scratch,
-          skewIndices(add(cst(j * kTileN), colOf[value]), rowOf[value]));
-  // The margins of the warp's query rows held the relative scores outside
-  // the step.
-  zeroSkewMargins(scratch);
-  gpu::BarrierOp::create(b, loc);
+  storeScores(ds, scratch, /*keyRows=*/true);
   Value distances = dim(op.getRel(), 0);
   for (int64_t m = 0; m < kWarpRelTiles / 2; ++m) {
     // Distance rows r0 .. r0 + 15 of the warp's 80, by its 16 queries.
@@ -773,15 +787,13 @@ void FlashBackwardBuilder::buildKeyKernel() {
   int64_t bytesTile = rowTileBytes();
   Type f32Type = b.getF32Type();
   int64_t relOffset = 2 * bytesTile + tileBytes(2, kBlockRows, f32Type);
-  Value u0 = launch(keys, heads, batches,
-                    relOffset + (rel ? relTileBytes() + skewBytes() : 0));
+  Value u0 =
+      launch(keys, heads, batches, relOffset + (rel ? relativeBytes() : 0));
   Value smemQ = rowTile(0), smemDO = rowTile(bytesTile);
   Value smemStats = sharedTile(2 * bytesTile, 2, kBlockRows, f32Type);
   Value smemRel, scratch;
-  if (rel) {
-    smemRel = sharedTile(relOffset, kRelRows, paddedWidth + kPad, elementType);
-    scratch = skewTile(relOffset + relTileBytes());
-  }
+  if (rel)
+    std::tie(smemRel, scratch) = relativeTiles(relOffset);
   stageRows(smemQ, op.getKey(), u0, keys);
   stageRows(smemDO, op.getValue(), u0, keys);
   gpu::BarrierOp::create(b, loc);
@@ -879,14 +891,11 @@ void FlashBackwardBuilder::buildQueryKernel() {
   Value rel = op.getRel();
   int64_t bytesTile = rowTileBytes();
   Value t0 = launch(queries, heads, batches,
-                    2 * bytesTile + (rel ? relTileBytes() + skewBytes() : 0));
+                    2 * bytesTile + (rel ? relativeBytes() : 0));
   Value smemK = rowTile(0), smemV = rowTile(bytesTile);
   Value smemRel, scratch;
-  if (rel) {
-    smemRel =
-        sharedTile(2 * bytesTile, kRelRows, paddedWidth + kPad, elementType);
-    scratch = skewTile(2 * bytesTile + relTileBytes());
-  }
+  if (rel)
+    std::tie(smemRel, scratch) = relativeTiles(2 * bytesTile);
   stageRows(smemK, op.getQuery(), t0, queries);
   stageRows(smemV, op.getResultGrad(), t0, queries);
   gpu::BarrierOp::create(b, loc);
@@ -943,14 +952,7 @@ void FlashBackwardBuilder::buildQueryKernel() {
     SmallVector<Value> next(args.begin(), args.end());
     accumulate(next, dp, smemK, Layout::RowMajor);
     if (rel) {
-      for (int64_t j = 0; j < kKeyTiles; ++j)
-        for (int64_t value = 0; value < kAccValues; ++value)
-          memref::StoreOp::create(
-              b, loc, dp[j * kAccValues + value], scratch,
-              skewIndices(rowOf[value], add(cst(j * kTileN), colOf[value])));
-      // The margins held the relative scores outside the step.
-      zeroSkewMargins(scratch);
-      gpu::BarrierOp::create(b, loc);
+      storeScores(dp, scratch, /*keyRows=*/false);
       SmallVector<Value> unskewed;
       for (int64_t j = 0; j < kWarpRelTiles; ++j)
         for (int64_t value = 0; value < kAccValues; ++value)

@@ -237,14 +237,24 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
   return success();
 }
 
+/// The relative-key gradient (`what`: "rel_grad result" or
+/// "rel_grad_init") exists exactly when there are relative keys.
+static LogicalResult verifyRelGradPresent(Operation *op, Value rel,
+                                          Value relGrad, StringRef what) {
+  if (bool(rel) != bool(relGrad))
+    return op->emitOpError()
+           << "expected a " << what
+           << " exactly when there is a rel operand (rel "
+           << (rel ? "present" : "absent") << ", " << what.split(' ').first
+           << " " << (relGrad ? "present" : "absent") << ")";
+  return success();
+}
+
 /// The relative-key gradient exists exactly when there are relative keys,
 /// and has their type.
 static LogicalResult verifyRelGrad(Operation *op, Value rel, Value relGrad) {
-  if (bool(rel) != bool(relGrad))
-    return op->emitOpError()
-           << "expected a rel_grad result exactly when there is a rel operand"
-           << " (rel " << (rel ? "present" : "absent") << ", rel_grad "
-           << (relGrad ? "present" : "absent") << ")";
+  if (failed(verifyRelGradPresent(op, rel, relGrad, "rel_grad result")))
+    return failure();
   if (rel && rel.getType() != relGrad.getType())
     return op->emitOpError()
            << "expected rel_grad of the type of rel, " << rel.getType()
@@ -661,12 +671,9 @@ LogicalResult FlashAttentionGradKernelOp::verify() {
       failed(verifyFlashOperands(*this, q, getLogsumexp())) ||
       failed(verifyFlashOperands(*this, q, getDelta(), "delta")))
     return failure();
-  if (bool(getRel()) != bool(getRelGradInit()))
-    return emitOpError() << "expected a rel_grad_init exactly when there is a "
-                            "rel operand (rel "
-                         << (getRel() ? "present" : "absent")
-                         << ", rel_grad_init "
-                         << (getRelGradInit() ? "present" : "absent") << ")";
+  if (failed(verifyRelGradPresent(*this, getRel(), getRelGradInit(),
+                                  "rel_grad_init")))
+    return failure();
   auto shapeOf = [](Value x) {
     return cast<ShapedType>(x.getType()).getShape();
   };
