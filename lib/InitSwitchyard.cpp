@@ -25,6 +25,7 @@
 #include "mlir/Dialect/ControlFlow/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/ControlFlow/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
@@ -81,4 +82,7 @@ void mlir::switchyard::registerPassesAndPipelines() {
   registerCSEPass();
   // Tensors to buffers, for tests of what the pipelines bufferize.
   bufferization::registerOneShotBufferizePass();
+  // Upstream's launch sinking, which switchyard-gpu-sink-index-computations
+  // replaces in the GPU pipeline: a test compares the two.
+  registerGpuLaunchSinkIndexComputationsPass();
 }

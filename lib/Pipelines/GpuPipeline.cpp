@@ -301,7 +301,8 @@ void buildOutliningStages(OpPassManager &pm, bool wgmma) {
   // into it, so that the kernels see them: without this they become kernel
   // parameters, and the device code divides by a "dynamic" 32 and cannot
   // fold, unroll or schedule on known sizes.
-  pm.addNestedPass<func::FuncOp>(createGpuLaunchSinkIndexComputationsPass());
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   // Identical kernels (a model's layers, a training step's forward pass)
   // compiled once.
