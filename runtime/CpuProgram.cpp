@@ -173,7 +173,8 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
     return std::move(error);
 
   // Optimised for this machine.
-  Expected<detail::JitTarget> jit = detail::jitTarget(options.optLevel);
+  Expected<detail::JitTarget> jit =
+      detail::jitTarget(options.optLevel, compilation.module());
   if (!jit)
     return jit.takeError();
   mlir::ExecutionEngineOptions engineOptions;

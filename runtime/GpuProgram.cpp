@@ -194,7 +194,8 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
     }
     return module;
   };
-  Expected<detail::JitTarget> jit = detail::jitTarget(options.optLevel);
+  Expected<detail::JitTarget> jit =
+      detail::jitTarget(options.optLevel, compilation.module());
   if (!jit)
     return jit.takeError();
   mlir::ExecutionEngineOptions engineOptions;

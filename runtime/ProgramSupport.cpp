@@ -20,12 +20,18 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Analysis/ValueTracking.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/Module.h"
 #include "llvm/Support/CodeGen.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Target/TargetMachine.h"
+#include "llvm/Transforms/Utils/BasicBlockUtils.h"
+#include "llvm/Transforms/Utils/Local.h"
 
 #include <cstring>
 
@@ -436,7 +442,29 @@ bool ResultDescriptor::isDense() const {
   return true;
 }
 
-Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel) {
+namespace {
+
+/// Whether every function of `module` with a body is marked optnone.
+bool allStraightLine(mlir::ModuleOp module) {
+  bool any = false;
+  for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>()) {
+    if (function.isExternal())
+      continue;
+    mlir::ArrayAttr passthrough = function.getPassthroughAttr();
+    if (!passthrough ||
+        !llvm::is_contained(
+            passthrough.getValue(),
+            mlir::StringAttr::get(module.getContext(), "optnone")))
+      return false;
+    any = true;
+  }
+  return any;
+}
+
+} // namespace
+
+Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel,
+                                              mlir::ModuleOp module) {
   std::optional<llvm::CodeGenOptLevel> level =
       llvm::CodeGenOpt::getLevel(static_cast<int>(optLevel));
   if (!level)
@@ -446,16 +474,114 @@ Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel) {
       llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder)
     return builder.takeError();
-  builder->setCodeGenOptLevel(*level);
+  builder->setCodeGenOptLevel(
+      allStraightLine(module) ? llvm::CodeGenOptLevel::None : *level);
   Expected<std::unique_ptr<llvm::TargetMachine>> machine =
       builder->createTargetMachine();
   if (!machine)
     return machine.takeError();
   JitTarget target;
-  target.transformer = mlir::makeOptimizingTransformer(
-      optLevel, /*sizeLevel=*/0, machine->get());
+  target.transformer = [optimize = mlir::makeOptimizingTransformer(
+                            optLevel, /*sizeLevel=*/0, machine->get())](
+                           llvm::Module *module) -> llvm::Error {
+    if (llvm::Error error = optimize(module))
+      return error;
+    storeAggregatesByField(*module);
+    splitStraightLineBlocks(*module, kStraightLineBlockSize);
+    return llvm::Error::success();
+  };
   target.machine = std::move(*machine);
   return target;
+}
+
+void detail::storeAggregatesByField(llvm::Module &module) {
+  llvm::SmallVector<llvm::StoreInst *> stores;
+  for (llvm::Function &function : module)
+    for (llvm::Instruction &instruction : llvm::instructions(function))
+      if (auto *store = llvm::dyn_cast<llvm::StoreInst>(&instruction))
+        if (store->getValueOperand()->getType()->isAggregateType() &&
+            store->isSimple())
+          stores.push_back(store);
+  const llvm::DataLayout &layout = module.getDataLayout();
+  llvm::Type *i32 = llvm::Type::getInt32Ty(module.getContext());
+  for (llvm::StoreInst *store : stores) {
+    llvm::Value *aggregate = store->getValueOperand();
+    llvm::Type *type = aggregate->getType();
+    llvm::IRBuilder<> builder(store);
+    llvm::SmallVector<unsigned> path;
+    // Visits the scalar fields of `field`, the field at `path` of `type`.
+    std::function<void(llvm::Type *)> visit = [&](llvm::Type *field) {
+      if (auto *structType = llvm::dyn_cast<llvm::StructType>(field)) {
+        for (unsigned i = 0, e = structType->getNumElements(); i < e; ++i) {
+          path.push_back(i);
+          visit(structType->getElementType(i));
+          path.pop_back();
+        }
+        return;
+      }
+      if (auto *arrayType = llvm::dyn_cast<llvm::ArrayType>(field)) {
+        for (unsigned i = 0, e = arrayType->getNumElements(); i < e; ++i) {
+          path.push_back(i);
+          visit(arrayType->getElementType());
+          path.pop_back();
+        }
+        return;
+      }
+      llvm::Value *value =
+          llvm::FindInsertedValue(aggregate, path, store->getIterator());
+      if (!value)
+        value = builder.CreateExtractValue(aggregate, path);
+      if (llvm::isa<llvm::UndefValue>(value))
+        return;
+      llvm::SmallVector<llvm::Value *> indices{llvm::ConstantInt::get(i32, 0)};
+      for (unsigned index : path)
+        indices.push_back(llvm::ConstantInt::get(i32, index));
+      llvm::Value *address =
+          builder.CreateInBoundsGEP(type, store->getPointerOperand(), indices);
+      uint64_t offset = layout.getIndexedOffsetInType(type, indices);
+      builder.CreateAlignedStore(
+          value, address, llvm::commonAlignment(store->getAlign(), offset));
+    };
+    visit(type);
+    store->eraseFromParent();
+    llvm::RecursivelyDeleteTriviallyDeadInstructions(aggregate);
+  }
+}
+
+void detail::splitStraightLineBlocks(llvm::Module &module,
+                                     unsigned maxInstructions) {
+  for (llvm::Function &function : module) {
+    if (function.isDeclaration() || !function.hasOptNone())
+      continue;
+    // Allocations of a constant size move to the entry block first, which
+    // is what keeps them static (frame slots) once they are in blocks of
+    // their own. The function has no loops: each ran once anyway.
+    llvm::BasicBlock &entry = function.getEntryBlock();
+    llvm::BasicBlock::iterator slot = entry.getFirstNonPHIOrDbgOrAlloca();
+    for (llvm::BasicBlock &block : function)
+      for (llvm::Instruction &instruction : llvm::make_early_inc_range(
+               &block == &entry ? llvm::make_range(slot, block.end())
+                                : llvm::make_range(block.begin(), block.end())))
+        if (auto *alloca = llvm::dyn_cast<llvm::AllocaInst>(&instruction))
+          if (llvm::isa<llvm::ConstantInt>(alloca->getArraySize()))
+            alloca->moveBefore(slot);
+    // The cuts are made from the block's end: a cut moves what follows it
+    // to a new block, one instruction at a time.
+    llvm::SmallVector<llvm::BasicBlock *> blocks =
+        llvm::to_vector(llvm::make_pointer_range(function));
+    for (llvm::BasicBlock *block : blocks) {
+      llvm::SmallVector<llvm::Instruction *> cuts;
+      unsigned count = 0;
+      for (llvm::Instruction &instruction :
+           llvm::make_range(block->getFirstNonPHIOrDbgOrAlloca(), block->end()))
+        if (++count > maxInstructions && !instruction.isTerminator()) {
+          cuts.push_back(&instruction);
+          count = 1;
+        }
+      for (llvm::Instruction *cut : llvm::reverse(cuts))
+        llvm::SplitBlock(block, cut);
+    }
+  }
 }
 
 namespace {

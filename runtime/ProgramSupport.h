@@ -120,19 +120,52 @@ struct ResultDescriptor {
   bool isDense() const;
 };
 
-/// How the JIT compiles at `optLevel` (0-3), IR passes and code generation.
+/// How the JIT compiles `module` (in the LLVM dialect, before
+/// prepareForExecutionEngine) at `optLevel` (0-3), IR passes and code
+/// generation.
 struct JitTarget {
   /// This machine, generating code at `optLevel`: pass it to
   /// mlir::ExecutionEngine::create (ExecutionEngineOptions::
   /// jitCodeGenOptLevel alone does not reach the TargetMachine that
-  /// ExecutionEngine builds itself).
+  /// ExecutionEngine builds itself). When every function of the module
+  /// with a body is marked optnone (switchyard-cpu-outline-loops' straight
+  /// lines: a GPU program's host code, its allocations and launches), it
+  /// generates code at level 0 instead: LLVM's per-function optnone picks
+  /// -O0 instruction selection but not the fast register allocator, and the
+  /// greedy one took most of a GPU model's host compile.
   std::unique_ptr<llvm::TargetMachine> machine;
   /// ExecutionEngineOptions::transformer: LLVM's pipeline at `optLevel`,
   /// with `machine`'s cost models (without them, LLVM knows no vector
-  /// registers and the loop vectorizer does nothing).
+  /// registers and the loop vectorizer does nothing); then
+  /// storeAggregatesByField and splitStraightLineBlocks.
   std::function<llvm::Error(llvm::Module *)> transformer;
 };
-llvm::Expected<JitTarget> jitTarget(unsigned optLevel);
+llvm::Expected<JitTarget> jitTarget(unsigned optLevel, mlir::ModuleOp module);
+
+/// Replaces each store of a struct or array value in `module` by stores of
+/// its scalar fields, taken from the insertvalue chain that built it where
+/// there is one (the chain is then deleted if nothing else uses it). An
+/// entry point inlined into its C interface stores its results as one
+/// aggregate of every memref descriptor; -O0 instruction selection
+/// (FastISel, which optnone functions get) cannot select such a store, and
+/// what it cannot select sends the rest of its block, here the whole
+/// function, to SelectionDAG. LLVM's own pipeline splits these stores
+/// (InstCombine) but skips optnone functions.
+void storeAggregatesByField(llvm::Module &module);
+
+/// Splits each block of the optnone functions of `module` (the straight
+/// lines of switchyard-cpu-outline-loops: the entry points) into blocks of
+/// at most `maxInstructions`, after moving their allocations of a constant
+/// size to the entry block. -O0 instruction selection goes bottom-up
+/// through a block, and an instruction it cannot select sends the rest of
+/// the block to SelectionDAG, whose scheduling time grows faster than
+/// linearly with the block: in the JIT's large code model every load of a
+/// global (a GPU program's loaded kernel module, before each launch) is
+/// such an instruction, and a training step's host code is one block of
+/// about 10^5 instructions.
+void splitStraightLineBlocks(llvm::Module &module, unsigned maxInstructions);
+/// What jitTarget's transformer splits at.
+inline constexpr unsigned kStraightLineBlockSize = 256;
 
 /// Readies `module`, in the LLVM dialect, for mlir::ExecutionEngine:
 /// - The functions that its C interfaces (`_mlir_ciface_NAME`) call become

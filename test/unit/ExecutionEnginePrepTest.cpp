@@ -5,7 +5,11 @@
 // interface becomes internal (and, when switchyard-cpu-outline-loops made
 // it optnone, always-inline instead); argument and result attributes of
 // other dialects go, the llvm dialect's stay; other functions keep their
-// linkage.
+// linkage. runtime::detail::storeAggregatesByField, on LLVM IR: stores of
+// struct and array values become stores of their scalar fields. And
+// runtime::detail::splitStraightLineBlocks cuts an optnone function into
+// short blocks. runtime::detail::jitTarget generates code at -O0 for a module
+// whose functions are all optnone, at the asked level otherwise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +20,16 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/AsmParser/Parser.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/Instructions.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
 
 #include "gtest/gtest.h"
 
@@ -90,6 +104,190 @@ TEST(ExecutionEnginePrepTest, InternalizesCInterfaceTargetsAndDropsForeignAttrib
   EXPECT_EQ(function("helper").getLinkage(), LLVM::Linkage::External);
   EXPECT_EQ(function("external").getLinkage(), LLVM::Linkage::External);
   EXPECT_TRUE(succeeded(mlir::verify(*module)));
+}
+
+/// `source` parsed as LLVM IR; null (and a test failure) if it does not
+/// parse.
+std::unique_ptr<llvm::Module> parseLLVM(const char *source,
+                                        llvm::LLVMContext &context) {
+  llvm::SMDiagnostic error;
+  std::unique_ptr<llvm::Module> module =
+      llvm::parseAssemblyString(source, error, context);
+  if (!module)
+    ADD_FAILURE() << error.getMessage().str();
+  return module;
+}
+
+// A C interface's results, built field by field and stored as one value
+// (what an inlined entry point leaves), and an aggregate loaded whole.
+constexpr const char *kAggregateStores = R"ll(
+  define void @results(ptr %out, ptr %a, i64 %n) {
+    %s0 = insertvalue { ptr, i64, [2 x i64] } poison, ptr %a, 0
+    %s1 = insertvalue { ptr, i64, [2 x i64] } %s0, i64 %n, 1
+    %s2 = insertvalue { ptr, i64, [2 x i64] } %s1, i64 7, 2, 1
+    store { ptr, i64, [2 x i64] } %s2, ptr %out, align 8
+    ret void
+  }
+  define void @copy(ptr %to, ptr %from) {
+    %v = load [2 x { i32, float }], ptr %from, align 4
+    store [2 x { i32, float }] %v, ptr %to, align 4
+    ret void
+  }
+)ll";
+
+TEST(ExecutionEnginePrepTest, StoresAggregatesFieldByField) {
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module = parseLLVM(kAggregateStores, context);
+  ASSERT_TRUE(module);
+
+  ::switchyard::runtime::detail::storeAggregatesByField(*module);
+  EXPECT_FALSE(llvm::verifyModule(*module, &llvm::errs()));
+
+  // Each function's stores: (offset from the destination, stored value).
+  auto stores = [&](llvm::StringRef name) {
+    std::vector<std::pair<int64_t, llvm::Value *>> result;
+    llvm::Function *function = module->getFunction(name);
+    for (llvm::Instruction &instruction : llvm::instructions(*function)) {
+      EXPECT_FALSE(llvm::isa<llvm::InsertValueInst>(instruction))
+          << "an insertvalue is left";
+      auto *store = llvm::dyn_cast<llvm::StoreInst>(&instruction);
+      if (!store)
+        continue;
+      EXPECT_FALSE(store->getValueOperand()->getType()->isAggregateType());
+      llvm::APInt offset(64, 0);
+      llvm::Value *base =
+          store->getPointerOperand()->stripAndAccumulateConstantOffsets(
+              module->getDataLayout(), offset, /*AllowNonInbounds=*/false);
+      EXPECT_EQ(base, function->getArg(0));
+      result.emplace_back(offset.getSExtValue(), store->getValueOperand());
+    }
+    return result;
+  };
+
+  // The inserted values themselves, at their offsets; the poison field
+  // (element 0 of the array) is not stored; the insertvalue chain is gone.
+  llvm::Function *results = module->getFunction("results");
+  auto resultStores = stores("results");
+  ASSERT_EQ(resultStores.size(), 3u);
+  EXPECT_EQ(resultStores[0],
+            std::make_pair(int64_t(0), (llvm::Value *)results->getArg(1)));
+  EXPECT_EQ(resultStores[1],
+            std::make_pair(int64_t(8), (llvm::Value *)results->getArg(2)));
+  EXPECT_EQ(resultStores[2].first, 24);
+  auto *seven = llvm::dyn_cast<llvm::ConstantInt>(resultStores[2].second);
+  ASSERT_TRUE(seven);
+  EXPECT_EQ(seven->getSExtValue(), 7);
+
+  // A loaded aggregate: each field extracted from the load, all four
+  // stored, with the destination's alignment where the offset keeps it.
+  auto copyStores = stores("copy");
+  ASSERT_EQ(copyStores.size(), 4u);
+  for (auto [index, store] : llvm::enumerate(copyStores)) {
+    EXPECT_EQ(store.first, int64_t(4 * index));
+    EXPECT_TRUE(llvm::isa<llvm::ExtractValueInst>(store.second));
+  }
+}
+
+// A straight line (optnone) with an allocation after its start, and the
+// same code in a function that is optimised.
+constexpr const char *kLongBlocks = R"ll(
+  declare void @use(ptr, i64)
+  define void @line(i64 %n) #0 {
+    %a = add i64 %n, 1
+    %b = add i64 %a, 2
+    call void @use(ptr null, i64 %b)
+    %buffer = alloca [4 x i64], align 8
+    %c = add i64 %b, 3
+    call void @use(ptr %buffer, i64 %c)
+    %d = add i64 %c, 4
+    call void @use(ptr %buffer, i64 %d)
+    ret void
+  }
+  define void @optimised(i64 %n) {
+    %a = add i64 %n, 1
+    %b = add i64 %a, 2
+    call void @use(ptr null, i64 %b)
+    %c = add i64 %b, 3
+    call void @use(ptr null, i64 %c)
+    ret void
+  }
+  attributes #0 = { noinline optnone }
+)ll";
+
+TEST(ExecutionEnginePrepTest, SplitsStraightLinesIntoShortBlocks) {
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module = parseLLVM(kLongBlocks, context);
+  ASSERT_TRUE(module);
+
+  ::switchyard::runtime::detail::splitStraightLineBlocks(*module, 3);
+  EXPECT_FALSE(llvm::verifyModule(*module, &llvm::errs()));
+
+  // At most 3 instructions and a terminator per block, besides the
+  // allocation, moved to the entry block; in the order they were written.
+  llvm::Function *line = module->getFunction("line");
+  std::vector<std::string> order;
+  for (llvm::BasicBlock &block : *line) {
+    EXPECT_LE(llvm::count_if(block,
+                             [](llvm::Instruction &instruction) {
+                               return !instruction.isTerminator() &&
+                                      !llvm::isa<llvm::AllocaInst>(instruction);
+                             }),
+              3);
+    for (llvm::Instruction &instruction : block) {
+      if (llvm::isa<llvm::AllocaInst>(instruction))
+        EXPECT_EQ(&block, &line->getEntryBlock());
+      if (!llvm::isa<llvm::BranchInst>(instruction))
+        order.push_back(instruction.hasName() ? instruction.getName().str()
+                                              : instruction.getOpcodeName());
+    }
+  }
+  EXPECT_EQ(line->size(), 3u);
+  EXPECT_EQ(order, (std::vector<std::string>{"buffer", "a", "b", "call", "c",
+                                             "call", "d", "call", "ret"}));
+  // A function that is not optnone keeps its one block.
+  EXPECT_EQ(module->getFunction("optimised")->size(), 1u);
+}
+
+constexpr const char *kStraightLine = R"mlir(
+  llvm.func @step(%n: i64) -> i64
+      attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
+    llvm.return %n : i64
+  }
+  llvm.func @external(!llvm.ptr)
+)mlir";
+
+constexpr const char *kWithLoops = R"mlir(
+  llvm.func @step(%n: i64) -> i64
+      attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
+    %r = llvm.call @nest(%n) : (i64) -> i64
+    llvm.return %r : i64
+  }
+  llvm.func @nest(%n: i64) -> i64 {
+    llvm.return %n : i64
+  }
+)mlir";
+
+TEST(ExecutionEnginePrepTest, StraightLineModulesGenerateCodeAtLevelZero) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  MLIRContext context;
+  context.loadDialect<LLVM::LLVMDialect>();
+  auto levelFor = [&](const char *source, unsigned optLevel) {
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(source, &context);
+    EXPECT_TRUE(module);
+    llvm::Expected<::switchyard::runtime::detail::JitTarget> target =
+        ::switchyard::runtime::detail::jitTarget(optLevel, *module);
+    if (!target) {
+      ADD_FAILURE() << llvm::toString(target.takeError());
+      return llvm::CodeGenOptLevel::Aggressive;
+    }
+    return target->machine->getOptLevel();
+  };
+  EXPECT_EQ(levelFor(kStraightLine, 2), llvm::CodeGenOptLevel::None);
+  EXPECT_EQ(levelFor(kWithLoops, 2), llvm::CodeGenOptLevel::Default);
+  EXPECT_EQ(levelFor(kWithLoops, 3), llvm::CodeGenOptLevel::Aggressive);
+  EXPECT_EQ(levelFor(kWithLoops, 0), llvm::CodeGenOptLevel::None);
 }
 
 } // namespace
