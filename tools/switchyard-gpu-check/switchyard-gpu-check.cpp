@@ -349,6 +349,7 @@ int main(int argc, char **argv) {
   mlir::registerPassManagerCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
   cl::getRegisteredOptions()["mlir-timing"]->addCategory(category);
+  cl::getRegisteredOptions()["verify-each"]->addCategory(category);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,

@@ -150,7 +150,8 @@ void registerCommandOptions(cl::OptionCategory &category) {
   registerDefaultTimingManagerCLOptions();
   for (auto &[name, option] : cl::getRegisteredOptions())
     if (name.starts_with("mlir-print-ir") || name == "mlir-timing" ||
-        name == "mlir-print-debuginfo" || name == "mlir-pass-statistics")
+        name == "mlir-print-debuginfo" || name == "mlir-pass-statistics" ||
+        name == "verify-each")
       option->addCategory(mlirCategory);
   cl::HideUnrelatedOptions({&category, &mlirCategory});
 }
