@@ -142,7 +142,7 @@ llvm::cl::opt<bool> verifyEachPass(
     "verify-each",
     llvm::cl::desc("Verify the IR after every pass of the compilation, as "
                    "mlir-opt does, instead of after each stage: names the "
-                   "pass that broke it, for 15-30% more compile time"),
+                   "pass that broke it, for about 15% more compile time"),
     llvm::cl::init(false));
 } // namespace
 
@@ -156,8 +156,8 @@ llvm::Error Compilation::run(mlir::PassManager &pm, StringRef stage) {
       return stageFailed(stage);
     mlir::applyDefaultTimingPassManagerCLOptions(pm);
   }
-  // The verifier after every pass took about a quarter of a 47M model's
-  // GPU compile; once per stage still stops invalid IR before the next.
+  // The verifier after every pass took about 15% of a 47M model's compile;
+  // once per stage still stops invalid IR before the next stage.
   pm.enableVerifier(verifyEachPass);
   if (failed(pm.run(*moduleOp)) ||
       (!verifyEachPass && failed(mlir::verify(*moduleOp))))
