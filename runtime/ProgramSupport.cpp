@@ -526,18 +526,12 @@ void detail::storeAggregatesByField(llvm::Module &module) {
     llvm::SmallVector<unsigned> path;
     // Visits the scalar fields of `field`, the field at `path` of `type`.
     std::function<void(llvm::Type *)> visit = [&](llvm::Type *field) {
-      if (auto *structType = llvm::dyn_cast<llvm::StructType>(field)) {
-        for (unsigned i = 0, e = structType->getNumElements(); i < e; ++i) {
+      if (field->isAggregateType()) {
+        unsigned count = field->isStructTy() ? field->getStructNumElements()
+                                             : field->getArrayNumElements();
+        for (unsigned i = 0; i < count; ++i) {
           path.push_back(i);
-          visit(structType->getElementType(i));
-          path.pop_back();
-        }
-        return;
-      }
-      if (auto *arrayType = llvm::dyn_cast<llvm::ArrayType>(field)) {
-        for (unsigned i = 0, e = arrayType->getNumElements(); i < e; ++i) {
-          path.push_back(i);
-          visit(arrayType->getElementType());
+          visit(llvm::ExtractValueInst::getIndexedType(field, i));
           path.pop_back();
         }
         return;
