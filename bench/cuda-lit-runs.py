@@ -6,25 +6,31 @@ lit and no FileCheck. The .test files stay the one list of checks: each RUN
 line is run with the %-substitutions lit makes, the tools taken from
 --bin, and any `| FileCheck ...` stage (or a line that is only FileCheck)
 dropped; the verdict is the exit status (switchyard-gpu-check and
-compare_losses.py exit non-zero on a mismatch). Prints one verdict per line
-and per file; exits 1 if any failed.
+compare_losses.py exit non-zero on a mismatch). RUN lines run in parallel
+(--jobs, default the number of cores), except that a file whose lines share
+temporary files (%t) runs them in order, as lit does; reports are printed
+per file: one verdict per RUN line with its wall time and the end of its
+output, then one per file. Exits 1 if any failed.
 """
-import argparse, os, re, subprocess, sys, tempfile, time
+import argparse, concurrent.futures, os, re, subprocess, sys, tempfile, time
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bin", required=True)
 parser.add_argument("--root", required=True)
-parser.add_argument("--timeout", type=int, default=240)
+parser.add_argument("--timeout", type=int, default=240,
+                    help="seconds for one RUN line")
+parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="RUN lines run at once")
+parser.add_argument("--filter", default="",
+                    help="run only the files whose names contain this")
 args = parser.parse_args()
 
 tests_dir = os.path.join(args.root, "test", "Integration", "CUDA")
 tools = ["switchyard-gpu-check", "switchyard"]
 tmp = tempfile.mkdtemp(prefix="cuda-lit-")
-failures = 0
-for name in sorted(os.listdir(tests_dir)):
-    if not name.endswith(".test"):
-        continue
-    path = os.path.join(tests_dir, name)
+
+
+def run_lines(path):
     runs, pending = [], ""
     for line in open(path):
         m = re.match(r"\s*(#|//)\s*RUN:\s?(.*)$", line)
@@ -36,41 +42,98 @@ for name in sorted(os.listdir(tests_dir)):
             continue
         pending = ""
         runs.append(text)
-    file_ok = True
+    return runs
+
+
+def substitute(run, name):
+    # lit's test/lit.cfg.py without --param gpu_emulation=1: on a GPU,
+    # `%if !gpu-emulation %{ ... %}` runs what it holds, `%if gpu-emulation`
+    # nothing.
+    if re.match(r"^\s*%if\s+gpu-emulation\b", run):
+        return None
+    command = re.sub(r"^\s*%if\s+!gpu-emulation\s+%\{\s*(.*?)\s*%\}\s*$",
+                     r"\1", run)
+    command = command.replace("%gpu-check", "switchyard-gpu-check")
+    command = command.replace("%gpu-device", "gpu")
+    command = command.replace("%examples", os.path.join(args.root, "examples"))
+    command = command.replace("%python", sys.executable)
+    command = command.replace("%S", tests_dir)
+    command = command.replace("%t", os.path.join(tmp, name))
+    command = re.sub(r"\s*\|\s*FileCheck\b.*$", "", command)
+    if re.match(r"^\s*FileCheck\b", command):
+        return ""
+    for tool in tools:
+        command = re.sub(rf"(^|[\s|;])({re.escape(tool)})(?=\s)",
+                         lambda m: m.group(1) + os.path.join(args.bin, m.group(2)),
+                         command, count=1)
+    return command
+
+
+def run_line(name, run):
+    """Returns (passed, report lines) for one RUN line; passed is None for
+    a line that does not run on a GPU."""
+    command = substitute(run, name)
+    if command is None:
+        return None, [f"SKIP (emulation only): {name}: {run}"]
+    if command == "":
+        return None, [f"SKIP (FileCheck only): {name}: {run}"]
+    begin = time.time()
+    try:
+        result = subprocess.run(["bash", "-o", "pipefail", "-c", command],
+                                capture_output=True, text=True,
+                                timeout=args.timeout)
+        status, output = result.returncode, result.stdout + result.stderr
+    except subprocess.TimeoutExpired as e:
+        def text(stream):
+            if isinstance(stream, bytes):
+                return stream.decode(errors="replace")
+            return stream or ""
+        status = "timeout"
+        output = (f"timed out after {args.timeout} s\n" + text(e.stdout) +
+                  text(e.stderr))
+    verdict = "PASS" if status == 0 else f"FAIL (exit {status})"
+    return status == 0, [
+        f"{verdict}: {name} ({time.time() - begin:.1f} s): {run}",
+        "    " + "\n    ".join(output.strip().splitlines()[-15:])]
+
+
+def run_lines_in_order(name, runs):
+    """The RUN lines of a file that shares temporary files (%t) between
+    them, one after another as lit runs them; stops at the first failure."""
+    passed, report = True, []
     for run in runs:
-        # lit's test/lit.cfg.py without --param gpu_emulation=1: on a GPU,
-        # `%if !gpu-emulation %{ ... %}` runs what it holds.
-        command = re.sub(r"^\s*%if\s+!gpu-emulation\s+%\{\s*(.*?)\s*%\}\s*$",
-                         r"\1", run)
-        command = command.replace("%gpu-check", "switchyard-gpu-check")
-        command = command.replace("%gpu-device", "gpu")
-        command = command.replace("%examples", os.path.join(args.root, "examples"))
-        command = command.replace("%python", sys.executable)
-        command = command.replace("%S", tests_dir)
-        command = command.replace("%t", os.path.join(tmp, name))
-        command = re.sub(r"\s*\|\s*FileCheck\b.*$", "", command)
-        if re.match(r"^\s*FileCheck\b", command):
-            print(f"SKIP (FileCheck only): {name}: {run}")
-            continue
-        for tool in tools:
-            command = re.sub(rf"(^|[\s|;])({re.escape(tool)})(?=\s)",
-                             lambda m: m.group(1) + os.path.join(args.bin, m.group(2)),
-                             command, count=1)
-        begin = time.time()
-        try:
-            result = subprocess.run(["bash", "-o", "pipefail", "-c", command],
-                                    capture_output=True, text=True,
-                                    timeout=args.timeout)
-            status, output = result.returncode, result.stdout + result.stderr
-        except subprocess.TimeoutExpired as e:
-            status, output = "timeout", str(e)
-        verdict = "PASS" if status == 0 else f"FAIL (exit {status})"
-        print(f"{verdict}: {name} ({time.time() - begin:.1f} s): {run}")
-        print("    " + "\n    ".join(output.strip().splitlines()[-15:]))
-        if status != 0:
-            file_ok = False
-    print(f"== {'PASS' if file_ok else 'FAIL'}: Integration/CUDA/{name}\n",
-          flush=True)
-    failures += not file_ok
-print(f"{failures} of the CUDA lit tests failed")
+        ok, lines = run_line(name, run)
+        report += lines
+        if ok is False:
+            passed = False
+            break
+    return passed, report
+
+
+# One task per RUN line, except in files whose lines share %t files: those
+# run in order as one task. Reports are printed per file, in file order,
+# as soon as each file's tasks are done.
+names = sorted(n for n in os.listdir(tests_dir)
+               if n.endswith(".test") and args.filter in n)
+failures = 0
+begin_all = time.time()
+with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+    tasks = {}
+    for name in names:
+        runs = run_lines(os.path.join(tests_dir, name))
+        if any("%t" in run for run in runs):
+            tasks[name] = [pool.submit(run_lines_in_order, name, runs)]
+        else:
+            tasks[name] = [pool.submit(run_line, name, run) for run in runs]
+    for name in names:
+        file_ok, report = True, []
+        for future in tasks[name]:
+            ok, lines = future.result()
+            report += lines
+            file_ok = file_ok and ok is not False
+        print("\n".join(report))
+        print(f"== {'PASS' if file_ok else 'FAIL'}: Integration/CUDA/{name}"
+              f" (done at {time.time() - begin_all:.0f} s)\n", flush=True)
+        failures += not file_ok
+print(f"{failures} of the {len(names)} CUDA lit test files failed")
 sys.exit(1 if failures else 0)

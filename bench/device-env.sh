@@ -41,7 +41,13 @@ unpack_bundle() {
   mkdir -p "$dest"
   for file in "$bundle"/bin/*; do
     case $file in
-      *.xz) xz -dc "$file" > "$dest/$(basename "$file" .xz)" ;;
+      *.xz)
+        if command -v xz > /dev/null; then
+          xz -dc "$file" > "$dest/$(basename "$file" .xz)"
+        else # (python3's lzma where the machine has no xz)
+          python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+            "$file" "$dest/$(basename "$file" .xz)"
+        fi ;;
       *) cp "$file" "$dest/" ;;
     esac || { echo "cannot unpack $file"; return 1; }
   done

@@ -9,7 +9,10 @@
 #   2. the RUN lines of test/Integration/CUDA/*.test (bench/cuda-lit-runs.py;
 #      verdicts by exit status);
 #   3. `switchyard train` of the tiny model, --device cpu and gpu, compared;
-# and writes bench/results/gpu-check-<date>.log. Every phase is time-limited.
+# and writes bench/results/gpu-check-<date>.log (and, as it goes, the same
+# file under $OUT where the device tool sets it). The three steps run at
+# once (the RUN lines of step 2 in parallel, the three training runs of step
+# 3 at once), each time-limited: at most 5 minutes in all.
 # Exit status 0 only if every check passed (skipped counts as failed).
 #===------------------------------------------------------------------------===#
 set -uo pipefail
@@ -17,7 +20,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=$(cd "${1:-$root/.device}" && pwd) || { echo "no bundle ${1:-}"; exit 1; }
 mkdir -p "$root/bench/results"
 log="$root/bench/results/gpu-check-$(date -u +%Y%m%dT%H%M%SZ).log"
-exec > >(tee "$log") 2>&1
+# Where the device tool collects files ($OUT), the log is written there as it
+# goes, so that a run stopped at the tool's limit still returns what it did.
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+  exec > >(tee "$log" "$OUT/$(basename "$log")") 2>&1
+else
+  exec > >(tee "$log") 2>&1
+fi
 start=$SECONDS
 status=0
 elapsed() { echo "($((SECONDS - start)) s so far)"; }
@@ -47,11 +56,25 @@ export SWITCHYARD_SOURCE_DIR=$root
 echo "unpacked $(elapsed)"
 echo
 
-echo "## the CUDA unit tests $(elapsed)"
-timeout 240 "$bin/switchyard-cuda-unittests" \
+# The three steps at once (the GPU and 16 cores are shared); reports in
+# order: the unit tests' and the training runs' after the RUN lines'.
+timeout 180 "$bin/switchyard-cuda-unittests" \
   --gtest_filter='-*CallsFailCleanlyWithoutADriver*:*ResidentTensorsNeedADriver*' \
-  > "$tmp/unit.out" 2>&1
+  > "$tmp/unit.out" 2>&1 &
+unit_pid=$!
+. "$root/bench/train-compare.sh"
+(status=0; TRAIN_TIMEOUT=150 compare_training "$bin/switchyard" \
+   > "$tmp/train.log" 2>&1; echo $status > "$tmp/train.status") &
+train_pid=$!
+
+echo "## test/Integration/CUDA (RUN lines, no lit; steps 1 and 3 beside them) $(elapsed)"
+timeout 300 python3 "$root/bench/cuda-lit-runs.py" --bin "$bin" --root "$root" \
+  --timeout 240 --jobs "$(nproc)" || status=1
+echo
+
+wait $unit_pid
 unit=$?
+echo "## the CUDA unit tests $(elapsed)"
 grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]' "$tmp/unit.out" | tail -60
 if [ $unit != 0 ]; then
   echo "FAILED: switchyard-cuda-unittests (exit $unit)"; tail -30 "$tmp/unit.out"; status=1
@@ -60,17 +83,13 @@ elif grep -q '^\[  SKIPPED \]' "$tmp/unit.out"; then
 fi
 echo
 
-echo "## test/Integration/CUDA (RUN lines, no lit) $(elapsed)"
-timeout 420 python3 "$root/bench/cuda-lit-runs.py" --bin "$bin" --root "$root" || status=1
-echo
-
+wait $train_pid
 echo "## switchyard train: --device cpu against --device gpu $(elapsed)"
-. "$root/bench/train-compare.sh"
-compare_training "$bin/switchyard"
+cat "$tmp/train.log"
+[ "$(cat "$tmp/train.status" 2>/dev/null)" = 0 ] || status=1
 echo
 
 echo "total: $((SECONDS - start)) s"
 if [ "$status" = 0 ]; then echo "RESULT: all GPU checks passed"; else echo "RESULT: FAILED"; fi
 echo "log: $log"
-[ -n "${OUT:-}" ] && cp "$log" "$OUT/" 2>/dev/null
 exit $status

@@ -1,32 +1,43 @@
 # The training comparison of the GPU checks, sourced by bench/gpu-check.sh
 # and bench/gpu-check-bundle.sh: the tiny SwitchHead model trained for 20
-# steps on the CPU, on the GPU (f32) and on the GPU (bf16 tensor cores);
+# steps on the CPU, on the GPU (f32) and on the GPU (bf16 tensor cores),
+# the three at once;
 # the f32 losses must agree (compare_losses.py's tolerance), bf16 is shown
 # for information. Needs $root, $tmp, $status and the switchyard binary as
 # the first argument; sets status=1 on a failure.
 
 compare_training() {
   local switchyard=$1
+  # One run: writes $tmp/NAME.{out,json,rc,time}.
   train() {
     local name=$1
     shift
     local begin=$SECONDS
-    if timeout 150 "$switchyard" train \
+    timeout "${TRAIN_TIMEOUT:-150}" "$switchyard" train \
         "$root/examples/models/switchhead-tiny.mlir" \
         --data "$root/test/Integration/CUDA/Inputs" --steps 20 --batch 4 \
         --warmup 4 --eval-every 10 --eval-batches 1 --summary "$tmp/$name.json" \
-        "$@" > "$tmp/$name.out" 2>&1; then
-      echo "train $name: $((SECONDS - begin)) s (compile included); $(grep -m1 '^device:' "$tmp/$name.out")"
+        "$@" > "$tmp/$name.out" 2>&1
+    echo $? > "$tmp/$name.rc"
+    echo $((SECONDS - begin)) > "$tmp/$name.time"
+  }
+  # The three runs at once (each compiles on its own cores; the two GPU
+  # runs share the GPU), then their reports in order.
+  train cpu --device cpu &
+  train gpu --device gpu &
+  train gpu-bf16 --device gpu --gpu-element-type bf16 &
+  wait
+  local name
+  for name in cpu gpu gpu-bf16; do
+    if [ "$(cat "$tmp/$name.rc")" = 0 ]; then
+      echo "train $name: $(cat "$tmp/$name.time") s (compile included, the three runs at once); $(grep -m1 '^device:' "$tmp/$name.out")"
       tail -2 "$tmp/$name.out"
     else
-      echo "FAILED: train $name"
+      echo "FAILED: train $name (exit $(cat "$tmp/$name.rc"), $(cat "$tmp/$name.time") s)"
       tail -20 "$tmp/$name.out"
       status=1
     fi
-  }
-  train cpu --device cpu
-  train gpu --device gpu
-  train gpu-bf16 --device gpu --gpu-element-type bf16
+  done
   if [ -f "$tmp/cpu.json" ] && [ -f "$tmp/gpu.json" ]; then
     python3 "$root/test/Integration/CUDA/Inputs/compare_losses.py" \
       "$tmp/cpu.json" "$tmp/gpu.json" || status=1
