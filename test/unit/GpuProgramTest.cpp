@@ -307,20 +307,32 @@ TEST(GpuProgramTest, ResidentTensorsStayOnTheDevice) {
                b.values<float>()[i]) +
                   b.values<float>()[i]);
 
-  // @same returns its argument twice: both kept results are copies, and
-  // the argument's handle stays valid and unchanged.
-  auto same = (*gpu)->callResident("same", {handleA->get()}, {true, true});
+  // @same (of a tensor<3xf32>) returns its argument twice: both kept
+  // results are copies, and the argument's handle stays valid and unchanged.
+  rt::HostTensor c = rt::HostTensor::fromValues<float>(
+      "c", rt::ElementType::f32, {3}, {9, 8, 7});
+  auto handleC = (*gpu)->upload(c);
+  ASSERT_TRUE(static_cast<bool>(handleC))
+      << llvm::toString(handleC.takeError());
+  auto same = (*gpu)->callResident("same", {handleC->get()}, {true, true});
   ASSERT_TRUE(static_cast<bool>(same)) << llvm::toString(same.takeError());
+  ASSERT_EQ(same->size(), 2u);
   for (rt::CallResult &result : *same) {
     ASSERT_TRUE(result.device);
     auto copy = (*gpu)->download(*result.device);
     ASSERT_TRUE(static_cast<bool>(copy));
-    EXPECT_EQ(copy->bytes, a.bytes);
+    EXPECT_EQ(copy->bytes, c.bytes);
   }
   same->clear();
-  auto still = (*gpu)->download(**handleA);
+  auto still = (*gpu)->download(**handleC);
   ASSERT_TRUE(static_cast<bool>(still));
-  EXPECT_EQ(still->bytes, a.bytes);
+  EXPECT_EQ(still->bytes, c.bytes);
+  // A handle of the wrong shape is refused by name, not read past its end.
+  auto wrong = (*gpu)->callResident("same", {handleA->get()}, {true, true});
+  ASSERT_FALSE(static_cast<bool>(wrong));
+  std::string message = llvm::toString(wrong.takeError());
+  EXPECT_NE(message.find("expected shape [3], found [5]"), std::string::npos)
+      << message;
 }
 
 // With a GPU: a few training steps with the state on the device agree with
