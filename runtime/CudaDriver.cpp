@@ -15,7 +15,10 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <bit>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -62,6 +65,10 @@ llvm::Error failure(const llvm::Twine &message) {
   X(cuMemcpyAsync)                                                             \
   X(cuMemsetD32Async)                                                          \
   X(cuMemsetD16Async)                                                          \
+  X(cuEventCreate)                                                             \
+  X(cuEventRecord)                                                             \
+  X(cuEventSynchronize)                                                        \
+  X(cuEventElapsedTime)                                                        \
   X(cuTensorMapEncodeTiled)
 
 struct EntryPoints {
@@ -69,6 +76,13 @@ struct EntryPoints {
   SWITCHYARD_CUDA_ENTRY_POINTS(SWITCHYARD_MEMBER)
 #undef SWITCHYARD_MEMBER
 };
+
+/// The kernel profile (CudaDriver.h): whether launches are timed, the
+/// names of the functions the modules gave out, and the times by name.
+std::atomic<bool> profiling{false};
+std::mutex profileMutex;
+llvm::DenseMap<void *, std::string> functionNames;
+std::map<std::string, KernelTime> profileByName;
 
 /// Pool size classes: powers of two from 256 bytes.
 uint64_t sizeClass(uint64_t bytes) {
@@ -90,6 +104,8 @@ struct Driver::Impl {
   std::map<std::vector<uint64_t>, DevicePtr> tensorMaps;
   llvm::DenseMap<DevicePtr, uint64_t> liveBlocks;
   uint64_t held = 0;
+  /// The events that time a launch when profiling (created on first use).
+  CUevent profileStart = nullptr, profileStop = nullptr;
 
   /// An error naming the call, the driver's error and the context.
   llvm::Error check(CUresult result, llvm::StringRef call,
@@ -166,6 +182,20 @@ llvm::Error Driver::Impl::open() {
           check(cu.cuDevicePrimaryCtxRetain(&context, device),
                 "cuDevicePrimaryCtxRetain", "creating the device context"))
     return error;
+  if (const char *value = std::getenv("SWITCHYARD_KERNEL_PROFILE");
+      value && *value && llvm::StringRef(value) != "0") {
+    static size_t top = 30;
+    unsigned long long parsed;
+    if (!llvm::StringRef(value).getAsInteger(10, parsed) && parsed > 1)
+      top = parsed;
+    setKernelProfiling(true);
+    std::atexit([] {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      printKernelProfile(os, kernelProfile(), top);
+      std::fputs(text.c_str(), stderr);
+    });
+  }
   return makeCurrent();
 }
 
@@ -242,6 +272,10 @@ Expected<Function> Driver::getFunction(Module module, llvm::StringRef name) {
                                        symbol.c_str()),
           "cuModuleGetFunction", "looking up kernel '" + name + "'"))
     return std::move(error);
+  {
+    std::lock_guard<std::mutex> lock(profileMutex);
+    functionNames[function] = symbol;
+  }
   return static_cast<Function>(function);
 }
 
@@ -262,16 +296,65 @@ llvm::Error Driver::launch(Function function, const uint32_t grid[3],
                           "memory",
                           what, sharedBytes)))
       return error;
-  return impl->check(
-      impl->cu.cuLaunchKernel(static_cast<CUfunction>(function), grid[0],
-                              grid[1], grid[2], block[0], block[1], block[2],
-                              sharedBytes, static_cast<CUstream>(stream),
-                              params, nullptr),
-      "cuLaunchKernel",
-      llvm::formatv("launching {0} on ({1}, {2}, {3}) blocks of ({4}, {5}, "
-                    "{6}) threads",
-                    what, grid[0], grid[1], grid[2], block[0], block[1],
-                    block[2]));
+  auto launchKernel = [&] {
+    return impl->check(
+        impl->cu.cuLaunchKernel(static_cast<CUfunction>(function), grid[0],
+                                grid[1], grid[2], block[0], block[1],
+                                block[2], sharedBytes,
+                                static_cast<CUstream>(stream), params,
+                                nullptr),
+        "cuLaunchKernel",
+        llvm::formatv("launching {0} on ({1}, {2}, {3}) blocks of ({4}, {5}, "
+                      "{6}) threads",
+                      what, grid[0], grid[1], grid[2], block[0], block[1],
+                      block[2]));
+  };
+  if (!profiling.load(std::memory_order_relaxed))
+    return launchKernel();
+
+  // Profiling: events around the launch on its stream, waited for here.
+  auto &cu = impl->cu;
+  auto *cuStream = static_cast<CUstream>(stream);
+  for (CUevent *event : {&impl->profileStart, &impl->profileStop})
+    if (!*event)
+      if (llvm::Error error =
+              impl->check(cu.cuEventCreate(event, CU_EVENT_DEFAULT),
+                          "cuEventCreate", "creating a profiling event"))
+        return error;
+  if (llvm::Error error =
+          impl->check(cu.cuEventRecord(impl->profileStart, cuStream),
+                      "cuEventRecord", "timing a kernel"))
+    return error;
+  if (llvm::Error error = launchKernel())
+    return error;
+  float milliseconds = 0;
+  if (llvm::Error error = impl->check(
+          cu.cuEventRecord(impl->profileStop, cuStream), "cuEventRecord",
+          "timing a kernel"))
+    return error;
+  if (llvm::Error error = impl->check(
+          cu.cuEventSynchronize(impl->profileStop), "cuEventSynchronize",
+          llvm::formatv("waiting for {0} (profiling)", what)))
+    return error;
+  if (llvm::Error error = impl->check(
+          cu.cuEventElapsedTime(&milliseconds, impl->profileStart,
+                                impl->profileStop),
+          "cuEventElapsedTime", "timing a kernel"))
+    return error;
+  std::lock_guard<std::mutex> lock(profileMutex);
+  auto named = functionNames.find(function);
+  std::string name = named != functionNames.end() ? named->second
+                                                  : std::string(what);
+  KernelTime &time = profileByName[name];
+  if (time.launches == 0) {
+    time.name = name;
+    std::copy(grid, grid + 3, time.grid);
+    std::copy(block, block + 3, time.block);
+    time.sharedBytes = sharedBytes;
+  }
+  ++time.launches;
+  time.milliseconds += milliseconds;
+  return llvm::Error::success();
 }
 
 Expected<Stream> Driver::createStream() {
@@ -676,4 +759,78 @@ llvm::Error switchyard::runtime::cuda::takeDeferredError() {
   std::string message = std::move(deferred);
   deferred.clear();
   return failure(message);
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel profile
+//===----------------------------------------------------------------------===//
+
+void switchyard::runtime::cuda::setKernelProfiling(bool enabled) {
+  profiling.store(enabled);
+}
+
+bool switchyard::runtime::cuda::kernelProfiling() { return profiling.load(); }
+
+std::vector<KernelTime> switchyard::runtime::cuda::kernelProfile() {
+  std::vector<KernelTime> times;
+  {
+    std::lock_guard<std::mutex> lock(profileMutex);
+    for (auto &[name, time] : profileByName)
+      times.push_back(time);
+  }
+  std::sort(times.begin(), times.end(),
+            [](const KernelTime &a, const KernelTime &b) {
+              if (a.milliseconds != b.milliseconds)
+                return a.milliseconds > b.milliseconds;
+              return a.name < b.name;
+            });
+  return times;
+}
+
+void switchyard::runtime::cuda::resetKernelProfile() {
+  std::lock_guard<std::mutex> lock(profileMutex);
+  profileByName.clear();
+}
+
+void switchyard::runtime::cuda::printKernelProfile(
+    llvm::raw_ostream &os, const std::vector<KernelTime> &times, size_t top) {
+  double total = 0;
+  uint64_t launches = 0;
+  for (const KernelTime &time : times) {
+    total += time.milliseconds;
+    launches += time.launches;
+  }
+  os << llvm::formatv("kernel profile: {0} kernels, {1} launches, {2:F3} ms "
+                      "of GPU time (each launch timed alone)\n",
+                      times.size(), launches, total);
+  if (times.empty())
+    return;
+  os << llvm::formatv("{0,12} {1,6} {2,9} {3,11}  {4,-16} {5,-12} {6,7}  {7}\n",
+                      "total ms", "share", "launches", "mean us", "grid",
+                      "block", "shared", "kernel");
+  size_t shown = std::min(top, times.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const KernelTime &time = times[i];
+    os << llvm::formatv(
+        "{0,12:F3} {1,5:F1}% {2,9} {3,11:F1}  {4,-16} {5,-12} {6,7}  {7}\n",
+        time.milliseconds, total > 0 ? 100 * time.milliseconds / total : 0.0,
+        time.launches, 1000 * time.milliseconds / double(time.launches),
+        llvm::formatv("{0}x{1}x{2}", time.grid[0], time.grid[1], time.grid[2])
+            .str(),
+        llvm::formatv("{0}x{1}x{2}", time.block[0], time.block[1],
+                      time.block[2])
+            .str(),
+        time.sharedBytes, time.name);
+  }
+  if (shown < times.size()) {
+    double rest = 0;
+    uint64_t restLaunches = 0;
+    for (size_t i = shown; i < times.size(); ++i) {
+      rest += times[i].milliseconds;
+      restLaunches += times[i].launches;
+    }
+    os << llvm::formatv("{0,12:F3} {1,5:F1}% {2,9}  (the other {3} kernels)\n",
+                        rest, total > 0 ? 100 * rest / total : 0.0,
+                        restLaunches, times.size() - shown);
+  }
 }

@@ -23,6 +23,7 @@
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <memory>
@@ -136,6 +137,39 @@ llvm::StringRef mgpuLlvmType(llvm::StringRef name);
 /// The first error an `mgpu*` wrapper met since the last call (they cannot
 /// return errors to generated code), or success.
 llvm::Error takeDeferredError();
+
+//===----------------------------------------------------------------------===//
+// Kernel profile
+//===----------------------------------------------------------------------===//
+//
+// With profiling on, Driver::launch times every kernel with a pair of CUDA
+// events on its stream and waits for the second, so that launches run one
+// at a time: kernel times are exact, the program as a whole slower. The
+// times add up per kernel name (the gpu.func names of the generated
+// modules). `SWITCHYARD_KERNEL_PROFILE=1` in the environment turns it on
+// when the driver opens and prints the profile on stderr at exit (its value
+// is how many kernels the table lists; 1 or anything else not a number:
+// 30).
+
+/// One kernel's launches, with the geometry of the first.
+struct KernelTime {
+  std::string name;
+  uint64_t launches = 0;
+  double milliseconds = 0;
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t sharedBytes = 0;
+};
+
+void setKernelProfiling(bool enabled);
+bool kernelProfiling();
+/// What was timed since the last reset, the longest total first.
+std::vector<KernelTime> kernelProfile();
+void resetKernelProfile();
+/// A table of the `top` longest kernels (time, share of the total,
+/// launches, mean, geometry, name) and a line for the rest and the total.
+void printKernelProfile(llvm::raw_ostream &os,
+                        const std::vector<KernelTime> &times, size_t top);
 
 } // namespace switchyard::runtime::cuda
 

@@ -152,9 +152,62 @@ TEST(CudaDriverTest, LaunchesWithMoreThan48KiBOfSharedMemory) {
       driver.copyToHost(&result, *out, sizeof(result), *stream)));
   ASSERT_FALSE(static_cast<bool>(driver.synchronize(*stream)));
   EXPECT_EQ(result, 42u);
+
+  // Profiled, the same launch twice is timed under the kernel's name.
+  cuda::resetKernelProfile();
+  cuda::setKernelProfiling(true);
+  for (int i = 0; i < 2; ++i) {
+    llvm::Error again = driver.launch(*function, grid, block, bytes, *stream,
+                                      params, "write_last_shared_word");
+    ASSERT_FALSE(static_cast<bool>(again)) << llvm::toString(std::move(again));
+  }
+  cuda::setKernelProfiling(false);
+  std::vector<cuda::KernelTime> times = cuda::kernelProfile();
+  ASSERT_EQ(times.size(), 1u);
+  EXPECT_EQ(times[0].name, "write_last_shared_word");
+  EXPECT_EQ(times[0].launches, 2u);
+  EXPECT_GT(times[0].milliseconds, 0.0);
+  EXPECT_EQ(times[0].block[0], 32u);
+  EXPECT_EQ(times[0].sharedBytes, bytes);
+  cuda::resetKernelProfile();
+
   driver.release(*out);
   EXPECT_FALSE(static_cast<bool>(driver.destroyStream(*stream)));
   EXPECT_FALSE(static_cast<bool>(driver.unloadModule(*module)));
+}
+
+// The profile's table (no GPU needed): longest first as given, shares of
+// the total, means per launch, and one line for the kernels not listed.
+TEST(CudaDriverTest, KernelProfileTable) {
+  std::vector<cuda::KernelTime> times(3);
+  times[0].name = "main_kernel_7";
+  times[0].launches = 4;
+  times[0].milliseconds = 6.0;
+  times[0].grid[0] = 128;
+  times[0].grid[1] = times[0].grid[2] = 1;
+  times[0].block[0] = 128;
+  times[0].block[1] = times[0].block[2] = 1;
+  times[0].sharedBytes = 18432;
+  times[1].name = "main_kernel_2";
+  times[1].launches = 1;
+  times[1].milliseconds = 3.0;
+  times[2].name = "main_kernel_3";
+  times[2].launches = 5;
+  times[2].milliseconds = 1.0;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  cuda::printKernelProfile(os, times, 2);
+  EXPECT_NE(text.find("3 kernels, 10 launches, 10.000 ms"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("       6.000  60.0%         4      1500.0  128x1x1 "
+                      "         128x1x1        18432  main_kernel_7"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("3.000  30.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("1.000  10.0%         5  (the other 1 kernels)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("main_kernel_3"), std::string::npos) << text;
 }
 
 } // namespace
