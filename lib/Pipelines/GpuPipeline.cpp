@@ -26,15 +26,16 @@
 // rows, QKᵀ and PV on the tensor cores, the online softmax in registers;
 // backward: dK and dV per 64 keys, dQ per 64 queries, FlashAttention-2's
 // recomputation; Q·relᵀ skewed through shared memory). The PTX
-// of this route is checked with ptxas for sm_80 … sm_120; its numerics have not
-// been run on a GPU yet. With wgmma=true and chip=sm_90a (opt-in), the
+// of this route is checked with ptxas for sm_80 … sm_120, and its results
+// against the CPU's on an H200 (test/Integration/CUDA, bench/results/
+// gpu-check-2026-11-26-*). With wgmma=true and chip=sm_90a (opt-in), the
 // contractions with static N and K multiples of 128 and 64 and no batch
 // dimension instead get one warpgroup per 64 x 128 tile: the factors converted
 // to device buffers of the element type, TMA loads (128-byte swizzle,
 // descriptors made on the host by mgpuTensorMapEncodeTiledMemref) signalled by
-// an mbarrier, and nvgpu.warpgroup.mma (wgmma m64n128k16); only its PTX is
-// checked (ptxas), and the runtime does not provide
-// mgpuTensorMapEncodeTiledMemref yet.
+// an mbarrier, and nvgpu.warpgroup.mma (wgmma m64n128k16); its PTX is
+// checked by ptxas, and one linear layer against the CPU on an H200
+// (GpuProgramTest.WgmmaMatchesTheRoundedCpuReference).
 //
 // Device memory design
 // --------------------
@@ -252,8 +253,9 @@ struct KernelFormation {
 };
 
 /// Linalg to kernels: tensor-core kernels for matmuls (16-bit element types
-/// only; rounded SIMT contractions without tensor cores), parallel loops,
-/// one thread per element, host leftovers in single-thread kernels; each
+/// only; rounded SIMT contractions without tensor cores), whole-buffer
+/// reductions split in two parallel steps, parallel loops, one thread per
+/// element, host leftovers in single-thread kernels; each
 /// launch named @<func>_kernels::@<func>_kernel_<i>, not yet outlined.
 void buildKernelFormationStages(OpPassManager &pm,
                                 const KernelFormation &formation) {
@@ -271,6 +273,10 @@ void buildKernelFormationStages(OpPassManager &pm,
   grouped.elementType = formation.elementType;
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardLowerGroupedKernelsPass(grouped));
+  // Whole-buffer reductions (losses, gradient norms) in two parallel steps
+  // instead of a single-thread kernel.
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuSplitReductionsPass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuParallelDimsFirstPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
