@@ -10,9 +10,9 @@
 #   unpack_bundle DIR DEST    copies DIR/bin/* into DEST, decompressing .xz,
 #                             and puts DIR/lib on LD_LIBRARY_PATH; returns 1
 #                             where a binary cannot be unpacked
-#   bundle_commit DIR         the commit: git's where the checkout has .git,
-#                             else the bundle's MANIFEST (the device tool
-#                             sends the working tree without .git)
+#   bundle_commit ROOT [DIR]  the commit: the bundle's MANIFEST where there is
+#                             one (the .git the device tool sends can be
+#                             older than the binaries), else git's
 #===------------------------------------------------------------------------===#
 
 find_cuda_toolkit() {
@@ -57,10 +57,12 @@ unpack_bundle() {
 
 bundle_commit() {
   local root=$1 bundle=${2:-}
-  if git -C "$root" rev-parse --short HEAD 2> /dev/null; then
-    git -C "$root" diff --quiet HEAD 2> /dev/null || echo "(with uncommitted changes)"
-  elif [ -n "$bundle" ] && [ -f "$bundle/MANIFEST" ]; then
+  # The bundle's own record first: the .git that travels with the working
+  # tree can be older than the commit the binaries were built at.
+  if [ -n "$bundle" ] && [ -f "$bundle/MANIFEST" ]; then
     sed -n 's/^commit: //p' "$bundle/MANIFEST" | head -1
+  elif git -C "$root" rev-parse --short HEAD 2> /dev/null; then
+    git -C "$root" diff --quiet HEAD 2> /dev/null || echo "(with uncommitted changes)"
   else
     echo unknown
   fi

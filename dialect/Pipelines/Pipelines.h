@@ -232,7 +232,8 @@ struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("With chip=sm_90a and element-type bf16/f16: wgmma + "
                      "TMA kernels for the contractions that fit them "
                      "(static N, K multiples of 128, 64; no batch), "
-                     "mma.sync for the others. Not run on a GPU yet"),
+                     "mma.sync for the others (checked on an H200 for one "
+                     "linear layer only)"),
       llvm::cl::init(false)};
   detail::PassOptions::Option<bool> groupedExperts{
       *this, "grouped-experts", llvm::cl::desc(kGroupedExpertsHelp),

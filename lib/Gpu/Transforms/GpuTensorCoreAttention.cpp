@@ -64,8 +64,8 @@
 // 48 KiB default; sm_86, sm_89 and sm_120 allow 99 KiB).
 //
 // Not yet: the next step's loads in flight during this step's products
-// (the matmul kernel does that), cp.async. Not run on a GPU yet; the GPU
-// emulation runs them lane by lane.
+// (the matmul kernel does that), cp.async. Checked against the CPU on an
+// H200 (attention*.test) and, lane by lane, in the GPU emulation.
 //
 //===----------------------------------------------------------------------===//
 
