@@ -53,9 +53,11 @@ rt::CompileOptions bench::compileOptions(const Options &options,
   rt::CompileOptions compile;
   compile.gradients = true;
   // The CPU's unfused expert projections are grouped by expert unless the
-  // setting is `dense`, the GPU's only with `grouped` (switchyard's
-  // --experts).
-  bool dense = fuse == kDenseExperts, grouped = fuse == kGroupedExperts;
+  // setting is `dense`; the GPU's with `grouped` and `default` (which is
+  // `grouped` there: FusionOptions::deviceDefault), dense with `none`, the
+  // GPU's unfused row.
+  bool dense = fuse == kDenseExperts,
+       grouped = fuse == kGroupedExperts || (fuse == "default" && options.gpu());
   llvm::StringRef fusions = dense     ? "none"
                             : grouped ? "router,attention"
                                       : fuse;
@@ -68,7 +70,7 @@ rt::CompileOptions bench::compileOptions(const Options &options,
 std::string bench::fusionLabel(const Options &options, llvm::StringRef fuse) {
   if (fuse == kDenseExperts)
     return "unfused, dense experts";
-  if (fuse == kGroupedExperts)
+  if (fuse == kGroupedExperts || (fuse == "default" && options.gpu()))
     return "grouped experts";
   std::string fusions = mlir::switchyard::describeFusions(
       check(mlir::switchyard::parseFusions(fuse, options.gpu()), "--fuse"));

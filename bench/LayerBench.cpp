@@ -149,9 +149,13 @@ Measurement measureSwitchyard(const Options &options, const Config &c,
   grad.push_back(&inputs.targets);
 
   Measurement m;
+  // The dense layer has no experts: only its attention can be fused.
+  std::string label =
+      kind == Kind::SwitchHead ? fusionLabel(options, fuse)
+      : compileOptions(options, fuse).fusion.attention ? "attention fused"
+                                                       : "unfused";
   m.name = formatv("switchyard {0}({1})",
-                   kind == Kind::SwitchHead ? "" : "dense MHA ",
-                   fusionLabel(options, fuse));
+                   kind == Kind::SwitchHead ? "" : "dense MHA ", label);
   std::vector<rt::HostTensor> results;
   m.forwardMs = timeCall(options, *program, "layer", forward, results);
   m.fwdbwdMs = timeCall(options, *program, "layer_grad", grad, results);
@@ -307,11 +311,12 @@ int bench::runLayer(const Options &options) {
   const FusionOptions byDefault = FusionOptions::deviceDefault(options.gpu());
   // Each setting's row label and compile time, in the rows' order.
   std::vector<std::pair<std::string, double>> compileMs;
-  // On the CPU also the unfused route with dense expert projections, on
-  // the GPU the one with grouped expert projections.
-  for (llvm::StringRef fuse : {"default", "all", "none", "dense", "grouped"}) {
-    if (fuse == kDenseExperts || fuse == kGroupedExperts) {
-      if (options.gpu() != (fuse == kGroupedExperts))
+  // On the CPU also the unfused route with dense expert projections (its
+  // default groups them); on the GPU the default is the grouped route and
+  // `none` the dense one.
+  for (llvm::StringRef fuse : {"default", "all", "none", "dense"}) {
+    if (fuse == kDenseExperts) {
+      if (options.gpu())
         continue;
     } else if (fuse != "default" &&
                check(mlir::switchyard::parseFusions(fuse, options.gpu()),

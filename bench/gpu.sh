@@ -13,23 +13,24 @@
 #            backends; TFLOP/s and % of the bf16 matmul peak measured in the
 #            same run;
 #   layer    the SwitchHead layer forward and forward+backward, 47M (batch 8)
-#            and 262M (batch 2): fused, unfused, grouped, PyTorch, and the
+#            and 262M (batch 2): default (grouped), fused, unfused, PyTorch, and the
 #            dense MHA layer of the same parameter count (Switchyard and
 #            PyTorch);
 #   train    training steps of the 47M SwitchHead and dense models (batch
-#            16), with their compile times, each with its default fusions;
-#   train-grouped  the same with --fuse grouped (the SwitchHead model's
-#            expert projections grouped on tensor cores; the dense model's
-#            fusions are then its default ones);
+#            16), with their compile times, each with its default fusions
+#            (on the GPU: router and attention fused, the expert
+#            projections grouped by expert on tensor cores);
+#   train-fused  the same with --fuse all (the SwitchHead model's expert
+#            projections fused too);
 # and writes what it printed, with the GPU, driver, date and commit, to
 # bench/results/gpu-<date>-<commit>-<phases>.md (and, as it goes, to $OUT
 # when set).
 # Every run has a time limit; the exit status is 0 only if all passed.
 #
-# Each phase fits one 10-minute call of the device tool (train and
-# train-grouped each alone).
+# Each phase fits one 10-minute call of the device tool (on an H200,
+# `kernels layer train` took 310 s in one call).
 # Usage: bench/gpu.sh [--bundle DIR] [PHASE...]
-#   (default: kernels layer train train-grouped)
+#   (default: kernels layer train train-fused)
 #   --bundle DIR  the static binaries of `scripts/device-bundle.sh --bench`
 #                 (the device machine has no LLVM); otherwise switchyard-bench
 #                 is built in $SWITCHYARD_BUILD_DIR (default build/)
@@ -46,7 +47,7 @@ if [ "${1:-}" = --bundle ]; then
   bundle=$(cd "$2" && pwd) || { echo "no bundle $2"; exit 1; }
   shift 2
 fi
-phases=${*:-kernels layer train train-grouped}
+phases=${*:-kernels layer train train-fused}
 reps=${REPS:-20}
 # switchyard-bench starts Python itself: give it a path, and check first
 # that it has PyTorch with CUDA.
@@ -120,15 +121,15 @@ for phase in $phases; do
         --reps "$reps" --skip-reference
       run 300 "SwitchHead layer, 262M, batch 2" --config 262m --batch 2 \
         --reps "$reps" --skip-reference ;;
-    train|train-grouped)
-      # Compiling both 47M models took 384 s on 2 cores here (sm_90a,
-      # bf16; mostly LLVM and ptxas): each phase needs a call of its own.
+    train|train-fused)
+      # Compiling both 47M models takes about 80 s on an H200 machine
+      # (sm_90, bf16; 180 s on 2 cores for sm_90a).
       fuse=default title=
-      [ "$phase" = train-grouped ] && fuse=grouped title=", grouped expert projections"
+      [ "$phase" = train-fused ] && fuse=all title=", all fusions"
       run 570 "Training steps, 47M SwitchHead against dense, batch 16$title" \
         --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
         --fuse "$fuse" --batch 16 --reps 10 ;;
-    *) echo "unknown phase '$phase' (kernels, layer, train, train-grouped)"; status=1 ;;
+    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused)"; status=1 ;;
   esac
 done
 

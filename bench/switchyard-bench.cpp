@@ -56,7 +56,8 @@ cl::opt<bool> compileOnly(
 cl::list<std::string> fuse(
     "fuse", cl::CommaSeparated,
     cl::desc("With --kernels or --train-step: the fusion settings to measure, "
-             "default (the device's: all on the GPU, none on the CPU), all, "
+             "default (the device's: on the GPU the same as grouped, on the "
+             "CPU none), all, "
              "none, grouped (router and attention fused, the expert "
              "projections unfused and grouped by expert: on the GPU on "
              "tensor cores; switchyard --experts) and/or, on the CPU, dense "
@@ -135,9 +136,9 @@ int main(int argc, char **argv) {
       "  (default)      one SwitchHead layer (embedding, lm.switchhead with "
       "Transformer-XL\n                 memory, cross-entropy), forward and "
       "forward+backward: the device's\n                 default fusions "
-      "(CPU: none), then all and none where they differ, on the CPU\n"
-      "                 unfused with dense expert projections, on the GPU\n"
-      "                 with grouped ones (--fuse grouped), the C++\n"
+      "(CPU: none; GPU: grouped), then all and none where\n"
+      "                 they differ, on the CPU unfused with dense expert "
+      "projections, the C++\n"
       "                 reference (forward), the dense MHA layer of the same\n"
       "                 parameter count, and PyTorch "
       "(bench/torch_switchhead.py) for both\n"

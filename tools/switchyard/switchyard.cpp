@@ -95,10 +95,10 @@ struct ModelOptions {
       cl::init(0), cl::cat(category)};
   cl::opt<std::string> fuse{
       "fuse",
-      cl::desc("Fusions to apply: default (all on the GPU and in its "
-               "emulation, none on the CPU; on an H200, router,attention "
-               "with --experts grouped measured faster: README, GPU "
-               "results), all, none, or "
+      cl::desc("Fusions to apply: default (the fastest set measured for "
+               "the device: router,attention on the GPU and in its "
+               "emulation, with the expert projections grouped; none on "
+               "the CPU), all, none, or "
                "a comma-separated list of router, expert-projection, "
                "attention (the unfused route computes the same results; see "
                "README, Fusions)"),
@@ -107,13 +107,13 @@ struct ModelOptions {
       "experts",
       cl::desc("How the unfused expert projections (V and O, and their "
                "gradients) compute: grouped (routes sorted by expert, one "
-               "matmul per expert: the routes' MACs; the CPU's default; on "
-               "the GPU and in its emulation without host reads: a "
-               "parallel sort, each expert's rows padded to 64-row tiles, "
-               "one grouped kernel for all experts), dense (every token "
-               "through every expert, E/k times the MACs, as plain "
-               "matmuls; the GPU's default), or default. The fused "
-               "projections gather per route either way"),
+               "matmul per expert: the routes' MACs; on the GPU and in "
+               "its emulation without host reads: a parallel sort, each "
+               "expert's rows padded to 64-row tiles, one grouped kernel "
+               "for all experts), dense (every token through every "
+               "expert, E/k times the MACs, as plain matmuls), or default "
+               "(grouped, on every device). The fused projections gather "
+               "per route either way"),
       cl::init("default"), cl::cat(category)};
 
   /// The compile options these select for the CPU or the GPU, or an error
@@ -125,7 +125,7 @@ struct ModelOptions {
       return llvm::createStringError("--experts: expected default, grouped "
                                      "or dense, found '" +
                                      experts + "'");
-    options.groupedExperts = experts == "grouped" || (experts == "default" && !gpu);
+    options.groupedExperts = experts != "dense";
     llvm::Expected<mlir::switchyard::FusionOptions> fusion =
         mlir::switchyard::parseFusions(fuse, gpu);
     if (!fusion)
