@@ -48,16 +48,23 @@ double bench::medianMs(unsigned reps, llvm::function_ref<void()> run) {
   return times[times.size() / 2];
 }
 
+/// The setting `fuse` stands for: on the GPU, `default` is `grouped`
+/// (FusionOptions::deviceDefault, with switchyard's --experts default).
+static llvm::StringRef resolveSetting(const Options &options,
+                                      llvm::StringRef fuse) {
+  return fuse == "default" && options.gpu() ? llvm::StringRef(kGroupedExperts)
+                                             : fuse;
+}
+
 rt::CompileOptions bench::compileOptions(const Options &options,
                                          llvm::StringRef fuse) {
   rt::CompileOptions compile;
   compile.gradients = true;
   // The CPU's unfused expert projections are grouped by expert unless the
-  // setting is `dense`; the GPU's with `grouped` and `default` (which is
-  // `grouped` there: FusionOptions::deviceDefault), dense with `none`, the
-  // GPU's unfused row.
-  bool dense = fuse == kDenseExperts,
-       grouped = fuse == kGroupedExperts || (fuse == "default" && options.gpu());
+  // setting is `dense`; the GPU's only with `grouped` (its `none` row is
+  // the dense route).
+  fuse = resolveSetting(options, fuse);
+  bool dense = fuse == kDenseExperts, grouped = fuse == kGroupedExperts;
   llvm::StringRef fusions = dense     ? "none"
                             : grouped ? "router,attention"
                                       : fuse;
@@ -68,9 +75,10 @@ rt::CompileOptions bench::compileOptions(const Options &options,
 }
 
 std::string bench::fusionLabel(const Options &options, llvm::StringRef fuse) {
+  fuse = resolveSetting(options, fuse);
   if (fuse == kDenseExperts)
     return "unfused, dense experts";
-  if (fuse == kGroupedExperts || (fuse == "default" && options.gpu()))
+  if (fuse == kGroupedExperts)
     return "grouped experts";
   std::string fusions = mlir::switchyard::describeFusions(
       check(mlir::switchyard::parseFusions(fuse, options.gpu()), "--fuse"));

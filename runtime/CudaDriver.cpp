@@ -104,7 +104,9 @@ struct Driver::Impl {
   std::map<std::vector<uint64_t>, DevicePtr> tensorMaps;
   llvm::DenseMap<DevicePtr, uint64_t> liveBlocks;
   uint64_t held = 0;
-  /// The events that time a launch when profiling (created on first use).
+  /// The events that time a launch when profiling (created on first use),
+  /// used by one launch at a time.
+  std::mutex profileEventsMutex;
   CUevent profileStart = nullptr, profileStop = nullptr;
 
   /// An error naming the call, the driver's error and the context.
@@ -313,6 +315,7 @@ llvm::Error Driver::launch(Function function, const uint32_t grid[3],
     return launchKernel();
 
   // Profiling: events around the launch on its stream, waited for here.
+  std::lock_guard<std::mutex> eventsLock(impl->profileEventsMutex);
   auto &cu = impl->cu;
   auto *cuStream = static_cast<CUstream>(stream);
   for (CUevent *event : {&impl->profileStart, &impl->profileStop})
