@@ -238,6 +238,13 @@ struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
   detail::PassOptions::Option<bool> groupedExperts{
       *this, "grouped-experts", llvm::cl::desc(kGroupedExpertsHelp),
       llvm::cl::init(false)};
+  detail::PassOptions::Option<std::string> kernelReport{
+      *this, "kernel-report",
+      llvm::cl::desc("Write a static table of the kernels (launches, grid, "
+                     "block, per-thread work; switchyard-gpu-kernel-report "
+                     "with its defaults: batch 16, 132 SMs) to this file "
+                     "(-: standard output) once they form; empty: none"),
+      llvm::cl::init("")};
 };
 
 /// Stages 5-6 for NVIDIA GPUs: linalg on tensors (with arith, math, scf,

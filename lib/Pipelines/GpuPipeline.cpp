@@ -250,12 +250,15 @@ struct KernelFormation {
   bool tensorCores = false;
   bool wgmma = false;
   int64_t blockSize = 256;
+  /// Where switchyard-gpu-kernel-report writes; empty: no report.
+  std::string kernelReport;
 };
 
 /// Linalg to kernels: tensor-core kernels for matmuls (16-bit element types
 /// only; rounded SIMT contractions without tensor cores), whole-buffer
 /// reductions split in two parallel steps, parallel loops, one thread per
-/// element, host leftovers in single-thread kernels; each
+/// element, host leftovers in single-thread kernels, reduction loops with
+/// their accumulators in registers; each
 /// launch named @<func>_kernels::@<func>_kernel_<i>, not yet outlined.
 void buildKernelFormationStages(OpPassManager &pm,
                                 const KernelFormation &formation) {
@@ -291,8 +294,16 @@ void buildKernelFormationStages(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuLaunchHostComputePass());
+  // Reduction loops carry their accumulators in registers.
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuRegisterAccumulatorsPass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuNameKernelsPass());
+  if (!formation.kernelReport.empty()) {
+    switchyard::SwitchyardGpuKernelReportPassOptions report;
+    report.output = formation.kernelReport;
+    pm.addPass(switchyard::createSwitchyardGpuKernelReportPass(report));
+  }
 }
 
 /// The launches outlined into one gpu.module per function, each call on a
@@ -375,7 +386,8 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
     return;
   buildBufferizationStages(pm);
   KernelFormation formation{options.elementType, usesTensorCores(options),
-                            usesWgmma(options), options.blockSize};
+                            usesWgmma(options), options.blockSize,
+                            options.kernelReport};
   buildKernelFormationStages(pm, formation);
   buildOutliningStages(pm, formation.wgmma);
   buildDeviceStages(pm, options);
@@ -427,7 +439,8 @@ void switchyard::buildGpuEmulationCodegenPipeline(
   // The tensor-core route of sm_80+ (mma.sync; not wgmma), or the SIMT one.
   KernelFormation formation{options.elementType,
                             switchyard::gpuUsesTensorCores(options),
-                            /*wgmma=*/false, options.blockSize};
+                            /*wgmma=*/false, options.blockSize,
+                            /*kernelReport=*/""};
   buildKernelFormationStages(pm, formation);
   // The kernels' own loads and stores checked, before the launches become
   // host loops: the buffers through which serialised threads pass values

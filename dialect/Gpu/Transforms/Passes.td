@@ -559,6 +559,55 @@ def SwitchyardGpuLaunchToHostLoopsPass
   ];
 }
 
+def SwitchyardGpuRegisterAccumulatorsPass
+    : Pass<"switchyard-gpu-register-accumulators", "::mlir::func::FuncOp"> {
+  let summary = "Reduction loops in kernels carry their accumulator instead of storing it every iteration";
+  let description = [{
+    A linalg reduction becomes, in each thread of its kernel, a loop that
+    loads its output element, combines, and stores it back every iteration:
+    a chain of dependent global-memory round trips (the load reads what the
+    previous iteration stored, from L2), which LLVM cannot shorten because
+    it cannot prove that the kernel's pointer arguments do not alias. This
+    pass (after kernels form, on the `scf.for` loops inside `gpu.launch`
+    bodies, innermost first) finds in a loop's body a `memref.load` and a
+    later `memref.store` of the same element: of a buffer allocated in the
+    function (`gpu.alloc`, `memref.alloc`, so that only its views can alias
+    it), in global memory, at indices defined outside the loop, with no
+    other access to that buffer or a view of it anywhere in the loop, and no
+    op in the loop with memory effects other than loads and stores. The loop
+    then carries the element: one load before the loop, the stored value
+    yielded, one store after it. An outer reduction loop then sees the
+    moved load and store and is promoted in turn.
+
+    Before (one thread of a bias gradient):
+
+    ```mlir
+    scf.for %r = %c0 to %rows step %c1 {
+      %x = memref.load %dy[%r, %col] : memref<?x412xf32>
+      %acc = memref.load %db[%col] : memref<412xf32>
+      %sum = arith.addf %acc, %x : f32
+      memref.store %sum, %db[%col] : memref<412xf32>
+    }
+    ```
+
+    After:
+
+    ```mlir
+    %init = memref.load %db[%col] : memref<412xf32>
+    %final = scf.for %r = %c0 to %rows step %c1 iter_args(%acc = %init) -> (f32) {
+      %x = memref.load %dy[%r, %col] : memref<?x412xf32>
+      %sum = arith.addf %acc, %x : f32
+      scf.yield %sum : f32
+    }
+    memref.store %final, %db[%col] : memref<412xf32>
+    ```
+
+    The results are the same, bit for bit (the same operations in the same
+    order); a loop that runs no iteration stores back the value it loaded.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"];
+}
+
 def SwitchyardGpuNameKernelsPass
     : Pass<"switchyard-gpu-name-kernels", "::mlir::func::FuncOp"> {
   let summary = "Name each launch's kernel and give a function one gpu.module";
@@ -572,6 +621,51 @@ def SwitchyardGpuNameKernelsPass
     their module or function keep those names.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def SwitchyardGpuKernelReportPass
+    : Pass<"switchyard-gpu-kernel-report", "::mlir::ModuleOp"> {
+  let summary = "Print a static table of the kernels launched: geometry and per-thread work";
+  let description = [{
+    For every `gpu.launch` in the module's functions (run it after kernels
+    form and before outlining; the GPU pipeline's `kernel-report` option
+    does): how many times host loops launch it, its grid and block sizes,
+    its dynamic shared memory, and the work of one thread, as operations
+    and memory accesses (loads, stores, nvgpu ops) with every loop counted
+    by its trip count and the longer branch of every `scf.if`. Sizes are
+    evaluated from the IR (constants, arith and affine index arithmetic,
+    `memref.dim` of allocations); every dynamic dimension of a function
+    argument (the batch) is taken as `dynamic-size`.
+
+    Rows are sorted by an estimate: launches x waves x work per thread,
+    waves being how many times `sm-count` x `threads-per-sm` resident
+    threads are filled. It finds kernels with too little parallelism for
+    their work (a reduction in one thread, a few hundred threads summing
+    thousands of rows) without a GPU; it models neither memory bandwidth
+    nor latency nor tensor-core throughput, so it is not a time: measure
+    with `SWITCHYARD_KERNEL_PROFILE` (README) on the GPU.
+
+    ```
+    kernel report: 3 launches in the IR; dynamic sizes 16, 132 SMs x 2048 threads
+    estimate = launches x waves x work per thread (operations + memory accesses, loops by trip count); static, not a time
+      share launch   threads  grid            block         shared    ops/thr    mem/thr  kernel
+      99.9%      1         1  1x1x1           1x1x1              0   2.04e+06   1.02e+06  f_kernel_2
+    ```
+
+    The table goes to `output` (`-`: standard output). The IR is unchanged.
+  }];
+  let options = [
+    Option<"dynamicSize", "dynamic-size", "int64_t", /*default=*/"16",
+           "Size taken for every dynamic dimension of a function argument">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Multiprocessors of the GPU the waves are counted for (H100 SXM and H200: 132)">,
+    Option<"threadsPerSm", "threads-per-sm", "int64_t", /*default=*/"2048",
+           "Resident threads per multiprocessor (sm_80 and sm_90: 2048)">,
+    Option<"top", "top", "int64_t", /*default=*/"0",
+           "Print only the first N rows (0: all)">,
+    Option<"output", "output", "std::string", /*default=*/"\"-\"",
+           "File for the table (-: standard output)">,
+  ];
 }
 
 def SwitchyardGpuSinkIndexComputationsPass
@@ -748,6 +842,21 @@ def SwitchyardGpuTensorCoreMatmulPass
     `convert-nvgpu-to-nvvm` (LLVM 22) rejects bf16 `nvgpu.mma.sync`
     operands.
 
+    Split-K: a weight gradient reduces over the tokens (K = 4096 at batch
+    16 of the 47M models) into a small output (412 x 64 is 7 tiles: 7
+    blocks on a GPU of 132 multiprocessors, each running 128 K steps in a
+    row). Where the grid's size is static and below half of
+    `split-k-blocks` (`moe.grouped_weight_grad` included: its grid has a
+    batch per expert and K is a segment of about rows / experts), K is cut
+    into P = clamp(K / `split-k-min`, 1, ceil(`split-k-blocks` / tiles))
+    parts of whole K steps (P is computed by host code: K is usually
+    dynamic); the grid's third dimension runs over batches x parts, each
+    block accumulates its part from zero into a buffer of partial results
+    [P, batches, M, N] (`gpu.alloc`), and an `scf.parallel` over C (a SIMT
+    kernel) adds the parts to C in part order, so results do not depend on
+    scheduling. The f32 sums are associated differently from the unsplit
+    kernel's.
+
     With `wgmma` as well (sm_90a only; off by default), the ops that also
     have no batch dimension and static N and K that are multiples of 128
     and 64 take the warpgroup route instead, after upstream's sm90 GEMM
@@ -816,7 +925,13 @@ def SwitchyardGpuTensorCoreMatmulPass
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "With tensor-cores, use wgmma + TMA (sm_90a only) for the "
            "contractions that fit it (no batch dimension, static N and K "
-           "multiples of 128 and 64); mma.sync for the others">
+           "multiples of 128 and 64); mma.sync for the others">,
+    Option<"splitKBlocks", "split-k-blocks", "int64_t", /*default=*/"512",
+           "Split K of the mma.sync kernels whose grid has fewer than half "
+           "this many blocks (static sizes), into parts of at least "
+           "split-k-min, aiming at this many blocks; 0: never">,
+    Option<"splitKMin", "split-k-min", "int64_t", /*default=*/"256",
+           "The fewest elements of K per part of a split K">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

@@ -10,7 +10,9 @@
 // (MmaProblem: sizes, the K range of a block, the operands' loads) also
 // takes the grouped expert kernels, moe.grouped_matmul (each block's
 // expert read from its tile) and moe.grouped_weight_grad (a batch per
-// expert, K over its segment). moe.flash_attention_kernel has a kernel of
+// expert, K over its segment). Grids of few tiles over a long K (weight
+// gradients: K is the token count) split K into parts written to a buffer
+// of partial results that a parallel loop adds to C in part order. moe.flash_attention_kernel has a kernel of
 // its own (GpuTensorCoreAttention.cpp).
 //
 // The fragment layouts are not derived here: the lane -> ldmatrix row
@@ -287,7 +289,48 @@ struct MmaProblem {
   Value out;
   std::function<SmallVector<Value>(OpBuilder &b, Value batch, Value m, Value n)>
       outIndices;
+  /// Split-K (a host value, or null for none): each batch's K range is cut
+  /// into this many parts of whole K steps, the grid's third dimension runs
+  /// over batches x parts, each block's tile goes to a buffer of partial
+  /// results [parts, batches, M, N], and a parallel loop adds the parts to
+  /// C in part order (deterministic). For grids of few tiles with long K:
+  /// weight gradients, whose K is the token count.
+  Value splits;
 };
+
+/// When the mma.sync kernels split K (switchyard-gpu-tensor-core-matmul's
+/// split-k-blocks and split-k-min options).
+struct SplitKPolicy {
+  /// Blocks to aim for; 0 turns split-K off.
+  int64_t targetBlocks = 0;
+  /// The fewest elements of K per part.
+  int64_t minK = 256;
+};
+
+/// The number of parts to cut K into for a grid of `tiles` blocks (static)
+/// whose batches each reduce about `kPerBatch` (a host value), or null
+/// where the grid is dynamic or already large: clamp(kPerBatch / minK, 1,
+/// ceil(targetBlocks / tiles)).
+Value splitCount(OpBuilder &b, Location loc, const SplitKPolicy &policy,
+                 Value sizeM, Value sizeN, Value batches, Value kPerBatch) {
+  std::optional<int64_t> m = getConstantIntValue(sizeM),
+                         n = getConstantIntValue(sizeN),
+                         count = getConstantIntValue(batches);
+  if (policy.targetBlocks <= 0 || !m || !n || !count)
+    return {};
+  int64_t tiles = llvm::divideCeil(*m, kBlockM) *
+                  llvm::divideCeil(*n, kBlockN) * std::max<int64_t>(*count, 1);
+  int64_t most = llvm::divideCeil(policy.targetBlocks, tiles);
+  if (most < 2)
+    return {};
+  auto index = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value parts = arith::DivUIOp::create(b, loc, kPerBatch,
+                                       index(std::max<int64_t>(policy.minK, 1)));
+  parts = arith::MinUIOp::create(b, loc, parts, index(most));
+  return arith::MaxUIOp::create(b, loc, parts, index(1));
+}
 
 /// Builds one mma.sync kernel for a problem, in place of the op at the
 /// builder's insertion point: blocks of 2 x 2 warps per 64 x 64 tile of C,
@@ -315,6 +358,10 @@ private:
                            int64_t rows, bool rowsContiguous, Value k0);
   /// Stores what `fetch` returned into the shared tile.
   void store(ValueRange factors, Value tile, int64_t rows, bool rowsContiguous);
+  /// After the split-K `launch`: adds the parts in `partial` to C and frees
+  /// the buffer.
+  void addParts(const MmaProblem &problem, gpu::LaunchOp launch,
+                Value partial);
 
   // Inside the kernel: the thread, its lane, the batch, the end of the
   // block's K range.
@@ -389,8 +436,23 @@ void KernelBuilder::build(const MmaProblem &problem) {
   Value sharedBytes =
       arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytesA + bytesB);
   Value one = cst(1);
+  Value splits = problem.splits;
+  // Split-K: the partial results, [parts, batches, M, N].
+  Value partial;
+  if (splits) {
+    auto type = MemRefType::get(SmallVector<int64_t>(4, ShapedType::kDynamic),
+                                b.getF32Type());
+    partial = gpu::AllocOp::create(b, loc, type, /*asyncToken=*/Type(),
+                                   /*asyncDependencies=*/ValueRange(),
+                                   ValueRange{splits, batches, sizeM, sizeN},
+                                   /*symbolOperands=*/ValueRange())
+                  .getMemref();
+  }
+  Value gridZ =
+      splits ? arith::MulIOp::create(b, loc, batches, splits).getResult()
+             : batches;
   auto launch = gpu::LaunchOp::create(
-      b, loc, gridX, gridY, batches, cst(kBlockThreads), one, one, sharedBytes);
+      b, loc, gridX, gridY, gridZ, cst(kBlockThreads), one, one, sharedBytes);
   b.setInsertionPointToStart(&launch.getBody().front());
   Value shared = dynamicSharedMemory();
   Value smemA = sharedView(shared, tileA, 0);
@@ -404,9 +466,27 @@ void KernelBuilder::build(const MmaProblem &problem) {
   Value warpCol = mul(arith::RemUIOp::create(b, loc, warp, cst(kWarpsN)),
                       kWarpNTiles * kTileN);
   batch = launch.getBlockIds().z;
+  Value part;
+  if (splits) {
+    part = arith::RemUIOp::create(b, loc, batch, splits);
+    batch = arith::DivUIOp::create(b, loc, batch, splits);
+  }
   Value m0 = mul(launch.getBlockIds().y, kBlockM);
   Value n0 = mul(launch.getBlockIds().x, kBlockN);
   MmaProblem::Range range = problem.kRange(b, batch, m0);
+  if (splits) {
+    // This part's whole K steps: [begin + part * chunk, + chunk), cut at
+    // the range's end (a part past it runs no step).
+    Value length = arith::SubIOp::create(b, loc, range.end, range.begin);
+    Value chunk = arith::CeilDivUIOp::create(b, loc, length, splits);
+    chunk = mul(arith::CeilDivUIOp::create(b, loc, chunk, cst(kBlockK)),
+                kBlockK);
+    Value begin = minIndex(
+        add(range.begin, arith::MulIOp::create(b, loc, part, chunk)),
+        range.end);
+    range.end = minIndex(add(begin, chunk), range.end);
+    range.begin = begin;
+  }
   // An inactive block runs no K step and stores nothing.
   bool alwaysActive = matchPattern(range.active, m_One());
   kEnd = alwaysActive ? range.end
@@ -441,12 +521,17 @@ void KernelBuilder::build(const MmaProblem &problem) {
 
   // C's current values (zero outside C), so that C += A·B: read, like the
   // factors, without a branch at the nearest element of C (the block's
-  // first row and column are inside it).
+  // first row and column are inside it). A part of a split K starts from
+  // zero: the parts are added to C after the kernel.
   Type f32 = b.getF32Type();
   SmallVector<Value> init(kWarpMTiles * kWarpNTiles * kAccValues);
   for (int64_t i = 0; i < kWarpMTiles; ++i) {
     for (int64_t j = 0; j < kWarpNTiles; ++j) {
       for (int64_t v = 0; v < kAccValues; ++v) {
+        if (splits) {
+          init[accIndex(i, j, v)] = zeroOf(f32);
+          continue;
+        }
         Position at = accPosition(i, j, v);
         Value old = memref::LoadOp::create(
             b, loc, problem.out,
@@ -526,13 +611,51 @@ void KernelBuilder::build(const MmaProblem &problem) {
                                       /*withElseRegion=*/false);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
-        memref::StoreOp::create(b, loc, kLoop.getResult(accIndex(i, j, v)),
-                                problem.out,
-                                problem.outIndices(b, batch, at.row, at.col));
+        Value result = kLoop.getResult(accIndex(i, j, v));
+        if (splits)
+          memref::StoreOp::create(b, loc, result, partial,
+                                  ValueRange{part, batch, at.row, at.col});
+        else
+          memref::StoreOp::create(b, loc, result, problem.out,
+                                  problem.outIndices(b, batch, at.row, at.col));
       }
     }
   }
   gpu::TerminatorOp::create(b, loc);
+  if (splits)
+    addParts(problem, launch, partial);
+}
+
+void KernelBuilder::addParts(const MmaProblem &problem, gpu::LaunchOp launch,
+                             Value partial) {
+  // C[b, m, n] += Σ_part partial[part, b, m, n], parts in order: a parallel
+  // loop over C (n fastest, so consecutive threads read consecutive
+  // partial results), which becomes a SIMT kernel.
+  b.setInsertionPointAfter(launch);
+  Value zero = cst(0), one = cst(1);
+  auto loop = scf::ParallelOp::create(
+      b, loc, ValueRange{zero, zero, zero},
+      ValueRange{problem.batches, problem.sizeM, problem.sizeN},
+      ValueRange{one, one, one});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value bi = loop.getInductionVars()[0], m = loop.getInductionVars()[1],
+          n = loop.getInductionVars()[2];
+    SmallVector<Value> at = problem.outIndices(b, bi, m, n);
+    Value c = memref::LoadOp::create(b, loc, problem.out, at);
+    auto sum = scf::ForOp::create(
+        b, loc, zero, problem.splits, one, ValueRange{c},
+        [&](OpBuilder &nb, Location nl, Value p, ValueRange acc) {
+          Value x = memref::LoadOp::create(nb, nl, partial,
+                                           ValueRange{p, bi, m, n});
+          scf::YieldOp::create(
+              nb, nl, ValueRange{arith::AddFOp::create(nb, nl, acc[0], x)});
+        });
+    memref::StoreOp::create(b, loc, sum.getResult(0), problem.out, at);
+  }
+  gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(),
+                         /*asyncDependencies=*/ValueRange(), partial);
 }
 
 /// The wgmma tile (sm_90a): one warpgroup of 128 threads computes a
@@ -818,7 +941,8 @@ Value readFactor(OpBuilder &b, Contraction &c, unsigned input,
 
 /// The mma.sync problem of a contraction: M, N, K and the batch are its
 /// loop dimensions; the whole K range for every block.
-MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c) {
+MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c,
+                              const SplitKPolicy &policy) {
   linalg::LinalgOp op = c.op;
   Location loc = op.getLoc();
   unsigned dimM = c.dims.m[0], dimN = c.dims.n[0], dimK = c.dims.k[0];
@@ -837,6 +961,8 @@ MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c) {
   problem.batches = dimBatch ? size(*dimBatch)
                              : arith::ConstantIndexOp::create(rewriter, loc, 1);
   Value sizeK = size(dimK);
+  problem.splits = splitCount(rewriter, loc, policy, problem.sizeM,
+                              problem.sizeN, problem.batches, sizeK);
   problem.kRange = [=](OpBuilder &b, Value, Value) {
     return MmaProblem::Range{
         arith::ConstantIndexOp::create(b, loc, 0), sizeK,
@@ -926,7 +1052,8 @@ MmaProblem groupedMatmulProblem(RewriterBase &rewriter, moe::GroupedMatmulOp op,
 /// The mma.sync problem of moe.grouped_weight_grad: one batch per expert e,
 /// C = init[e] [A, C], K over e's segment of rows.
 MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
-                                    moe::GroupedWeightGradOp op) {
+                                    moe::GroupedWeightGradOp op,
+                                    const SplitKPolicy &policy) {
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
   auto dim = [&](Value v, int64_t d) -> Value {
@@ -937,6 +1064,21 @@ MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
   problem.sizeM = dim(op.getInit(), 1);
   problem.sizeN = dim(op.getInit(), 2);
   problem.batches = dim(op.getInit(), 0);
+  // The sizes of init (the weights' shape) are static in practice; each
+  // expert's K is its segment, about the rows over the experts.
+  auto initType = cast<MemRefType>(op.getInit().getType());
+  if (initType.hasStaticShape()) {
+    Value sizeM = arith::ConstantIndexOp::create(rewriter, loc,
+                                                 initType.getDimSize(1));
+    Value sizeN = arith::ConstantIndexOp::create(rewriter, loc,
+                                                 initType.getDimSize(2));
+    Value experts = arith::ConstantIndexOp::create(rewriter, loc,
+                                                   initType.getDimSize(0));
+    Value kPerExpert = arith::DivUIOp::create(rewriter, loc, dim(lhs, 0),
+                                              experts);
+    problem.splits = splitCount(rewriter, loc, policy, sizeM, sizeN, experts,
+                                kPerExpert);
+  }
   problem.kRange = [=](OpBuilder &b, Value e, Value) {
     Value next = arith::AddIOp::create(
         b, loc, e, arith::ConstantIndexOp::create(b, loc, 1));
@@ -979,6 +1121,12 @@ struct SwitchyardGpuTensorCoreMatmulPass
     FloatType type = *parsed;
     if (!type)
       return;
+    if (splitKBlocks < 0 || splitKMin < 1) {
+      func.emitError() << "switchyard-gpu-tensor-core-matmul: split-k-blocks "
+                          "must be >= 0 and split-k-min >= 1";
+      return signalPassFailure();
+    }
+    SplitKPolicy policy{splitKBlocks, splitKMin};
 
     SmallVector<Contraction> contractions;
     func.walk([&](linalg::LinalgOp op) {
@@ -995,7 +1143,7 @@ struct SwitchyardGpuTensorCoreMatmulPass
         WgmmaKernelBuilder(rewriter, c, type).build();
         rewriter.eraseOp(c.op);
       } else if (tensorCores && fitsTensorCores(c)) {
-        MmaProblem problem = contractionProblem(rewriter, c);
+        MmaProblem problem = contractionProblem(rewriter, c, policy);
         KernelBuilder(rewriter, c.op, type).build(problem);
         rewriter.eraseOp(c.op);
       } else {
@@ -1050,8 +1198,8 @@ struct SwitchyardGpuTensorCoreMatmulPass
           isa<moe::GroupedMatmulOp>(op)
               ? groupedMatmulProblem(rewriter, cast<moe::GroupedMatmulOp>(op),
                                      expert)
-              : groupedWeightGradProblem(rewriter,
-                                         cast<moe::GroupedWeightGradOp>(op));
+              : groupedWeightGradProblem(
+                    rewriter, cast<moe::GroupedWeightGradOp>(op), policy);
       KernelBuilder(rewriter, op, type).build(problem);
       rewriter.eraseOp(op);
     }

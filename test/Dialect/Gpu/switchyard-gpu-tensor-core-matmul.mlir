@@ -2,6 +2,7 @@
 // RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=f16 tensor-cores=true}))' | FileCheck %s --check-prefix=F16
 // RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=bf16}))' | FileCheck %s --check-prefix=SIMT
 // RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=f32 tensor-cores=true}))' | FileCheck %s --check-prefix=F32
+// RUN: switchyard-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(switchyard-gpu-tensor-core-matmul{element-type=bf16 tensor-cores=true split-k-blocks=0}))' | FileCheck %s --check-prefix=NOSPLIT
 
 // x·wᵀ with a dynamic token count (moe.linear): one block of 2 x 2 warps
 // (128 threads) per 64 x 64 tile of y, a grid of ceil(48 / 64) x
@@ -212,7 +213,10 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // padded rows, each 64-row block reading its tile's expert (tile_size 64, a
 // multiple of the block's rows) and running no K step in a padding tile
 // (expert >= 3); moe.grouped_weight_grad with one batch per expert and K
-// over its segment. A tile_size that is not a multiple of 64 stays for
+// over its segment, split: its 3 tiles are far below split-k-blocks, so
+// each segment is cut into clamp(rows / 3 / 256, 1, ceil(512 / 3)) parts,
+// the grid's z runs over experts x parts, and a parallel loop adds the
+// parts to dw. A tile_size that is not a multiple of 64 stays for
 // switchyard-lower-grouped-kernels.
 // CHECK-LABEL: func.func @grouped(
 // CHECK-SAME: %[[ROWS:[^:]*]]: memref<?x32xf32>, %[[W:[^:]*]]: memref<3x32x16xbf16>, %[[TE:[^:]*]]: memref<?xindex>, %[[OUT:[^:]*]]: memref<?x16xf32>, %[[SEG:[^:]*]]: memref<4xindex>, %[[DW:[^:]*]]: memref<3x32x16xf32>, %[[DY:[^:]*]]: memref<?x16xf32>)
@@ -225,11 +229,41 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // CHECK: memref.load %[[W]][%[[E]], %{{.*}}, %{{.*}}] : memref<3x32x16xbf16>
 // CHECK: scf.for %{{.*}} = %[[K0]] to %[[KEND]] step %c32
 // CHECK: nvvm.mma.sync
-// CHECK: gpu.launch blocks(%[[BX2:[^,]*]], %[[BY2:[^,]*]], %[[BZ2:[^)]*]]) in
-// CHECK: %[[LO:.*]] = memref.load %[[SEG]][%[[BZ2]]]
+// CHECK: %[[ROWS_N:.*]] = memref.dim %[[ROWS]], %c0
+// CHECK: %[[PER_E:.*]] = arith.divui %[[ROWS_N]], %c3
+// CHECK: %[[P0:.*]] = arith.divui %[[PER_E]], %c256
+// CHECK: %[[P1:.*]] = arith.minui %[[P0]], %c171
+// CHECK: %[[PARTS:.*]] = arith.maxui %[[P1]], %c1
+// CHECK: %[[PARTIAL:.*]] = gpu.alloc  (%[[PARTS]], %{{.*}}, %{{.*}}, %{{.*}}) : memref<?x?x?x?xf32>
+// CHECK: %[[GZ:.*]] = arith.muli %{{.*}}, %[[PARTS]]
+// CHECK: gpu.launch blocks(%[[BX2:[^,]*]], %[[BY2:[^,]*]], %[[BZ2:[^)]*]]) in (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %[[GZ]])
+// CHECK: %[[PART:.*]] = arith.remui %[[BZ2]], %[[PARTS]]
+// CHECK: %[[E2:.*]] = arith.divui %[[BZ2]], %[[PARTS]]
+// CHECK: %[[LO:.*]] = memref.load %[[SEG]][%[[E2]]]
 // CHECK: %[[HI:.*]] = memref.load %[[SEG]][%{{.*}}]
-// CHECK: scf.for %{{.*}} = %[[LO]] to %[[HI]] step %c32
+// The part's K steps: [lo + part * chunk, + chunk) within [lo, hi), the
+// chunk a multiple of 32.
+// CHECK: %[[LEN:.*]] = arith.subi %[[HI]], %[[LO]]
+// CHECK: %[[C0:.*]] = arith.ceildivui %[[LEN]], %[[PARTS]]
+// CHECK: %[[C1:.*]] = arith.ceildivui %[[C0]], %c32
+// CHECK: %[[CHUNK:.*]] = arith.muli %[[C1]], %c32
+// CHECK: %[[OFF:.*]] = arith.muli %[[PART]], %[[CHUNK]]
+// CHECK: %[[B0:.*]] = arith.addi %[[LO]], %[[OFF]]
+// CHECK: %[[BEGIN:.*]] = arith.minui %[[B0]], %[[HI]]
+// CHECK: %[[E0:.*]] = arith.addi %[[BEGIN]], %[[CHUNK]]
+// CHECK: %[[END:.*]] = arith.minui %[[E0]], %[[HI]]
+// CHECK: scf.for %{{.*}} = %[[BEGIN]] to %[[END]] step %c32{{.*}} iter_args(%{{.*}} = %cst{{.*}}, 
 // CHECK: nvvm.mma.sync
+// CHECK: memref.store %{{.*}}, %[[PARTIAL]][%[[PART]], %[[E2]], %{{.*}}, %{{.*}}] : memref<?x?x?x?xf32>
+// CHECK-NOT: memref.store %{{.*}}, %[[DW]]
+// CHECK: gpu.terminator
+// CHECK: scf.parallel (%[[PE:.*]], %[[PA:.*]], %[[PC:.*]]) = {{.*}} {
+// CHECK: %[[OLD_DW:.*]] = memref.load %[[DW]][%[[PE]], %[[PA]], %[[PC]]]
+// CHECK: %[[SUM:.*]] = scf.for %[[P:.*]] = %{{.*}} to %[[PARTS]] step %{{.*}} iter_args(%[[ACC:.*]] = %[[OLD_DW]]) -> (f32) {
+// CHECK: %[[X:.*]] = memref.load %[[PARTIAL]][%[[P]], %[[PE]], %[[PA]], %[[PC]]]
+// CHECK: arith.addf %[[ACC]], %[[X]]
+// CHECK: memref.store %[[SUM]], %[[DW]][%[[PE]], %[[PA]], %[[PC]]]
+// CHECK: gpu.dealloc %[[PARTIAL]]
 // CHECK: moe.grouped_matmul {{.*}} tile_size(16)
 func.func @grouped(%rows: memref<?x32xf32>, %w: memref<3x32x16xbf16>, %te: memref<?xindex>, %out: memref<?x16xf32>, %seg: memref<4xindex>, %dw: memref<3x32x16xf32>, %dy: memref<?x16xf32>) {
   moe.grouped_matmul ins(%rows, %w, %te : memref<?x32xf32>, memref<3x32x16xbf16>, memref<?xindex>) outs(%out : memref<?x16xf32>) tile_size(64)
@@ -238,3 +272,39 @@ func.func @grouped(%rows: memref<?x32xf32>, %w: memref<3x32x16xbf16>, %te: memre
   return
 }
 
+
+// -----
+
+// Split-K of a weight gradient: one tile of dw (40 x 33), K the dynamic
+// token count: clamp(K / 256, 1, 512) parts (the parts' arithmetic is as
+// in @grouped). With split-k-blocks=0 it is one kernel over the whole K.
+// CHECK-LABEL: func.func @weight_grad(
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x40xf32>, %{{.*}}: memref<?x33xf32>, %[[DW:[^:]*]]: memref<40x33xf32>)
+// CHECK: %[[K:.*]] = memref.dim %[[X]], %c0
+// CHECK: %[[P0:.*]] = arith.divui %[[K]], %c256
+// CHECK: %[[P1:.*]] = arith.minui %[[P0]], %c512
+// CHECK: %[[PARTS:.*]] = arith.maxui %[[P1]], %c1
+// CHECK: %[[PARTIAL:.*]] = gpu.alloc  (%[[PARTS]], %c1, %c40, %c33) : memref<?x?x?x?xf32>
+// CHECK: gpu.launch
+// CHECK: memref.store %{{.*}}, %[[PARTIAL]]
+// CHECK: scf.parallel
+// CHECK: memref.store %{{.*}}, %[[DW]]
+// CHECK: gpu.dealloc %[[PARTIAL]]
+// NOSPLIT-LABEL: func.func @weight_grad(
+// NOSPLIT-NOT: gpu.alloc
+// NOSPLIT: gpu.launch blocks({{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %c1)
+// NOSPLIT-NOT: scf.parallel
+// NOSPLIT: return
+func.func @weight_grad(%x: memref<?x40xf32>, %dy: memref<?x33xf32>, %dw: memref<40x33xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, o, t) -> (t, i)>,
+                                   affine_map<(i, o, t) -> (t, o)>,
+                                   affine_map<(i, o, t) -> (i, o)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %dy : memref<?x40xf32>, memref<?x33xf32>) outs(%dw : memref<40x33xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
