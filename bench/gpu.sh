@@ -22,6 +22,10 @@
 #            projections grouped by expert on tensor cores);
 #   train-fused  the same with --fuse all (the SwitchHead model's expert
 #            projections fused too);
+#   profile  a few training steps of each 47M model (default fusions) with
+#            SWITCHYARD_KERNEL_PROFILE=${PROFILE_TOP:-40}: each launch timed
+#            alone (CUDA events), the longest kernels by name with their
+#            geometry (not among the defaults: it serialises launches);
 # and writes what it printed, with the GPU, driver, date and commit, to
 # bench/results/gpu-<date>-<commit>-<phases>.md (and, as it goes, to $OUT
 # when set).
@@ -129,7 +133,13 @@ for phase in $phases; do
       run 570 "Training steps, 47M SwitchHead against dense, batch 16$title" \
         --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
         --fuse "$fuse" --batch 16 --reps 10 ;;
-    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused)"; status=1 ;;
+    profile)
+      for model in switchhead-47m dense-47m; do
+        SWITCHYARD_KERNEL_PROFILE=${PROFILE_TOP:-40} run 300 \
+          "Kernel profile, training steps of $model, batch 16 (launches timed one by one)" \
+          --train-step "$root/examples/models/$model.mlir" --batch 16 --reps 2
+      done ;;
+    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, profile)"; status=1 ;;
   esac
 done
 
