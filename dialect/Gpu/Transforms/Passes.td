@@ -576,8 +576,12 @@ def SwitchyardGpuRegisterAccumulatorsPass
     other access to that buffer or a view of it anywhere in the loop, and no
     op in the loop with memory effects other than loads and stores. The loop
     then carries the element: one load before the loop, the stored value
-    yielded, one store after it. An outer reduction loop then sees the
-    moved load and store and is promoted in turn.
+    yielded, one store after it; where the bounds are not constants that
+    make the loop run, both are under `scf.if` (lower < upper bound), so an
+    element a loop that runs no iteration never touched stays untouched.
+    The buffer must be defined outside the loop too (a view made inside it
+    is another element every iteration). An outer reduction loop then sees
+    the moved load and store and is promoted in turn.
 
     Before (one thread of a bias gradient):
 
@@ -603,9 +607,11 @@ def SwitchyardGpuRegisterAccumulatorsPass
     ```
 
     The results are the same, bit for bit (the same operations in the same
-    order); a loop that runs no iteration stores back the value it loaded.
+    order).
   }];
-  let dependentDialects = ["::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 def SwitchyardGpuNameKernelsPass

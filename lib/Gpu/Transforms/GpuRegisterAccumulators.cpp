@@ -14,9 +14,11 @@
 
 #include "dialect/Gpu/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -93,6 +95,12 @@ bool isGlobal(Value memref) {
   return false;
 }
 
+/// Whether a zero of `type` can stand for the value a loop that runs no
+/// iteration never loads.
+bool hasZero(Type type) {
+  return isa<FloatType, IntegerType, IndexType>(type);
+}
+
 /// A load and a store of one element that `loop` can carry instead.
 struct Accumulator {
   memref::LoadOp load;
@@ -109,7 +117,11 @@ std::optional<Accumulator> findAccumulator(scf::ForOp loop) {
     return std::nullopt;
   for (Operation &op : *loop.getBody()) {
     auto load = dyn_cast<memref::LoadOp>(&op);
-    if (!load || !isGlobal(load.getMemRef()))
+    // The buffer (a view made in the loop is another element each
+    // iteration) and the indices must be the same in every iteration.
+    if (!load || !isGlobal(load.getMemRef()) ||
+        !loop.isDefinedOutsideOfLoop(load.getMemRef()) ||
+        !hasZero(load.getType()))
       continue;
     Value root = rootOf(load.getMemRef());
     if (!isAllocation(root) ||
@@ -140,13 +152,48 @@ std::optional<Accumulator> findAccumulator(scf::ForOp loop) {
   return std::nullopt;
 }
 
+/// Whether `loop` runs at least once: a condition built before it, or null
+/// where its bounds are constants and it does.
+Value runsAtLeastOnce(RewriterBase &rewriter, scf::ForOp loop) {
+  std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound());
+  std::optional<int64_t> ub = getConstantIntValue(loop.getUpperBound());
+  if (lb && ub && *lb < *ub)
+    return {};
+  return arith::CmpIOp::create(rewriter, loop.getLoc(),
+                               loop.getUnsignedCmp() ? arith::CmpIPredicate::ult
+                                                     : arith::CmpIPredicate::slt,
+                               loop.getLowerBound(), loop.getUpperBound());
+}
+
 /// Carries `acc` through `loop`: a load before it, the stored value
-/// yielded, a store after it. Returns the new loop.
+/// yielded, a store after it, both only where the loop runs (the element
+/// is not touched otherwise, as before). Returns the new loop.
 scf::ForOp promote(RewriterBase &rewriter, scf::ForOp loop, Accumulator acc) {
   rewriter.setInsertionPoint(loop);
-  Value initial = memref::LoadOp::create(rewriter, acc.load.getLoc(),
-                                         acc.load.getMemRef(),
-                                         acc.load.getIndices());
+  Location loc = acc.load.getLoc();
+  Value runs = runsAtLeastOnce(rewriter, loop);
+  auto load = [&](OpBuilder &b, Location at) -> Value {
+    return memref::LoadOp::create(b, at, acc.load.getMemRef(),
+                                  acc.load.getIndices());
+  };
+  Value initial;
+  if (!runs) {
+    initial = load(rewriter, loc);
+  } else {
+    Type type = acc.load.getType();
+    initial =
+        scf::IfOp::create(
+            rewriter, loc, runs,
+            [&](OpBuilder &b, Location at) {
+              scf::YieldOp::create(b, at, load(b, at));
+            },
+            [&](OpBuilder &b, Location at) {
+              Value zero = arith::ConstantOp::create(
+                  b, at, type, cast<TypedAttr>(b.getZeroAttr(type)));
+              scf::YieldOp::create(b, at, zero);
+            })
+            .getResult(0);
+  }
   Value stored = acc.store.getValueToStore();
   auto newLoop = cast<scf::ForOp>(
       *loop.replaceWithAdditionalYields(
@@ -158,9 +205,20 @@ scf::ForOp promote(RewriterBase &rewriter, scf::ForOp loop, Accumulator acc) {
   rewriter.replaceAllUsesWith(acc.load.getResult(),
                               newLoop.getRegionIterArgs().back());
   rewriter.setInsertionPointAfter(newLoop);
-  memref::StoreOp::create(rewriter, acc.store.getLoc(),
-                          newLoop.getResults().back(), acc.store.getMemRef(),
-                          acc.store.getIndices());
+  Value result = newLoop.getResults().back();
+  auto store = [&](OpBuilder &b, Location at) {
+    memref::StoreOp::create(b, at, result, acc.store.getMemRef(),
+                            acc.store.getIndices());
+  };
+  if (!runs) {
+    store(rewriter, acc.store.getLoc());
+  } else {
+    scf::IfOp::create(rewriter, acc.store.getLoc(), runs,
+                      [&](OpBuilder &b, Location at) {
+                        store(b, at);
+                        scf::YieldOp::create(b, at);
+                      });
+  }
   rewriter.eraseOp(acc.store);
   rewriter.eraseOp(acc.load);
   return newLoop;

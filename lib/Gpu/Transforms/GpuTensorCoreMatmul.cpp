@@ -320,6 +320,8 @@ Value splitCount(OpBuilder &b, Location loc, const SplitKPolicy &policy,
     return {};
   int64_t tiles = llvm::divideCeil(*m, kBlockM) *
                   llvm::divideCeil(*n, kBlockN) * std::max<int64_t>(*count, 1);
+  if (tiles <= 0)
+    return {};
   int64_t most = llvm::divideCeil(policy.targetBlocks, tiles);
   if (most < 2)
     return {};
@@ -1067,7 +1069,7 @@ MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
   // The sizes of init (the weights' shape) are static in practice; each
   // expert's K is its segment, about the rows over the experts.
   auto initType = cast<MemRefType>(op.getInit().getType());
-  if (initType.hasStaticShape()) {
+  if (initType.hasStaticShape() && initType.getDimSize(0) > 0) {
     Value sizeM = arith::ConstantIndexOp::create(rewriter, loc,
                                                  initType.getDimSize(1));
     Value sizeN = arith::ConstantIndexOp::create(rewriter, loc,

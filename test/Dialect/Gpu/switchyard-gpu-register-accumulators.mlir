@@ -5,14 +5,23 @@
 // CHECK-LABEL: func.func @bias_gradient(
 // CHECK: gpu.launch
 // CHECK: %[[COL:.*]] = affine.apply
-// CHECK: %[[INIT:.*]] = memref.load %[[DB:.*]][%[[COL]]] : memref<412xf32>
-// CHECK-NEXT: %[[OUTER:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC0:.*]] = %[[INIT]]) -> (f32) {
+// The outer loop's trip count (the batch) may be 0: the load before it and
+// the store after it only where it runs. The inner one's (256) is not.
+// CHECK: %[[RUNS:.*]] = arith.cmpi slt, %{{.*}}, %[[N:.*]] : index
+// CHECK-NEXT: %[[INIT:.*]] = scf.if %[[RUNS]] -> (f32) {
+// CHECK-NEXT: %[[OLD:.*]] = memref.load %[[DB:.*]][%[[COL]]] : memref<412xf32>
+// CHECK-NEXT: scf.yield %[[OLD]] : f32
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: scf.yield %[[ZERO]] : f32
+// CHECK: %[[OUTER:.*]] = scf.for %{{.*}} = %{{.*}} to %[[N]] step %{{.*}} iter_args(%[[ACC0:.*]] = %[[INIT]]) -> (f32) {
 // CHECK-NEXT: %[[INNER:.*]] = scf.for %[[S:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[ACC0]]) -> (f32) {
 // CHECK-NEXT: %[[X:.*]] = memref.load %{{.*}}[%{{.*}}, %[[S]], %[[COL]]] : memref<?x256x412xf32>
 // CHECK-NEXT: %[[SUM:.*]] = arith.addf %[[ACC]], %[[X]] : f32
 // CHECK-NEXT: scf.yield %[[SUM]] : f32
 // CHECK: scf.yield %[[INNER]] : f32
-// CHECK: memref.store %[[OUTER]], %[[DB]][%[[COL]]] : memref<412xf32>
+// CHECK: scf.if %[[RUNS]] {
+// CHECK-NEXT: memref.store %[[OUTER]], %[[DB]][%[[COL]]] : memref<412xf32>
 // CHECK-NOT: memref.store
 // CHECK: gpu.terminator
 func.func @bias_gradient(%dy: memref<?x256x412xf32>) -> memref<412xf32> {
@@ -47,7 +56,8 @@ func.func @bias_gradient(%dy: memref<?x256x412xf32>) -> memref<412xf32> {
 // Left alone: the output is a function argument (it may alias the input);
 // the loop also reads the output buffer elsewhere (through a view); the
 // indices change in the loop; the store is under a branch; a loop with a
-// barrier; a loop outside any kernel.
+// barrier; the element is read through a view made in the loop (another
+// element each iteration); a loop outside any kernel.
 // CHECK-LABEL: func.func @left_alone(
 // CHECK-NOT: iter_args
 // CHECK: return
@@ -86,6 +96,12 @@ func.func @left_alone(%x: memref<64xf32>, %arg_out: memref<f32>, %flag: i1) {
       %o = memref.load %out[%c0] : memref<64xf32>
       gpu.barrier
       memref.store %o, %out[%c0] : memref<64xf32>
+    }
+    scf.for %i = %c0 to %c64 step %c1 {
+      %row = memref.subview %out[%i] [1] [1] : memref<64xf32> to memref<1xf32, strided<[1], offset: ?>>
+      %o = memref.load %row[%c0] : memref<1xf32, strided<[1], offset: ?>>
+      %s = arith.addf %o, %o : f32
+      memref.store %s, %row[%c0] : memref<1xf32, strided<[1], offset: ?>>
     }
     gpu.terminator
   }
