@@ -4,7 +4,9 @@
 // device memory (GpuPipeline.cpp, "Device memory design"). One test of
 // whether an op reads or writes memory, shared by the pass that moves such
 // ops into kernels (switchyard-gpu-launch-host-compute) and the GPU
-// emulation's check that none is left (switchyard-gpu-launch-to-host-loops).
+// emulation's check that none is left (switchyard-gpu-launch-to-host-loops);
+// and the buffer a view reads, for the passes that reason about which
+// accesses may touch the same buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +33,10 @@ bool accessesBuffer(Operation *op, bool writesOnly,
 /// Whether `op` itself (its nested ops aside) reads or writes any buffer
 /// (accessesBuffer of every memref value).
 bool readsOrWritesMemory(Operation *op);
+
+/// The buffer that `v` views: through view-like ops (subview,
+/// collapse/expand_shape, cast, ...) to an allocation or a block argument.
+Value viewedBuffer(Value v);
 
 } // namespace mlir::switchyard
 

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/Gpu/Transforms/HostCode.h"
 #include "dialect/Gpu/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -21,7 +22,6 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUREGISTERACCUMULATORSPASS
@@ -31,19 +31,6 @@ namespace mlir::switchyard {
 using namespace mlir;
 
 namespace {
-/// The buffer that `memref` is a view of: through view-like ops
-/// (subview, collapse/expand_shape, cast, ...) to an allocation or a block
-/// argument.
-Value rootOf(Value memref) {
-  while (Operation *def = memref.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      break;
-    memref = view.getViewSource();
-  }
-  return memref;
-}
-
 /// Whether `root` is a buffer allocated in the function (no other value
 /// may alias it but its views).
 bool isAllocation(Value root) {
@@ -123,7 +110,7 @@ std::optional<Accumulator> findAccumulator(scf::ForOp loop) {
         !loop.isDefinedOutsideOfLoop(load.getMemRef()) ||
         !hasZero(load.getType()))
       continue;
-    Value root = rootOf(load.getMemRef());
+    Value root = switchyard::viewedBuffer(load.getMemRef());
     if (!isAllocation(root) ||
         !llvm::all_of(load.getIndices(), [&](Value index) {
           return loop.isDefinedOutsideOfLoop(index);
@@ -134,7 +121,8 @@ std::optional<Accumulator> findAccumulator(scf::ForOp loop) {
     memref::StoreOp store;
     bool other = false;
     for (Operation *access : *accesses) {
-      if (access == load || rootOf(accessedMemref(access)) != root)
+      if (access == load ||
+          switchyard::viewedBuffer(accessedMemref(access)) != root)
         continue;
       auto candidate = dyn_cast<memref::StoreOp>(access);
       if (!store && candidate &&

@@ -307,15 +307,15 @@ struct SplitKPolicy {
   int64_t minK = 256;
 };
 
-/// The number of parts to cut K into for a grid of `tiles` blocks (static)
-/// whose batches each reduce about `kPerBatch` (a host value), or null
-/// where the grid is dynamic or already large: clamp(kPerBatch / minK, 1,
+/// The number of parts to cut K into for a grid over M x N x batches
+/// (static sizes; nullopt: dynamic) whose batches each reduce about
+/// `kPerBatch()` (a host value, built only if K is cut), or null where the
+/// grid is dynamic or already large: clamp(kPerBatch / minK, 1,
 /// ceil(targetBlocks / tiles)).
 Value splitCount(OpBuilder &b, Location loc, const SplitKPolicy &policy,
-                 Value sizeM, Value sizeN, Value batches, Value kPerBatch) {
-  std::optional<int64_t> m = getConstantIntValue(sizeM),
-                         n = getConstantIntValue(sizeN),
-                         count = getConstantIntValue(batches);
+                 std::optional<int64_t> m, std::optional<int64_t> n,
+                 std::optional<int64_t> count,
+                 function_ref<Value()> kPerBatch) {
   if (policy.targetBlocks <= 0 || !m || !n || !count)
     return {};
   int64_t tiles = llvm::divideCeil(*m, kBlockM) *
@@ -328,7 +328,7 @@ Value splitCount(OpBuilder &b, Location loc, const SplitKPolicy &policy,
   auto index = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
-  Value parts = arith::DivUIOp::create(b, loc, kPerBatch,
+  Value parts = arith::DivUIOp::create(b, loc, kPerBatch(),
                                        index(std::max<int64_t>(policy.minK, 1)));
   parts = arith::MinUIOp::create(b, loc, parts, index(most));
   return arith::MaxUIOp::create(b, loc, parts, index(1));
@@ -963,8 +963,10 @@ MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c,
   problem.batches = dimBatch ? size(*dimBatch)
                              : arith::ConstantIndexOp::create(rewriter, loc, 1);
   Value sizeK = size(dimK);
-  problem.splits = splitCount(rewriter, loc, policy, problem.sizeM,
-                              problem.sizeN, problem.batches, sizeK);
+  problem.splits = splitCount(
+      rewriter, loc, policy, getConstantIntValue(problem.sizeM),
+      getConstantIntValue(problem.sizeN), getConstantIntValue(problem.batches),
+      [&] { return sizeK; });
   problem.kRange = [=](OpBuilder &b, Value, Value) {
     return MmaProblem::Range{
         arith::ConstantIndexOp::create(b, loc, 0), sizeK,
@@ -1070,16 +1072,14 @@ MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
   // expert's K is its segment, about the rows over the experts.
   auto initType = cast<MemRefType>(op.getInit().getType());
   if (initType.hasStaticShape() && initType.getDimSize(0) > 0) {
-    Value sizeM = arith::ConstantIndexOp::create(rewriter, loc,
-                                                 initType.getDimSize(1));
-    Value sizeN = arith::ConstantIndexOp::create(rewriter, loc,
-                                                 initType.getDimSize(2));
-    Value experts = arith::ConstantIndexOp::create(rewriter, loc,
-                                                   initType.getDimSize(0));
-    Value kPerExpert = arith::DivUIOp::create(rewriter, loc, dim(lhs, 0),
-                                              experts);
-    problem.splits = splitCount(rewriter, loc, policy, sizeM, sizeN, experts,
-                                kPerExpert);
+    int64_t experts = initType.getDimSize(0);
+    problem.splits = splitCount(
+        rewriter, loc, policy, initType.getDimSize(1), initType.getDimSize(2),
+        experts, [&]() -> Value {
+          return arith::DivUIOp::create(
+              rewriter, loc, dim(lhs, 0),
+              arith::ConstantIndexOp::create(rewriter, loc, experts));
+        });
   }
   problem.kRange = [=](OpBuilder &b, Value e, Value) {
     Value next = arith::AddIOp::create(

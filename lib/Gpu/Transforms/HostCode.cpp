@@ -1,6 +1,6 @@
 //===- HostCode.cpp - what host code of the GPU target may do -------------===//
 //
-// The memory-access test of HostCode.h.
+// The memory-access test and the viewed buffer of HostCode.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +9,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 using namespace mlir;
 
@@ -40,4 +41,10 @@ bool switchyard::accessesBuffer(Operation *op, bool writesOnly,
 bool switchyard::readsOrWritesMemory(Operation *op) {
   return accessesBuffer(op, /*writesOnly=*/false,
                         [](Value v) { return isa<MemRefType>(v.getType()); });
+}
+
+Value switchyard::viewedBuffer(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
 }

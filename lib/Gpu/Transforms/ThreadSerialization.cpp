@@ -41,7 +41,6 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -199,13 +198,6 @@ bool Serializer::isUniform(Value v) {
          !launch.getBody().isAncestor(v.getParentRegion());
 }
 
-/// The buffer that `v` views (through view-like ops).
-static Value rootBuffer(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
-
 /// A load of a buffer from outside the launch that nothing in the launch
 /// writes: with uniform indices, every thread reads the same value (the
 /// grouped kernels' expert of a tile, or segment bounds, as loop bounds).
@@ -213,7 +205,7 @@ bool Serializer::isInvariantLoad(Operation *op) {
   auto load = dyn_cast<memref::LoadOp>(op);
   if (!load)
     return false;
-  Value buffer = rootBuffer(load.getMemref());
+  Value buffer = switchyard::viewedBuffer(load.getMemref());
   if (launch.getBody().isAncestor(buffer.getParentRegion()))
     return false;
   // The launch's writers, found once (a walk per load is quadratic in the
@@ -225,7 +217,7 @@ bool Serializer::isInvariantLoad(Operation *op) {
     writtenBuffers.emplace();
     launch.getBody().walk([&](Operation *user) {
       if (switchyard::accessesBuffer(user, /*writesOnly=*/true, [&](Value v) {
-            writtenBuffers->insert(rootBuffer(v));
+            writtenBuffers->insert(switchyard::viewedBuffer(v));
             return false;
           }))
         unnamedWrites = true;
