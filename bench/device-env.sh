@@ -7,9 +7,10 @@
 #                             directory with bin/ptxas and libdevice (for
 #                             format=bin and the kernels' math functions);
 #                             returns 1 where there is none
-#   unpack_bundle DIR DEST    copies DIR/bin/* into DEST, decompressing .xz,
-#                             and puts DIR/lib on LD_LIBRARY_PATH; returns 1
-#                             where a binary cannot be unpacked
+#   unpack_bundle DIR DEST    unpacks DIR/bin.tar.xz (or copies DIR/bin/*,
+#                             decompressing .xz) into DEST, and puts DIR/lib
+#                             on LD_LIBRARY_PATH; returns 1 where a binary
+#                             cannot be unpacked
 #   bundle_commit ROOT [DIR]  the commit: the bundle's MANIFEST where there is
 #                             one (the .git the device tool sends can be
 #                             older than the binaries), else git's
@@ -39,7 +40,16 @@ find_cuda_toolkit() {
 unpack_bundle() {
   local bundle=$1 dest=$2 file
   mkdir -p "$dest"
+  if [ -f "$bundle/bin.tar.xz" ]; then
+    if command -v xz > /dev/null; then
+      xz -dc "$bundle/bin.tar.xz" | tar -C "$dest" -xf -
+    else # (python3's lzma where the machine has no xz)
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+        "$bundle/bin.tar.xz" "$dest"
+    fi || { echo "cannot unpack $bundle/bin.tar.xz"; return 1; }
+  fi
   for file in "$bundle"/bin/*; do
+    [ -e "$file" ] || continue
     case $file in
       *.xz)
         if command -v xz > /dev/null; then

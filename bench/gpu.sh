@@ -35,7 +35,7 @@
 # `kernels layer train` took 310 s in one call).
 # Usage: bench/gpu.sh [--bundle DIR] [PHASE...]
 #   (default: kernels layer train train-fused)
-#   --bundle DIR  the static binaries of `scripts/device-bundle.sh --bench`
+#   --bundle DIR  the static binaries of `scripts/device-bundle.sh` (.device)
 #                 (the device machine has no LLVM); otherwise switchyard-bench
 #                 is built in $SWITCHYARD_BUILD_DIR (default build/)
 #   PYTHON=...    Python with PyTorch (default python3); REPS=N (default 20)

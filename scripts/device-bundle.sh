@@ -4,29 +4,28 @@
 # The GPU machine (the `device` tool) has CUDA but no LLVM/MLIR 22, no lit and
 # no FileCheck, and fetches nothing. This builds, HERE, the binaries it runs,
 # linked statically against MLIR/LLVM (-DSWITCHYARD_STATIC_LLVM=ON, in
-# build-device/), strips them and writes a bundle (git-ignored):
-#   (default) .device/: what bench/gpu-check.sh runs:
-#     bin/{switchyard,switchyard-gpu-check,switchyard-cuda-unittests}
-#   --bench   .device-bench/: what bench/gpu.sh runs: bin/switchyard-bench
-# each with lib/libsentencepiece{,_train}.so.0 (no static library in Debian)
-# and a MANIFEST (commit, date, sizes); binaries are xz-compressed when
-# together over 60 MiB (the scripts unpack them). Then, on the device:
-#   run(command="bench/gpu-check.sh --bundle .device", carry=[".device"])
-#   run(command="bench/gpu.sh --bundle .device-bench", carry=[".device-bench"])
-# (the tool carries at most 64 MiB with the working tree: one bundle a call).
+# build-device/), strips them and writes one bundle, .device/ (git-ignored):
+#   bin.tar.xz  switchyard, switchyard-gpu-check, switchyard-cuda-unittests
+#               (bench/gpu-check.sh) and switchyard-bench (bench/gpu.sh), as
+#               one solid archive: the four binaries are mostly the same
+#               MLIR/LLVM code, so with a dictionary larger than one binary
+#               they compress to about 34 MB together (xz file by file: 67 MB,
+#               over what the tool carries)
+#   lib/        libsentencepiece{,_train}.so.0 (no static library in Debian)
+#   MANIFEST    commit, date, sizes
+# Compressing takes about 6 minutes on 2 cores. Then, on the device, one call:
+#   run(command="bench/gpu-check.sh --bundle .device; bench/gpu.sh --bundle .device train",
+#       carry=[".device"])
+# (the tool carries at most 64 MiB with the working tree).
 #
-# Usage: scripts/device-bundle.sh [--bench] [JOBS]   (default 2)
+# Usage: scripts/device-bundle.sh [JOBS]   (default 2)
 #===------------------------------------------------------------------------===#
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-device
 out=$root/.device
-binaries="bin/switchyard bin/switchyard-gpu-check test/unit/switchyard-cuda-unittests"
-if [ "${1:-}" = --bench ]; then
-  out=$root/.device-bench
-  binaries="bin/switchyard-bench"
-  shift
-fi
+binaries="bin/switchyard bin/switchyard-gpu-check test/unit/switchyard-cuda-unittests
+          bin/switchyard-bench"
 jobs=${1:-2}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")}
 
@@ -40,12 +39,14 @@ targets=$(for binary in $binaries; do basename "$binary"; done)
 ninja -C "$build" -j"$jobs" $targets
 
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib"
+mkdir -p "$out/lib"
+stripped=$(mktemp -d)
+trap 'rm -rf "$stripped"' EXIT
 for binary in $binaries; do
-  strip -o "$out/bin/$(basename "$binary")" "$build/$binary"
+  strip -o "$stripped/$(basename "$binary")" "$build/$binary"
 done
 # What the binaries still load: only universal libraries, and SentencePiece.
-for library in $(ldd "$out"/bin/* | awk '/=>/ {print $3}' | sort -u); do
+for library in $(ldd "$stripped"/* | awk '/=>/ {print $3}' | sort -u); do
   case $(basename "$library") in
     libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*|libz.so.*|libzstd.so.*|\
     ld-linux*|libdl.so.*|librt.so.*|libpthread.so.*) ;;
@@ -53,14 +54,15 @@ for library in $(ldd "$out"/bin/* | awk '/=>/ {print $3}' | sort -u); do
     *) echo "device-bundle: unexpected dependency $library" >&2; exit 1 ;;
   esac
 done
-size=$(du -sb "$out" | cut -f1)
-if [ "$size" -gt $((60 * 1024 * 1024)) ]; then
-  xz -T"$jobs" -6 "$out"/bin/*
-fi
+(cd "$stripped" && ls -l) > "$stripped.list"
+tar -C "$stripped" -cf - . | xz -T1 --lzma2=preset=6,dict=320MiB > "$out/bin.tar.xz"
 {
   echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD || echo ' (with uncommitted changes)')"
   echo "built:  $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
-  (cd "$out" && ls -l bin lib)
+  echo "bin.tar.xz: $(du -b "$out/bin.tar.xz" | cut -f1) bytes of"
+  cat "$stripped.list"
+  (cd "$out" && ls -l lib)
 } > "$out/MANIFEST"
+rm -f "$stripped.list"
 cat "$out/MANIFEST"
 echo "bundle: $out, $(du -sh "$out" | cut -f1) ($(du -sb "$out" | cut -f1) bytes; the device tool carries at most 64 MiB with the working tree)"
