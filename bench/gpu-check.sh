@@ -12,7 +12,7 @@
 #      models' forward and gradients, fused and unfused, bf16/f16 tensor-core
 #      matmuls and the tiny model in bf16/f16 against the CPU with the same
 #      rounding, and `switchyard train --device gpu` against `--device cpu`;
-#   3. `switchyard train` of the tiny model, 20 steps, --device cpu and
+#   3. `switchyard train` of the tiny model, 8 steps, --device cpu and
 #      --device gpu (f32, then bf16), loss by loss, with wall times;
 # and writes one log, bench/results/gpu-check-<date>.log: GPU model, driver,
 # date, commit, and each test's result. Sized to finish within about 8

@@ -1,9 +1,14 @@
 # The training comparison of the GPU checks, sourced by bench/gpu-check.sh
-# and bench/gpu-check-bundle.sh: the tiny SwitchHead model trained for 20
+# and bench/gpu-check-bundle.sh: the tiny SwitchHead model trained for 8
 # steps on the CPU, on the GPU (f32) and on the GPU (bf16 tensor cores),
 # the three at once;
 # the f32 losses must agree (compare_losses.py's tolerance), bf16 is shown
-# for information. Needs $root, $tmp, $status and the switchyard binary as
+# for information. Eight steps, not more: the two devices sum in different
+# orders (switchyard-gpu-split-reductions), and from the end of the warm-up
+# AdamW amplifies the last-bit differences, so the trajectories part. At
+# 08fc6e7, in the GPU emulation as on the H200: steps 1-3 agree to 1e-6
+# (loss and gradient norm), step 8 to 1e-3, step 20 by 2.4% (11x the
+# tolerance), and without the split reductions by 2x the tolerance. Needs $root, $tmp, $status and the switchyard binary as
 # the first argument; sets status=1 on a failure.
 
 compare_training() {
@@ -15,8 +20,8 @@ compare_training() {
     local begin=$SECONDS
     timeout "${TRAIN_TIMEOUT:-150}" "$switchyard" train \
         "$root/examples/models/switchhead-tiny.mlir" \
-        --data "$root/test/Integration/CUDA/Inputs" --steps 20 --batch 4 \
-        --warmup 4 --eval-every 10 --eval-batches 1 --summary "$tmp/$name.json" \
+        --data "$root/test/Integration/CUDA/Inputs" --steps 8 --batch 4 \
+        --warmup 2 --eval-every 4 --eval-batches 1 --summary "$tmp/$name.json" \
         "$@" > "$tmp/$name.out" 2>&1
     echo $? > "$tmp/$name.rc"
     echo $((SECONDS - begin)) > "$tmp/$name.time"

@@ -267,8 +267,9 @@ Value replayCasts(OpBuilder &b, Contraction &c, unsigned input, Value raw) {
 /// What one mma.sync kernel computes: C[b, m, n] += Σ_k A[b, m, k] ·
 /// B[b, n, k] over a range of k per batch, for a grid of kBlockM x kBlockN
 /// tiles of C per batch. The callbacks build code inside the kernel; the
-/// loads return the raw float factor (rounded to the element type by the
-/// builder) and are only called where the element lies inside the problem.
+/// operands are read element by element where the element lies inside the
+/// problem (rounded to the element type by the builder), and by runs of
+/// kRun elements in one vector load where a whole step of a block's tile is.
 struct MmaProblem {
   /// Host values: the extents of M and N, the number of batches.
   Value sizeM, sizeN, batches;
@@ -279,8 +280,20 @@ struct MmaProblem {
     Value begin, end, active;
   };
   std::function<Range(OpBuilder &b, Value batch, Value m0)> kRange;
-  std::function<Value(OpBuilder &b, Value batch, Value m, Value k)> loadA;
-  std::function<Value(OpBuilder &b, Value batch, Value m, Value k)> loadB;
+  /// An operand: factor (batch, row, k) is `cast` of element `indices` of
+  /// `buffer` (the body's casts from the raw element to the float factor).
+  /// `runsInLastDim`: the staging's runs (along k, or along the rows where
+  /// rowsContiguous) lie along the buffer's last dimension, so that a run
+  /// is one vector load where that dimension has unit stride.
+  struct Operand {
+    Value buffer;
+    std::function<SmallVector<Value>(OpBuilder &b, Value batch, Value row,
+                                     Value k)>
+        indices;
+    std::function<Value(OpBuilder &b, Value raw)> cast;
+    bool runsInLastDim = false;
+  };
+  Operand operandA, operandB;
   /// Whether consecutive rows (m of A, n of B) rather than consecutive k
   /// are adjacent in memory: the staging then walks the rows with
   /// consecutive threads, so that a warp's loads are coalesced either way.
@@ -347,17 +360,22 @@ public:
   void build(const MmaProblem &problem);
 
 private:
-  using Load = std::function<Value(OpBuilder &, Value, Value, Value)>;
-
   /// Values of `types` built by `then` where the uniform `cond` holds,
   /// else zeros.
   SmallVector<Value> ifElseZeros(Value cond, TypeRange types,
                                  function_ref<SmallVector<Value>()> then);
+  /// Whether `operand`'s runs can be vector loads (a host value, or null
+  /// where they cannot): its buffer's last dimension has unit stride, and
+  /// the first element and the other strides are multiples of a run.
+  Value runsAligned(const MmaProblem::Operand &operand);
   /// The thread's factors of the K step from `k0` of one operand (rows
   /// from `rowStart`), zero outside the problem; k0 < kEnd, and the
-  /// block's first row is inside it.
-  SmallVector<Value> fetch(const Load &load, Value rowStart, Value rowSize,
-                           int64_t rows, bool rowsContiguous, Value k0);
+  /// block's first row is inside it. Where the step of the block's tile
+  /// lies inside the problem and `aligned` (runsAligned, inside the
+  /// kernel) holds, by one vector load per run.
+  SmallVector<Value> fetch(const MmaProblem::Operand &operand, Value aligned,
+                           Value rowStart, Value rowSize, int64_t rows,
+                           bool rowsContiguous, Value k0);
   /// Stores what `fetch` returned into the shared tile.
   void store(ValueRange factors, Value tile, int64_t rows, bool rowsContiguous);
   /// After the split-K `launch`: adds the parts in `partial` to C and frees
@@ -385,25 +403,93 @@ KernelBuilder::ifElseZeros(Value cond, TypeRange types,
   return ifOp.getResults();
 }
 
-SmallVector<Value> KernelBuilder::fetch(const Load &load, Value rowStart,
+Value KernelBuilder::runsAligned(const MmaProblem::Operand &operand) {
+  auto type = dyn_cast<MemRefType>(operand.buffer.getType());
+  if (!operand.runsInLastDim || !type || !type.isLastDimUnitStride() ||
+      !type.getElementType().isIntOrFloat())
+    return {};
+  // The first element's address and every other stride a multiple of a
+  // run: every run then starts at a multiple of its size in bytes.
+  int64_t bytes = type.getElementTypeBitWidth() / 8;
+  auto metadata =
+      memref::ExtractStridedMetadataOp::create(b, loc, operand.buffer);
+  Value pointer = memref::ExtractAlignedPointerAsIndexOp::create(
+      b, loc, operand.buffer);
+  Value start = add(pointer, mul(metadata.getOffset(), bytes));
+  auto multipleOf = [&](Value v, int64_t of) {
+    Value rem = arith::RemUIOp::create(b, loc, v, cst(of));
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem,
+                                 cst(0))
+        .getResult();
+  };
+  Value aligned = multipleOf(start, kRun * bytes);
+  for (Value stride : metadata.getStrides().drop_back())
+    aligned = both(aligned, multipleOf(stride, kRun));
+  return aligned;
+}
+
+SmallVector<Value> KernelBuilder::fetch(const MmaProblem::Operand &operand,
+                                        Value aligned, Value rowStart,
                                         Value rowSize, int64_t rows,
                                         bool rowsContiguous, Value k0) {
+  int64_t count = rows * kBlockK / kBlockThreads;
+  // Element by element: every thread loads (no branch per element: the
+  // loads can all be in flight at once), at the nearest element inside
+  // the problem, and keeps zero where it was outside.
+  auto elements = [&] {
+    SmallVector<Value> factors;
+    for (int64_t index = 0; index < count; ++index) {
+      auto [row, col] = stagedElement(tid, kBlockThreads, index, rows, kBlockK,
+                                      rowsContiguous);
+      Value rowIndex = add(rowStart, row);
+      Value kIndex = add(k0, col);
+      Value inBounds = both(less(rowIndex, rowSize), less(kIndex, kEnd));
+      Value raw = memref::LoadOp::create(
+          b, loc, operand.buffer,
+          operand.indices(b, batch, minIndex(rowIndex, sub1(rowSize)),
+                          minIndex(kIndex, sub1(kEnd))));
+      factors.push_back(arith::SelectOp::create(
+          b, loc, inBounds, roundedFactor(operand.cast(b, raw)),
+          zeroOf(elementType)));
+    }
+    return factors;
+  };
+  if (!aligned)
+    return elements();
+  // Run by run, where the block's rows and this K step lie inside the
+  // problem (the same for the whole block) and each run is aligned.
+  Value inside = both(aligned, both(less(sub1(add(rowStart, cst(rows))), rowSize),
+                                    less(sub1(add(k0, cst(kBlockK))), kEnd)));
+  if (!rowsContiguous) {
+    // Runs along K start at k0 + a multiple of kRun.
+    Value rem = arith::RemUIOp::create(b, loc, k0, cst(kRun));
+    inside = both(inside, arith::CmpIOp::create(
+                              b, loc, arith::CmpIPredicate::eq, rem, cst(0)));
+  }
+  auto type = cast<MemRefType>(operand.buffer.getType());
+  auto runType = VectorType::get({kRun}, type.getElementType());
+  int64_t runBytes = kRun * type.getElementTypeBitWidth() / 8;
+  SmallVector<Type> types(count, elementType);
+  auto ifOp = scf::IfOp::create(b, loc, types, inside, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
   SmallVector<Value> factors;
-  for (int64_t index = 0; index < rows * kBlockK / kBlockThreads; ++index) {
+  for (int64_t index = 0; index < count; index += kRun) {
+    // Element index + e of the thread is element e of the run.
     auto [row, col] =
         stagedElement(tid, kBlockThreads, index, rows, kBlockK, rowsContiguous);
-    Value rowIndex = add(rowStart, row);
-    Value kIndex = add(k0, col);
-    Value inBounds = both(less(rowIndex, rowSize), less(kIndex, kEnd));
-    // Every thread loads (no branch per element: the loads can all be in
-    // flight at once), at the nearest element inside the problem, and
-    // keeps zero where it was outside.
-    Value raw = load(b, batch, minIndex(rowIndex, sub1(rowSize)),
-                     minIndex(kIndex, sub1(kEnd)));
-    factors.push_back(arith::SelectOp::create(
-        b, loc, inBounds, roundedFactor(raw), zeroOf(elementType)));
+    Value run = vector::LoadOp::create(
+        b, loc, runType, operand.buffer,
+        operand.indices(b, batch, add(rowStart, row), add(k0, col)),
+        /*nontemporal=*/false, llvm::MaybeAlign(runBytes));
+    for (int64_t e = 0; e < kRun; ++e)
+      factors.push_back(roundedFactor(
+          operand.cast(b, vector::ExtractOp::create(b, loc, run, e))));
   }
-  return factors;
+  scf::YieldOp::create(b, loc, factors);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, elements());
+  return ifOp.getResults();
 }
 
 void KernelBuilder::store(ValueRange factors, Value tile, int64_t rows,
@@ -450,6 +536,8 @@ void KernelBuilder::build(const MmaProblem &problem) {
                                    /*symbolOperands=*/ValueRange())
                   .getMemref();
   }
+  Value alignedA = runsAligned(problem.operandA);
+  Value alignedB = runsAligned(problem.operandB);
   Value gridZ =
       splits ? arith::MulIOp::create(b, loc, batches, splits).getResult()
              : batches;
@@ -556,9 +644,11 @@ void KernelBuilder::build(const MmaProblem &problem) {
   auto fetchBoth = [&](Value k0) {
     return ifElseZeros(less(k0, kEnd), stagedTypes, [&] {
       SmallVector<Value> factors =
-          fetch(problem.loadA, m0, sizeM, kBlockM, problem.rowsContiguousA, k0);
-      llvm::append_range(factors, fetch(problem.loadB, n0, sizeN, kBlockN,
-                                        problem.rowsContiguousB, k0));
+          fetch(problem.operandA, alignedA, m0, sizeM, kBlockM,
+                problem.rowsContiguousA, k0);
+      llvm::append_range(factors,
+                         fetch(problem.operandB, alignedB, n0, sizeN, kBlockN,
+                               problem.rowsContiguousB, k0));
       return factors;
     });
   };
@@ -927,20 +1017,6 @@ void WgmmaKernelBuilder::build() {
 // The problems: contractions and the grouped expert kernels
 //===----------------------------------------------------------------------===//
 
-/// `c`'s input `input` at the loop indices `loops`, read through the body's
-/// casts (the raw factor).
-Value readFactor(OpBuilder &b, Contraction &c, unsigned input,
-                 ArrayRef<Value> loops) {
-  Location loc = c.op.getLoc();
-  OpOperand *operand = c.op.getDpsInputOperand(input);
-  AffineMap map = c.op.getMatchingIndexingMap(operand);
-  SmallVector<Value> indices;
-  for (unsigned r = 0; r < map.getNumResults(); ++r)
-    indices.push_back(loops[map.getDimPosition(r)]);
-  Value raw = memref::LoadOp::create(b, loc, operand->get(), indices);
-  return replayCasts(b, c, input, raw);
-}
-
 /// The mma.sync problem of a contraction: M, N, K and the batch are its
 /// loop dimensions; the whole K range for every block.
 MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c,
@@ -980,18 +1056,30 @@ MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c,
     result[dimK] = k;
     return result;
   };
-  problem.loadA = [=, &c](OpBuilder &b, Value batch, Value m, Value k) {
-    return readFactor(b, c, 0, loops(batch, dimM, m, k));
+  // Input `input`, whose rows are loop dimension `dimRow`, read through
+  // the body's casts.
+  auto operand = [&](unsigned input, unsigned dimRow) {
+    OpOperand *in = op.getDpsInputOperand(input);
+    AffineMap map = op.getMatchingIndexingMap(in);
+    MmaProblem::Operand result;
+    result.buffer = in->get();
+    result.indices = [=](OpBuilder &, Value batch, Value row, Value k) {
+      SmallVector<Value> at = loops(batch, dimRow, row, k);
+      SmallVector<Value> indices;
+      for (unsigned r = 0; r < map.getNumResults(); ++r)
+        indices.push_back(at[map.getDimPosition(r)]);
+      return indices;
+    };
+    result.cast = [=, &c](OpBuilder &b, Value raw) {
+      return replayCasts(b, c, input, raw);
+    };
+    // The runs go along the rows where they are innermost, else along K.
+    unsigned innermost = map.getDimPosition(map.getNumResults() - 1);
+    result.runsInLastDim = innermost == dimRow || innermost == dimK;
+    return std::make_pair(result, innermost == dimRow);
   };
-  problem.loadB = [=, &c](OpBuilder &b, Value batch, Value n, Value k) {
-    return readFactor(b, c, 1, loops(batch, dimN, n, k));
-  };
-  auto innermost = [&](unsigned input) {
-    AffineMap map = op.getMatchingIndexingMap(op.getDpsInputOperand(input));
-    return map.getDimPosition(map.getNumResults() - 1);
-  };
-  problem.rowsContiguousA = innermost(0) == dimM;
-  problem.rowsContiguousB = innermost(1) == dimN;
+  std::tie(problem.operandA, problem.rowsContiguousA) = operand(0, dimM);
+  std::tie(problem.operandB, problem.rowsContiguousB) = operand(1, dimN);
   OpOperand *out = op.getDpsInitOperand(0);
   problem.out = out->get();
   AffineMap outMap = op.getMatchingIndexingMap(out);
@@ -1004,6 +1092,21 @@ MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c,
     return indices;
   };
   return problem;
+}
+
+/// An operand read as it is stored (no casts), with the staging's runs
+/// along its last dimension: `indices` of (batch, row, k).
+MmaProblem::Operand
+plainOperand(Value buffer,
+             std::function<SmallVector<Value>(Value, Value, Value)> indices) {
+  MmaProblem::Operand operand;
+  operand.buffer = buffer;
+  operand.indices = [indices](OpBuilder &, Value batch, Value row, Value k) {
+    return indices(batch, row, k);
+  };
+  operand.cast = [](OpBuilder &, Value raw) { return raw; };
+  operand.runsInLastDim = true;
+  return operand;
 }
 
 /// The mma.sync problem of moe.grouped_matmul: C = init [P, C], M the
@@ -1037,14 +1140,14 @@ MmaProblem groupedMatmulProblem(RewriterBase &rewriter, moe::GroupedMatmulOp op,
     return MmaProblem::Range{arith::ConstantIndexOp::create(b, loc, 0), width,
                              active};
   };
-  problem.loadA = [=](OpBuilder &b, Value, Value m, Value k) -> Value {
-    return memref::LoadOp::create(b, loc, rows, ValueRange{m, k});
-  };
-  problem.loadB = [=, &expert](OpBuilder &b, Value, Value n, Value k) -> Value {
-    SmallVector<Value> at = transposed ? SmallVector<Value>{expert, n, k}
-                                       : SmallVector<Value>{expert, k, n};
-    return memref::LoadOp::create(b, loc, weight, at);
-  };
+  problem.operandA = plainOperand(rows, [](Value, Value m, Value k) {
+    return SmallVector<Value>{m, k};
+  });
+  problem.operandB =
+      plainOperand(weight, [=, &expert](Value, Value n, Value k) {
+        return transposed ? SmallVector<Value>{expert, n, k}
+                          : SmallVector<Value>{expert, k, n};
+      });
   problem.rowsContiguousB = !transposed;
   problem.out = op.getInit();
   problem.outIndices = [](OpBuilder &, Value, Value m, Value n) {
@@ -1089,12 +1192,12 @@ MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
         memref::LoadOp::create(b, loc, segments, next),
         arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)};
   };
-  problem.loadA = [=](OpBuilder &b, Value, Value a, Value p) -> Value {
-    return memref::LoadOp::create(b, loc, lhs, ValueRange{p, a});
-  };
-  problem.loadB = [=](OpBuilder &b, Value, Value c, Value p) -> Value {
-    return memref::LoadOp::create(b, loc, rhs, ValueRange{p, c});
-  };
+  problem.operandA = plainOperand(lhs, [](Value, Value a, Value p) {
+    return SmallVector<Value>{p, a};
+  });
+  problem.operandB = plainOperand(rhs, [](Value, Value c, Value p) {
+    return SmallVector<Value>{p, c};
+  });
   // K (the rows p) is the outer dimension of both.
   problem.rowsContiguousA = problem.rowsContiguousB = true;
   problem.out = op.getInit();

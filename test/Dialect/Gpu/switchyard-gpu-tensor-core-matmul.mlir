@@ -14,6 +14,18 @@
 // CHECK: %[[M:.*]] = memref.dim %[[X]], %{{.*}} : memref<?x64xf32>
 // CHECK: %[[GX:.*]] = arith.ceildivui %c48, %c64{{.*}} : index
 // CHECK: %[[GY:.*]] = arith.ceildivui %[[M]], %c64{{.*}} : index
+// Whether x's runs of four can be vector loads, on the host: its first
+// element at a multiple of 16 bytes, its row stride a multiple of 4
+// elements (likewise w).
+// CHECK: %{{.*}}, %[[XOFF:.*]], %{{.*}}:2, %[[XSTR:.*]]:2 = memref.extract_strided_metadata %[[X]]
+// CHECK: %[[XPTR:.*]] = memref.extract_aligned_pointer_as_index %[[X]]
+// CHECK: %[[XBYTES:.*]] = arith.muli %[[XOFF]], %c4
+// CHECK: %[[XSTART:.*]] = arith.addi %[[XPTR]], %[[XBYTES]]
+// CHECK: arith.remui %[[XSTART]], %c16
+// CHECK: arith.remui %[[XSTR]]#0, %c4
+// CHECK: %[[XALIGNED:.*]] = arith.andi
+// CHECK: memref.extract_strided_metadata %[[W]]
+// CHECK: %[[WALIGNED:.*]] = arith.andi
 // CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[GX]], %{{.*}} = %[[GY]], %{{.*}} = %c1)
 // CHECK-SAME: threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c128, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
 // CHECK-SAME: dynamic_shared_memory_size %c10240_i32
@@ -28,10 +40,23 @@
 // CHECK-NEXT: %[[OLD:.*]] = memref.load %[[Y]][%[[ROW_C]], %[[COL_C]]]
 // CHECK: arith.select %[[IN_C]], %[[OLD]], %{{.*}} : f32
 // CHECK-COUNT-31: memref.load %[[Y]]
-// The first K step's factors (zeros if the block's K range is empty), each
-// loaded at the nearest element inside x, rounded to bf16, zero outside:
-// 16 of x and 16 of w per thread.
+// The first K step's factors (zeros if the block's K range is empty), 16
+// of x and 16 of w per thread: where the block's 64 rows and 32 of K lie
+// inside x (and it is aligned), four runs of four by vector loads, else
+// each loaded at the nearest element inside x, rounded to bf16, zero
+// outside.
 // CHECK: %[[FIRST:.*]]:32 = scf.if %{{.*}} -> (bf16, bf16,
+// CHECK: %[[ROWS_IN:.*]] = arith.cmpi ult, %{{.*}}, %[[M]] : index
+// CHECK: %[[K_IN:.*]] = arith.cmpi ult, %{{.*}}, %c64 : index
+// CHECK: %[[BOTH_IN:.*]] = arith.andi %[[ROWS_IN]], %[[K_IN]] : i1
+// CHECK: %[[INSIDE:.*]] = arith.andi %[[XALIGNED]], %[[BOTH_IN]] : i1
+// CHECK: %[[FAST:.*]] = arith.andi %[[INSIDE]], %{{.*}} : i1
+// CHECK: scf.if %[[FAST]] -> (bf16, bf16,
+// CHECK: %[[LOADED:.*]] = vector.load %[[X]][%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<?x64xf32>, vector<4xf32>
+// CHECK-NEXT: %[[E0:.*]] = vector.extract %[[LOADED]][0] : f32 from vector<4xf32>
+// CHECK-NEXT: arith.truncf %[[E0]] : f32 to bf16
+// CHECK-COUNT-3: vector.load %[[X]]
+// CHECK: } else {
 // CHECK: %[[IN_A:.*]] = arith.andi
 // CHECK: %[[RA:.*]] = arith.minui
 // CHECK: %[[KA:.*]] = arith.minui
@@ -39,6 +64,9 @@
 // CHECK-NEXT: %[[TA:.*]] = arith.truncf %[[RAW_A]] : f32 to bf16
 // CHECK: arith.select %[[IN_A]], %[[TA]], %{{.*}} : bf16
 // CHECK-COUNT-15: memref.load %[[X]]
+// CHECK: arith.andi %[[WALIGNED]]
+// CHECK-COUNT-4: vector.load %[[W]]
+// CHECK: } else {
 // CHECK-COUNT-16: memref.load %[[W]]
 // CHECK: } else {
 // K steps of 32 carrying the 32 accumulators and the 32 staged factors:
