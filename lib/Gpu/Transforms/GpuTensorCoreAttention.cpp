@@ -157,33 +157,41 @@ protected:
   /// Opens a gpu.launch of ceil(rows / 64) x heads x batches blocks of
   /// kThreads threads with `sharedBytes` of dynamic shared memory and leaves
   /// the builder in its body; returns the block's first row.
-  Value launch(Value rows, Value heads, Value batches, int64_t sharedBytes);
+  /// `sources` are the buffers the kernel stages: whether their runs are
+  /// aligned for vector loads is computed before the launch (stage).
+  Value launch(Value rows, Value heads, Value batches, int64_t sharedBytes,
+               ValueRange sources);
   /// The dynamic shared memory from byte `offset` as a rows x cols tile.
   Value sharedTile(int64_t offset, int64_t rows, int64_t cols, Type type);
   /// A shared tile of 64 rows of the padded width at byte `offset`.
   Value rowTile(int64_t offset) {
     return sharedTile(offset, kBlockKeys, paddedWidth + kPad, elementType);
   }
-  /// Stages a rows x cols tile of factors into the shared `tile`: every
-  /// thread loads its runs of kRun elements (stagedElement; along the rows
-  /// where `rowsContiguous`), then stores them.
-  /// `factor(row, col)` loads one element, rounded, zero outside.
-  /// The staged rows land from row `tileRow0` of `tile`.
+  /// Stages a rows x cols tile of factors from `source` [B, R, H, F] (or
+  /// [R, H, F], the relative keys) into the shared `tile`: every thread
+  /// loads its runs of kRun elements (stagedElement; along the rows where
+  /// `rowsContiguous`), then stores them. The runs go along F: tile element
+  /// (row, col) is source row `sourceRow(row, col)` (zero unless below
+  /// `rowLimit`) at F index col (row where `rowsContiguous`). A run is one
+  /// vector load where the source's runs are aligned (launch's `sources`),
+  /// else element by element. The staged rows land from row `tileRow0`.
   void stage(Value tile, int64_t rows, int64_t cols, bool rowsContiguous,
-             function_ref<Value(Value, Value)> factor, int64_t tileRow0 = 0);
+             Value source, function_ref<Value(Value, Value)> sourceRow,
+             Value rowLimit, int64_t tileRow0 = 0);
   /// Stages rows row0 .. row0 + 63 of `source` [B, R, H, F] into a row
   /// tile.
   void stageRows(Value tile, Value source, Value row0, Value rowLimit) {
-    stage(tile, kBlockKeys, paddedWidth, /*rowsContiguous=*/false,
-          [&](Value row, Value col) {
-            return factor(source, add(row0, row), rowLimit, col);
-          });
+    stage(
+        tile, kBlockKeys, paddedWidth, /*rowsContiguous=*/false, source,
+        [&](Value row, Value) { return add(row0, row); }, rowLimit);
   }
   /// source[batch, row, head, col] (source[row, head, col] for the rank-3
   /// relative keys) rounded, zero unless row < rowLimit and col < F (an
   /// index below zero wraps above the limit); loaded without a branch at the
-  /// nearest element inside.
-  Value factor(Value source, Value row, Value rowLimit, Value col);
+  /// nearest element inside. With `run`, the kRun elements from col (a
+  /// multiple of kRun) in one vector load.
+  SmallVector<Value> factors(Value source, Value row, Value rowLimit,
+                             Value col, bool run);
   /// The warp's 16 rows of the staged row `tile` as A fragments, one per
   /// 16 of the padded width.
   SmallVector<Value> rowFragments(Value tile);
@@ -242,12 +250,9 @@ protected:
     Value distances = dim(rel, 0);
     for (int64_t half = 0; half < kRelRows; half += kBlockKeys)
       stage(
-          tile, kBlockKeys, paddedWidth, /*rowsContiguous=*/false,
-          [&](Value row, Value col) {
-            return factor(rel, add(delta0, add(cst(half), row)), distances,
-                          col);
-          },
-          /*tileRow0=*/half);
+          tile, kBlockKeys, paddedWidth, /*rowsContiguous=*/false, rel,
+          [&](Value row, Value) { return add(delta0, add(cst(half), row)); },
+          distances, /*tileRow0=*/half);
   }
   /// Adds to the scores `s` (kKeyTiles accumulator tiles: rows the step's
   /// queries and columns its keys, or the transpose where `keyRows`) their
@@ -292,10 +297,18 @@ protected:
   /// `rowOf[value]` of the block's 64 (the warp's 16 from warpRow), and in
   /// column `colOf[value]` of its tile.
   SmallVector<Value> tileRowOf, rowOf, colOf;
+  /// The launch's staged buffers whose runs can be vector loads, and the
+  /// (host) condition under which they are aligned.
+  llvm::DenseMap<Value, Value> alignedSources;
 };
 
 Value AttentionBuilder::launch(Value rows, Value heads, Value batches,
-                               int64_t sharedBytes) {
+                               int64_t sharedBytes, ValueRange sources) {
+  alignedSources.clear();
+  for (Value source : sources)
+    if (source && !alignedSources.count(source))
+      if (Value aligned = runsAligned(source))
+        alignedSources[source] = aligned;
   Value one = cst(1);
   auto launchOp = gpu::LaunchOp::create(
       b, loc, arith::CeilDivUIOp::create(b, loc, rows, cst(kBlockRows)), heads,
@@ -327,30 +340,56 @@ Value AttentionBuilder::sharedTile(int64_t offset, int64_t rows, int64_t cols,
 }
 
 void AttentionBuilder::stage(Value tile, int64_t rows, int64_t cols,
-                             bool rowsContiguous,
-                             function_ref<Value(Value, Value)> factor,
-                             int64_t tileRow0) {
+                             bool rowsContiguous, Value source,
+                             function_ref<Value(Value, Value)> sourceRow,
+                             Value rowLimit, int64_t tileRow0) {
   assert(rows * cols % (kThreads * kRun) == 0 && rows % kRun == 0 &&
          cols % kRun == 0 && "whole runs, as many for every thread");
-  SmallVector<std::pair<Value, Value>> at;
-  SmallVector<Value> values;
-  for (int64_t index = 0; index < rows * cols / kThreads; ++index) {
-    auto [row, col] =
-        stagedElement(tid, kThreads, index, rows, cols, rowsContiguous);
-    at.emplace_back(row, col);
-    values.push_back(factor(row, col));
-  }
-  for (auto [value, position] : llvm::zip_equal(values, at))
-    memref::StoreOp::create(
-        b, loc, value, tile,
-        ValueRange{add(position.first, cst(tileRow0)), position.second});
+  auto stageAll = [&](bool runs) {
+    SmallVector<std::pair<Value, Value>> at;
+    SmallVector<Value> values;
+    int64_t step = runs ? kRun : 1;
+    for (int64_t index = 0; index < rows * cols / kThreads; index += step) {
+      auto [row, col] =
+          stagedElement(tid, kThreads, index, rows, cols, rowsContiguous);
+      llvm::append_range(values,
+                         factors(source, sourceRow(row, col), rowLimit,
+                                 rowsContiguous ? row : col, runs));
+      // Element e of a run: the next e along F.
+      for (int64_t e = 0; e < step; ++e)
+        at.emplace_back(rowsContiguous ? add(row, cst(e)) : row,
+                        rowsContiguous ? col : add(col, cst(e)));
+    }
+    for (auto [value, position] : llvm::zip_equal(values, at))
+      memref::StoreOp::create(
+          b, loc, value, tile,
+          ValueRange{add(position.first, cst(tileRow0)), position.second});
+  };
+  // Runs of whole elements of the width (a run is inside or outside it as
+  // a whole) from an aligned source: vector loads.
+  Value aligned = width % kRun == 0 ? alignedSources.lookup(source) : Value();
+  if (!aligned)
+    return stageAll(/*runs=*/false);
+  auto ifOp =
+      scf::IfOp::create(b, loc, TypeRange{}, aligned, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  stageAll(/*runs=*/true);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  stageAll(/*runs=*/false);
 }
 
-Value AttentionBuilder::factor(Value source, Value row, Value rowLimit,
-                               Value col) {
+SmallVector<Value> AttentionBuilder::factors(Value source, Value row,
+                                             Value rowLimit, Value col,
+                                             bool run) {
   Value inBounds = less(row, rowLimit);
   Value column = col;
-  if (width % kTileK != 0 && width % kRun == 0) {
+  if (run && width % kTileK != 0) {
+    // The run starts at a multiple of kRun: inside or outside the width
+    // as a whole.
+    inBounds = both(inBounds, less(col, cst(width)));
+    column = minIndex(col, cst(width - kRun));
+  } else if (width % kTileK != 0 && width % kRun == 0) {
     // The staged runs of kRun columns start at multiples of kRun (stage),
     // so a run is inside or outside the width as a whole: one guard and
     // one clamp per run, not per element (the compiler sees col & -kRun as
@@ -368,9 +407,20 @@ Value AttentionBuilder::factor(Value source, Value row, Value rowLimit,
   SmallVector<Value> at{clamped, head, column};
   if (cast<MemRefType>(source.getType()).getRank() == 4)
     at.insert(at.begin(), batch);
-  Value raw = memref::LoadOp::create(b, loc, source, at);
-  return arith::SelectOp::create(b, loc, inBounds, roundedFactor(raw),
-                                 zeroOf(elementType));
+  SmallVector<Value> raws;
+  if (run) {
+    Value loaded = loadRun(source, at);
+    for (int64_t e = 0; e < kRun; ++e)
+      raws.push_back(vector::ExtractOp::create(b, loc, loaded, e));
+  } else {
+    raws.push_back(memref::LoadOp::create(b, loc, source, at));
+  }
+  SmallVector<Value> result;
+  for (Value raw : raws)
+    result.push_back(arith::SelectOp::create(b, loc, inBounds,
+                                             roundedFactor(raw),
+                                             zeroOf(elementType)));
+  return result;
 }
 
 SmallVector<Value> AttentionBuilder::rowFragments(Value tile) {
@@ -547,7 +597,8 @@ void FlashForwardBuilder::build() {
   int64_t bytesK = rowTileBytes();
   int64_t bytesV = tileBytes(paddedWidth, kBlockKeys + kPad, elementType);
   int64_t bytesRel = rel ? relativeBytes() : 0;
-  Value t0 = launch(queries, heads, batches, bytesK + bytesV + bytesRel);
+  Value t0 = launch(queries, heads, batches, bytesK + bytesV + bytesRel,
+                    {q, k, v, rel});
   Value smemK = rowTile(0);
   Value smemV = sharedTile(bytesK, paddedWidth, kBlockKeys + kPad, elementType);
   Value smemRel, scratch;
@@ -578,10 +629,9 @@ void FlashForwardBuilder::build() {
     // step's ldmatrix) before they change.
     gpu::BarrierOp::create(b, loc);
     stageRows(smemK, k, u0, keys);
-    stage(smemV, paddedWidth, kBlockKeys, /*rowsContiguous=*/true,
-          [&](Value row, Value col) {
-            return factor(v, add(u0, col), keys, row);
-          });
+    stage(
+        smemV, paddedWidth, kBlockKeys, /*rowsContiguous=*/true, v,
+        [&](Value, Value col) { return add(u0, col); }, keys);
     if (rel)
       stageRel(smemRel, rel, firstDistance(t0, u0, shift));
     gpu::BarrierOp::create(b, loc);
@@ -788,7 +838,9 @@ void FlashBackwardBuilder::buildKeyKernel() {
   Type f32Type = b.getF32Type();
   int64_t relOffset = 2 * bytesTile + tileBytes(2, kBlockRows, f32Type);
   Value u0 =
-      launch(keys, heads, batches, relOffset + (rel ? relativeBytes() : 0));
+      launch(keys, heads, batches, relOffset + (rel ? relativeBytes() : 0),
+             {op.getKey(), op.getValue(), op.getQuery(), op.getResultGrad(),
+              rel});
   Value smemQ = rowTile(0), smemDO = rowTile(bytesTile);
   Value smemStats = sharedTile(2 * bytesTile, 2, kBlockRows, f32Type);
   Value smemRel, scratch;
@@ -891,7 +943,9 @@ void FlashBackwardBuilder::buildQueryKernel() {
   Value rel = op.getRel();
   int64_t bytesTile = rowTileBytes();
   Value t0 = launch(queries, heads, batches,
-                    2 * bytesTile + (rel ? relativeBytes() : 0));
+                    2 * bytesTile + (rel ? relativeBytes() : 0),
+                    {op.getQuery(), op.getResultGrad(), op.getKey(),
+                     op.getValue(), rel});
   Value smemK = rowTile(0), smemV = rowTile(bytesTile);
   Value smemRel, scratch;
   if (rel)

@@ -158,6 +158,37 @@ Value KernelBuilderBase::dynamicSharedMemory() {
       b, loc, workgroupType({ShapedType::kDynamic}, b.getI8Type()));
 }
 
+Value KernelBuilderBase::runsAligned(Value buffer) {
+  auto type = dyn_cast<MemRefType>(buffer.getType());
+  if (!type || !type.isLastDimUnitStride() ||
+      !type.getElementType().isIntOrFloat())
+    return {};
+  // The first element's address and every other stride a multiple of a
+  // run: every run then starts at a multiple of its size in bytes.
+  int64_t bytes = type.getElementTypeBitWidth() / 8;
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+  Value pointer = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+  Value start = add(pointer, mul(metadata.getOffset(), bytes));
+  auto multipleOf = [&](Value v, int64_t of) {
+    Value rem = arith::RemUIOp::create(b, loc, v, cst(of));
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem,
+                                 cst(0))
+        .getResult();
+  };
+  Value aligned = multipleOf(start, kRun * bytes);
+  for (Value stride : metadata.getStrides().drop_back())
+    aligned = both(aligned, multipleOf(stride, kRun));
+  return aligned;
+}
+
+Value KernelBuilderBase::loadRun(Value buffer, ValueRange indices) {
+  auto type = cast<MemRefType>(buffer.getType());
+  return vector::LoadOp::create(
+      b, loc, VectorType::get({kRun}, type.getElementType()), buffer, indices,
+      /*nontemporal=*/false,
+      llvm::MaybeAlign(kRun * type.getElementTypeBitWidth() / 8));
+}
+
 Value KernelBuilderBase::sharedView(Value shared, MemRefType type,
                                     int64_t offset) {
   return memref::ViewOp::create(b, loc, type, shared, cst(offset),
@@ -364,10 +395,6 @@ private:
   /// else zeros.
   SmallVector<Value> ifElseZeros(Value cond, TypeRange types,
                                  function_ref<SmallVector<Value>()> then);
-  /// Whether `operand`'s runs can be vector loads (a host value, or null
-  /// where they cannot): its buffer's last dimension has unit stride, and
-  /// the first element and the other strides are multiples of a run.
-  Value runsAligned(const MmaProblem::Operand &operand);
   /// The thread's factors of the K step from `k0` of one operand (rows
   /// from `rowStart`), zero outside the problem; k0 < kEnd, and the
   /// block's first row is inside it. Where the step of the block's tile
@@ -401,31 +428,6 @@ KernelBuilder::ifElseZeros(Value cond, TypeRange types,
     zeros.push_back(zeroOf(type));
   scf::YieldOp::create(b, loc, zeros);
   return ifOp.getResults();
-}
-
-Value KernelBuilder::runsAligned(const MmaProblem::Operand &operand) {
-  auto type = dyn_cast<MemRefType>(operand.buffer.getType());
-  if (!operand.runsInLastDim || !type || !type.isLastDimUnitStride() ||
-      !type.getElementType().isIntOrFloat())
-    return {};
-  // The first element's address and every other stride a multiple of a
-  // run: every run then starts at a multiple of its size in bytes.
-  int64_t bytes = type.getElementTypeBitWidth() / 8;
-  auto metadata =
-      memref::ExtractStridedMetadataOp::create(b, loc, operand.buffer);
-  Value pointer = memref::ExtractAlignedPointerAsIndexOp::create(
-      b, loc, operand.buffer);
-  Value start = add(pointer, mul(metadata.getOffset(), bytes));
-  auto multipleOf = [&](Value v, int64_t of) {
-    Value rem = arith::RemUIOp::create(b, loc, v, cst(of));
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem,
-                                 cst(0))
-        .getResult();
-  };
-  Value aligned = multipleOf(start, kRun * bytes);
-  for (Value stride : metadata.getStrides().drop_back())
-    aligned = both(aligned, multipleOf(stride, kRun));
-  return aligned;
 }
 
 SmallVector<Value> KernelBuilder::fetch(const MmaProblem::Operand &operand,
@@ -466,9 +468,6 @@ SmallVector<Value> KernelBuilder::fetch(const MmaProblem::Operand &operand,
     inside = both(inside, arith::CmpIOp::create(
                               b, loc, arith::CmpIPredicate::eq, rem, cst(0)));
   }
-  auto type = cast<MemRefType>(operand.buffer.getType());
-  auto runType = VectorType::get({kRun}, type.getElementType());
-  int64_t runBytes = kRun * type.getElementTypeBitWidth() / 8;
   SmallVector<Type> types(count, elementType);
   auto ifOp = scf::IfOp::create(b, loc, types, inside, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
@@ -478,10 +477,9 @@ SmallVector<Value> KernelBuilder::fetch(const MmaProblem::Operand &operand,
     // Element index + e of the thread is element e of the run.
     auto [row, col] =
         stagedElement(tid, kBlockThreads, index, rows, kBlockK, rowsContiguous);
-    Value run = vector::LoadOp::create(
-        b, loc, runType, operand.buffer,
-        operand.indices(b, batch, add(rowStart, row), add(k0, col)),
-        /*nontemporal=*/false, llvm::MaybeAlign(runBytes));
+    Value run = loadRun(operand.buffer, operand.indices(b, batch,
+                                                         add(rowStart, row),
+                                                         add(k0, col)));
     for (int64_t e = 0; e < kRun; ++e)
       factors.push_back(roundedFactor(
           operand.cast(b, vector::ExtractOp::create(b, loc, run, e))));
@@ -536,8 +534,11 @@ void KernelBuilder::build(const MmaProblem &problem) {
                                    /*symbolOperands=*/ValueRange())
                   .getMemref();
   }
-  Value alignedA = runsAligned(problem.operandA);
-  Value alignedB = runsAligned(problem.operandB);
+  auto aligned = [&](const MmaProblem::Operand &operand) {
+    return operand.runsInLastDim ? runsAligned(operand.buffer) : Value();
+  };
+  Value alignedA = aligned(problem.operandA);
+  Value alignedB = aligned(problem.operandB);
   Value gridZ =
       splits ? arith::MulIOp::create(b, loc, batches, splits).getResult()
              : batches;

@@ -87,6 +87,14 @@ protected:
   /// of row k + l, and .trans hands each lane the elements (2t, 2t + 1) of
   /// column g of each 8 x 8 matrix, the B fragment's (PTX ISA).
   Value loadBTransposed(Value tile, Value lane16, Value k, Value n);
+  /// Whether runs of kRun elements along the last dimension of `buffer`
+  /// can be vector loads (a host value; null where they cannot): that
+  /// dimension has unit stride, and the first element's address and the
+  /// other strides are multiples of a run.
+  Value runsAligned(Value buffer);
+  /// The run of kRun elements of `buffer` from `indices` along its last
+  /// dimension, in one vector load aligned to the run's size (runsAligned).
+  Value loadRun(Value buffer, ValueRange indices);
   /// A memref type of `shape` and `type` in workgroup (shared) memory.
   MemRefType workgroupType(ArrayRef<int64_t> shape, Type type);
   /// The launch's dynamic shared memory as bytes, at the insertion point

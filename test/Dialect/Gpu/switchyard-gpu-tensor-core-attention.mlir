@@ -16,18 +16,39 @@
 // CHECK-SAME: %[[Q:[^:]*]]: memref<?x100x2x24xf32>, %[[K:[^:]*]]: memref<?x120x2x24xf32>, %[[V:[^:]*]]: memref<?x120x2x24xf32>, %[[O:[^:]*]]: memref<?x100x2x24xf32>, %[[L:[^:]*]]: memref<?x100x2xf32>)
 // CHECK-NOT: moe.flash_attention_kernel
 // CHECK: %[[B:.*]] = memref.dim %[[Q]], %c0
+// Whether Q's, K's and V's runs of four can be vector loads: their first
+// element at a multiple of 16 bytes, their three outer strides multiples
+// of 4.
+// CHECK: memref.extract_strided_metadata %[[Q]]
+// CHECK-COUNT-2: arith.andi
+// CHECK: %[[QALIGNED:.*]] = arith.andi
+// CHECK: memref.extract_strided_metadata %[[K]]
+// CHECK-COUNT-2: arith.andi
+// CHECK: %[[KALIGNED:.*]] = arith.andi
+// CHECK: memref.extract_strided_metadata %[[V]]
+// CHECK-COUNT-2: arith.andi
+// CHECK: %[[VALIGNED:.*]] = arith.andi
 // CHECK: %[[GX:.*]] = arith.ceildivui %{{.*}}, %c64
 // CHECK: gpu.launch blocks(%[[BX:[^,]*]], %[[BY:[^,]*]], %[[BZ:[^)]*]]) in (%{{.*}} = %[[GX]], %{{.*}} = %{{.*}}, %{{.*}} = %[[B]])
 // CHECK-SAME: threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c128, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
 // CHECK-SAME: dynamic_shared_memory_size %c9728_i32
 // CHECK: memref.view {{.*}} to memref<64x40xbf16, #gpu.address_space<workgroup>>
 // CHECK: memref.view {{.*}}[%c5120][] {{.*}} to memref<32x72xbf16, #gpu.address_space<workgroup>>
+// CHECK: scf.if %[[QALIGNED]] {
+// CHECK: vector.load %[[Q]][%[[BZ]], %{{.*}}, %[[BY]], %{{.*}}] {alignment = 16 : i64} : memref<?x100x2x24xf32>, vector<4xf32>
+// CHECK: } else {
 // CHECK: memref.load %[[Q]][%[[BZ]], %{{.*}}, %[[BY]], %{{.*}}]
 // CHECK: gpu.barrier
 // CHECK-COUNT-2: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // CHECK: scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c64{{.*}} iter_args(
 // CHECK: gpu.barrier
+// CHECK: scf.if %[[KALIGNED]] {
+// CHECK: vector.load %[[K]]
+// CHECK: } else {
 // CHECK: memref.load %[[K]]
+// CHECK: scf.if %[[VALIGNED]] {
+// CHECK: vector.load %[[V]]
+// CHECK: } else {
 // CHECK: memref.load %[[V]]
 // CHECK: gpu.barrier
 // CHECK-COUNT-16: nvvm.mma.sync
