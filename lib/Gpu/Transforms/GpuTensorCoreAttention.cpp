@@ -407,19 +407,21 @@ SmallVector<Value> AttentionBuilder::factors(Value source, Value row,
   SmallVector<Value> at{clamped, head, column};
   if (cast<MemRefType>(source.getType()).getRank() == 4)
     at.insert(at.begin(), batch);
-  SmallVector<Value> raws;
-  if (run) {
-    Value loaded = loadRun(source, at);
-    for (int64_t e = 0; e < kRun; ++e)
-      raws.push_back(vector::ExtractOp::create(b, loc, loaded, e));
-  } else {
-    raws.push_back(memref::LoadOp::create(b, loc, source, at));
+  if (!run) {
+    Value raw = memref::LoadOp::create(b, loc, source, at);
+    return {arith::SelectOp::create(b, loc, inBounds, roundedFactor(raw),
+                                    zeroOf(elementType))};
   }
+  // The run rounded as a vector (two elements per conversion on sm_80+).
+  Value rounded = roundedFactor(loadRun(source, at));
+  auto type = cast<VectorType>(rounded.getType());
+  Value zeros = arith::ConstantOp::create(
+      b, loc, type,
+      DenseElementsAttr::get(type, b.getFloatAttr(elementType, 0.0)));
+  Value kept = arith::SelectOp::create(b, loc, inBounds, rounded, zeros);
   SmallVector<Value> result;
-  for (Value raw : raws)
-    result.push_back(arith::SelectOp::create(b, loc, inBounds,
-                                             roundedFactor(raw),
-                                             zeroOf(elementType)));
+  for (int64_t e = 0; e < kRun; ++e)
+    result.push_back(vector::ExtractOp::create(b, loc, kept, e));
   return result;
 }
 

@@ -71,10 +71,16 @@ Value KernelBuilderBase::apply(AffineMap map, unsigned r, ValueRange operands) {
 }
 
 Value KernelBuilderBase::roundedFactor(Value raw) {
-  Type f32 = b.getF32Type();
+  // Element by element, or a vector of them at once.
+  auto like = [&](Type element) -> Type {
+    if (auto vector = dyn_cast<VectorType>(raw.getType()))
+      return VectorType::get(vector.getShape(), element);
+    return element;
+  };
+  Type f32 = like(b.getF32Type());
   if (raw.getType() != f32)
     raw = arith::ExtFOp::create(b, loc, f32, raw);
-  return arith::TruncFOp::create(b, loc, elementType, raw);
+  return arith::TruncFOp::create(b, loc, like(elementType), raw);
 }
 
 SmallVector<Value> KernelBuilderBase::mma(Value a, Value bFrag,
@@ -281,18 +287,24 @@ bool fitsTensorCores(Contraction &c) {
 }
 
 /// Input `input` of `c` from its raw element `raw` (the block argument's
-/// value): the body's casts from the block argument to the factor, replayed.
+/// value), or from a vector of raw elements: the body's casts from the
+/// block argument to the factor (arith.extf, arith.truncf), replayed
+/// element by element.
 Value replayCasts(OpBuilder &b, Contraction &c, unsigned input, Value raw) {
-  IRMapping mapping;
-  mapping.map(c.op.getMatchingBlockArgument(c.op.getDpsInputOperand(input)),
-              raw);
   SmallVector<Operation *> casts;
   for (Value v = c.factors[input]; Operation *def = v.getDefiningOp();
        v = def->getOperand(0))
     casts.push_back(def);
-  for (Operation *cast : llvm::reverse(casts))
-    b.clone(*cast, mapping);
-  return mapping.lookupOrDefault(c.factors[input]);
+  Value value = raw;
+  for (Operation *cast : llvm::reverse(casts)) {
+    Type type = cast->getResult(0).getType();
+    if (auto vector = dyn_cast<VectorType>(value.getType()))
+      type = VectorType::get(vector.getShape(), type);
+    OperationState state(cast->getLoc(), cast->getName(), ValueRange{value},
+                         TypeRange{type}, cast->getAttrs());
+    value = b.create(state)->getResult(0);
+  }
+  return value;
 }
 
 /// What one mma.sync kernel computes: C[b, m, n] += Σ_k A[b, m, k] ·
@@ -392,9 +404,10 @@ public:
 
 private:
   /// Values of `types` built by `then` where the uniform `cond` holds,
-  /// else zeros.
-  SmallVector<Value> ifElseZeros(Value cond, TypeRange types,
-                                 function_ref<SmallVector<Value>()> then);
+  /// else `otherwise` (zeros where empty).
+  SmallVector<Value> ifElse(Value cond, TypeRange types,
+                            function_ref<SmallVector<Value>()> then,
+                            ValueRange otherwise = {});
   /// The thread's factors of the K step from `k0` of one operand (rows
   /// from `rowStart`), zero outside the problem; k0 < kEnd, and the
   /// block's first row is inside it. Where the step of the block's tile
@@ -415,18 +428,19 @@ private:
   Value tid, lane, batch, kEnd;
 };
 
-SmallVector<Value>
-KernelBuilder::ifElseZeros(Value cond, TypeRange types,
-                           function_ref<SmallVector<Value>()> then) {
+SmallVector<Value> KernelBuilder::ifElse(Value cond, TypeRange types,
+                                         function_ref<SmallVector<Value>()> then,
+                                         ValueRange otherwise) {
   auto ifOp = scf::IfOp::create(b, loc, types, cond, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
   scf::YieldOp::create(b, loc, then());
   b.setInsertionPointToStart(ifOp.elseBlock());
-  SmallVector<Value> zeros;
-  for (Type type : types)
-    zeros.push_back(zeroOf(type));
-  scf::YieldOp::create(b, loc, zeros);
+  SmallVector<Value> values(otherwise);
+  if (values.empty())
+    for (Type type : types)
+      values.push_back(zeroOf(type));
+  scf::YieldOp::create(b, loc, values);
   return ifOp.getResults();
 }
 
@@ -480,9 +494,10 @@ SmallVector<Value> KernelBuilder::fetch(const MmaProblem::Operand &operand,
     Value run = loadRun(operand.buffer, operand.indices(b, batch,
                                                          add(rowStart, row),
                                                          add(k0, col)));
+    // Rounded as a vector (two elements per conversion on sm_80+).
+    Value rounded = roundedFactor(operand.cast(b, run));
     for (int64_t e = 0; e < kRun; ++e)
-      factors.push_back(roundedFactor(
-          operand.cast(b, vector::ExtractOp::create(b, loc, run, e))));
+      factors.push_back(vector::ExtractOp::create(b, loc, rounded, e));
   }
   scf::YieldOp::create(b, loc, factors);
   b.setInsertionPointToStart(ifOp.elseBlock());
@@ -640,10 +655,12 @@ void KernelBuilder::build(const MmaProblem &problem) {
   int64_t stagedA = kBlockM * kBlockK / kBlockThreads;
   int64_t stagedB = kBlockN * kBlockK / kBlockThreads;
   SmallVector<Type> stagedTypes(stagedA + stagedB, elementType);
-  // Zeros where the step starts past the block's K range (a branch the
-  // whole block takes alike).
-  auto fetchBoth = [&](Value k0) {
-    return ifElseZeros(less(k0, kEnd), stagedTypes, [&] {
+  // Where the step starts past the block's K range (a branch the whole
+  // block takes alike), `otherwise`: zeros before the loop; inside it, the
+  // step's own factors (never staged: no loads, and no registers to zero
+  // in every step).
+  auto fetchBoth = [&](Value k0, ValueRange otherwise) {
+    return ifElse(less(k0, kEnd), stagedTypes, [&] {
       SmallVector<Value> factors =
           fetch(problem.operandA, alignedA, m0, sizeM, kBlockM,
                 problem.rowsContiguousA, k0);
@@ -651,9 +668,9 @@ void KernelBuilder::build(const MmaProblem &problem) {
                          fetch(problem.operandB, alignedB, n0, sizeN, kBlockN,
                                problem.rowsContiguousB, k0));
       return factors;
-    });
+    }, otherwise);
   };
-  llvm::append_range(init, fetchBoth(range.begin));
+  llvm::append_range(init, fetchBoth(range.begin, {}));
   auto kLoop =
       scf::ForOp::create(b, loc, range.begin, kEnd, cst(kBlockK), init);
   {
@@ -667,8 +684,8 @@ void KernelBuilder::build(const MmaProblem &problem) {
     store(staged.take_front(stagedA), smemA, kBlockM, problem.rowsContiguousA);
     store(staged.drop_front(stagedA), smemB, kBlockN, problem.rowsContiguousB);
     gpu::BarrierOp::create(b, loc);
-    // Past the block's K range nothing is loaded (zeros, unused).
-    SmallVector<Value> next = fetchBoth(add(k0, cst(kBlockK)));
+    // Past the block's K range nothing is loaded (the values are unused).
+    SmallVector<Value> next = fetchBoth(add(k0, cst(kBlockK)), staged);
 
     SmallVector<Value> acc(args.take_front(numAcc));
     // ldmatrix .x2 uses the addresses of lanes 0-15 only; lane % 16 keeps

@@ -42,7 +42,8 @@
 // CHECK-COUNT-31: memref.load %[[Y]]
 // The first K step's factors (zeros if the block's K range is empty), 16
 // of x and 16 of w per thread: where the block's 64 rows and 32 of K lie
-// inside x (and it is aligned), four runs of four by vector loads, else
+// inside x (and it is aligned), four runs of four by vector loads (and
+// rounded as vectors), else
 // each loaded at the nearest element inside x, rounded to bf16, zero
 // outside.
 // CHECK: %[[FIRST:.*]]:32 = scf.if %{{.*}} -> (bf16, bf16,
@@ -53,8 +54,8 @@
 // CHECK: %[[FAST:.*]] = arith.andi %[[INSIDE]], %{{.*}} : i1
 // CHECK: scf.if %[[FAST]] -> (bf16, bf16,
 // CHECK: %[[LOADED:.*]] = vector.load %[[X]][%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<?x64xf32>, vector<4xf32>
-// CHECK-NEXT: %[[E0:.*]] = vector.extract %[[LOADED]][0] : f32 from vector<4xf32>
-// CHECK-NEXT: arith.truncf %[[E0]] : f32 to bf16
+// CHECK-NEXT: %[[ROUNDED:.*]] = arith.truncf %[[LOADED]] : vector<4xf32> to vector<4xbf16>
+// CHECK-NEXT: vector.extract %[[ROUNDED]][0] : bf16 from vector<4xbf16>
 // CHECK-COUNT-3: vector.load %[[X]]
 // CHECK: } else {
 // CHECK: %[[IN_A:.*]] = arith.andi
