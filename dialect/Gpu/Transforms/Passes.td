@@ -806,7 +806,10 @@ def SwitchyardGpuTensorCoreMatmulPass
     step's 127 distances they reach (a 128-row tile of `rel`) and skews the
     products into the scores through an f32 scratch in shared memory; the
     dQ kernel adds dS·rel the same way, the dK/dV kernel adds drel with f32
-    atomic adds into `rel_grad_init`.
+    atomic adds into `rel_grad_init`. The attention kernels stage their
+    rows in runs of 4 along the head width: where the head width is a
+    multiple of 4 and a source is 16-byte aligned (the same host check as
+    the matmuls'), each run is one vector load rounded as a vector.
 
     With `element-type=f32` the pass does nothing. With `bf16` or `f16`:
 
@@ -827,10 +830,17 @@ def SwitchyardGpuTensorCoreMatmulPass
       elements so that ldmatrix's eight row reads fall in distinct banks.
       Each thread stages runs of 4 elements adjacent in memory (along K, or
       along M / N where the operand is laid out that way), consecutive
-      threads on consecutive runs, so a warp's loads are coalesced. The
-      factors are loaded without a branch per element (at the nearest
-      element inside the operand, then zero where it was outside),
-      converted to the element type and kept in registers: the K loop
+      threads on consecutive runs, so a warp's loads are coalesced. Where
+      a step of the block's tile lies inside the operand (a condition the
+      whole block shares) and the runs are 16-byte aligned (the operand's
+      last dimension of unit stride, its first element's address and its
+      other strides multiples of a run: checked by host code before the
+      launch, from `memref.extract_strided_metadata`), a run is one
+      `vector.load` and is rounded as a vector (`cvt.rn.bf16x2.f32` on
+      sm_80+). Elsewhere the factors are loaded one by one without a branch
+      per element (at the nearest element inside the operand, then zero
+      where it was outside). Either way they are converted to the element
+      type and kept in registers: the K loop
       stores the current step's to shared memory, issues the next step's
       loads, and runs the current step on the tensor cores
       (`nvgpu.ldmatrix` x4 for A and x2 for B, no transpose: the staging
