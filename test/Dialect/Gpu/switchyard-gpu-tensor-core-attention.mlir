@@ -43,11 +43,11 @@
 // CHECK: scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c64{{.*}} iter_args(
 // CHECK: gpu.barrier
 // CHECK: scf.if %[[KALIGNED]] {
-// CHECK: vector.load %[[K]]
+// CHECK: vector.load %[[K]][%[[BZ]], %{{.*}}, %[[BY]], %{{.*}}] {alignment = 16 : i64}
 // CHECK: } else {
 // CHECK: memref.load %[[K]]
 // CHECK: scf.if %[[VALIGNED]] {
-// CHECK: vector.load %[[V]]
+// CHECK: vector.load %[[V]][%[[BZ]], %{{.*}}, %[[BY]], %{{.*}}] {alignment = 16 : i64}
 // CHECK: } else {
 // CHECK: memref.load %[[V]]
 // CHECK: gpu.barrier

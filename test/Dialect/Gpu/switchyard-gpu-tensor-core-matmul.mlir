@@ -155,7 +155,13 @@ func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xf32>, %y: memref<?x48xf
 // CHECK-NEXT: %[[E:.*]] = arith.extf %[[RAW]] : bf16 to f32
 // CHECK-NEXT: arith.truncf %[[E]] : f32 to bf16
 // CHECK: memref.load %[[B]][%[[BZ]], %[[KB:.*]], %[[NB:.*]]] : memref<?x40x24xbf16>
+// Inside the loop, B's runs of four go along N, its last dimension: a
+// vector load there, the body's extf replayed on the vector (no k0 % 4
+// term: the runs start at the block's first column plus a multiple of 4).
 // CHECK: scf.for %[[K0:.*]] = %c0{{.*}} to %c40 step %c32
+// CHECK: %[[BLOADED:.*]] = vector.load %[[B]][%[[BZ]], %{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<?x40x24xbf16>, vector<4xbf16>
+// CHECK-NEXT: %[[BF32:.*]] = arith.extf %[[BLOADED]] : vector<4xbf16> to vector<4xf32>
+// CHECK-NEXT: arith.truncf %[[BF32]] : vector<4xf32> to vector<4xbf16>
 // CHECK: nvvm.mma.sync
 // CHECK: memref.store %{{.*}}, %[[C]][%[[BZ]], %{{.*}}, %{{.*}}] : memref<?x?x24xf32>
 func.func @batched(%a: memref<?x?x40xbf16>, %b: memref<?x40x24xbf16>, %c: memref<?x?x24xf32>) {
