@@ -175,15 +175,19 @@ protected:
   /// `rowLimit`) at F index col (row where `rowsContiguous`). A run is one
   /// vector load where the source's runs are aligned (launch's `sources`),
   /// else element by element. The staged rows land from row `tileRow0`.
+  /// `once`: the kernel stages these rows once, outside its loop, element
+  /// by element (the vector path's code only where it repeats).
   void stage(Value tile, int64_t rows, int64_t cols, bool rowsContiguous,
              Value source, function_ref<Value(Value, Value)> sourceRow,
-             Value rowLimit, int64_t tileRow0 = 0);
+             Value rowLimit, int64_t tileRow0 = 0, bool once = false);
   /// Stages rows row0 .. row0 + 63 of `source` [B, R, H, F] into a row
-  /// tile.
-  void stageRows(Value tile, Value source, Value row0, Value rowLimit) {
+  /// tile (`once`: see stage).
+  void stageRows(Value tile, Value source, Value row0, Value rowLimit,
+                 bool once = false) {
     stage(
         tile, kBlockKeys, paddedWidth, /*rowsContiguous=*/false, source,
-        [&](Value row, Value) { return add(row0, row); }, rowLimit);
+        [&](Value row, Value) { return add(row0, row); }, rowLimit,
+        /*tileRow0=*/0, once);
   }
   /// source[batch, row, head, col] (source[row, head, col] for the rank-3
   /// relative keys) rounded, zero unless row < rowLimit and col < F (an
@@ -342,7 +346,7 @@ Value AttentionBuilder::sharedTile(int64_t offset, int64_t rows, int64_t cols,
 void AttentionBuilder::stage(Value tile, int64_t rows, int64_t cols,
                              bool rowsContiguous, Value source,
                              function_ref<Value(Value, Value)> sourceRow,
-                             Value rowLimit, int64_t tileRow0) {
+                             Value rowLimit, int64_t tileRow0, bool once) {
   assert(rows * cols % (kThreads * kRun) == 0 && rows % kRun == 0 &&
          cols % kRun == 0 && "whole runs, as many for every thread");
   auto stageAll = [&](bool runs) {
@@ -367,7 +371,8 @@ void AttentionBuilder::stage(Value tile, int64_t rows, int64_t cols,
   };
   // Runs of whole elements of the width (a run is inside or outside it as
   // a whole) from an aligned source: vector loads.
-  Value aligned = width % kRun == 0 ? alignedSources.lookup(source) : Value();
+  Value aligned =
+      width % kRun == 0 && !once ? alignedSources.lookup(source) : Value();
   if (!aligned)
     return stageAll(/*runs=*/false);
   auto ifOp =
@@ -600,7 +605,7 @@ void FlashForwardBuilder::build() {
   int64_t bytesV = tileBytes(paddedWidth, kBlockKeys + kPad, elementType);
   int64_t bytesRel = rel ? relativeBytes() : 0;
   Value t0 = launch(queries, heads, batches, bytesK + bytesV + bytesRel,
-                    {q, k, v, rel});
+                    {k, v, rel});
   Value smemK = rowTile(0);
   Value smemV = sharedTile(bytesK, paddedWidth, kBlockKeys + kPad, elementType);
   Value smemRel, scratch;
@@ -608,7 +613,7 @@ void FlashForwardBuilder::build() {
     std::tie(smemRel, scratch) = relativeTiles(bytesK + bytesV);
 
   // The warp's queries as A fragments, one per 16 of the head width.
-  stageRows(smemK, q, t0, queries);
+  stageRows(smemK, q, t0, queries, /*once=*/true);
   gpu::BarrierOp::create(b, loc);
   SmallVector<Value> queryFrags = rowFragments(smemK);
 
@@ -841,15 +846,14 @@ void FlashBackwardBuilder::buildKeyKernel() {
   int64_t relOffset = 2 * bytesTile + tileBytes(2, kBlockRows, f32Type);
   Value u0 =
       launch(keys, heads, batches, relOffset + (rel ? relativeBytes() : 0),
-             {op.getKey(), op.getValue(), op.getQuery(), op.getResultGrad(),
-              rel});
+             {op.getQuery(), op.getResultGrad(), rel});
   Value smemQ = rowTile(0), smemDO = rowTile(bytesTile);
   Value smemStats = sharedTile(2 * bytesTile, 2, kBlockRows, f32Type);
   Value smemRel, scratch;
   if (rel)
     std::tie(smemRel, scratch) = relativeTiles(relOffset);
-  stageRows(smemQ, op.getKey(), u0, keys);
-  stageRows(smemDO, op.getValue(), u0, keys);
+  stageRows(smemQ, op.getKey(), u0, keys, /*once=*/true);
+  stageRows(smemDO, op.getValue(), u0, keys, /*once=*/true);
   gpu::BarrierOp::create(b, loc);
   SmallVector<Value> keyFrags = rowFragments(smemQ);
   SmallVector<Value> valueFrags = rowFragments(smemDO);
@@ -946,14 +950,13 @@ void FlashBackwardBuilder::buildQueryKernel() {
   int64_t bytesTile = rowTileBytes();
   Value t0 = launch(queries, heads, batches,
                     2 * bytesTile + (rel ? relativeBytes() : 0),
-                    {op.getQuery(), op.getResultGrad(), op.getKey(),
-                     op.getValue(), rel});
+                    {op.getKey(), op.getValue(), rel});
   Value smemK = rowTile(0), smemV = rowTile(bytesTile);
   Value smemRel, scratch;
   if (rel)
     std::tie(smemRel, scratch) = relativeTiles(2 * bytesTile);
-  stageRows(smemK, op.getQuery(), t0, queries);
-  stageRows(smemV, op.getResultGrad(), t0, queries);
+  stageRows(smemK, op.getQuery(), t0, queries, /*once=*/true);
+  stageRows(smemV, op.getResultGrad(), t0, queries, /*once=*/true);
   gpu::BarrierOp::create(b, loc);
   SmallVector<Value> queryFrags = rowFragments(smemK);
   SmallVector<Value> gradFrags = rowFragments(smemV);

@@ -659,14 +659,18 @@ void KernelBuilder::build(const MmaProblem &problem) {
   // block takes alike), `otherwise`: zeros before the loop; inside it, the
   // step's own factors (never staged: no loads, and no registers to zero
   // in every step).
+  // The first step's factors element by element: one step, and the
+  // vector path's code once per kernel instead of twice.
   auto fetchBoth = [&](Value k0, ValueRange otherwise) {
+    bool first = otherwise.empty();
     return ifElse(less(k0, kEnd), stagedTypes, [&] {
       SmallVector<Value> factors =
-          fetch(problem.operandA, alignedA, m0, sizeM, kBlockM,
-                problem.rowsContiguousA, k0);
+          fetch(problem.operandA, first ? Value() : alignedA, m0, sizeM,
+                kBlockM, problem.rowsContiguousA, k0);
       llvm::append_range(factors,
-                         fetch(problem.operandB, alignedB, n0, sizeN, kBlockN,
-                               problem.rowsContiguousB, k0));
+                         fetch(problem.operandB, first ? Value() : alignedB,
+                               n0, sizeN, kBlockN, problem.rowsContiguousB,
+                               k0));
       return factors;
     }, otherwise);
   };
