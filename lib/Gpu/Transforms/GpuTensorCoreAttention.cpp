@@ -174,20 +174,18 @@ protected:
   /// (row, col) is source row `sourceRow(row, col)` (zero unless below
   /// `rowLimit`) at F index col (row where `rowsContiguous`). A run is one
   /// vector load where the source's runs are aligned (launch's `sources`),
-  /// else element by element. The staged rows land from row `tileRow0`.
-  /// `once`: the kernel stages these rows once, outside its loop, element
-  /// by element (the vector path's code only where it repeats).
+  /// else element by element (the sources a kernel stages once, outside
+  /// its loop, are not among launch's: the vector path's code only where
+  /// it repeats). The staged rows land from row `tileRow0`.
   void stage(Value tile, int64_t rows, int64_t cols, bool rowsContiguous,
              Value source, function_ref<Value(Value, Value)> sourceRow,
-             Value rowLimit, int64_t tileRow0 = 0, bool once = false);
+             Value rowLimit, int64_t tileRow0 = 0);
   /// Stages rows row0 .. row0 + 63 of `source` [B, R, H, F] into a row
-  /// tile (`once`: see stage).
-  void stageRows(Value tile, Value source, Value row0, Value rowLimit,
-                 bool once = false) {
+  /// tile.
+  void stageRows(Value tile, Value source, Value row0, Value rowLimit) {
     stage(
         tile, kBlockKeys, paddedWidth, /*rowsContiguous=*/false, source,
-        [&](Value row, Value) { return add(row0, row); }, rowLimit,
-        /*tileRow0=*/0, once);
+        [&](Value row, Value) { return add(row0, row); }, rowLimit);
   }
   /// source[batch, row, head, col] (source[row, head, col] for the rank-3
   /// relative keys) rounded, zero unless row < rowLimit and col < F (an
@@ -346,7 +344,7 @@ Value AttentionBuilder::sharedTile(int64_t offset, int64_t rows, int64_t cols,
 void AttentionBuilder::stage(Value tile, int64_t rows, int64_t cols,
                              bool rowsContiguous, Value source,
                              function_ref<Value(Value, Value)> sourceRow,
-                             Value rowLimit, int64_t tileRow0, bool once) {
+                             Value rowLimit, int64_t tileRow0) {
   assert(rows * cols % (kThreads * kRun) == 0 && rows % kRun == 0 &&
          cols % kRun == 0 && "whole runs, as many for every thread");
   auto stageAll = [&](bool runs) {
@@ -371,8 +369,7 @@ void AttentionBuilder::stage(Value tile, int64_t rows, int64_t cols,
   };
   // Runs of whole elements of the width (a run is inside or outside it as
   // a whole) from an aligned source: vector loads.
-  Value aligned =
-      width % kRun == 0 && !once ? alignedSources.lookup(source) : Value();
+  Value aligned = width % kRun == 0 ? alignedSources.lookup(source) : Value();
   if (!aligned)
     return stageAll(/*runs=*/false);
   auto ifOp =
@@ -389,12 +386,7 @@ SmallVector<Value> AttentionBuilder::factors(Value source, Value row,
                                              bool run) {
   Value inBounds = less(row, rowLimit);
   Value column = col;
-  if (run && width % kTileK != 0) {
-    // The run starts at a multiple of kRun: inside or outside the width
-    // as a whole.
-    inBounds = both(inBounds, less(col, cst(width)));
-    column = minIndex(col, cst(width - kRun));
-  } else if (width % kTileK != 0 && width % kRun == 0) {
+  if (width % kTileK != 0 && width % kRun == 0) {
     // The staged runs of kRun columns start at multiples of kRun (stage),
     // so a run is inside or outside the width as a whole: one guard and
     // one clamp per run, not per element (the compiler sees col & -kRun as
@@ -613,7 +605,7 @@ void FlashForwardBuilder::build() {
     std::tie(smemRel, scratch) = relativeTiles(bytesK + bytesV);
 
   // The warp's queries as A fragments, one per 16 of the head width.
-  stageRows(smemK, q, t0, queries, /*once=*/true);
+  stageRows(smemK, q, t0, queries);
   gpu::BarrierOp::create(b, loc);
   SmallVector<Value> queryFrags = rowFragments(smemK);
 
@@ -852,8 +844,8 @@ void FlashBackwardBuilder::buildKeyKernel() {
   Value smemRel, scratch;
   if (rel)
     std::tie(smemRel, scratch) = relativeTiles(relOffset);
-  stageRows(smemQ, op.getKey(), u0, keys, /*once=*/true);
-  stageRows(smemDO, op.getValue(), u0, keys, /*once=*/true);
+  stageRows(smemQ, op.getKey(), u0, keys);
+  stageRows(smemDO, op.getValue(), u0, keys);
   gpu::BarrierOp::create(b, loc);
   SmallVector<Value> keyFrags = rowFragments(smemQ);
   SmallVector<Value> valueFrags = rowFragments(smemDO);
@@ -955,8 +947,8 @@ void FlashBackwardBuilder::buildQueryKernel() {
   Value smemRel, scratch;
   if (rel)
     std::tie(smemRel, scratch) = relativeTiles(2 * bytesTile);
-  stageRows(smemK, op.getQuery(), t0, queries, /*once=*/true);
-  stageRows(smemV, op.getResultGrad(), t0, queries, /*once=*/true);
+  stageRows(smemK, op.getQuery(), t0, queries);
+  stageRows(smemV, op.getResultGrad(), t0, queries);
   gpu::BarrierOp::create(b, loc);
   SmallVector<Value> queryFrags = rowFragments(smemK);
   SmallVector<Value> gradFrags = rowFragments(smemV);

@@ -175,16 +175,15 @@ Value KernelBuilderBase::runsAligned(Value buffer) {
   auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
   Value pointer = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
   Value start = add(pointer, mul(metadata.getOffset(), bytes));
-  auto multipleOf = [&](Value v, int64_t of) {
-    Value rem = arith::RemUIOp::create(b, loc, v, cst(of));
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem,
-                                 cst(0))
-        .getResult();
-  };
   Value aligned = multipleOf(start, kRun * bytes);
   for (Value stride : metadata.getStrides().drop_back())
     aligned = both(aligned, multipleOf(stride, kRun));
   return aligned;
+}
+
+Value KernelBuilderBase::multipleOf(Value v, int64_t of) {
+  Value rem = arith::RemUIOp::create(b, loc, v, cst(of));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem, cst(0));
 }
 
 Value KernelBuilderBase::loadRun(Value buffer, ValueRange indices) {
@@ -476,12 +475,9 @@ SmallVector<Value> KernelBuilder::fetch(const MmaProblem::Operand &operand,
   // problem (the same for the whole block) and each run is aligned.
   Value inside = both(aligned, both(less(sub1(add(rowStart, cst(rows))), rowSize),
                                     less(sub1(add(k0, cst(kBlockK))), kEnd)));
-  if (!rowsContiguous) {
-    // Runs along K start at k0 + a multiple of kRun.
-    Value rem = arith::RemUIOp::create(b, loc, k0, cst(kRun));
-    inside = both(inside, arith::CmpIOp::create(
-                              b, loc, arith::CmpIPredicate::eq, rem, cst(0)));
-  }
+  // Runs along K start at k0 + a multiple of kRun.
+  if (!rowsContiguous)
+    inside = both(inside, multipleOf(k0, kRun));
   SmallVector<Type> types(count, elementType);
   auto ifOp = scf::IfOp::create(b, loc, types, inside, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
@@ -658,9 +654,8 @@ void KernelBuilder::build(const MmaProblem &problem) {
   // Where the step starts past the block's K range (a branch the whole
   // block takes alike), `otherwise`: zeros before the loop; inside it, the
   // step's own factors (never staged: no loads, and no registers to zero
-  // in every step).
-  // The first step's factors element by element: one step, and the
-  // vector path's code once per kernel instead of twice.
+  // in every step). The first step's factors element by element: one
+  // step, and the vector path's code once per kernel instead of twice.
   auto fetchBoth = [&](Value k0, ValueRange otherwise) {
     bool first = otherwise.empty();
     return ifElse(less(k0, kEnd), stagedTypes, [&] {

@@ -92,6 +92,8 @@ protected:
   /// dimension has unit stride, and the first element's address and the
   /// other strides are multiples of a run.
   Value runsAligned(Value buffer);
+  /// Whether the index `v` is a multiple of `of` (an i1).
+  Value multipleOf(Value v, int64_t of);
   /// The run of kRun elements of `buffer` from `indices` along its last
   /// dimension, in one vector load aligned to the run's size (runsAligned).
   Value loadRun(Value buffer, ValueRange indices);
