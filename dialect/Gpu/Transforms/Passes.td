@@ -518,7 +518,10 @@ def SwitchyardGpuLaunchToHostLoopsPass
       first (ThreadSerialization.cpp, the barrier elimination of CPU back
       ends for SPMD code): each stretch between barriers becomes a loop over
       the block's threads, a value kept across a barrier a buffer with one
-      element per thread, shared memory a host buffer, and ldmatrix and
+      element per thread (where the block size is a constant, all of a
+      launch's such buffers are views of one 64-byte aligned allocation,
+      made at the top of the kernel: one malloc per launch, and one argument
+      of the outlined loops), shared memory a host buffer, and ldmatrix and
       mma.sync an exchange between two barriers in which each lane computes
       its share from its warp's values as the PTX ISA defines the fragments
       (independently of the maps the tensor-core pass takes from upstream,

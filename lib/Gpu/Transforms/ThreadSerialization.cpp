@@ -40,6 +40,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/DataLayoutInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/ADT/SetVector.h"
@@ -50,6 +51,9 @@ using namespace mlir;
 
 namespace {
 constexpr int64_t kWarpSize = 32;
+/// Of the per-thread buffers' pool and of each buffer in it, in bytes: a
+/// cache line, more than any vector element's alignment.
+constexpr int64_t kPoolAlignment = 64;
 
 /// ldmatrix, mma.sync and shuffles: a lane's result depends on its warp's
 /// values.
@@ -144,10 +148,15 @@ private:
   Value cst(int64_t v) {
     return arith::ConstantIndexOp::create(rewriter, loc, v);
   }
-  /// A host buffer with one element of `type` (or one [trailing...] array
-  /// of them) per thread of a block; freed after the launch.
+  /// A buffer with one element of `type` (or one [trailing...] array of
+  /// them) per thread of a block: a view of the launch's pool.
   Value perThreadBuffer(Type type, ArrayRef<int64_t> trailing = {});
   bool isUniform(Value v);
+  void markUniform(Operation *op) {
+    uniformOps.insert(op);
+    for (Value result : op->getResults())
+      uniformValues.insert(result);
+  }
   bool isInvariantLoad(Operation *op);
 
   void replaceSharedMemory();
@@ -176,21 +185,74 @@ private:
   SmallVector<scf::ForOp> threadLoops;
   DenseSet<Operation *> threadLoopOps;
   llvm::SetVector<Value> hostBuffers;
+  /// The per-thread buffers' pool (bytes, allocated before the launch), the
+  /// last op that made a view of it (at the top of the body) and the bytes
+  /// that its views take so far.
+  memref::AllocOp pool;
+  Operation *lastPoolOp = nullptr;
+  int64_t poolBytes = 0;
   /// What isInvariantLoad finds written in the launch (on its first call).
   std::optional<DenseSet<Value>> writtenBuffers;
   bool unnamedWrites = false;
 };
 
+// All of a launch's per-thread buffers are views of one allocation: a
+// buffer each (one per value that crosses a barrier, two per emulated
+// mma.sync) made hundreds of mallocs and frees per tensor-core launch in
+// the host code, each buffer one more argument of the outlined loops: most
+// of the emulated tiny model's host code (20,000 mallocs in its gradient
+// function). The views, of static shape at static offsets, are made at the
+// top of the kernel's body, where they are uniform, so that the loops take
+// the pool alone.
 Value Serializer::perThreadBuffer(Type type, ArrayRef<int64_t> trailing) {
   OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPoint(launch);
-  SmallVector<int64_t> shape{ShapedType::kDynamic};
+  std::optional<int64_t> threads = getConstantIntValue(launch.getBlockSizeX());
+  // A value without a size in bytes (a memref's descriptor that differs
+  // between threads), or blocks of a size known only when launched: a
+  // buffer of its own.
+  if (!threads || (!type.isIntOrIndexOrFloat() && !isa<VectorType>(type))) {
+    SmallVector<int64_t> shape{ShapedType::kDynamic};
+    llvm::append_range(shape, trailing);
+    rewriter.setInsertionPoint(launch);
+    Value buffer = memref::AllocOp::create(
+        rewriter, loc, MemRefType::get(shape, type),
+        ValueRange{launch.getBlockSizeX()});
+    hostBuffers.insert(buffer);
+    return buffer;
+  }
+  Block &body = launch.getBody().front();
+  if (!pool) {
+    // Sized once every view is known (run, at the end).
+    rewriter.setInsertionPoint(launch);
+    pool = memref::AllocOp::create(
+        rewriter, loc,
+        MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type()),
+        ValueRange{cst(0)}, /*symbolOperands=*/ValueRange(),
+        rewriter.getI64IntegerAttr(kPoolAlignment));
+    hostBuffers.insert(pool);
+    rewriter.setInsertionPointToStart(&body);
+  } else {
+    rewriter.setInsertionPointAfter(lastPoolOp);
+  }
+  int64_t bytes = DataLayout::closest(launch).getTypeSize(type) * *threads;
+  for (int64_t extent : trailing)
+    bytes *= extent;
+  SmallVector<int64_t> shape{*threads};
   llvm::append_range(shape, trailing);
-  Value buffer = memref::AllocOp::create(rewriter, loc,
-                                         MemRefType::get(shape, type),
-                                         ValueRange{launch.getBlockSizeX()});
-  hostBuffers.insert(buffer);
-  return buffer;
+  Value offset = cst(poolBytes);
+  auto view = memref::ViewOp::create(rewriter, loc,
+                                     MemRefType::get(shape, type), pool,
+                                     offset, ValueRange{});
+  // Each view at a multiple of the alignment: its elements, vectors
+  // included, stay aligned.
+  poolBytes += llvm::alignTo(bytes, kPoolAlignment);
+  // Uniform: stretches between barriers made after the first look for what
+  // is uniform (privatized loops, values that cross barriers) leave them
+  // where they are.
+  markUniform(offset.getDefiningOp());
+  markUniform(view);
+  lastPoolOp = view;
+  return view;
 }
 
 bool Serializer::isUniform(Value v) {
@@ -533,9 +595,7 @@ LogicalResult Serializer::serializeBlock(Block &block) {
         anchor = &op;
       continue;
     }
-    uniformOps.insert(&op);
-    for (Value result : op.getResults())
-      uniformValues.insert(result);
+    markUniform(&op);
     if (anchor)
       rewriter.moveOpBefore(&op, anchor);
   }
@@ -689,6 +749,11 @@ LogicalResult Serializer::run() {
     return launch.emitOpError()
            << "still reads its thread id outside a loop over the threads";
 
+  if (pool) {
+    rewriter.setInsertionPoint(pool);
+    Value size = cst(poolBytes);
+    rewriter.modifyOpInPlace(pool, [&] { pool->setOperand(0, size); });
+  }
   rewriter.setInsertionPointAfter(launch);
   for (Value buffer : hostBuffers)
     memref::DeallocOp::create(rewriter, loc, buffer);

@@ -53,7 +53,9 @@ func.func @grid(%n: index, %src: memref<?xf32>) {
 // thread keeps across a barrier (%mirror, the loop's sum) a buffer with one
 // element per thread. The loop around the barriers runs once per block, its
 // iteration value stored at its end (after the last barrier) and loaded
-// where it is used. The block loops' thread loops run once.
+// where it is used. The block loops' thread loops run once. The per-thread
+// buffers are views of one pool, at offsets aligned to 64 bytes, made at
+// the top of the body.
 // CHECK-LABEL: func.func @reverse
 // CHECK-SAME: (%[[BUF:.*]]: memref<4xf32>, %[[STEPS:.*]]: index)
 // CHECK-DAG: %[[C3:.*]] = arith.constant 3 : index
@@ -61,10 +63,16 @@ func.func @grid(%n: index, %src: memref<?xf32>) {
 // CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.0{{.*}} : f32
 // CHECK: %[[BYTES:.*]] = arith.index_castui
 // CHECK: %[[SHARED:.*]] = memref.alloc(%[[BYTES]]) {alignment = 16 : i64} : memref<?xi8>
-// CHECK: %[[SUM:.*]] = memref.alloc(%[[C4]]) : memref<?xf32>
-// CHECK: %[[MIRROR:.*]] = memref.alloc(%[[C4]]) : memref<?xindex>
-// CHECK: %[[NEXT:.*]] = memref.alloc(%[[C4]]) : memref<?xf32>
+// CHECK: %[[POOL_BYTES:.*]] = arith.constant 192 : index
+// CHECK: %[[POOL:.*]] = memref.alloc(%[[POOL_BYTES]]) {alignment = 64 : i64} : memref<?xi8>
+// CHECK-NOT: memref.alloc
 // CHECK-COUNT-6: scf.for
+// CHECK: %[[AT0:.*]] = arith.constant 0 : index
+// CHECK: %[[SUM:.*]] = memref.view %[[POOL]][%[[AT0]]][] : memref<?xi8> to memref<4xf32>
+// CHECK: %[[AT64:.*]] = arith.constant 64 : index
+// CHECK: %[[MIRROR:.*]] = memref.view %[[POOL]][%[[AT64]]][] : memref<?xi8> to memref<4xindex>
+// CHECK: %[[AT128:.*]] = arith.constant 128 : index
+// CHECK: %[[NEXT:.*]] = memref.view %[[POOL]][%[[AT128]]][] : memref<?xi8> to memref<4xf32>
 // CHECK: %[[TILE:.*]] = memref.view %[[SHARED]][%{{.*}}][] : memref<?xi8> to memref<4xf32>
 // CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[C4]]
 // CHECK:   %[[M:.*]] = arith.subi %[[C3]], %[[T]]
@@ -93,6 +101,7 @@ func.func @grid(%n: index, %src: memref<?xf32>) {
 // CHECK:   memref.store %[[S]], %[[BUF]][%[[T]]]
 // CHECK-NOT: gpu.
 // CHECK: memref.dealloc %[[SHARED]]
+// CHECK: memref.dealloc %[[POOL]]
 func.func @reverse(%buf: memref<4xf32>, %steps: index) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -127,8 +136,9 @@ func.func @reverse(%buf: memref<4xf32>, %steps: index) {
 // written.
 // CHECK-LABEL: func.func @swap
 // CHECK-SAME: (%{{.*}}: memref<4xf32>, %[[STEPS:.*]]: index)
-// CHECK: %[[A:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
-// CHECK: %[[B:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK: %[[POOL:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?xi8>
+// CHECK: %[[A:.*]] = memref.view %[[POOL]][%{{.*}}][] : memref<?xi8> to memref<4xf32>
+// CHECK: %[[B:.*]] = memref.view %[[POOL]][%{{.*}}][] : memref<?xi8> to memref<4xf32>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %[[STEPS]]
 // CHECK:   scf.for %[[T:.*]] =
 // CHECK:     %[[NB:.*]] = memref.load %[[B]][%[[T]]]
@@ -244,7 +254,8 @@ func.func @shuffle_down(%x: f32, %out: memref<32xf32>) {
 // gpu.shuffle xor: each lane's value through a per-thread buffer, read back
 // at lane ^ offset of the same warp, between barriers (thread loops).
 // CHECK-LABEL: func.func @shuffle_xor(
-// CHECK: %[[VALUES:.*]] = memref.alloc(%c64) : memref<?xf32>
+// CHECK: %[[POOL:.*]] = memref.alloc(%c512) {alignment = 64 : i64} : memref<?xi8>
+// CHECK: %[[VALUES:.*]] = memref.view %[[POOL]][%{{.*}}][] : memref<?xi8> to memref<64xf32>
 // CHECK: scf.for %[[T1:.*]] = %{{.*}} to %c64 step
 // CHECK-NEXT: memref.load
 // CHECK-NEXT: memref.store %{{.*}}, %[[VALUES]][%[[T1]]]
@@ -254,7 +265,7 @@ func.func @shuffle_down(%x: f32, %out: memref<32xf32>) {
 // CHECK: %[[X:.*]] = arith.xori %[[LANE]], %{{.*}} : index
 // CHECK: %[[SRC:.*]] = arith.addi %[[WARP0]], %[[X]]
 // CHECK: memref.load %[[VALUES]][%[[SRC]]]
-// CHECK: memref.dealloc %[[VALUES]]
+// CHECK: memref.dealloc %[[POOL]]
 func.func @shuffle_xor(%in: memref<64xf32>, %out: memref<64xf32>) {
   %c1 = arith.constant 1 : index
   %c64 = arith.constant 64 : index
@@ -278,4 +289,29 @@ func.func @host_load(%loss: memref<f32>) -> f32 {
   // expected-error @below {{'memref.load' op reads or writes a buffer in host code, which holds device pointers on the GPU target}}
   %l = memref.load %loss[] : memref<f32>
   return %l : f32
+}
+
+// -----
+
+// Blocks whose size is known only at the launch: what crosses a barrier has
+// a buffer of its own, one element per thread.
+// CHECK-LABEL: func.func @dynamic_block(
+// CHECK-SAME: %[[N:[a-z0-9]*]]: index)
+// CHECK: %[[VALUES:.*]] = memref.alloc(%[[N]]) : memref<?xf32>
+// CHECK: scf.for %[[T1:.*]] = %{{.*}} to %[[N]]
+// CHECK: memref.store %{{.*}}, %[[VALUES]][%[[T1]]]
+// CHECK: scf.for %[[T2:.*]] = %{{.*}} to %[[N]]
+// CHECK: memref.load %[[VALUES]][%[[T2]]]
+// CHECK: memref.dealloc %[[VALUES]]
+func.func @dynamic_block(%in: memref<?xf32>, %out: memref<?xf32>, %n: index) {
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %n, %sy = %c1, %sz = %c1) {
+    %x = memref.load %in[%tx] : memref<?xf32>
+    %y = arith.addf %x, %x : f32
+    gpu.barrier
+    memref.store %y, %out[%tx] : memref<?xf32>
+    gpu.terminator
+  }
+  return
 }
