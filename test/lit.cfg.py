@@ -68,8 +68,12 @@ else:
     config.substitutions.append(("%gpu-device", "gpu"))
 
 # --param verify_roundtrip=1: every switchyard-opt run also checks that its
-# output parses back to the same IR (as CIRCT's lit switch does).
+# output parses back to the same IR (as CIRCT's lit switch does). Feature
+# `verify-roundtrip`: a test whose outputs are only upstream's dialects and
+# whose compilation is long may say `UNSUPPORTED: verify-roundtrip`.
 opt_extra = ["--verify-roundtrip"] if verify_roundtrip else []
+if verify_roundtrip:
+    config.available_features.add("verify-roundtrip")
 
 tool_dirs = [config.switchyard_tools_dir, config.llvm_tools_dir]
 tools = [
