@@ -20,6 +20,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 
 using namespace switchyard::bench;
 namespace cl = llvm::cl;
@@ -122,7 +124,11 @@ cl::opt<std::string> gpuFormat(
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  // The runtime's: compile times are measured without it.
+  // The runtime's: compile times are measured without them. --mlir-timing
+  // shows where a compilation's time goes, stage by stage.
+  mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
+  cl::getRegisteredOptions()["mlir-timing"]->addCategory(category);
   cl::getRegisteredOptions()["verify-each"]->addCategory(category);
   cl::HideUnrelatedOptions({&category, &deviceCategory});
   cl::ParseCommandLineOptions(

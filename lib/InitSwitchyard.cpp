@@ -28,6 +28,7 @@
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -85,4 +86,8 @@ void mlir::switchyard::registerPassesAndPipelines() {
   // Upstream's launch sinking, which switchyard-gpu-sink-index-computations
   // replaces in the GPU pipeline: a test compares the two.
   registerGpuLaunchSinkIndexComputationsPass();
+  // Upstream's linalg-to-loops lowerings, which switchyard-linalg-to-loops
+  // replaces in the pipelines: a test compares them.
+  registerConvertLinalgToLoopsPass();
+  registerConvertLinalgToParallelLoopsPass();
 }

@@ -282,7 +282,10 @@ void buildKernelFormationStages(OpPassManager &pm,
       switchyard::createSwitchyardGpuSplitReductionsPass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuParallelDimsFirstPass());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+  switchyard::SwitchyardLinalgToLoopsPassOptions loops;
+  loops.parallel = true;
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardLinalgToLoopsPass(loops));
   // Fused row kernels: one thread per scf.forall iteration.
   pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
   switchyard::SwitchyardGpuMapParallelLoopsPassOptions map;

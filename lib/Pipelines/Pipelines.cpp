@@ -141,7 +141,7 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
   // exp and log as polynomials that LLVM vectorizes, not libm calls.
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuMathApproximationPass());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createSwitchyardLinalgToLoopsPass());
   buildCpuLoopsToLLVMStages(pm);
 }
 

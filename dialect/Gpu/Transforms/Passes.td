@@ -138,7 +138,8 @@ def SwitchyardGpuParallelDimsFirstPass
     : Pass<"switchyard-gpu-parallel-dims-first", "::mlir::func::FuncOp"> {
   let summary = "Interchange linalg loops so that parallel dimensions come first";
   let description = [{
-    `convert-linalg-to-parallel-loops` nests the loops in the order of the
+    `switchyard-linalg-to-loops{parallel=1}` (as upstream's
+    `convert-linalg-to-parallel-loops`) nests the loops in the order of the
     iteration dimensions: a reduction dimension before a parallel one (the
     batch and time sums of a norm's weight gradient,
     `["reduction", "reduction", "parallel"]`) would leave a host `scf.for`
@@ -165,6 +166,40 @@ def SwitchyardGpuParallelDimsFirstPass
     ```
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def SwitchyardLinalgToLoopsPass
+    : Pass<"switchyard-linalg-to-loops", "::mlir::func::FuncOp"> {
+  let summary = "Linalg ops on buffers to loops, as upstream's passes, faster";
+  let description = [{
+    Every linalg op with buffer semantics becomes a loop nest with a scalar
+    body, as upstream's `convert-linalg-to-loops` (`scf.for`) and, with
+    `parallel`, `convert-linalg-to-parallel-loops` (`scf.parallel` for the
+    parallel dimensions) make it: the same rewrite
+    (`linalg::linalgOpTo{Parallel}Loops`), then the same clean-up of the
+    whole function (`memref.dim` and `affine.apply` canonicalization,
+    trivial `affine.apply` folded, every op folded, constants deduplicated
+    and hoisted, dead ops erased), which the pipelines after it rely on.
+
+    The difference is the cost. Upstream's passes lower the ops as patterns
+    of the greedy driver, and the driver simplifies every region of the
+    function after each of its iterations; for the host function of a
+    training step (the ops of thousands of kernels) that took 23 s of a
+    116 s GPU compile of the 47M SwitchHead model on two cores. This pass
+    lowers each op once, up front, and runs the clean-up without region
+    simplification: 11 s there. The result is upstream's op for op (the
+    tiny model's GPU pipeline: 60,287 lines, byte for byte), except that
+    constants the folding hoists to the top of a function may come in
+    another order.
+  }];
+  let options = [
+    Option<"parallel", "parallel", "bool", /*default=*/"false",
+           "scf.parallel for the parallel dimensions (else scf.for)">,
+  ];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"
+  ];
 }
 
 def SwitchyardCpuContractionKernelsPass
@@ -374,9 +409,10 @@ def SwitchyardCpuLoopOrderPass
     : Pass<"switchyard-cpu-loop-order", "::mlir::func::FuncOp"> {
   let summary = "Nest linalg loops for unit-stride vector code on the CPU";
   let description = [{
-    `convert-linalg-to-loops` nests the loops in the order of the iteration
-    dimensions, and a matmul's `(m, n, k)` puts its reduction innermost,
-    where `A·B` reads B down a column. This pass moves innermost the
+    `switchyard-linalg-to-loops` (as upstream's `convert-linalg-to-loops`)
+    nests the loops in the order of the iteration dimensions, and a
+    matmul's `(m, n, k)` puts its reduction innermost, where `A·B` reads B
+    down a column. This pass moves innermost the
     dimension that is the last (unit-stride) index of the most accesses
     (operands, and loads in the body whose last subscript is a loop's
     `linalg.index`: gathers), a parallel one on a tie, keeping the others in their order, so that
@@ -411,7 +447,7 @@ def SwitchyardGpuMapParallelLoopsPass
   let summary = "Map each outermost scf.parallel to a 1-D grid of blocks";
   let description = [{
     The SIMT fallback's mapping. Each outermost `scf.parallel` (one per
-    linalg op after `convert-linalg-to-parallel-loops`) is collapsed into a
+    linalg op after `switchyard-linalg-to-loops{parallel=1}`) is collapsed into a
     single dimension, tiled by `block-size` with an in-bounds check instead
     of `affine.min` bounds, and annotated for `convert-parallel-loops-to-gpu`:
     the tile loop to `block_x`, the loop within a tile to `thread_x`. Nested
@@ -769,7 +805,7 @@ def SwitchyardGpuTensorCoreMatmulPass
   let summary = "Run matmul-like linalg ops on tensor cores (mma.sync m16n8k16)";
   let description = [{
     Runs on bufferized host functions, before
-    `convert-linalg-to-parallel-loops`. It finds the matmul-like linalg ops:
+    `switchyard-linalg-to-loops{parallel=1}`. It finds the matmul-like linalg ops:
     two inputs and one f32 output on buffers, indexing maps that
     `linalg::inferContractionDims` splits into batch, M, N and K dimensions,
     and a body that is exactly `out + x * y` in f32, where `x` and `y` are
