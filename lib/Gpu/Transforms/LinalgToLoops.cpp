@@ -9,7 +9,6 @@
 #include "dialect/Gpu/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -25,34 +24,6 @@ namespace mlir::switchyard {
 using namespace mlir;
 
 namespace {
-/// Upstream's `FoldAffineOp` (mlir/lib/Dialect/Linalg/Transforms/Loops.cpp,
-/// which does not export it): an `affine.apply` of a single-result map with
-/// no operand and a constant result becomes that constant; with one operand
-/// and a bare dimension or symbol, that operand.
-struct FoldTrivialAffineApply : public OpRewritePattern<affine::AffineApplyOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(affine::AffineApplyOp op,
-                                PatternRewriter &rewriter) const override {
-    AffineMap map = op.getAffineMap();
-    if (map.getNumResults() != 1 || map.getNumInputs() > 1)
-      return failure();
-    AffineExpr expr = map.getResult(0);
-    if (map.getNumInputs() == 0) {
-      auto constant = dyn_cast<AffineConstantExpr>(expr);
-      if (!constant)
-        return failure();
-      rewriter.replaceOpWithNewOp<arith::ConstantIndexOp>(op,
-                                                          constant.getValue());
-      return success();
-    }
-    if (!isa<AffineDimExpr, AffineSymbolExpr>(expr))
-      return failure();
-    rewriter.replaceOp(op, op->getOperand(0));
-    return success();
-  }
-};
-
 struct SwitchyardLinalgToLoopsPass
     : public switchyard::impl::SwitchyardLinalgToLoopsPassBase<
           SwitchyardLinalgToLoopsPass> {
@@ -82,11 +53,12 @@ struct SwitchyardLinalgToLoopsPass
     // The clean-up of upstream's passes, with the same folding of every op
     // of the function (constants deduplicated and hoisted, identities
     // folded, dead ops erased: the pipelines after this rely on it), but
-    // without its region simplification.
+    // without its region simplification. Upstream also adds a pattern for
+    // trivial `affine.apply` ops (a constant, a bare dimension or symbol);
+    // `affine.apply`'s folder, which the driver tries first, does the same.
     RewritePatternSet patterns(context);
     memref::DimOp::getCanonicalizationPatterns(patterns, context);
     affine::AffineApplyOp::getCanonicalizationPatterns(patterns, context);
-    patterns.add<FoldTrivialAffineApply>(context);
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     // As upstream: a clean-up that has not converged within the driver's
