@@ -148,14 +148,17 @@ class Layer:
 
 
 def sinusoids(keys, model, device):
-    """XL encodings [S, D]: pe[δ] = [sin(δ·ω_i)…, cos(δ·ω_i)…].
+    """XL encodings [S, D], row δ for the relative position p = −δ (key −
+    query) as the official SwitchHeadXL builds them: pe[δ, 2i] = sin(p·ω_i),
+    pe[δ, 2i+1] = cos(p·ω_i).
 
     ω_i = 10000^(−2i/D), i < D/2, computed in float64 and rounded to f32.
     """
     half = model // 2
     omega = 10000.0 ** (-2.0 * torch.arange(half, dtype=torch.float64) / model)
-    delta = torch.arange(keys, dtype=torch.float64).view(-1, 1)
-    pe = torch.cat([torch.sin(delta * omega), torch.cos(delta * omega)], dim=1)
+    position = -torch.arange(keys, dtype=torch.float64).view(-1, 1)
+    pe = torch.stack([torch.sin(position * omega),
+                      torch.cos(position * omega)], dim=2).view(keys, model)
     return pe.float().to(device)
 
 

@@ -79,6 +79,16 @@ const ParamSpec *ParamTable::find(std::string_view name) const {
   return nullptr;
 }
 
+const ParamSpec *
+ParamTable::findByNameOrAlias(std::string_view name) const {
+  if (const ParamSpec *spec = find(name))
+    return spec;
+  for (const ParamSpec &spec : params)
+    if (!spec.alias.empty() && spec.alias == name)
+      return &spec;
+  return nullptr;
+}
+
 uint64_t switchyard::runtime::splitMix64(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -50,6 +50,9 @@ struct ParamSpec {
   InitKind init = InitKind::zeros;
   /// Deviation of `normal` and `row_normal`; 0 otherwise.
   double std = 0.0;
+  /// The name the official implementation gives this tensor (lm.param's
+  /// alias), accepted in parameter files in place of `name`; empty if none.
+  std::string alias = {};
 
   int64_t numElements() const;
 };
@@ -62,6 +65,9 @@ struct ParamTable {
   int64_t totalElements() const;
   /// The parameter called `name`, or nullptr.
   const ParamSpec *find(std::string_view name) const;
+  /// The parameter called `name` or, failing that, whose alias is `name`, or
+  /// nullptr.
+  const ParamSpec *findByNameOrAlias(std::string_view name) const;
 };
 
 /// Fills `out` (numElements() floats) with the initial value of `spec` for

@@ -193,8 +193,8 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
                                    "a parameter type (f32, f16, bf16)",
                                    param.getSymName(), toString(spec->type)));
     params.params.push_back({param.getSymName().str(), spec->shape, *dtype,
-                             *init,
-                             param.getInit().getStd().convertToDouble()});
+                             *init, param.getInit().getStd().convertToDouble(),
+                             param.getAlias().value_or("").str()});
   }
 
   // Stage 2: lower to linalg; the functions' tensor signatures are final.

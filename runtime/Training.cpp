@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Training.h"
+#include "runtime/ParamFiles.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -264,7 +265,6 @@ std::vector<HostTensor> zerosLike(const std::vector<HostTensor> &tensors) {
   return zeros;
 }
 
-const char *kFormat = "switchyard-checkpoint-1";
 
 /// The run settings a resumed run must share with the original one.
 std::map<std::string, std::string> runSettings(const TrainConfig &config,
@@ -300,10 +300,39 @@ llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
     tensors.back().name = "state.memory." + std::to_string(i);
   }
   std::map<std::string, std::string> metadata = settings;
-  metadata["format"] = kFormat;
+  metadata["format"] = kCheckpointFormat;
   metadata["model"] = model;
   metadata["step"] = std::to_string(step);
   return writeSafetensors(path, tensors, metadata);
+}
+
+/// Checks that `metadata` is that of a training checkpoint of `model`
+/// written with `settings`.
+llvm::Error checkCheckpoint(const std::string &path,
+                            const TensorMetadata &metadata,
+                            const std::string &model,
+                            const std::map<std::string, std::string> &settings) {
+  auto meta = [&](const std::string &key) -> std::string {
+    auto it = metadata.find(key);
+    return it == metadata.end() ? std::string() : it->second;
+  };
+  // Version 1 differs only in the XL positional weights, which
+  // readCheckpoint converts.
+  if (meta("format") != kCheckpointFormat &&
+      meta("format") != "switchyard-checkpoint-1")
+    return failure(path +
+                   ": not a Switchyard training checkpoint (expected "
+                   "metadata format = " +
+                   kCheckpointFormat + ", found '" + meta("format") + "')");
+  if (meta("model") != model)
+    return failure(path + ": a checkpoint of model @" + meta("model") +
+                   ", not of @" + model);
+  for (const auto &[key, value] : settings)
+    if (meta(key) != value)
+      return failure(path + ": the checkpoint was written with " + key +
+                     " = '" + meta(key) + "', this run has '" + value +
+                     "'; resume and evaluate with the same settings");
+  return llvm::Error::success();
 }
 
 /// Reads a checkpoint of `model`: parameters, and the optimizer state when
@@ -324,19 +353,8 @@ readCheckpoint(const std::string &path, const std::string &model,
     auto it = metadata.find(key);
     return it == metadata.end() ? std::string() : it->second;
   };
-  if (meta("format") != kFormat)
-    return failure(path +
-                   ": not a Switchyard training checkpoint (expected "
-                   "metadata format = " +
-                   kFormat + ", found '" + meta("format") + "')");
-  if (meta("model") != model)
-    return failure(path + ": a checkpoint of model @" + meta("model") +
-                   ", not of @" + model);
-  for (const auto &[key, value] : settings)
-    if (meta(key) != value)
-      return failure(path + ": the checkpoint was written with " + key +
-                     " = '" + meta(key) + "', this run has '" + value +
-                     "'; resume and evaluate with the same settings");
+  if (llvm::Error error = checkCheckpoint(path, metadata, model, settings))
+    return std::move(error);
   std::map<std::string, HostTensor *> byName;
   for (HostTensor &tensor : *tensors)
     byName[tensor.name] = &tensor;
@@ -379,6 +397,16 @@ readCheckpoint(const std::string &path, const std::string &model,
       if (!tensor)
         return tensor.takeError();
       memory = std::move(*tensor);
+    }
+  if (hasLegacyXlPositions(metadata))
+    for (size_t p = 0; p < table.params.size(); ++p) {
+      if (!isXlPositionWeight(table, table.params[p]))
+        continue;
+      convertLegacyXlPosition(params[p], /*secondMoment=*/false);
+      if (m)
+        convertLegacyXlPosition((*m)[p], /*secondMoment=*/false);
+      if (v)
+        convertLegacyXlPosition((*v)[p], /*secondMoment=*/true);
     }
   int64_t step = 0;
   if (llvm::StringRef(meta("step")).getAsInteger(10, step) || step < 0)
@@ -626,20 +654,25 @@ switchyard::runtime::evaluate(Program &program, const TokenCorpus &corpus,
   return evaluateResident(program, corpus, *resident, windowCount, batch);
 }
 
-Expected<std::vector<HostTensor>>
-switchyard::runtime::loadParams(Program &program, llvm::StringRef path,
-                                llvm::StringRef tokenizer) {
+Expected<std::vector<HostTensor>> switchyard::runtime::loadParams(
+    Program &program, llvm::ArrayRef<std::string> paths,
+    llvm::StringRef tokenizer, const ParamFileOptions &options) {
   Expected<ModelInfo> model =
       modelOf(program, /*training=*/false, /*corpusVocab=*/0);
   if (!model)
     return model.takeError();
-  std::vector<HostTensor> params;
-  Expected<int64_t> step = readCheckpoint(
-      path.str(), model->forward->name, {{"tokenizer", tokenizer.str()}},
-      program.params(), params, nullptr, nullptr);
-  if (!step)
-    return step.takeError();
-  return params;
+  ParamFileOptions checked = options;
+  std::string name = model->forward->name;
+  std::map<std::string, std::string> settings{{"tokenizer", tokenizer.str()}};
+  checked.checkFile = [&](const std::string &path,
+                          const TensorMetadata &metadata) -> llvm::Error {
+    auto format = metadata.find("format");
+    if (format == metadata.end() ||
+        !llvm::StringRef(format->second).starts_with("switchyard-checkpoint"))
+      return llvm::Error::success();
+    return checkCheckpoint(path, metadata, name, settings);
+  };
+  return readParamFiles(program.params(), paths, checked);
 }
 
 Expected<TrainSummary> switchyard::runtime::train(
@@ -676,6 +709,9 @@ Expected<TrainSummary> switchyard::runtime::train(
   std::vector<HostTensor> hostParams, hostM, hostV;
   std::vector<HostTensor> hostMemories = freshMemories(*model, config.batch);
   int64_t start = 0;
+  if (!config.resume.empty() && !config.initFrom.empty())
+    return failure("a run either resumes from a checkpoint or starts from "
+                   "parameter files, not both");
   if (!config.resume.empty()) {
     Expected<int64_t> step =
         readCheckpoint(config.resume, name, settings, table, hostParams,
@@ -683,6 +719,20 @@ Expected<TrainSummary> switchyard::runtime::train(
     if (!step)
       return step.takeError();
     start = *step;
+  } else if (!config.initFrom.empty()) {
+    ParamFileOptions options = config.initOptions;
+    options.seed = config.seed;
+    Expected<std::vector<HostTensor>> loaded =
+        readParamFiles(table, config.initFrom, options);
+    if (!loaded)
+      return loaded.takeError();
+    for (const HostTensor &tensor : *loaded)
+      if (tensor.type != ElementType::f32)
+        return failure("parameter '" + tensor.name +
+                       "': training supports f32 parameters only");
+    hostParams = std::move(*loaded);
+    hostM = zerosLike(hostParams);
+    hostV = zerosLike(hostParams);
   } else {
     for (const ParamSpec &spec : table.params) {
       if (spec.dtype != DType::f32)

@@ -15,6 +15,7 @@
 #ifndef SWITCHYARD_RUNTIME_TRAINING_H
 #define SWITCHYARD_RUNTIME_TRAINING_H
 
+#include "runtime/ParamFiles.h"
 #include "runtime/Program.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -109,6 +110,12 @@ struct TrainConfig {
   int64_t checkpointEvery = 0;
   /// Resume from this checkpoint.
   std::string resume;
+  /// Start from the parameters in these files instead of the initialisers
+  /// (by the rules of ParamFiles.h: Switchyard's or the official names),
+  /// with fresh optimizer state; not together with `resume`. The options'
+  /// seed is replaced by `seed`.
+  std::vector<std::string> initFrom;
+  ParamFileOptions initOptions;
   /// End the run after this step, as an interruption would (the schedule
   /// still runs to `steps`; a checkpoint is written at the stop). 0: never.
   int64_t stopAfter = 0;
@@ -152,11 +159,13 @@ llvm::Expected<EvalRecord> evaluate(Program &program,
                                     const std::vector<HostTensor> &params,
                                     int64_t windows, int64_t batch);
 
-/// Reads the parameters of a checkpoint written by `train`, checking that it
-/// belongs to `program` and was trained with `tokenizer`.
-llvm::Expected<std::vector<HostTensor>> loadParams(Program &program,
-                                                   llvm::StringRef path,
-                                                   llvm::StringRef tokenizer);
+/// Reads the parameters of `program` from `paths` by the rules of
+/// ParamFiles.h: checkpoints written by `train` (checked to belong to the
+/// program's model and to have been trained with `tokenizer`) or any other
+/// parameter files, e.g. under the official names.
+llvm::Expected<std::vector<HostTensor>>
+loadParams(Program &program, llvm::ArrayRef<std::string> paths,
+           llvm::StringRef tokenizer, const ParamFileOptions &options);
 
 } // namespace switchyard::runtime
 

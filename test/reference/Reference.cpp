@@ -194,17 +194,17 @@ Tensor attend(Tensor q, Tensor k, const Tensor &v, int64_t heads,
     }
   }
 
-  // XL: kp[δ] = c·pe[δ]·W_posᵀ for every distance δ = t − pos(u) that an
-  // unmasked key can have, 0 … M + T − 1.
+  // XL: kp[p] = c·pe(p)·W_posᵀ for every relative position p = pos(u) − t
+  // an unmasked key can have, −(M + T − 1) … 0; row j of kp holds p = −j.
   Tensor kp;
   if (pos == Pos::xl) {
     assert(posWeight.shape == (std::vector<int64_t>{hf, width}) &&
            "pos weight must be [H·F, D]");
     Tensor pe({src, width});
-    for (int64_t delta = 0; delta < src; ++delta) {
-      Tensor row = sinusoid(delta, width);
+    for (int64_t j = 0; j < src; ++j) {
+      Tensor row = sinusoid(-j, width);
       for (int64_t d = 0; d < width; ++d)
-        pe.at({delta, d}) = row.data[d];
+        pe.at({j, d}) = row.data[d];
     }
     kp = linear(pe, posWeight, c);
   }
@@ -222,10 +222,10 @@ Tensor attend(Tensor q, Tensor k, const Tensor &v, int64_t heads,
             s += double(q.at({b, t, a * headDim + f})) *
                  double(k.at({b, u, a * headDim + f}));
           if (pos == Pos::xl) {
-            int64_t delta = t - (u - mem);
+            int64_t relative = (u - mem) - t;
             for (int64_t f = 0; f < headDim; ++f)
               s += double(q.at({b, t, a * headDim + f})) *
-                   double(kp.at({delta, a * headDim + f}));
+                   double(kp.at({-relative, a * headDim + f}));
           }
           score[u] = s;
         }
@@ -434,14 +434,13 @@ void switchyard::reference::applyRope(std::vector<float> &row, int64_t headDim,
   }
 }
 
-Tensor switchyard::reference::sinusoid(int64_t delta, int64_t width) {
+Tensor switchyard::reference::sinusoid(int64_t position, int64_t width) {
   assert(width > 0 && width % 2 == 0 && "XL needs an even model width");
-  int64_t half = width / 2;
   Tensor pe({width});
-  for (int64_t i = 0; i < half; ++i) {
+  for (int64_t i = 0; i < width / 2; ++i) {
     double omega = std::pow(10000.0, -2.0 * double(i) / double(width));
-    pe.data[i] = float(std::sin(double(delta) * omega));
-    pe.data[half + i] = float(std::cos(double(delta) * omega));
+    pe.data[2 * i] = float(std::sin(double(position) * omega));
+    pe.data[2 * i + 1] = float(std::cos(double(position) * omega));
   }
   return pe;
 }

@@ -108,10 +108,13 @@ enum class Pos { none, rope, xl };
 /// with `θ_i = position·10000^(−2i/r)`, the rest are unchanged.
 void applyRope(std::vector<float> &row, int64_t headDim, int64_t position);
 
-/// The Transformer-XL sinusoid of distance `delta` for model width `width`
-/// (even): `[sin(δ·ω_0), …, sin(δ·ω_{D/2−1}), cos(δ·ω_0), …]` with
+/// The Transformer-XL encoding of the relative position `position` (key
+/// position − query position, ≤ 0 for the keys a causal query sees) for
+/// model width `width` (even), as the official SwitchHeadXL builds it: sin
+/// at the even channels, cos at the odd ones,
+/// `[sin(p·ω_0), cos(p·ω_0), sin(p·ω_1), cos(p·ω_1), …]` with
 /// `ω_i = 10000^(−2i/D)`, as a `[width]` tensor.
-Tensor sinusoid(int64_t delta, int64_t width);
+Tensor sinusoid(int64_t position, int64_t width);
 
 //===----------------------------------------------------------------------===//
 // lm layers; activations x are [B, T, D]

@@ -338,7 +338,9 @@ TEST(GradientTest, AddLossAddsTheWeightedAuxiliaryGradient) {
 
 TEST(GradientTest, SwitchAllLayersWithXlMemory) {
   // Embedding, SwitchHead (XL, memory), sigma-MoE, dense attention (XL,
-  // memory), dense FFN, final norm, output head.
+  // memory), dense FFN, final norm, output head. The data seeds give top-k
+  // margins wider than the step (about one seed in four does not: a routing
+  // choice flips within ±h and the difference quotient jumps).
   const char *model = R"mlir(
     lm.model @m(%t: tensor<?x4xi32>, %m0: tensor<?x4x12xf32>, %m1: tensor<?x4x12xf32>) -> (tensor<?x4x11xf32>, tensor<?x4x12xf32>) {
       %x0 = lm.embed "embed" %t {vocab = 11} : tensor<?x4xi32> -> tensor<?x4x12xf32>
@@ -351,8 +353,8 @@ TEST(GradientTest, SwitchAllLayersWithXlMemory) {
       lm.return %l, %x1 : tensor<?x4x11xf32>, tensor<?x4x12xf32>
     })mlir";
   checkGradients(model, "m",
-                 {indices({2, 4}, 11, 16), randomTensor({2, 4, 12}, 17, 1.0f),
-                  randomTensor({2, 4, 12}, 18, 1.0f), indices({2, 4}, 11, 19)},
+                 {indices({2, 4}, 11, 216), randomTensor({2, 4, 12}, 217, 1.0f),
+                  randomTensor({2, 4, 12}, 218, 1.0f), indices({2, 4}, 11, 219)},
                  120);
 }
 

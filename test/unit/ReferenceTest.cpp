@@ -616,14 +616,20 @@ TEST(ReferenceTest, RopeScoresDependOnlyOnRelativePosition) {
 }
 
 TEST(ReferenceTest, SinusoidByDefinition) {
-  // D = 6: ω = 1, 10000^(-1/3), 10000^(-2/3).
-  EXPECT_EQ(sinusoid(0, 6).data, (std::vector<float>{0, 0, 0, 1, 1, 1}));
-  Tensor pe = sinusoid(3, 6);
-  for (int64_t i = 0; i < 3; ++i) {
-    double omega = std::pow(10000.0, -i / 3.0);
-    EXPECT_NEAR(pe.data[i], std::sin(3 * omega), kClosedForm);
-    EXPECT_NEAR(pe.data[3 + i], std::cos(3 * omega), kClosedForm);
+  // The official SwitchHeadXL's table: sin at the even channels, cos at the
+  // odd ones, of the relative position p = key − query. D = 6:
+  // ω = 1, 10000^(-1/3), 10000^(-2/3).
+  EXPECT_EQ(sinusoid(0, 6).data, (std::vector<float>{0, 1, 0, 1, 0, 1}));
+  for (int64_t p : {-3, 2}) {
+    Tensor pe = sinusoid(p, 6);
+    for (int64_t i = 0; i < 3; ++i) {
+      double omega = std::pow(10000.0, -i / 3.0);
+      EXPECT_NEAR(pe.data[2 * i], std::sin(p * omega), kClosedForm);
+      EXPECT_NEAR(pe.data[2 * i + 1], std::cos(p * omega), kClosedForm);
+    }
   }
+  // A key behind the query: sin is odd, cos even.
+  EXPECT_NEAR(sinusoid(-3, 6).data[0], -std::sin(3.0), kClosedForm);
 }
 
 //===----------------------------------------------------------------------===//
@@ -812,33 +818,40 @@ TEST(ReferenceTest, RopeAttentionByHand) {
 TEST(ReferenceTest, XlAttentionByHand) {
   // D = 2, H = 1, F = 1 or 16, c = F^(-1/4). x0 = [1, -1], x1 = [-1, 1] so
   // h0 = [s, -s] and h1 = [-s, s]. Only channel 0 of the head is used:
-  // Wq[0] = [1, 0], Wk = 0, Wv[0] = [1, 0], Wo[0, 0] = 1 and
-  // W_pos[0] = [0, 1], so q1[0] = -c·s and kp[δ][0] = c·pe[δ][1] = c·cos δ.
-  // Query 1 scores key 0 (δ = 1) with -c²·s·cos 1 and key 1 (δ = 0) with
-  // -c²·s; the values are v0 = s and v1 = -s.
+  // Wq[0] = [1, 0], Wk = 0, Wv[0] = [1, 0], Wo[0, 0] = 1, and W_pos[0] reads
+  // one channel of the encoding of p = key − query: channel 0 is sin p,
+  // channel 1 cos p (the official layout). So q1[0] = -c·s and
+  // kp(p)[0] = c·sin p or c·cos p. Query 1 scores key 0 (p = −1) with
+  // -c²·s·sin(−1) or -c²·s·cos 1, and key 1 (p = 0) with 0 or -c²·s; the
+  // values are v0 = s and v1 = -s.
   Tensor x = Tensor::fromData({1, 2, 2}, {1, -1, -1, 1});
   double s = 1 / std::sqrt(1 + 1e-5);
-  for (int64_t headDim : {1, 16}) {
-    SCOPED_TRACE("head_dim " + std::to_string(headDim));
-    MhaParams p{unitNorm(2),          Tensor({headDim, 2}),
-                Tensor({headDim, 2}), Tensor({headDim, 2}),
-                Tensor({2, headDim}), Tensor({headDim, 2})};
-    p.q.at({0, 0}) = 1;
-    p.v.at({0, 0}) = 1;
-    p.o.at({0, 0}) = 1;
-    p.pos.at({0, 1}) = 1;
-    double c2 = 1 / std::sqrt(double(headDim));
-    double e0 = std::exp(-c2 * s * std::cos(1.0)), e1 = std::exp(-c2 * s);
-    double o1 = (e0 * s + e1 * -s) / (e0 + e1);
-    Tensor y = mhaBlock(x, p, 1, headDim, Pos::xl, nullptr);
-    EXPECT_NEAR(y.at({0, 0, 0}), 1 + s, kClosedForm);
-    EXPECT_NEAR(y.at({0, 0, 1}), -1, kClosedForm);
-    EXPECT_NEAR(y.at({0, 1, 0}), -1 + o1, kClosedForm);
-    EXPECT_NEAR(y.at({0, 1, 1}), 1, kClosedForm);
-    // Without the positional term both keys score 0 and average to 0.
-    Tensor plain = mhaBlock(x, p, 1, headDim, Pos::none, nullptr);
-    EXPECT_NEAR(plain.at({0, 1, 0}), -1, kClosedForm);
-  }
+  for (int64_t headDim : {1, 16})
+    for (int64_t channel : {0, 1}) {
+      SCOPED_TRACE("head_dim " + std::to_string(headDim) + ", channel " +
+                   std::to_string(channel));
+      MhaParams p{unitNorm(2),          Tensor({headDim, 2}),
+                  Tensor({headDim, 2}), Tensor({headDim, 2}),
+                  Tensor({2, headDim}), Tensor({headDim, 2})};
+      p.q.at({0, 0}) = 1;
+      p.v.at({0, 0}) = 1;
+      p.o.at({0, 0}) = 1;
+      p.pos.at({0, channel}) = 1;
+      double c2 = 1 / std::sqrt(double(headDim));
+      double score10 = channel == 0 ? -c2 * s * std::sin(-1.0)
+                                    : -c2 * s * std::cos(1.0);
+      double score11 = channel == 0 ? 0.0 : -c2 * s;
+      double e0 = std::exp(score10), e1 = std::exp(score11);
+      double o1 = (e0 * s + e1 * -s) / (e0 + e1);
+      Tensor y = mhaBlock(x, p, 1, headDim, Pos::xl, nullptr);
+      EXPECT_NEAR(y.at({0, 0, 0}), 1 + s, kClosedForm);
+      EXPECT_NEAR(y.at({0, 0, 1}), -1, kClosedForm);
+      EXPECT_NEAR(y.at({0, 1, 0}), -1 + o1, kClosedForm);
+      EXPECT_NEAR(y.at({0, 1, 1}), 1, kClosedForm);
+      // Without the positional term both keys score 0 and average to 0.
+      Tensor plain = mhaBlock(x, p, 1, headDim, Pos::none, nullptr);
+      EXPECT_NEAR(plain.at({0, 1, 0}), -1, kClosedForm);
+    }
 }
 
 TEST(ReferenceTest, HeadsAreIndependent) {

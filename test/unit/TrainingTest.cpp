@@ -406,9 +406,141 @@ TEST_F(TrainingTest, BadCheckpointsAreRefused) {
   // Another model's checkpoint.
   ASSERT_FALSE(static_cast<bool>(writeSafetensors(
       file("other.safetensors"), {w},
-      {{"format", "switchyard-checkpoint-1"}, {"model", "other"}})));
+      {{"format", kCheckpointFormat}, {"model", "other"}})));
   EXPECT_NE(resumeFrom(file("other.safetensors"))
                 .find("a checkpoint of model @other, not of @small"),
+            std::string::npos);
+}
+
+TEST_F(TrainingTest, LegacyXlCheckpointsResumeExactly) {
+  // A checkpoint written before the XL encoding followed the official one
+  // (format switchyard-checkpoint-1) holds the positional weight and its
+  // moments for the legacy table. Made here from a current checkpoint by
+  // the inverse of the conversion (legacy column i = −column 2i, column
+  // D/2 + i = column 2i+1; the second moment without the sign), it
+  // resumes to the same final checkpoint, byte for byte.
+  const char *xl = R"mlir(
+    lm.model @small_xl(%t: tensor<?x8xi32>, %m: tensor<?x8x8xf32>) -> (tensor<?x8x256xf32>, tensor<?x8x8xf32>) {
+      %x0 = lm.embed "embed" %t {vocab = 256} : tensor<?x8xi32> -> tensor<?x8x8xf32>
+      %a0 = lm.switchhead "att" %x0 memory(%m : tensor<?x8x8xf32>) {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<xl>} : tensor<?x8x8xf32>
+      %h = lm.layer_norm "norm" %a0 : tensor<?x8x8xf32>
+      %l = lm.output "out" %h {vocab = 256} : tensor<?x8x8xf32> -> tensor<?x8x256xf32>
+      lm.return %l, %x0 : tensor<?x8x256xf32>, tensor<?x8x8xf32>
+    })mlir";
+  CompileOptions options;
+  options.trainStep = true;
+  llvm::Expected<std::unique_ptr<CpuProgram>> compiled =
+      CpuProgram::compile(xl, "small-xl.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(compiled))
+      << llvm::toString(compiled.takeError());
+  auto runXl = [&](const TrainConfig &c) {
+    return train(**compiled, corpus, c, [](const StepRecord &) {},
+                 [](const EvalRecord &) {});
+  };
+  TrainConfig straight = config();
+  straight.steps = 5;
+  straight.checkpoint = file("xl-straight.safetensors");
+  ASSERT_TRUE(static_cast<bool>(runXl(straight)));
+  TrainConfig interrupted = straight;
+  interrupted.checkpoint = file("xl-current.safetensors");
+  interrupted.stopAfter = 3;
+  ASSERT_TRUE(static_cast<bool>(runXl(interrupted)));
+
+  TensorMetadata metadata;
+  llvm::Expected<std::vector<HostTensor>> tensors =
+      readSafetensors(file("xl-current.safetensors"), &metadata);
+  ASSERT_TRUE(static_cast<bool>(tensors));
+  int converted = 0;
+  for (HostTensor &tensor : *tensors) {
+    llvm::StringRef name = tensor.name;
+    if (!name.ends_with("att.pos"))
+      continue;
+    bool second = name.starts_with("optimizer.v.");
+    std::span<float> w = tensor.values<float>();
+    int64_t rows = tensor.shape[0], width = tensor.shape[1];
+    std::vector<float> legacy(w.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < width / 2; ++i) {
+        float sinPart = w[size_t(r * width + 2 * i)];
+        legacy[size_t(r * width + i)] = second ? sinPart : -sinPart;
+        legacy[size_t(r * width + width / 2 + i)] =
+            w[size_t(r * width + 2 * i + 1)];
+      }
+    std::copy(legacy.begin(), legacy.end(), w.begin());
+    ++converted;
+  }
+  ASSERT_EQ(converted, 3) << "the weight and its two moments";
+  metadata["format"] = "switchyard-checkpoint-1";
+  ASSERT_FALSE(static_cast<bool>(
+      writeSafetensors(file("xl-legacy.safetensors"), *tensors, metadata)));
+
+  TrainConfig resumed = straight;
+  resumed.resume = file("xl-legacy.safetensors");
+  resumed.checkpoint = file("xl-resumed.safetensors");
+  llvm::Expected<TrainSummary> rest = runXl(resumed);
+  ASSERT_TRUE(static_cast<bool>(rest)) << llvm::toString(rest.takeError());
+  EXPECT_EQ(fileBytes(file("xl-resumed.safetensors")),
+            fileBytes(file("xl-straight.safetensors")));
+  // Read as it is, the legacy checkpoint would be another model.
+  metadata["format"] = kCheckpointFormat;
+  ASSERT_FALSE(static_cast<bool>(
+      writeSafetensors(file("xl-unconverted.safetensors"), *tensors,
+                       metadata)));
+  resumed.resume = file("xl-unconverted.safetensors");
+  resumed.checkpoint = file("xl-wrong.safetensors");
+  ASSERT_TRUE(static_cast<bool>(runXl(resumed)));
+  EXPECT_NE(fileBytes(file("xl-wrong.safetensors")),
+            fileBytes(file("xl-straight.safetensors")));
+}
+
+TEST_F(TrainingTest, InitFromStartsWithFreshOptimizerState) {
+  // Parameters from a file (here a checkpoint's, by Switchyard's names),
+  // Adam's moments from zero, the step count from 1: the same run as
+  // starting from the checkpoint's parameters with fresh state.
+  TrainConfig first = config();
+  first.steps = 2;
+  first.checkpoint = file("first.safetensors");
+  llvm::Expected<TrainSummary> fresh = run(first);
+  ASSERT_TRUE(static_cast<bool>(fresh));
+  TrainConfig fine = config();
+  fine.steps = 3;
+  fine.initFrom = {file("first.safetensors")};
+  fine.checkpoint = file("fine.safetensors");
+  llvm::Expected<TrainSummary> tuned = run(fine);
+  ASSERT_TRUE(static_cast<bool>(tuned)) << llvm::toString(tuned.takeError());
+  ASSERT_EQ(tuned->steps.size(), 3u);
+  EXPECT_EQ(tuned->steps.front().step, 1);
+  TensorMetadata metadata;
+  llvm::Expected<std::vector<HostTensor>> state =
+      readSafetensors(file("fine.safetensors"), &metadata);
+  ASSERT_TRUE(static_cast<bool>(state));
+  EXPECT_EQ(metadata["step"], "3");
+  // Trained parameters score the first batch better than the initial ones.
+  EXPECT_LT(tuned->steps.front().loss, fresh->steps.front().loss);
+  // The checkpoint's optimizer state played no part: the parameters alone,
+  // in a plain file, give the same run.
+  llvm::Expected<std::vector<HostTensor>> checkpoint =
+      readSafetensors(file("first.safetensors"));
+  ASSERT_TRUE(static_cast<bool>(checkpoint));
+  std::vector<HostTensor> params;
+  for (HostTensor &tensor : *checkpoint) {
+    llvm::StringRef name = tensor.name;
+    if (!name.starts_with("optimizer.") && !name.starts_with("state."))
+      params.push_back(std::move(tensor));
+  }
+  ASSERT_FALSE(static_cast<bool>(writeSafetensors(
+      file("params.safetensors"), params, {{"format", kParamsFormat}})));
+  TrainConfig plain = fine;
+  plain.initFrom = {file("params.safetensors")};
+  plain.checkpoint = file("plain.safetensors");
+  ASSERT_TRUE(static_cast<bool>(run(plain)));
+  EXPECT_EQ(fileBytes(file("plain.safetensors")),
+            fileBytes(file("fine.safetensors")));
+  // Not together with resume.
+  fine.resume = file("first.safetensors");
+  llvm::Expected<TrainSummary> both = run(fine);
+  ASSERT_FALSE(static_cast<bool>(both));
+  EXPECT_NE(llvm::toString(both.takeError()).find("not both"),
             std::string::npos);
 }
 

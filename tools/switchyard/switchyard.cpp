@@ -227,7 +227,7 @@ FailureOr<rt::ParamTable> collectParams(ModuleOp module) {
          {type.getShape().begin(), type.getShape().end()},
          *dtype,
          *rt::parseInitKind(lm::stringifyInitKind(init.getKind())),
-         init.getStd().convertToDouble()});
+         init.getStd().convertToDouble(), param.getAlias().value_or("").str()});
   }
   return table;
 }
@@ -256,8 +256,10 @@ int runParams(int argc, char **argv) {
       argc, argv,
       "switchyard params: list the parameters a model owns\n\n"
       "Runs the front end on MODEL.mlir and prints each parameter's name (its\n"
-      "key in checkpoints), shape, element count and initialiser, then the\n"
-      "total parameter count.\n");
+      "key in checkpoints), shape, element count and initialiser, and the\n"
+      "name the official SwitchHead or sigma-MoE code gives the same tensor\n"
+      "where it has one (parameter files may use either name; see\n"
+      "docs/Parameters.md), then the total parameter count.\n");
 
   MLIRContext context;
   setUpContext(context);
@@ -273,32 +275,44 @@ int runParams(int argc, char **argv) {
   llvm::raw_ostream &os = llvm::outs();
   if (json) {
     llvm::json::Array params;
-    for (const rt::ParamSpec &spec : table->params)
-      params.push_back(llvm::json::Object{
+    for (const rt::ParamSpec &spec : table->params) {
+      llvm::json::Object param{
           {"name", spec.name},
           {"shape", llvm::json::Array(spec.shape)},
           {"dtype", std::string(rt::toString(spec.dtype))},
           {"init", std::string(rt::toString(spec.init))},
           {"std", spec.std},
-          {"elements", spec.numElements()}});
+          {"elements", spec.numElements()}};
+      if (!spec.alias.empty())
+        param["official_name"] = spec.alias;
+      params.push_back(std::move(param));
+    }
     os << llvm::formatv("{0:2}\n", llvm::json::Value(llvm::json::Object{
                                        {"params", std::move(params)},
                                        {"total", table->totalElements()}}));
     return 0;
   }
   size_t nameWidth = 4;
-  for (const rt::ParamSpec &spec : table->params)
+  bool anyAlias = false;
+  for (const rt::ParamSpec &spec : table->params) {
     nameWidth = std::max(nameWidth, spec.name.size());
-  os << llvm::formatv("{0} {1,-14} {2,-5} {3,12}  {4}\n",
-                      llvm::fmt_align("name", llvm::AlignStyle::Left,
-                                      nameWidth),
-                      "shape", "dtype", "elements", "init");
+    anyAlias |= !spec.alias.empty();
+  }
+  auto row = [&](StringRef name, StringRef shape, StringRef dtype,
+                 StringRef elements, StringRef init, StringRef alias) {
+    std::string line =
+        llvm::formatv("{0} {1,-14} {2,-5} {3,12}  ",
+                      llvm::fmt_align(name, llvm::AlignStyle::Left, nameWidth),
+                      shape, dtype, elements)
+            .str();
+    line += anyAlias ? llvm::formatv("{0,-24} {1}", init, alias).str()
+                     : init.str();
+    os << StringRef(line).rtrim() << "\n";
+  };
+  row("name", "shape", "dtype", "elements", "init", "official name");
   for (const rt::ParamSpec &spec : table->params)
-    os << llvm::formatv("{0} {1,-14} {2,-5} {3,12}  {4}\n",
-                        llvm::fmt_align(spec.name, llvm::AlignStyle::Left,
-                                        nameWidth),
-                        shapeString(spec), rt::toString(spec.dtype),
-                        spec.numElements(), initString(spec));
+    row(spec.name, shapeString(spec), rt::toString(spec.dtype),
+        std::to_string(spec.numElements()), initString(spec), spec.alias);
   os << llvm::formatv("total: {0} tensors, {1} parameters ({2:f2}M)\n",
                       table->params.size(), table->totalElements(),
                       table->totalElements() / 1e6);
@@ -325,9 +339,11 @@ FailureOr<lm::ModelCost> analyzeCost(MLIRContext &context, StringRef path,
   }
   lm::ModelOp model = *models.begin();
   auto tokens = cast<RankedTensorType>(model.getArgumentTypes().front());
-  if (tokens.getRank() != 2 || tokens.isDynamicDim(1)) {
+  // Token ids [batch, time] or hidden states [batch, time, width].
+  if (tokens.isDynamicDim(1)) {
     llvm::errs() << "switchyard: " << path
-                 << ": the token ids need a static sequence length\n";
+                 << ": the model's first argument needs a static sequence "
+                    "length\n";
     return failure();
   }
   if (seqLen && seqLen != tokens.getDimSize(1)) {
@@ -446,6 +462,43 @@ int fail(const llvm::Twine &message) {
 
 /// Where a command runs the compiled model.
 enum class Device { cpu, gpu, gpuEmulation };
+
+/// How run, eval and train read parameter files (runtime/ParamFiles.h):
+/// rename rules and whether parameters no file holds are initialised.
+struct ParamFileFlags {
+  cl::list<std::string> renames;
+  cl::opt<bool> initMissing;
+  explicit ParamFileFlags(cl::OptionCategory &category)
+      : renames("rename",
+                cl::desc("Read parameter-file tensors whose names start with "
+                         "FROM as starting with TO (repeatable; the first "
+                         "matching rule applies; an empty FROM prefixes "
+                         "every name, e.g. --rename =layers.0.att. for a "
+                         "file of one official module)"),
+                cl::value_desc("FROM=TO"), cl::cat(category)),
+        initMissing("init-missing",
+                    cl::desc("Initialise the parameters that no parameter "
+                             "file holds from their declared initialisers "
+                             "(--seed), each named on stderr, instead of "
+                             "failing"),
+                    cl::init(false), cl::cat(category)) {}
+
+  llvm::Expected<rt::ParamFileOptions> options(uint64_t seed) const {
+    rt::ParamFileOptions result;
+    for (const std::string &text : renames) {
+      llvm::Expected<rt::Rename> rule = rt::parseRename(text);
+      if (!rule)
+        return rule.takeError();
+      result.renames.push_back(std::move(*rule));
+    }
+    result.initMissing = initMissing;
+    result.seed = seed;
+    result.note = [](const std::string &line) {
+      llvm::errs() << "switchyard: note: " << line << "\n";
+    };
+    return result;
+  }
+};
 
 /// The --device option of the commands that run a model, with the GPU
 /// target's code generation options.
@@ -643,6 +696,83 @@ llvm::Error narrowTokens(rt::HostTensor &tensor, const rt::TensorSpec &spec) {
   return llvm::Error::success();
 }
 
+/// The elements of a float tensor as doubles (f32 or f64), or nothing.
+std::optional<std::vector<double>> floatValues(const rt::HostTensor &tensor) {
+  if (tensor.type == rt::ElementType::f32) {
+    std::span<const float> values = tensor.values<float>();
+    return std::vector<double>(values.begin(), values.end());
+  }
+  if (tensor.type == rt::ElementType::f64) {
+    std::span<const double> values = tensor.values<double>();
+    return std::vector<double>(values.begin(), values.end());
+  }
+  return std::nullopt;
+}
+
+/// Compares `result` with the expected values in `path`, element by element:
+/// |result − expected| ≤ atol + rtol·|expected| (numpy.allclose). Prints the
+/// largest errors on stdout; returns false with the worst element named
+/// when an element is outside the tolerance.
+llvm::Expected<bool> compareWith(const rt::HostTensor &result, size_t index,
+                                 const std::string &path, double rtol,
+                                 double atol) {
+  llvm::Expected<rt::HostTensor> expected = rt::readNpy(path);
+  if (!expected)
+    return expected.takeError();
+  std::optional<std::vector<double>> want = floatValues(*expected);
+  std::optional<std::vector<double>> got = floatValues(result);
+  if (!want || !got || expected->shape != result.shape)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("{0}: holds {1}, result #{2} is {3}; --compare needs "
+                      "float tensors of the same shape",
+                      path, describe(expected->type, expected->shape), index,
+                      describe(result.type, result.shape))
+            .str());
+  double maxError = 0, maxRelative = 0, errorSquares = 0, expectedSquares = 0;
+  size_t worst = 0, outside = 0;
+  double worstExcess = -INFINITY;
+  for (size_t i = 0; i < want->size(); ++i) {
+    double e = (*want)[i], g = (*got)[i], error = std::abs(g - e);
+    if (std::isnan(error))
+      error = INFINITY;
+    maxError = std::max(maxError, error);
+    if (e != 0)
+      maxRelative = std::max(maxRelative, error / std::abs(e));
+    errorSquares += error * error;
+    expectedSquares += e * e;
+    double excess = error - (atol + rtol * std::abs(e));
+    if (excess > 0)
+      ++outside;
+    if (excess > worstExcess) {
+      worstExcess = excess;
+      worst = i;
+    }
+  }
+  std::string position;
+  for (size_t rest = worst, d = result.shape.size(); d-- > 0;) {
+    size_t extent = size_t(result.shape[d]);
+    position = std::to_string(rest % extent) + (position.empty() ? "" : ", ") +
+               position;
+    rest /= extent;
+  }
+  bool ok = outside == 0;
+  llvm::outs() << llvm::formatv(
+      "result #{0} against {1}: max |error| {2:e2}, max |error|/|expected| "
+      "{3:e2}, ||error||/||expected|| {4:e2}; {5} of {6} elements outside "
+      "atol {7:e1} + rtol {8:e1}·|expected|{9}\n",
+      index, path, maxError, maxRelative,
+      expectedSquares > 0 ? std::sqrt(errorSquares / expectedSquares) : 0.0,
+      outside, want->size(), atol, rtol,
+      want->empty()
+          ? ""
+          : llvm::formatv(" (closest to failing: [{0}], expected {1:e6}, "
+                          "got {2:e6})",
+                          position, (*want)[worst], (*got)[worst])
+                .str());
+  return ok;
+}
+
 int runRun(int argc, char **argv) {
   static ModelOptions model;
   static cl::list<std::string> inputs(
@@ -655,15 +785,33 @@ int runRun(int argc, char **argv) {
       cl::desc("Write the next result (logits first, then new XL memories) "
                "to this .npy file; repeat in result order"),
       cl::value_desc("file.npy"), cl::cat(model.category));
-  static cl::opt<std::string> params(
+  static cl::list<std::string> params(
       "params",
-      cl::desc("Read the parameters from this safetensors file, by name"),
+      cl::desc("Read the parameters from this safetensors file, by "
+               "Switchyard's or the official names (repeatable: each "
+               "parameter from exactly one file)"),
       cl::value_desc("file.safetensors"), cl::cat(model.category));
+  static ParamFileFlags paramFlags(model.category);
   static cl::opt<uint64_t> seed(
       "seed",
-      cl::desc("Without --params: initialise the parameters with their "
-               "declared initialisers from this seed (default 0)"),
+      cl::desc("Without --params (or with --init-missing): initialise the "
+               "parameters with their declared initialisers from this seed "
+               "(default 0)"),
       cl::init(0), cl::cat(model.category));
+  static cl::list<std::string> compare(
+      "compare",
+      cl::desc("Compare the next result with this .npy file (repeatable, in "
+               "result order): exit 1 when an element differs by more than "
+               "--atol + --rtol·|expected|"),
+      cl::value_desc("file.npy"), cl::cat(model.category));
+  static cl::opt<double> rtol("rtol",
+                              cl::desc("Relative tolerance of --compare "
+                                       "(1e-5)"),
+                              cl::init(1e-5), cl::cat(model.category));
+  static cl::opt<double> atol("atol",
+                              cl::desc("Absolute tolerance of --compare "
+                                       "(1e-6)"),
+                              cl::init(1e-6), cl::cat(model.category));
   static cl::opt<std::string> saveParams(
       "save-params",
       cl::desc("Write the parameters used to this safetensors file"),
@@ -679,12 +827,16 @@ int runRun(int argc, char **argv) {
       argc, argv,
       "switchyard run: compile a model and run its forward pass\n\n"
       "Compiles MODEL.mlir with the CPU pipeline (--switchyard-cpu-pipeline\n"
-      "in switchyard-opt; with --device gpu, the GPU pipeline), binds the parameters by name (from --params, or\n"
+      "in switchyard-opt; with --device gpu, the GPU pipeline), binds the\n"
+      "parameters by name (from --params, or\n"
       "initialised from --seed), binds each --input .npy to the next\n"
       "non-parameter argument (int64 token ids are narrowed to the model's\n"
       "i32), runs, and writes each result to the next --output .npy; without\n"
       "--output it prints a summary of each result. Use it to cross-check\n"
-      "Switchyard against another implementation with the same weights.\n");
+      "Switchyard against another implementation with the same weights:\n"
+      "--params reads the official SwitchHead and sigma-MoE names too\n"
+      "(docs/Parameters.md), and --compare checks each result against that\n"
+      "implementation's output.\n");
 
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
       compileFor(device, model);
@@ -708,48 +860,27 @@ int runRun(int argc, char **argv) {
                 " functions; choose one with --function:" + names);
   }
 
-  // Parameters, by name.
-  std::map<std::string, rt::HostTensor> bound;
-  if (!params.empty()) {
-    llvm::Expected<std::vector<rt::HostTensor>> file =
-        rt::readSafetensors(params);
-    if (!file)
-      return fail(file.takeError());
-    for (rt::HostTensor &tensor : *file) {
-      if (!program.params().find(tensor.name)) {
-        llvm::errs() << "switchyard: warning: " << params << ": tensor '"
-                     << tensor.name
-                     << "' is not a parameter of the model; ignored\n";
-        continue;
-      }
-      std::string name = tensor.name;
-      bound[name] = std::move(tensor);
-    }
+  // Parameters: from the files, or every one initialised from the seed.
+  llvm::Expected<rt::ParamFileOptions> fileOptions = paramFlags.options(seed);
+  if (!fileOptions)
+    return fail(fileOptions.takeError());
+  if (params.empty()) {
+    fileOptions->initMissing = true;
+    fileOptions->note = nullptr;
   }
-  for (const rt::ParamSpec &spec : program.params().params) {
-    if (bound.count(spec.name))
-      continue;
-    if (!params.empty())
-      return fail(params + ": parameter '" + spec.name +
-                  "' is missing (the model declares it as " +
-                  describe(rt::toElementType(spec.dtype), spec.shape) + ")");
-    if (spec.dtype != rt::DType::f32)
-      return fail("parameter '" + spec.name +
-                  "': only f32 parameters can be initialised from a seed");
-    std::vector<float> values(size_t(spec.numElements()));
-    rt::initialize(spec, seed, values);
-    bound[spec.name] = rt::HostTensor::fromValues<float>(
-        spec.name, rt::ElementType::f32, spec.shape, values);
-  }
-  if (!saveParams.empty()) {
-    std::vector<rt::HostTensor> ordered;
-    for (const rt::ParamSpec &spec : program.params().params)
-      ordered.push_back(bound[spec.name]);
+  llvm::Expected<std::vector<rt::HostTensor>> ordered = rt::readParamFiles(
+      program.params(), std::vector<std::string>(params.begin(), params.end()),
+      *fileOptions);
+  if (!ordered)
+    return fail(ordered.takeError());
+  std::map<std::string, const rt::HostTensor *> bound;
+  for (const rt::HostTensor &tensor : *ordered)
+    bound[tensor.name] = &tensor;
+  if (!saveParams.empty())
     if (llvm::Error error = rt::writeSafetensors(
-            saveParams, ordered, {{"format", "switchyard"},
-                                  {"model", callee->name}}))
+            saveParams, *ordered, {{"format", rt::kParamsFormat},
+                                   {"model", callee->name}}))
       return fail(std::move(error));
-  }
 
   // Inputs, in argument order.
   std::vector<const rt::TensorSpec *> dataArguments;
@@ -769,6 +900,11 @@ int runRun(int argc, char **argv) {
                               inputs.size(), expected)
                     .str());
   }
+  if (compare.size() > callee->results.size())
+    return fail(llvm::formatv("@{0} has {1} results, {2} --compare given",
+                              callee->name, callee->results.size(),
+                              compare.size())
+                    .str());
   if (outputs.size() > callee->results.size())
     return fail(llvm::formatv("@{0} has {1} results, {2} --output given",
                               callee->name, callee->results.size(),
@@ -789,18 +925,26 @@ int runRun(int argc, char **argv) {
   size_t next = 0;
   for (const rt::TensorSpec &spec : callee->arguments)
     arguments.push_back(spec.param.empty() ? &data[next++]
-                                           : &bound[spec.param]);
+                                           : bound.at(spec.param));
   llvm::Expected<std::vector<rt::HostTensor>> results =
       program.call(callee->name, arguments);
   if (!results)
     return fail(results.takeError());
 
+  bool allClose = true;
   for (auto [index, result] : llvm::enumerate(*results)) {
-    if (index < outputs.size()) {
+    if (index < outputs.size())
       if (llvm::Error error = rt::writeNpy(outputs[index], result))
         return fail(std::move(error));
-      continue;
+    if (index < compare.size()) {
+      llvm::Expected<bool> close =
+          compareWith(result, index, compare[index], rtol, atol);
+      if (!close)
+        return fail(close.takeError());
+      allClose &= *close;
     }
+    if (index < outputs.size() || index < compare.size())
+      continue;
     std::string summary = llvm::formatv("result #{0}: {1}", index,
                                         describe(result.type, result.shape))
                               .str();
@@ -819,6 +963,9 @@ int runRun(int argc, char **argv) {
     }
     llvm::outs() << summary << "\n";
   }
+  if (!allClose)
+    return fail("the results differ from the --compare files beyond the "
+                "tolerance");
   return 0;
 }
 
@@ -1010,6 +1157,13 @@ int runTrain(int argc, char **argv) {
   static cl::opt<std::string> resume(
       "resume", cl::desc("Continue from this checkpoint, exactly"),
       cl::value_desc("file.safetensors"), cl::cat(model.category));
+  static cl::list<std::string> initFrom(
+      "init-from",
+      cl::desc("Start from the parameters in this safetensors file (by "
+               "Switchyard's or the official names; repeatable) with fresh "
+               "optimizer state, e.g. to fine-tune official weights"),
+      cl::value_desc("file.safetensors"), cl::cat(model.category));
+  static ParamFileFlags paramFlags(model.category);
   static cl::opt<int64_t> stopAfter(
       "interrupt-after",
       cl::desc("End after this step, as if interrupted (the schedule still "
@@ -1067,6 +1221,11 @@ int runTrain(int argc, char **argv) {
   config.checkpoint = checkpoint;
   config.checkpointEvery = checkpointEvery;
   config.resume = resume;
+  config.initFrom.assign(initFrom.begin(), initFrom.end());
+  llvm::Expected<rt::ParamFileOptions> fileOptions = paramFlags.options(seed);
+  if (!fileOptions)
+    return fail(fileOptions.takeError());
+  config.initOptions = std::move(*fileOptions);
   config.stopAfter = stopAfter;
 
   bool terminal = llvm::errs().is_displayed();
@@ -1153,10 +1312,18 @@ int runTrain(int argc, char **argv) {
 int runEval(int argc, char **argv) {
   static ModelOptions model;
   static CorpusOptions corpus(model.category);
-  static cl::opt<std::string> params(
-      "params", cl::desc("The checkpoint to evaluate (from switchyard train)"),
-      cl::value_desc("file.safetensors"), cl::Required,
+  static cl::list<std::string> params(
+      "params",
+      cl::desc("The parameters to evaluate: a checkpoint of switchyard "
+               "train, or safetensors files by Switchyard's or the official "
+               "names (repeatable)"),
+      cl::value_desc("file.safetensors"), cl::OneOrMore,
       cl::cat(model.category));
+  static ParamFileFlags paramFlags(model.category);
+  static cl::opt<uint64_t> seed(
+      "seed",
+      cl::desc("With --init-missing: the seed of the initialisers (0)"),
+      cl::init(0), cl::cat(model.category));
   static cl::opt<int64_t> windows(
       "windows", cl::desc("Validation sequences to score (64)"), cl::init(64),
       cl::cat(model.category));
@@ -1173,8 +1340,12 @@ int runEval(int argc, char **argv) {
       compileFor(device, model);
   if (!compiled)
     return fail(compiled.takeError());
-  llvm::Expected<std::vector<rt::HostTensor>> loaded =
-      rt::loadParams(**compiled, params, text->tokenizer);
+  llvm::Expected<rt::ParamFileOptions> fileOptions = paramFlags.options(seed);
+  if (!fileOptions)
+    return fail(fileOptions.takeError());
+  llvm::Expected<std::vector<rt::HostTensor>> loaded = rt::loadParams(
+      **compiled, std::vector<std::string>(params.begin(), params.end()),
+      text->tokenizer, *fileOptions);
   if (!loaded)
     return fail(loaded.takeError());
   llvm::Expected<rt::EvalRecord> record =

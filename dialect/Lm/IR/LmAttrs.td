@@ -27,8 +27,11 @@ def Lm_PosEncodingAttr : EnumAttr<Lm_Dialect, Lm_PosEncoding, "pos"> {
     * `none`: no positional information besides the causal mask;
     * `rope`: rotary embeddings on the first half of each head's channels
       (rounded down to an even count), base 10000, rotate-half convention;
-    * `xl`: Transformer-XL relative positions (sinusoidal encodings of the
-      2T-1 offsets projected by `<layer>.pos`), with an optional memory block.
+    * `xl`: Transformer-XL relative positions as the official SwitchHeadXL
+      computes them: sinusoidal encodings of the relative position key −
+      query (sin at the even channels, cos at the odd ones) projected by
+      `<layer>.pos` (the official `pos_to_pk`), with an optional memory
+      block.
 
     ```mlir
     #lm.pos<rope>

@@ -13,12 +13,14 @@
 
 namespace mlir::lm {
 
-/// One parameter owned by a layer: its full dotted name, its type and how to
-/// initialise it.
+/// One parameter owned by a layer: its full dotted name, its type, how to
+/// initialise it, and the name the official implementation gives it (empty
+/// where the official module has no such tensor).
 struct ParamDecl {
   std::string name;
   RankedTensorType type;
   InitAttr init;
+  std::string alias = {};
 };
 
 namespace detail {

@@ -60,6 +60,12 @@ def Lm_ModelOp : Lm_Op<"model", [FunctionOpInterface, IsolatedFromAbove,
     attention layer (the previous segment's block inputs) and return, after
     the logits, the new memories in the same order.
 
+    A model may also take hidden states `[batch, time, width]` in place of
+    the token ids and return hidden states: a stack of blocks without
+    embedding or output head, which `switchyard run` runs (for example, to
+    compare one block with another implementation of it) but which cannot
+    be trained.
+
     The body is a single block ending in `lm.return`. Layer names must be
     unique within a model: they prefix the parameter names.
 
@@ -136,14 +142,23 @@ def Lm_ParamOp : Lm_Op<"param", [Symbol]> {
     the same name and type takes precedence, which is how a model overrides
     an initialiser.
 
+    `alias`, when present, is the name the official implementation gives the
+    same tensor (its state-dict key under the layer's prefix, e.g.
+    `layers.0.att.pos_to_pk` for `layers.0.att.pos`): parameter files may
+    use either name. The layers set it where the official module has a
+    tensor of the same shape and meaning (docs/Parameters.md).
+
     ```mlir
-    lm.param @layers.0.att.v : tensor<10x128x32xf32> init <normal, std = 6.250000e-02>
+    lm.param @layers.0.att.v : tensor<10x128x32xf32> init <normal, std = 6.250000e-02> alias "layers.0.att.v"
+    lm.param @layers.0.att.q : tensor<64x128xf32> init <normal, std = 6.250000e-02> alias "layers.0.att.q.weight"
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<AnyStaticShapeTensor>:$type,
-                       Lm_InitAttr:$init);
-  let assemblyFormat = "$sym_name `:` $type `init` $init attr-dict";
+                       Lm_InitAttr:$init,
+                       OptionalAttr<StrAttr>:$alias);
+  let assemblyFormat =
+      "$sym_name `:` $type `init` $init (`alias` $alias^)? attr-dict";
 }
 
 //===----------------------------------------------------------------------===//

@@ -352,9 +352,9 @@ def Moe_AttentionOp : Moe_Op<"attention", [Pure,
     result[b, t, a, :] = Σ_u A[b, t, u, a] · value[b, u, a, :]
     ```
 
-    `rel` `[S, H, F]` holds one key per distance `δ` in `[0, S)`: the
-    projected sinusoidal encodings of Transformer-XL. Scores and softmax are
-    computed in f32.
+    `rel` `[S, H, F]` holds one key per distance `δ` in `[0, S)`: for
+    Transformer-XL, the projected sinusoidal encoding of the relative
+    position `-δ` (key − query). Scores and softmax are computed in f32.
 
     ```mlir
     %o = moe.attention %q, %k, %v : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>

@@ -72,13 +72,16 @@ public:
                  SmallVectorImpl<ParamDecl> &params)
       : op(op), elementType(elementType), params(params) {}
 
-  /// Adds `<layer>.<suffix>` of the given shape.
+  /// Adds `<layer>.<suffix>` of the given shape; `official` is the suffix
+  /// the official module's state dict uses for the same tensor, if any.
   void add(StringRef suffix, ArrayRef<int64_t> shape, InitKind kind,
-           double std = 0.0) {
-    auto layer = cast<ParamOwnerOpInterface>(op);
-    params.push_back({(layer.getLayerName() + "." + suffix).str(),
-                      RankedTensorType::get(shape, elementType),
-                      InitAttr::get(op->getContext(), kind, std)});
+           double std = 0.0, StringRef official = {}) {
+    StringRef layer = cast<ParamOwnerOpInterface>(op).getLayerName();
+    params.push_back(
+        {(layer + "." + suffix).str(),
+         RankedTensorType::get(shape, elementType),
+         InitAttr::get(op->getContext(), kind, std),
+         official.empty() ? std::string() : (layer + "." + official).str()});
   }
 
   /// Adds the pre-norm parameters of a residual block.
@@ -154,18 +157,23 @@ int64_t ModelOp::getNumLayers() {
 
 LogicalResult ModelOp::verifyRegions() {
   ArrayRef<Type> inputs = getArgumentTypes(), results = getResultTypes();
-  auto tokens = inputs.empty() ? RankedTensorType()
-                               : dyn_cast<RankedTensorType>(inputs.front());
-  if (!tokens || tokens.getRank() != 2 ||
-      !tokens.getElementType().isSignlessInteger())
+  auto first = inputs.empty() ? RankedTensorType()
+                              : dyn_cast<RankedTensorType>(inputs.front());
+  bool tokens = first && first.getRank() == 2 &&
+                first.getElementType().isSignlessInteger();
+  bool hidden = first && first.getRank() == 3 &&
+                isa<FloatType>(first.getElementType());
+  if (!tokens && !hidden)
     return emitOpError("expected the first argument to be the token ids, a "
-                       "2-D tensor of integers [batch, time]");
+                       "2-D tensor of integers [batch, time], or hidden "
+                       "states, a 3-D float tensor [batch, time, width]");
   auto logits = results.empty() ? RankedTensorType()
                                 : dyn_cast<RankedTensorType>(results.front());
   if (!logits || logits.getRank() != 3 ||
       !isa<FloatType>(logits.getElementType()))
-    return emitOpError("expected the first result to be the logits, a 3-D "
-                       "float tensor [batch, time, vocab]");
+    return emitOpError("expected the first result to be the logits or hidden "
+                       "states, a 3-D float tensor [batch, time, vocab or "
+                       "width]");
 
   // Layer names prefix parameter names, so two layers may not share one.
   llvm::StringMap<Operation *> owners;
@@ -331,17 +339,27 @@ void SwitchHeadOp::getParams(SmallVectorImpl<ParamDecl> &params,
   int64_t routes = static_cast<int64_t>(getHeads() * getExperts());
   double s = depthScale(numLayers);
   double inStd = s / std::sqrt(double(width));
+  // The official SwitchHeadRope/SwitchHeadXL names. With one expert the
+  // official module drops the value gate and stores v and o as dense
+  // matrices, so only q, k and pos_to_pk correspond then.
+  auto official = [&](StringRef name) {
+    return getExperts() > 1 ? name : StringRef();
+  };
   ParamCollector collector(*this, elementTypeOf(getInput()), params);
   collector.addNorm("norm", width);
-  collector.add("q", {inner, width}, InitKind::normal, inStd);
-  collector.add("k", {inner, width}, InitKind::normal, inStd);
-  collector.add("v", {routes, width, headDim}, InitKind::normal, inStd);
+  collector.add("q", {inner, width}, InitKind::normal, inStd, "q.weight");
+  collector.add("k", {inner, width}, InitKind::normal, inStd, "k.weight");
+  collector.add("v", {routes, width, headDim}, InitKind::normal, inStd,
+                official("v"));
   collector.add("o", {routes, headDim, width}, InitKind::normal,
-                s / std::sqrt(double(inner)));
-  collector.add("sel_v", {routes, width}, InitKind::row_normal, inStd);
-  collector.add("sel_o", {routes, width}, InitKind::row_normal, inStd);
+                s / std::sqrt(double(inner)), official("o"));
+  collector.add("sel_v", {routes, width}, InitKind::row_normal, inStd,
+                official("sel_v"));
+  collector.add("sel_o", {routes, width}, InitKind::row_normal, inStd,
+                official("sel_o"));
   if (getPos() == PosEncoding::xl)
-    collector.add("pos", {inner, width}, InitKind::normal, inStd);
+    collector.add("pos", {inner, width}, InitKind::normal, inStd,
+                  "pos_to_pk");
 }
 
 //===----------------------------------------------------------------------===//
@@ -380,10 +398,13 @@ void SigmaMoeOp::getParams(SmallVectorImpl<ParamDecl> &params,
   double inStd = s / std::sqrt(double(width));
   ParamCollector collector(*this, elementTypeOf(getInput()), params);
   collector.addNorm("norm", width);
-  collector.add("sel", {experts, width}, InitKind::row_normal, inStd);
-  collector.add("up", {experts, width, hidden}, InitKind::normal, inStd);
+  // The official σ-MoE (RobertCsordas/moe_layer) names.
+  collector.add("sel", {experts, width}, InitKind::row_normal, inStd,
+                "expert_sel");
+  collector.add("up", {experts, width, hidden}, InitKind::normal, inStd,
+                "keys");
   collector.add("down", {experts, hidden, width}, InitKind::normal,
-                s / std::sqrt(double(experts * hidden)));
+                s / std::sqrt(double(experts * hidden)), "values");
 }
 
 //===----------------------------------------------------------------------===//

@@ -156,27 +156,33 @@ public:
     return moe::RopeOp::create(b, x.getType(), x, offset);
   }
 
-  /// The XL sinusoids pe [S, D] for distances 0 .. S-1, in f32.
+  /// The XL encodings pe [S, D] for the distances δ = 0 .. S-1 between a
+  /// query and the keys it sees, in f32. Row δ encodes the relative
+  /// position p = key − query = −δ as the official SwitchHeadXL does: sin
+  /// at the even channels, cos at the odd ones,
+  ///   pe[δ, 2i] = sin(p·ω_i),  pe[δ, 2i+1] = cos(p·ω_i),
+  ///   ω_i = exp(2i · (−ln 10000 / D)),
+  /// with ω_i computed in f32 in the same order as the official code, so
+  /// that weights trained there mean the same here.
   Value sinusoids(OpFoldResult distances, int64_t width) {
     Value init = tensor::EmptyOp::create(b, {distances, b.getIndexAttr(width)},
                                          b.getF32Type());
     AffineMap id = b.getMultiDimIdentityMap(2);
-    int64_t half = width / 2;
     return generic(
         b, {}, init, {id}, iterators(2),
         [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
-          Value distance = indexToF32(b, linalg::IndexOp::create(b, 0));
+          Value position = arith::NegFOp::create(
+              b, indexToF32(b, linalg::IndexOp::create(b, 0)));
           Value j = linalg::IndexOp::create(b, 1);
-          Value cHalf = indexConstant(b, half);
-          Value isSin =
-              arith::CmpIOp::create(b, arith::CmpIPredicate::ult, j, cHalf);
-          Value i = arith::SelectOp::create(b, isSin, j,
-                                            arith::SubIOp::create(b, j, cHalf));
+          Value odd = arith::AndIOp::create(b, j, indexConstant(b, 1));
+          Value isSin = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, odd,
+                                              indexConstant(b, 0));
+          Value twoI = arith::SubIOp::create(b, j, odd);
           Value omega = math::ExpOp::create(
               b, arith::MulFOp::create(
-                     b, indexToF32(b, i),
-                     f32Constant(b, 2.0 * kNegLogBase / double(width))));
-          Value angle = arith::MulFOp::create(b, distance, omega);
+                     b, indexToF32(b, twoI),
+                     f32Constant(b, kNegLogBase / double(width))));
+          Value angle = arith::MulFOp::create(b, position, omega);
           return arith::SelectOp::create(b, isSin,
                                          math::SinOp::create(b, angle),
                                          math::CosOp::create(b, angle));

@@ -51,15 +51,23 @@ struct LmMaterializeParamsPass
       layer.getParams(params, depth);
       for (ParamDecl &param : params) {
         Operation *existing = symbols.lookup(param.name);
+        StringAttr alias = param.alias.empty()
+                               ? StringAttr()
+                               : builder.getStringAttr(param.alias);
         if (!existing) {
           auto decl = ParamOp::create(builder, layer.getLoc(), param.name,
-                                      param.type, param.init);
+                                      param.type, param.init, alias);
           symbols.insert(decl, builder.getInsertionPoint());
           continue;
         }
         auto declared = dyn_cast<ParamOp>(existing);
-        if (declared && declared.getType() == param.type)
+        if (declared && declared.getType() == param.type) {
+          // A declaration written by hand keeps its own alias, or gets the
+          // layer's.
+          if (!declared.getAliasAttr() && alias)
+            declared.setAliasAttr(alias);
           continue;
+        }
         InFlightDiagnostic diag = layer->emitOpError()
                                   << "owns parameter '" << param.name
                                   << "' of type " << param.type << ", but ";

@@ -4,14 +4,16 @@
 // lm.model and lm.return
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'lm.model' op expected the first argument to be the token ids, a 2-D tensor of integers [batch, time]}}
-lm.model @no_tokens(%x: tensor<?x16x32xf32>) -> tensor<?x16x32xf32> {
-  lm.return %x : tensor<?x16x32xf32>
+// expected-error @+1 {{'lm.model' op expected the first argument to be the token ids, a 2-D tensor of integers [batch, time], or hidden states, a 3-D float tensor [batch, time, width]}}
+lm.model @no_tokens(%x: tensor<?x16xf32>) -> tensor<?x16x32xf32> {
+  %y = tensor.empty() : tensor<1x16x32xf32>
+  %z = tensor.cast %y : tensor<1x16x32xf32> to tensor<?x16x32xf32>
+  lm.return %z : tensor<?x16x32xf32>
 }
 
 // -----
 
-// expected-error @+1 {{'lm.model' op expected the first result to be the logits, a 3-D float tensor [batch, time, vocab]}}
+// expected-error @+1 {{'lm.model' op expected the first result to be the logits or hidden states, a 3-D float tensor [batch, time, vocab or width]}}
 lm.model @no_logits(%t: tensor<?x16xi32>) -> tensor<?x16xi32> {
   lm.return %t : tensor<?x16xi32>
 }

@@ -47,8 +47,10 @@ lm.param @out.weight : tensor<256x32xf32> init #lm.init<normal, std = 0.125>
 lm.param @router : tensor<8x32xf32> init <row_normal, std = 0.5>
 // CHECK: lm.param @scale : tensor<32xf32> init <ones>
 lm.param @scale : tensor<32xf32> init <ones>
-// CHECK: lm.param @shift : tensor<32xf32> init <zeros>
+// CHECK: lm.param @shift : tensor<32xf32> init <zeros>{{$}}
 lm.param @shift : tensor<32xf32> init <zeros>
+// CHECK: lm.param @att.pos : tensor<8x32xf32> init <zeros> alias "att.pos_to_pk"
+lm.param @att.pos : tensor<8x32xf32> init <zeros> alias "att.pos_to_pk"
 
 // CHECK-LABEL: func.func @loss
 func.func @loss(%logits: tensor<?x16x256xf32>, %targets: tensor<?x16xi32>) -> tensor<f32> {
@@ -57,4 +59,12 @@ func.func @loss(%logits: tensor<?x16x256xf32>, %targets: tensor<?x16xi32>) -> te
   // CHECK: lm.cross_entropy %{{.*}}, %{{.*}} : tensor<?x16x256xf32>, tensor<?x16xi32> -> tensor<f32>
   %loss = lm.cross_entropy %logits, %targets : tensor<?x16x256xf32>, tensor<?x16xi32> -> tensor<f32>
   return %loss : tensor<f32>
+}
+
+// A stack of blocks: hidden states in and out, no embedding or head.
+// CHECK-LABEL: lm.model @blocks(%{{.*}}: tensor<?x8x16xf32>) -> tensor<?x8x16xf32>
+lm.model @blocks(%x: tensor<?x8x16xf32>) -> tensor<?x8x16xf32> {
+  %a = lm.switchhead "layers.0.att" %x {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<xl>} : tensor<?x8x16xf32>
+  %f = lm.sigma_moe "layers.0.ffn" %a {experts = 4, k = 2, expert_dim = 8} : tensor<?x8x16xf32>
+  lm.return %f : tensor<?x8x16xf32>
 }
