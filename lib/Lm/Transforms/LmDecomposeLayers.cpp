@@ -162,27 +162,45 @@ public:
   /// at the even channels, cos at the odd ones,
   ///   pe[δ, 2i] = sin(p·ω_i),  pe[δ, 2i+1] = cos(p·ω_i),
   ///   ω_i = exp(2i · (−ln 10000 / D)),
-  /// with ω_i computed in f32 in the same order as the official code, so
-  /// that weights trained there mean the same here.
+  /// with the exponent and the angle rounded to f32 as the official code
+  /// rounds them, so that weights trained there mean the same here.
   Value sinusoids(OpFoldResult distances, int64_t width) {
-    Value init = tensor::EmptyOp::create(b, {distances, b.getIndexAttr(width)},
-                                         b.getF32Type());
-    AffineMap id = b.getMultiDimIdentityMap(2);
-    return generic(
-        b, {}, init, {id}, iterators(2),
+    Type f32 = b.getF32Type();
+    // ω per channel, computed once: the exponential in f64 and rounded once
+    // to f32, the correctly rounded value (an f32 exp may be an ulp off,
+    // which at distance 1000 moves the angle by about 4e-6).
+    Value omegaInit =
+        tensor::EmptyOp::create(b, {b.getIndexAttr(width)}, f32);
+    Value omegas = generic(
+        b, {}, omegaInit, {b.getMultiDimIdentityMap(1)}, iterators(1),
         [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
+          Value j = linalg::IndexOp::create(b, 0);
+          Value twoI = arith::SubIOp::create(
+              b, j, arith::AndIOp::create(b, j, indexConstant(b, 1)));
+          Value exponent = arith::MulFOp::create(
+              b, indexToF32(b, twoI),
+              f32Constant(b, kNegLogBase / double(width)));
+          Value wide = math::ExpOp::create(
+              b, arith::ExtFOp::create(b, b.getF64Type(), exponent));
+          return arith::TruncFOp::create(b, f32, wide);
+        });
+    Value init = tensor::EmptyOp::create(b, {distances, b.getIndexAttr(width)},
+                                         f32);
+    MLIRContext *context = b.getContext();
+    AffineMap perChannel =
+        AffineMap::get(2, 0, {getAffineDimExpr(1, context)}, context);
+    return generic(
+        b, {omegas}, init, {perChannel, b.getMultiDimIdentityMap(2)},
+        iterators(2),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
           Value position = arith::NegFOp::create(
               b, indexToF32(b, linalg::IndexOp::create(b, 0)));
           Value j = linalg::IndexOp::create(b, 1);
-          Value odd = arith::AndIOp::create(b, j, indexConstant(b, 1));
-          Value isSin = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, odd,
-                                              indexConstant(b, 0));
-          Value twoI = arith::SubIOp::create(b, j, odd);
-          Value omega = math::ExpOp::create(
-              b, arith::MulFOp::create(
-                     b, indexToF32(b, twoI),
-                     f32Constant(b, kNegLogBase / double(width))));
-          Value angle = arith::MulFOp::create(b, position, omega);
+          Value isSin = arith::CmpIOp::create(
+              b, arith::CmpIPredicate::eq,
+              arith::AndIOp::create(b, j, indexConstant(b, 1)),
+              indexConstant(b, 0));
+          Value angle = arith::MulFOp::create(b, position, args[0]);
           return arith::SelectOp::create(b, isSin,
                                          math::SinOp::create(b, angle),
                                          math::CosOp::create(b, angle));

@@ -33,23 +33,29 @@
 // sinusoids (a constant generic) projected by the pos weight. Row δ of the
 // sinusoids encodes the relative position p = −δ as the official code
 // does: sin(p·ω_i) at channel 2i, cos(p·ω_i) at 2i+1, ω_i = exp(2i·(−ln
-// 10000/D)).
+// 10000/D)), one per channel, the exponential in f64 rounded to f32.
 // CHECK: %[[HX:.*]] = moe.layer_norm %[[X1]]
 // CHECK: %[[HM:.*]] = moe.layer_norm %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4x16xf32>, tensor<16xf32>
 // CHECK: moe.concat %[[HM]], %[[HX]] : tensor<?x4x16xf32>, tensor<?x4x16xf32> -> tensor<?x8x16xf32>
 // CHECK: lm.get_param @att.q : tensor<16x16xf32>
-// CHECK: linalg.generic
+// CHECK: %[[OMEGA:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<16xf32>)
+// CHECK: %[[CH:.*]] = linalg.index 0 : index
+// CHECK: %[[ODD:.*]] = arith.andi %[[CH]], %c1 : index
+// CHECK: %[[TWOI:.*]] = arith.subi %[[CH]], %[[ODD]] : index
+// CHECK: %[[TWOIF:.*]] = arith.sitofp %{{.*}} : i64 to f32
+// CHECK: %[[SCALED:.*]] = arith.mulf %[[TWOIF]], %{{.*}} : f32
+// CHECK: %[[WIDE:.*]] = arith.extf %[[SCALED]] : f32 to f64
+// CHECK: %[[EXP:.*]] = math.exp %[[WIDE]] : f64
+// CHECK: arith.truncf %[[EXP]] : f64 to f32
+// CHECK: linalg.generic {{.*}} ins(%[[OMEGA]] : tensor<16xf32>) outs(%{{.*}} : tensor<8x16xf32>)
+// CHECK: ^bb0(%[[W:.*]]: f32, %{{.*}}: f32):
 // CHECK: %[[ROW:.*]] = linalg.index 0 : index
 // CHECK: %[[ROWF:.*]] = arith.sitofp %{{.*}} : i64 to f32
 // CHECK: %[[P:.*]] = arith.negf %[[ROWF]] : f32
-// CHECK: %[[CH:.*]] = linalg.index 1 : index
-// CHECK: %[[ODD:.*]] = arith.andi %[[CH]], %c1 : index
-// CHECK: %[[EVEN:.*]] = arith.cmpi eq, %[[ODD]], %c0 : index
-// CHECK: %[[TWOI:.*]] = arith.subi %[[CH]], %[[ODD]] : index
-// CHECK: %[[TWOIF:.*]] = arith.sitofp %{{.*}} : i64 to f32
-// CHECK: %[[SCALED:.*]] = arith.mulf %[[TWOIF]], %[[NEGLOG:.*]] : f32
-// CHECK: %[[OMEGA:.*]] = math.exp %[[SCALED]] : f32
-// CHECK: %[[ANGLE:.*]] = arith.mulf %[[P]], %[[OMEGA]] : f32
+// CHECK: %[[J:.*]] = linalg.index 1 : index
+// CHECK: %[[JODD:.*]] = arith.andi %[[J]], %c1 : index
+// CHECK: %[[EVEN:.*]] = arith.cmpi eq, %[[JODD]], %c0 : index
+// CHECK: %[[ANGLE:.*]] = arith.mulf %[[P]], %[[W]] : f32
 // CHECK: %[[SIN:.*]] = math.sin %[[ANGLE]] : f32
 // CHECK: %[[COS:.*]] = math.cos %[[ANGLE]] : f32
 // CHECK: arith.select %[[EVEN]], %[[SIN]], %[[COS]] : f32
