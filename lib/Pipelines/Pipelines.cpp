@@ -28,6 +28,7 @@ using namespace mlir;
 
 void switchyard::buildFrontendPipeline(OpPassManager &pm,
                                        const FrontendPipelineOptions &options) {
+  pm.addPass(createSwitchyardCheckInputPass());
   lm::LmMaterializeParamsPassOptions params;
   params.numLayers = options.numLayers;
   pm.addPass(lm::createLmMaterializeParamsPass(params));
@@ -35,6 +36,7 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
 
 void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
                                             const LoweringOptions &options) {
+  pm.addPass(createSwitchyardCheckInputPass());
   pm.addPass(lm::createLmDecomposeLayersPass());
   pm.addPass(lm::createConvertLmToFuncPass());
   if (options.gradients || options.trainStep)

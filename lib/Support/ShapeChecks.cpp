@@ -70,3 +70,35 @@ LogicalResult mlir::switchyard::verifyShape(Operation *op, StringRef name,
                            << formatShape(expected) << " (" << origin
                            << "), found " << formatShape(found);
 }
+
+LogicalResult mlir::switchyard::verifyShapeLimits(Operation *op) {
+  auto check = [&](Type type, StringRef kind,
+                   unsigned index) -> LogicalResult {
+    auto shaped = dyn_cast<ShapedType>(type);
+    if (!shaped || !shaped.hasRank())
+      return success();
+    int64_t elements = 1;
+    bool within = true;
+    for (int64_t size : shaped.getShape()) {
+      if (ShapedType::isDynamic(size))
+        continue;
+      // Both factors are at most 2^36 here, so the product fits.
+      within = size <= kMaxDimSize && (elements *= size) <= kMaxElements;
+      if (!within)
+        break;
+    }
+    if (within)
+      return success();
+    return op->emitOpError()
+           << "expected " << kind << " #" << index
+           << " within the dialect's size limits (dimensions up to "
+           << kMaxDimSize << ", 2^36 elements), found " << type;
+  };
+  for (auto [index, type] : llvm::enumerate(op->getOperandTypes()))
+    if (failed(check(type, "operand", index)))
+      return failure();
+  for (auto [index, type] : llvm::enumerate(op->getResultTypes()))
+    if (failed(check(type, "result", index)))
+      return failure();
+  return success();
+}

@@ -285,6 +285,30 @@ def SwitchyardCpuContractionKernelsPass
                            "::mlir::vector::VectorDialect"];
 }
 
+def SwitchyardCheckInputPass
+    : Pass<"switchyard-check-input", "::mlir::ModuleOp"> {
+  let summary = "Refuse input that the pipelines' upstream patterns assume "
+                "away";
+  let description = [{
+    The first pass of every Switchyard pipeline: finds what the upstream
+    verifiers accept but upstream rewrites take for impossible, and reports
+    each with an error instead of letting a later canonicalization crash:
+
+    - `tensor.dim` and `memref.dim` with a constant index outside
+      `[0, rank)` (upstream folds the dimension of a value it knows by
+      indexing its shape with it).
+
+    ```mlir
+    %c = arith.constant -2 : index
+    // error: 'tensor.dim' op index -2 is outside the dimensions of its
+    // tensor<?x4xf32> operand (0 to 1)
+    %d = tensor.dim %t, %c : tensor<?x4xf32>
+    ```
+
+    Valid input passes through unchanged.
+  }];
+}
+
 def SwitchyardConvertAssertToLLVMPass
     : Pass<"switchyard-convert-assert-to-llvm", "::mlir::ModuleOp"> {
   let summary = "Lower cf.assert as upstream does, in linear time";

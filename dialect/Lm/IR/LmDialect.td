@@ -8,6 +8,7 @@
 #ifndef SWITCHYARD_DIALECT_LM_IR_LMDIALECT_TD
 #define SWITCHYARD_DIALECT_LM_IR_LMDIALECT_TD
 
+include "dialect/Support/ShapeLimits.td"
 include "mlir/IR/OpBase.td"
 
 def Lm_Dialect : Dialect {
@@ -36,6 +37,7 @@ def Lm_Dialect : Dialect {
 }
 
 class Lm_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Lm_Dialect, mnemonic, traits>;
+    : Op<Lm_Dialect, mnemonic,
+         !listconcat([Switchyard_BoundedShapes], traits)>;
 
 #endif // SWITCHYARD_DIALECT_LM_IR_LMDIALECT_TD

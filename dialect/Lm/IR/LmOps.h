@@ -9,6 +9,7 @@
 
 #include "dialect/Lm/IR/LmDialect.h"
 #include "dialect/Lm/IR/LmInterfaces.h"
+#include "dialect/Support/ShapeChecks.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/CallInterfaces.h"

@@ -29,6 +29,14 @@ def Lm_Hidden : TensorRankOf<Lm_FloatTypes, [3]>;
 def Lm_Tokens : TensorRankOf<[I32, I64], [2]>;
 
 def Lm_PositiveI64 : ConfinedAttr<I64Attr, [IntPositive]>;
+/// A count from 1 to `max`: the layers' size limits (docs/BadInputs.md),
+/// which keep every count the compiler forms within 64 bits.
+class Lm_Count<int max> : ConfinedAttr<I64Attr, [IntPositive, IntMaxValue<max>]>;
+def Lm_Vocab : Lm_Count<16777216>;
+def Lm_Heads : Lm_Count<1024>;
+def Lm_HeadDim : Lm_Count<1024>;
+def Lm_Experts : Lm_Count<4096>;
+def Lm_FeedForwardWidth : Lm_Count<1048576>;
 def Lm_FloatPositive : AttrConstraint<
     CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() > 0.0">,
     "whose value is positive">;
@@ -159,6 +167,7 @@ def Lm_ParamOp : Lm_Op<"param", [Symbol]> {
                        OptionalAttr<StrAttr>:$alias);
   let assemblyFormat =
       "$sym_name `:` $type `init` $init (`alias` $alias^)? attr-dict";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -197,7 +206,7 @@ def Lm_EmbedOp : Lm_LayerOp<"embed"> {
     ```
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Tokens:$tokens,
-                       Lm_PositiveI64:$vocab);
+                       Lm_Vocab:$vocab);
   let results = (outs Lm_Hidden:$result);
   let assemblyFormat = [{
     $layer_name $tokens attr-dict `:` type($tokens) `->` type($result)
@@ -260,7 +269,7 @@ def Lm_MhaOp : Lm_LayerOp<"mha", [AllTypesMatch<["input", "result"]>]> {
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Hidden:$input,
                        Optional<Lm_Hidden>:$memory,
-                       Lm_PositiveI64:$heads, Lm_PositiveI64:$head_dim,
+                       Lm_Heads:$heads, Lm_HeadDim:$head_dim,
                        DefaultValuedAttr<Lm_PosEncodingAttr,
                                          "PosEncoding::none">:$pos,
                        Lm_Probability:$dropout);
@@ -302,8 +311,8 @@ def Lm_SwitchHeadOp : Lm_LayerOp<"switchhead", [AllTypesMatch<["input", "result"
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Hidden:$input,
                        Optional<Lm_Hidden>:$memory,
-                       Lm_PositiveI64:$heads, Lm_PositiveI64:$experts,
-                       Lm_PositiveI64:$k, Lm_PositiveI64:$head_dim,
+                       Lm_Heads:$heads, Lm_Experts:$experts,
+                       Lm_Experts:$k, Lm_HeadDim:$head_dim,
                        DefaultValuedAttr<Lm_PosEncodingAttr,
                                          "PosEncoding::none">:$pos,
                        Lm_Probability:$expert_dropout,
@@ -335,7 +344,7 @@ def Lm_FfnOp : Lm_LayerOp<"ffn", [AllTypesMatch<["input", "result"]>]> {
     ```
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Hidden:$input,
-                       Lm_PositiveI64:$d_ff, Lm_Probability:$dropout);
+                       Lm_FeedForwardWidth:$d_ff, Lm_Probability:$dropout);
   let results = (outs Lm_Hidden:$result);
   let assemblyFormat = "$layer_name $input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -365,8 +374,8 @@ def Lm_SigmaMoeOp : Lm_LayerOp<"sigma_moe", [AllTypesMatch<["input", "result"]>]
     ```
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Hidden:$input,
-                       Lm_PositiveI64:$experts, Lm_PositiveI64:$k,
-                       Lm_PositiveI64:$expert_dim,
+                       Lm_Experts:$experts, Lm_Experts:$k,
+                       Lm_FeedForwardWidth:$expert_dim,
                        Lm_Probability:$expert_dropout,
                        Lm_NonNegativeF64:$entropy_reg,
                        Lm_Probability:$dropout);
@@ -391,7 +400,7 @@ def Lm_OutputOp : Lm_LayerOp<"output", [AllElementTypesMatch<["input", "result"]
     ```
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Hidden:$input,
-                       Lm_PositiveI64:$vocab);
+                       Lm_Vocab:$vocab);
   let results = (outs Lm_Hidden:$result);
   let assemblyFormat = [{
     $layer_name $input attr-dict `:` type($input) `->` type($result)

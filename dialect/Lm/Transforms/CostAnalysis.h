@@ -61,10 +61,13 @@ struct ModelCost {
   int64_t seqLen = 0;
   std::vector<LayerCost> layers;
 
-  /// Sums over the attention (or the feed-forward) layers.
+  /// Sums over the attention (or the feed-forward) layers. They saturate
+  /// at the largest int64_t instead of wrapping.
   int64_t attentionMacs() const, attentionMemory() const,
       attentionFormulaMacs() const, attentionFormulaMemory() const,
       ffnMacs() const, totalMacs() const;
+  /// Whether a total reached the largest int64_t (and is no count).
+  bool saturated() const;
 };
 
 /// The paper's per-layer attention formulas (SWITCHHEAD.md, "Attention cost

@@ -8,6 +8,7 @@
 #ifndef SWITCHYARD_DIALECT_MOE_IR_MOEDIALECT_TD
 #define SWITCHYARD_DIALECT_MOE_IR_MOEDIALECT_TD
 
+include "dialect/Support/ShapeLimits.td"
 include "mlir/IR/OpBase.td"
 
 def Moe_Dialect : Dialect {
@@ -40,6 +41,7 @@ def Moe_Dialect : Dialect {
 }
 
 class Moe_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Moe_Dialect, mnemonic, traits>;
+    : Op<Moe_Dialect, mnemonic,
+         !listconcat([Switchyard_BoundedShapes], traits)>;
 
 #endif // SWITCHYARD_DIALECT_MOE_IR_MOEDIALECT_TD

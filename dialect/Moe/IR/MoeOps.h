@@ -8,6 +8,7 @@
 #define SWITCHYARD_DIALECT_MOE_IR_MOEOPS_H
 
 #include "dialect/Moe/IR/MoeDialect.h"
+#include "dialect/Support/ShapeChecks.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

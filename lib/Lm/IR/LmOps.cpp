@@ -106,15 +106,47 @@ static double depthScale(int64_t numLayers) {
   return std::sqrt(2.0 / static_cast<double>(std::max<int64_t>(numLayers, 1)));
 }
 
-/// Parameters must have static shapes, so the model width must be known.
+/// The widest model the layers accept: with the attribute limits of
+/// LmOps.td it keeps every parameter and count the compiler forms within
+/// 64 bits.
+static constexpr int64_t kMaxModelWidth = 65536;
+static constexpr int64_t kMaxTime = int64_t(1) << 20;
+
+/// Parameters must have static shapes, so the model width must be known,
+/// and within kMaxModelWidth.
 static LogicalResult verifyStaticWidth(Operation *op, StringRef name,
                                        Value hidden) {
   auto type = cast<RankedTensorType>(hidden.getType());
-  if (!type.isDynamicDim(type.getRank() - 1))
-    return success();
-  return op->emitOpError() << "expected a static model width (" << name
-                           << " dim " << type.getRank() - 1
-                           << "): parameter shapes depend on it";
+  int64_t width = type.getShape().back();
+  if (ShapedType::isDynamic(width))
+    return op->emitOpError() << "expected a static model width (" << name
+                             << " dim " << type.getRank() - 1
+                             << "): parameter shapes depend on it";
+  if (width > kMaxModelWidth)
+    return op->emitOpError() << "expected a model width of at most "
+                             << kMaxModelWidth << " (" << name << " dim "
+                             << type.getRank() - 1 << "), found " << width;
+  if (type.getRank() == 3 && type.getDimSize(1) > kMaxTime)
+    return op->emitOpError() << "expected at most " << kMaxTime
+                             << " positions (" << name << " dim 1), found "
+                             << type.getDimSize(1);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  auto type = cast<RankedTensorType>(getType());
+  int64_t elements = 1;
+  for (int64_t size : type.getShape())
+    if (size > switchyard::kMaxDimSize ||
+        (elements *= size) > switchyard::kMaxElements)
+      return emitOpError() << "expected a parameter of at most 2^36 elements "
+                              "and dimensions up to "
+                           << switchyard::kMaxDimSize << ", found " << type;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -45,14 +45,43 @@ struct LmBuildTrainStepPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> grads;
+    // The gradient functions lm-differentiate made (marked lm.generated);
+    // a function of the user's that only ends in _grad is not one.
     for (func::FuncOp func : module.getOps<func::FuncOp>())
       if (func.getName().ends_with("_grad") && !func.isDeclaration() &&
+          func->hasAttr("lm.generated") &&
           !module.lookupSymbol(
               (func.getName().drop_back(strlen("_grad")) + "_train_step")
                   .str()))
         grads.push_back(func);
-    for (func::FuncOp grad : grads)
+    for (func::FuncOp grad : grads) {
+      if (failed(verifyGradient(grad)))
+        return signalPassFailure();
       build(grad);
+    }
+  }
+
+  /// Checks the signature build() relies on: one block returning the loss
+  /// (a scalar f32 tensor), then one gradient per lm.param argument, of its
+  /// type.
+  LogicalResult verifyGradient(func::FuncOp grad) {
+    if (!grad.getBody().hasOneBlock())
+      return grad.emitOpError("expected a gradient function of one block");
+    SmallVector<Type> params;
+    for (unsigned i = 0; i < grad.getNumArguments(); ++i)
+      if (grad.getArgAttr(i, "lm.param"))
+        params.push_back(grad.getArgumentTypes()[i]);
+    ArrayRef<Type> results = grad.getResultTypes();
+    auto loss = results.empty() ? RankedTensorType()
+                                : dyn_cast<RankedTensorType>(results.front());
+    if (!loss || loss.getRank() != 0 || !loss.getElementType().isF32() ||
+        results.size() < 1 + params.size() ||
+        results.slice(1, params.size()) != ArrayRef<Type>(params))
+      return grad.emitOpError(
+          "expected the results of a gradient function: the loss "
+          "(tensor<f32>), then one gradient per lm.param argument, of its "
+          "type");
+    return success();
   }
 
   void build(func::FuncOp grad) {

@@ -23,7 +23,10 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <limits>
 
 namespace mlir::lm {
 #define GEN_PASS_DEF_LMCOSTANALYSISPASS
@@ -81,10 +84,19 @@ static int64_t ffnFormulaMacs(const LayerDims &dims) {
 // Totals
 //===----------------------------------------------------------------------===//
 
+/// a + b, or the largest int64_t where that overflows: totals that reach it
+/// are reported as too large (ModelCost::saturated), never wrapped.
+static int64_t saturatingAdd(int64_t a, int64_t b) {
+  int64_t result;
+  if (llvm::AddOverflow(a, b, result))
+    return std::numeric_limits<int64_t>::max();
+  return result;
+}
+
 static int64_t sum(ArrayRef<std::pair<std::string, int64_t>> entries) {
   int64_t total = 0;
   for (const auto &entry : entries)
-    total += entry.second;
+    total = saturatingAdd(total, entry.second);
   return total;
 }
 
@@ -96,7 +108,7 @@ static int64_t sumLayers(const ModelCost &cost, bool attention, Fn fn) {
   int64_t total = 0;
   for (const LayerCost &layer : cost.layers)
     if (layer.isAttention() == attention && layer.kind != CostLayerKind::Output)
-      total += fn(layer);
+      total = saturatingAdd(total, fn(layer));
   return total;
 }
 
@@ -118,8 +130,15 @@ int64_t ModelCost::ffnMacs() const {
 int64_t ModelCost::totalMacs() const {
   int64_t total = 0;
   for (const LayerCost &layer : layers)
-    total += layer.totalMacs();
+    total = saturatingAdd(total, layer.totalMacs());
   return total;
+}
+
+bool ModelCost::saturated() const {
+  return totalMacs() == std::numeric_limits<int64_t>::max() ||
+         attentionMemory() == std::numeric_limits<int64_t>::max() ||
+         attentionFormulaMacs() == std::numeric_limits<int64_t>::max() ||
+         attentionFormulaMemory() == std::numeric_limits<int64_t>::max();
 }
 
 //===----------------------------------------------------------------------===//
@@ -247,7 +266,7 @@ private:
                   StringRef role, int64_t count) {
     for (auto &entry : entries)
       if (entry.first == role) {
-        entry.second += count;
+        entry.second = saturatingAdd(entry.second, count);
         return;
       }
     entries.emplace_back(role.str(), count);
@@ -700,6 +719,14 @@ struct LmCostAnalysisPass
       }
       out->os() << llvm::formatv("{0:2}\n",
                                  llvm::json::Value(std::move(models)));
+      out->os().flush();
+      if (std::error_code ec = out->os().error()) {
+        // Reported here, not as LLVM's fatal error when the stream closes.
+        out->os().clear_error();
+        getOperation().emitError("lm-cost-analysis: cannot write '")
+            << jsonFile << "': " << ec.message();
+        return signalPassFailure();
+      }
       out->keep();
     }
     markAllAnalysesPreserved();

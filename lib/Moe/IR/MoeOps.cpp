@@ -43,6 +43,10 @@ static FailureOr<int64_t> expertsPerHead(Operation *op, Value weight,
   int64_t stacked = dimOf(weight, 0);
   if (ShapedType::isDynamic(stacked) || ShapedType::isDynamic(heads))
     return ShapedType::kDynamic;
+  if (heads < 1)
+    return op->emitOpError() << "expected at least one head (gates dim 1), "
+                                "found "
+                             << heads;
   if (stacked % heads != 0)
     return op->emitOpError()
            << "expected weight dim 0 (" << stacked
@@ -204,9 +208,24 @@ LogicalResult ExpertMlpOp::verify() {
 
 /// The shape rules of the attention core, shared by moe.attention, its
 /// gradient and the flash-attention ops.
+/// The widest attention head the ops accept: the widest in use is 256, and
+/// the kernels keep a head's row in registers or shared memory.
+static constexpr int64_t kMaxHeadWidth = 1024;
+
+/// Checks that dim `dim` of `value`, a head width, is within kMaxHeadWidth.
+static LogicalResult verifyHeadWidth(Operation *op, StringRef name,
+                                     Value value, unsigned dim) {
+  int64_t width = dimOf(value, dim);
+  if (ShapedType::isDynamic(width) || width <= kMaxHeadWidth)
+    return success();
+  return op->emitOpError() << "expected a head width of at most "
+                           << kMaxHeadWidth << " (" << name << " dim " << dim
+                           << "), found " << width;
+}
+
 static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
                                              Value v, Value rel) {
-  if (failed(verifySameDim(op, "the batch", {"query", q, 0}, {"key", k, 0})) ||
+  if (failed(verifyHeadWidth(op, "query", q, 3)) ||failed(verifySameDim(op, "the batch", {"query", q, 0}, {"key", k, 0})) ||
       failed(
           verifySameDim(op, "the batch", {"query", q, 0}, {"value", v, 0})) ||
       failed(
@@ -329,7 +348,7 @@ LogicalResult LayerNormOp::verify() {
 
 LogicalResult RopeOp::verify() {
   if (!getInput().getType().isDynamicDim(3))
-    return success();
+    return verifyHeadWidth(*this, "input", getInput(), 3);
   return emitOpError("expected a static head width (input dim 3): the rotated "
                      "channel pairs depend on it");
 }

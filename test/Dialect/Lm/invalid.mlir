@@ -390,3 +390,63 @@ func.func @output_element_type(%x: tensor<?x16x32xf32>) {
   %l = lm.output "out" %x {vocab = 256} : tensor<?x16x32xf32> -> tensor<?x16x256xf16>
   return
 }
+
+// -----
+
+// Sizes past the layers' limits are refused by the verifier, before any
+// parameter is declared or counted (fuzzing found them passing, then
+// overflowing counts or exhausting memory).
+lm.model @huge_vocab(%t: tensor<?x16xi32>) -> tensor<?x16x32xf32> {
+  // expected-error @+1 {{'lm.embed' op attribute 'vocab' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive whose maximum value is 16777216}}
+  %x = lm.embed "embed" %t {vocab = 1000000000} : tensor<?x16xi32> -> tensor<?x16x32xf32>
+  lm.return %x : tensor<?x16x32xf32>
+}
+
+// -----
+
+lm.model @huge_width(%t: tensor<?x16xi32>) -> tensor<?x16x1000000xf32> {
+  // expected-error @+1 {{'lm.embed' op expected a model width of at most 65536 (result dim 2), found 1000000}}
+  %x = lm.embed "embed" %t {vocab = 256} : tensor<?x16xi32> -> tensor<?x16x1000000xf32>
+  lm.return %x : tensor<?x16x1000000xf32>
+}
+
+// -----
+
+lm.model @huge_ffn(%t: tensor<?x16xi32>) -> tensor<?x16x32xf32> {
+  %x = lm.embed "embed" %t {vocab = 256} : tensor<?x16xi32> -> tensor<?x16x32xf32>
+  // expected-error @+1 {{'lm.ffn' op attribute 'd_ff' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive whose maximum value is 1048576}}
+  %y = lm.ffn "ffn" %x {d_ff = 1000000000000} : tensor<?x16x32xf32>
+  lm.return %y : tensor<?x16x32xf32>
+}
+
+// -----
+
+lm.model @huge_head(%t: tensor<?x16xi32>) -> tensor<?x16x32xf32> {
+  %x = lm.embed "embed" %t {vocab = 256} : tensor<?x16xi32> -> tensor<?x16x32xf32>
+  // expected-error @+1 {{'lm.switchhead' op attribute 'head_dim' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive whose maximum value is 1024}}
+  %y = lm.switchhead "att" %x {heads = 2, experts = 4, k = 2, head_dim = 2147483648, pos = #lm.pos<rope>} : tensor<?x16x32xf32>
+  lm.return %y : tensor<?x16x32xf32>
+}
+
+// -----
+
+lm.model @many_experts(%t: tensor<?x16xi32>) -> tensor<?x16x32xf32> {
+  %x = lm.embed "embed" %t {vocab = 256} : tensor<?x16xi32> -> tensor<?x16x32xf32>
+  // expected-error @+1 {{'lm.sigma_moe' op attribute 'experts' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive whose maximum value is 4096}}
+  %y = lm.sigma_moe "ffn" %x {experts = 100000, k = 2, expert_dim = 8} : tensor<?x16x32xf32>
+  lm.return %y : tensor<?x16x32xf32>
+}
+
+// -----
+
+lm.model @long_sequence(%t: tensor<?x2000000xi32>) -> tensor<?x2000000x32xf32> {
+  // expected-error @+1 {{'lm.embed' op expected at most 1048576 positions (result dim 1), found 2000000}}
+  %x = lm.embed "embed" %t {vocab = 256} : tensor<?x2000000xi32> -> tensor<?x2000000x32xf32>
+  lm.return %x : tensor<?x2000000x32xf32>
+}
+
+// -----
+
+// A parameter past 2^36 elements (within every other limit).
+lm.param @big : tensor<16777216x8192xf32> init <zeros>
+// expected-error @-1 {{'lm.param' op expected a parameter of at most 2^36 elements and dimensions up to 16777216, found 'tensor<16777216x8192xf32>'}}

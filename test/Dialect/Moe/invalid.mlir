@@ -887,3 +887,65 @@ func.func @flash_attention_grad_kernel_wide(%q: memref<2x4x2x136xf32>, %lse: mem
   moe.flash_attention_grad_kernel ins(%q, %q, %q, %lse, %lse, %q : memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2xf32>, memref<2x4x2xf32>, memref<2x4x2x136xf32>) outs(%q, %q, %q : memref<2x4x2x136xf32>, memref<2x4x2x136xf32>, memref<2x4x2x136xf32>)
   return
 }
+
+// -----
+
+// Zero heads: refused before the experts per head are computed (fuzzing
+// found a division by zero here, reached from every expert projection).
+func.func @expert_proj_no_heads(%x: tensor<?x16xf32>, %w: tensor<6x16x4xf32>, %g: tensor<?x0x2xf32>, %i: tensor<?x0x2xi32>) -> tensor<?x0x4xf32> {
+  // expected-error @+1 {{'moe.expert_proj' op expected at least one head (gates dim 1), found 0}}
+  %p = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<6x16x4xf32>, tensor<?x0x2xf32>, tensor<?x0x2xi32> -> tensor<?x0x4xf32>
+  return %p : tensor<?x0x4xf32>
+}
+
+// -----
+
+func.func @fused_expert_proj_no_heads(%x: tensor<?x16xf32>, %w: tensor<6x16x4xf32>, %g: tensor<?x0x2xf32>, %i: tensor<?x0x2xi32>) -> tensor<?x0x4xf32> {
+  // expected-error @+1 {{'moe.fused_expert_proj' op expected at least one head (gates dim 1), found 0}}
+  %p = moe.fused_expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<6x16x4xf32>, tensor<?x0x2xf32>, tensor<?x0x2xi32> -> tensor<?x0x4xf32>
+  return %p : tensor<?x0x4xf32>
+}
+
+// -----
+
+func.func @fused_expert_proj_grad_no_heads(%x: tensor<?x16xf32>, %w: tensor<6x16x8xf32>, %g: tensor<?x0x3xf32>, %i: tensor<?x0x3xi32>, %d: tensor<?x0x8xf32>) {
+  // expected-error @+1 {{'moe.fused_expert_proj_grad' op expected at least one head (gates dim 1), found 0}}
+  %dx, %dw, %dg = moe.fused_expert_proj_grad %x, %w, %g, %i, %d : tensor<?x16xf32>, tensor<6x16x8xf32>, tensor<?x0x3xf32>, tensor<?x0x3xi32>, tensor<?x0x8xf32> -> tensor<?x16xf32>, tensor<6x16x8xf32>, tensor<?x0x3xf32>
+  return
+}
+
+// -----
+
+func.func @fused_expert_merge_no_heads(%o: tensor<?x0x4xf32>, %w: tensor<6x4x16xf32>, %g: tensor<?x0x2xf32>, %i: tensor<?x0x2xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'moe.fused_expert_merge' op expected at least one head (gates dim 1), found 0}}
+  %y = moe.fused_expert_merge %o, %w, %g, %i : tensor<?x0x4xf32>, tensor<6x4x16xf32>, tensor<?x0x2xf32>, tensor<?x0x2xi32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// Sizes past the dialects' limits are refused before anything lowers or
+// allocates: a head width of 100,000 (fuzzing found gpu-module-to-binary
+// busy for minutes on it), and tensors past 2^24 per dimension or 2^36
+// elements.
+func.func @attention_wide_heads(%q: tensor<1x4x2x100000xf32>) -> tensor<1x4x2x100000xf32> {
+  // expected-error @+1 {{'moe.attention' op expected a head width of at most 1024 (query dim 3), found 100000}}
+  %o = moe.attention %q, %q, %q : tensor<1x4x2x100000xf32>, tensor<1x4x2x100000xf32>, tensor<1x4x2x100000xf32> -> tensor<1x4x2x100000xf32>
+  return %o : tensor<1x4x2x100000xf32>
+}
+
+// -----
+
+func.func @rope_wide_heads(%q: tensor<?x4x2x2147483648xf32>) -> tensor<?x4x2x2147483648xf32> {
+  // expected-error @+1 {{'moe.rope' op expected operand #0 within the dialect's size limits (dimensions up to 16777216, 2^36 elements), found 'tensor<?x4x2x2147483648xf32>'}}
+  %r = moe.rope %q : tensor<?x4x2x2147483648xf32>
+  return %r : tensor<?x4x2x2147483648xf32>
+}
+
+// -----
+
+func.func @relu_too_many_elements(%x: tensor<16777216x16777216xf32>) -> tensor<16777216x16777216xf32> {
+  // expected-error @+1 {{'moe.relu' op expected operand #0 within the dialect's size limits (dimensions up to 16777216, 2^36 elements), found 'tensor<16777216x16777216xf32>'}}
+  %r = moe.relu %x : tensor<16777216x16777216xf32>
+  return %r : tensor<16777216x16777216xf32>
+}
