@@ -6,12 +6,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/BufferCache.h"
+#include "runtime/Params.h"
 
+#include <csetjmp>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 using namespace switchyard::runtime;
@@ -36,9 +40,25 @@ Cache &cache() {
   return *instance;
 }
 
-} // namespace
+/// The state of a callGuarded call on this thread: where to jump when an
+/// allocation fails, and the blocks the call holds.
+struct Guard {
+  sigjmp_buf jump;
+  size_t failedSize = 0;
+  std::unordered_set<void *> live;
+};
+thread_local Guard *activeGuard = nullptr;
 
-extern "C" void *switchyard::runtime::switchyardBufferAlloc(size_t size) {
+/// Ends the guarded call on this thread, if there is one, for an
+/// allocation of `size` bytes that failed; returns when there is none.
+void failAllocation(size_t size) {
+  if (Guard *guard = activeGuard) {
+    guard->failedSize = size;
+    siglongjmp(guard->jump, 1);
+  }
+}
+
+void *allocateBlock(size_t size) {
   if (size >= kLargeBlock) {
     Cache &c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
@@ -50,6 +70,8 @@ extern "C" void *switchyard::runtime::switchyardBufferAlloc(size_t size) {
       return block + 1;
     }
   }
+  if (size_t limit = physicalMemory(); limit && size > limit)
+    return nullptr;
   auto *block = static_cast<Header *>(std::malloc(sizeof(Header) + size));
   if (!block)
     return nullptr;
@@ -57,10 +79,25 @@ extern "C" void *switchyard::runtime::switchyardBufferAlloc(size_t size) {
   return block + 1;
 }
 
+} // namespace
+
+extern "C" void *switchyard::runtime::switchyardBufferAlloc(size_t size) {
+  void *pointer = allocateBlock(size);
+  if (!pointer) {
+    failAllocation(size);
+    return nullptr;
+  }
+  if (Guard *guard = activeGuard)
+    guard->live.insert(pointer);
+  return pointer;
+}
+
 extern "C" void *switchyard::runtime::switchyardBufferCalloc(size_t count,
                                                             size_t size) {
-  if (size != 0 && count > SIZE_MAX / size)
+  if (size != 0 && count > SIZE_MAX / size) {
+    failAllocation(SIZE_MAX);
     return nullptr;
+  }
   void *pointer = switchyardBufferAlloc(count * size);
   if (pointer)
     std::memset(pointer, 0, count * size);
@@ -70,6 +107,8 @@ extern "C" void *switchyard::runtime::switchyardBufferCalloc(size_t count,
 extern "C" void switchyard::runtime::switchyardBufferFree(void *pointer) {
   if (!pointer)
     return;
+  if (Guard *guard = activeGuard)
+    guard->live.erase(pointer);
   Header *block = static_cast<Header *>(pointer) - 1;
   size_t size = block->size;
   if (size >= kLargeBlock) {
@@ -98,4 +137,35 @@ void switchyard::runtime::bufferCacheTrim() {
       std::free(block);
   c.free.clear();
   c.bytes = 0;
+}
+
+std::string switchyard::runtime::callGuarded(void (*function)(void **),
+                                             void **arguments) {
+  Guard guard;
+  Guard *outer = activeGuard;
+  activeGuard = &guard;
+  // Nothing with a destructor lives in this frame between sigsetjmp and a
+  // jump back to it.
+  if (sigsetjmp(guard.jump, 0) == 0) {
+    function(arguments);
+    activeGuard = outer;
+    return {};
+  }
+  activeGuard = outer;
+  for (void *pointer : guard.live)
+    switchyardBufferFree(pointer);
+  size_t size = guard.failedSize;
+  if (size == SIZE_MAX)
+    return "out of memory: an allocation's size overflows";
+  auto human = [](size_t bytes) {
+    char text[32];
+    if (bytes >= size_t(1e12))
+      std::snprintf(text, sizeof text, "%.2f TB", double(bytes) / 1e12);
+    else
+      std::snprintf(text, sizeof text, "%.2f GB", double(bytes) / 1e9);
+    return std::string(text);
+  };
+  return "out of memory allocating " + human(size) + " (" +
+         std::to_string(size) + " bytes); this machine has " +
+         human(physicalMemory());
 }

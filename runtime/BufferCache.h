@@ -16,7 +16,8 @@
 // smaller ones go straight to malloc and free. The cache holds at most
 // kCacheLimit bytes (beyond that, freed blocks go back to the system) and
 // is shared by every CpuProgram of the process; it is thread-safe.
-// Buffers a program returns are released with bufferFree too.
+// Buffers a program returns are released with bufferFree too. Calls made
+// through callGuarded end with an error, not a crash, when memory runs out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +25,7 @@
 #define SWITCHYARD_RUNTIME_BUFFERCACHE_H
 
 #include <cstddef>
+#include <string>
 
 namespace switchyard::runtime {
 
@@ -44,6 +46,18 @@ extern "C" void *switchyardBufferCalloc(size_t count, size_t size);
 /// free for the compiled code: keeps large blocks for reuse (up to
 /// kCacheLimit bytes in all). A null pointer is ignored.
 extern "C" void switchyardBufferFree(void *pointer);
+
+/// Calls `function` (a JIT-compiled function's packed interface) with
+/// `arguments` so that an allocation the system cannot satisfy ends the call
+/// instead of handing the compiled code a null pointer it would write
+/// through: the allocator jumps back here (siglongjmp: the compiled code
+/// has no cleanups to skip), every block the call allocated and has not
+/// freed is released, and the message names the size, e.g. "out of memory
+/// allocating 1.23 GB (1234567890 bytes); this machine has 25.30 GB". A single request larger than
+/// the machine's physical memory is refused at once, before the system
+/// overcommits it. The compiled code must run on the calling thread.
+/// Returns an empty string on success.
+std::string callGuarded(void (*function)(void **), void **arguments);
 
 /// The bytes the cache holds now (freed blocks kept for reuse).
 size_t bufferCacheBytes();

@@ -13,6 +13,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cassert>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -78,6 +79,41 @@ bool isTrainingState(llvm::StringRef name) {
 
 } // namespace
 
+llvm::Error switchyard::runtime::checkFinite(const HostTensor &tensor,
+                                             const llvm::Twine &what) {
+  int64_t count = 0, first = -1;
+  auto visit = [&](int64_t index, bool finite) {
+    if (finite)
+      return;
+    if (first < 0)
+      first = index;
+    ++count;
+  };
+  if (tensor.type == ElementType::f32) {
+    std::span<const float> values = tensor.values<float>();
+    for (size_t i = 0; i < values.size(); ++i)
+      visit(int64_t(i), std::isfinite(values[i]));
+  } else if (tensor.type == ElementType::f64) {
+    std::span<const double> values = tensor.values<double>();
+    for (size_t i = 0; i < values.size(); ++i)
+      visit(int64_t(i), std::isfinite(values[i]));
+  } else if (tensor.type == ElementType::f16 ||
+             tensor.type == ElementType::bf16) {
+    // All exponent bits set: an infinity or a NaN.
+    uint16_t exponent = tensor.type == ElementType::f16 ? 0x7c00 : 0x7f80;
+    std::span<const uint16_t> values = tensor.values<uint16_t>();
+    for (size_t i = 0; i < values.size(); ++i)
+      visit(int64_t(i), (values[i] & exponent) != exponent);
+  }
+  if (count == 0)
+    return llvm::Error::success();
+  return failure(what + llvm::formatv(" holds {0} NaN or infinite value{1} "
+                                      "(the first at element {2}); a "
+                                      "diverged or damaged file?",
+                                      count, count == 1 ? "" : "s", first)
+                            .str());
+}
+
 Expected<Rename> switchyard::runtime::parseRename(llvm::StringRef text) {
   auto [from, to] = text.split('=');
   if (from.size() == text.size())
@@ -133,6 +169,10 @@ Expected<std::vector<HostTensor>> switchyard::runtime::readParamFiles(
     if (options.note)
       options.note(line);
   };
+  // Refused before reading or initialising a byte.
+  if (std::string shortfall = checkParamsFit(table, 1, "the parameters");
+      !shortfall.empty())
+    return failure(shortfall);
   std::vector<std::optional<HostTensor>> bound(table.params.size());
   // Where each bound parameter came from, for the error of a second one.
   std::vector<std::string> origin(table.params.size());
@@ -179,6 +219,8 @@ Expected<std::vector<HostTensor>> switchyard::runtime::readParamFiles(
                        nameOf(*spec) + " is declared " +
                        describe(want, spec->shape) +
                        " (f16 and bf16 files are read into f32 parameters)");
+      if (llvm::Error error = checkFinite(*converted, here))
+        return std::move(error);
       converted->name = spec->name;
       bound[index] = std::move(*converted);
       origin[index] = here;

@@ -10,7 +10,8 @@
 //   2. it binds to the parameter of that name or, failing that, to the
 //      parameter whose alias it is;
 //   3. it must have the parameter's shape, and its element type or a
-//      narrower float type (f16 and bf16 widen to f32 exactly).
+//      narrower float type (f16 and bf16 widen to f32 exactly);
+//   4. its values must be finite (a NaN or an infinity is refused by name).
 // A parameter bound twice, a shape or type that differs, and a parameter no
 // file holds are errors that name the tensor, the file and what was
 // expected; tensors that bind to nothing are reported as notes (a file may
@@ -75,6 +76,11 @@ struct ParamFileOptions {
 llvm::Expected<std::vector<HostTensor>>
 readParamFiles(const ParamTable &table, llvm::ArrayRef<std::string> paths,
                const ParamFileOptions &options);
+
+/// An error when a float tensor holds a NaN or an infinity, naming `what`
+/// (e.g. the file and the tensor), the first such element and how many
+/// there are; success for finite tensors and those of other types.
+llvm::Error checkFinite(const HostTensor &tensor, const llvm::Twine &what);
 
 /// True when `metadata` is that of a file Switchyard wrote with the
 /// Transformer-XL encoding it used before following the official one.

@@ -7,8 +7,12 @@
 #include "runtime/Params.h"
 
 #include <cassert>
+#include <cstdio>
 #include <cmath>
+#include <limits>
 #include <numbers>
+
+#include <unistd.h>
 
 using namespace switchyard::runtime;
 
@@ -68,8 +72,44 @@ int64_t ParamSpec::numElements() const {
 int64_t ParamTable::totalElements() const {
   int64_t total = 0;
   for (const ParamSpec &spec : params)
-    total += spec.numElements();
+    if (__builtin_add_overflow(total, spec.numElements(), &total))
+      return std::numeric_limits<int64_t>::max();
   return total;
+}
+
+int64_t ParamTable::totalBytes() const {
+  int64_t total = 0, bytes = 0;
+  for (const ParamSpec &spec : params)
+    if (__builtin_mul_overflow(spec.numElements(),
+                               int64_t(sizeOf(spec.dtype)), &bytes) ||
+        __builtin_add_overflow(total, bytes, &total))
+      return std::numeric_limits<int64_t>::max();
+  return total;
+}
+
+uint64_t switchyard::runtime::physicalMemory() {
+  static const uint64_t bytes = [] {
+    long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page)
+                                 : uint64_t(0);
+  }();
+  return bytes;
+}
+
+std::string switchyard::runtime::checkParamsFit(const ParamTable &table,
+                                                int copies,
+                                                std::string_view what) {
+  uint64_t memory = physicalMemory();
+  double need = double(table.totalBytes()) * copies;
+  if (memory == 0 || need <= double(memory))
+    return {};
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "%.*s need %.2f GB (%lld parameters); this machine has "
+                "%.2f GB",
+                int(what.size()), what.data(), need / 1e9,
+                (long long)table.totalElements(), double(memory) / 1e9);
+  return text;
 }
 
 const ParamSpec *ParamTable::find(std::string_view name) const {

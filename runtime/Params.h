@@ -61,14 +61,27 @@ struct ParamSpec {
 struct ParamTable {
   std::vector<ParamSpec> params;
 
-  /// The total number of scalar parameters.
+  /// The total number of scalar parameters (the largest int64_t when the
+  /// sum overflows).
   int64_t totalElements() const;
+  /// The bytes the parameters take in memory (saturating likewise).
+  int64_t totalBytes() const;
   /// The parameter called `name`, or nullptr.
   const ParamSpec *find(std::string_view name) const;
   /// The parameter called `name` or, failing that, whose alias is `name`, or
   /// nullptr.
   const ParamSpec *findByNameOrAlias(std::string_view name) const;
 };
+
+/// The machine's physical memory in bytes (0 when unknown).
+uint64_t physicalMemory();
+
+/// An empty string when `copies` copies of `table`'s parameters fit in the
+/// machine's physical memory; else a message that says what `what` (e.g.
+/// "the parameters and AdamW's two moments") needs and what there is,
+/// before anything that large is allocated.
+std::string checkParamsFit(const ParamTable &table, int copies,
+                           std::string_view what);
 
 /// Fills `out` (numElements() floats) with the initial value of `spec` for
 /// the given seed. `row_normal` draws normal samples and rescales each row

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ProgramSupport.h"
+#include "runtime/BufferCache.h"
 
 #include "dialect/Lm/IR/LmOps.h"
 #include "dialect/Pipelines/Pipelines.h"
@@ -682,10 +683,16 @@ detail::invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
     packed.push_back(&resultPointer);
   for (void *&pointer : descriptorPointers)
     packed.push_back(&pointer);
-  if (llvm::Error error =
-          engine.invokePacked("_mlir_ciface_" + function.name, packed))
+  Expected<void (*)(void **)> entry =
+      engine.lookupPacked("_mlir_ciface_" + function.name);
+  if (!entry)
     return failure(llvm::formatv("calling @{0}: {1}", function.name,
-                                 llvm::toString(std::move(error))));
+                                 llvm::toString(entry.takeError())));
+  // Guarded: running out of memory ends the call with an error.
+  std::string error = callGuarded(*entry, packed.data());
+  if (!error.empty())
+    return failure(
+        llvm::formatv("calling @{0}: {1}", function.name, error));
 
   std::vector<ResultDescriptor> results;
   size_t offset = 0;

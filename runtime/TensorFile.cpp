@@ -30,6 +30,8 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <fcntl.h>
 #include <limits>
 #include <tuple>
@@ -222,18 +224,50 @@ std::error_code writeAll(int fd, StringRef data) {
   return {};
 }
 
+/// The prefix of the temporary files that atomic writes of `path` use:
+/// a hidden sibling, `.<name>.tmp-`, followed by the writer's process id,
+/// a dash and random characters. '%' in the name would be taken for a
+/// placeholder, so it is replaced.
+std::string temporaryPrefix(StringRef path) {
+  std::string stem = llvm::sys::path::filename(path).str();
+  std::replace(stem.begin(), stem.end(), '%', '_');
+  return "." + stem + ".tmp-";
+}
+
 /// Writes the concatenation of `parts` to `path` atomically: into a fresh
 /// temporary file in the same directory, which is fsync'ed, closed and
 /// renamed over `path`. On failure the temporary is removed and `path` is
-/// left as it was.
+/// left as it was. Temporaries that earlier writers of `path` left behind
+/// when they died are removed first.
 Error writeFileAtomically(StringRef path, ArrayRef<StringRef> parts) {
-  // The temporary is a hidden sibling of the target; '%' in the target's
-  // name would be taken for a placeholder, so it is replaced.
+  // A device or a pipe (/dev/null, /dev/stdout, a FIFO) is written in
+  // place: renaming over it would replace it.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) &&
+      llvm::sys::fs::exists(status) &&
+      !llvm::sys::fs::is_regular_file(status) &&
+      !llvm::sys::fs::is_directory(status)) {
+    std::string target = path.str();
+    int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      return ioError(path, "cannot open it for writing",
+                     std::error_code(errno, std::generic_category()));
+    for (StringRef part : parts)
+      if (std::error_code ec = writeAll(fd, part)) {
+        ::close(fd);
+        return ioError(path, "cannot write it", ec);
+      }
+    if (::close(fd) != 0)
+      return ioError(path, "cannot close it",
+                     std::error_code(errno, std::generic_category()));
+    return Error::success();
+  }
+  removeStaleTemporaries(path);
   StringRef directory = llvm::sys::path::parent_path(path);
-  std::string stem = llvm::sys::path::filename(path).str();
-  std::replace(stem.begin(), stem.end(), '%', '_');
   llvm::SmallString<256> model(directory);
-  llvm::sys::path::append(model, "." + stem + ".tmp-%%%%%%%%");
+  llvm::sys::path::append(model, temporaryPrefix(path) +
+                                     std::to_string(::getpid()) +
+                                     "-%%%%%%%%");
 
   int fd = -1;
   llvm::SmallString<256> tempPath;
@@ -1213,4 +1247,83 @@ Error switchyard::runtime::writeSafetensors(StringRef path,
     parts.emplace_back(reinterpret_cast<const char *>(tensor.bytes.data()),
                        tensor.bytes.size());
   return writeFileAtomically(path, parts);
+}
+
+size_t switchyard::runtime::removeStaleTemporaries(StringRef path) {
+  StringRef directory = llvm::sys::path::parent_path(path);
+  std::string prefix = temporaryPrefix(path);
+  std::error_code ec;
+  size_t removed = 0;
+  auto now = std::chrono::system_clock::now();
+  for (llvm::sys::fs::directory_iterator it(directory.empty() ? "." : directory,
+                                            ec),
+       end;
+       !ec && it != end; it.increment(ec)) {
+    StringRef name = llvm::sys::path::filename(it->path());
+    if (!name.consume_front(prefix))
+      continue;
+    // `<pid>-<random>`: stale when that process is gone. Names without a
+    // process id (earlier versions) are stale when an hour old: a writer
+    // in progress keeps its file's time current.
+    auto [pidText, random] = name.split('-');
+    int pid = 0;
+    bool stale;
+    if (!random.empty() && !pidText.getAsInteger(10, pid) && pid > 0) {
+      stale = ::kill(pid, 0) != 0 && errno == ESRCH;
+    } else {
+      llvm::sys::fs::file_status status;
+      stale = !llvm::sys::fs::status(it->path(), status) &&
+              now - status.getLastModificationTime() > std::chrono::hours(1);
+    }
+    if (stale && !llvm::sys::fs::remove(it->path()))
+      ++removed;
+  }
+  return removed;
+}
+
+Error switchyard::runtime::checkWritable(StringRef path) {
+  StringRef directory = llvm::sys::path::parent_path(path);
+  std::string dir = directory.empty() ? "." : directory.str();
+  if (path.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "an empty output path");
+  if (llvm::sys::fs::is_directory(path))
+    return llvm::createStringError(
+        std::make_error_code(std::errc::is_a_directory),
+        path + ": cannot write the file: it is a directory");
+  // A device or a pipe is written in place (writeFileAtomically).
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) && llvm::sys::fs::exists(status) &&
+      !llvm::sys::fs::is_regular_file(status)) {
+    std::string target = path.str();
+    if (::access(target.c_str(), W_OK) != 0)
+      return ioError(path, "cannot write it",
+                     std::error_code(errno, std::generic_category()));
+    return Error::success();
+  }
+  if (!llvm::sys::fs::is_directory(dir))
+    return llvm::createStringError(
+        std::make_error_code(std::errc::no_such_file_or_directory),
+        path + ": cannot write the file: directory '" + dir +
+            "' does not exist");
+  // Creating a file is the test that holds for every user, root included,
+  // and every file system (read-only mounts, /proc).
+  int fd = -1;
+  llvm::SmallString<256> probe;
+  llvm::SmallString<256> model(dir);
+  llvm::sys::path::append(model, temporaryPrefix(path) +
+                                     std::to_string(::getpid()) +
+                                     "-%%%%%%%%");
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(model, fd, probe))
+    return ioError(path,
+                   "cannot write the file: cannot create a file in '" + dir +
+                       "'",
+                   ec);
+  ::close(fd);
+  llvm::sys::fs::remove(probe);
+  return Error::success();
+}
+
+Error switchyard::runtime::writeTextFile(StringRef path, StringRef text) {
+  return writeFileAtomically(path, {text});
 }

@@ -10,7 +10,8 @@
 // `<path>: <what is wrong> (expected ..., found ...)`. Writers are atomic:
 // the data goes to a temporary file in the target's directory which is
 // flushed, fsync'ed and renamed over the target, so a reader sees either the
-// old file or the complete new one, never a half-written file.
+// old file or the complete new one, never a half-written file. A target
+// that is a device or a pipe (/dev/null, /dev/stdout) is written in place.
 //
 // Tensor data is stored little-endian, in row-major (C) order, exactly as
 // the bytes appear in the files; the runtime only supports little-endian
@@ -186,6 +187,19 @@ readSafetensors(llvm::StringRef path, TensorMetadata *metadata = nullptr);
 llvm::Error writeSafetensors(llvm::StringRef path,
                              llvm::ArrayRef<HostTensor> tensors,
                              const TensorMetadata &metadata = {});
+
+/// Atomically writes `text` to `path`, as the tensor writers do.
+llvm::Error writeTextFile(llvm::StringRef path, llvm::StringRef text);
+
+/// Checks, before long work, that the atomic writers can write `path`: its
+/// directory exists and is writable and `path` is not a directory. The
+/// error names the path and the reason.
+llvm::Error checkWritable(llvm::StringRef path);
+
+/// Removes the temporary files that atomic writes of `path` left behind
+/// when their process died (a crash or a kill mid-write); returns how many.
+/// Every atomic write of `path` calls it first.
+size_t removeStaleTemporaries(llvm::StringRef path);
 
 } // namespace switchyard::runtime
 

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -266,14 +267,28 @@ std::vector<HostTensor> zerosLike(const std::vector<HostTensor> &tensors) {
 }
 
 
+/// The shortest text that reads back as the same double.
+std::string shortest(double value) {
+  char text[32];
+  auto [end, error] = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, end);
+}
+
 /// The run settings a resumed run must share with the original one.
 std::map<std::string, std::string> runSettings(const TrainConfig &config,
                                                const std::string &tokenizer) {
+  // Two settings compare equal only when they are.
+  auto exact = [](double value) { return shortest(value); };
   return {{"seed", std::to_string(config.seed)},
           {"steps", std::to_string(config.steps)},
           {"batch", std::to_string(config.batch)},
           {"warmup", std::to_string(config.warmup)},
-          {"lr", llvm::formatv("{0}", config.lr).str()},
+          {"lr", exact(config.lr)},
+          {"clip", exact(config.clip)},
+          {"weight_decay", exact(config.weightDecay)},
+          {"beta1", exact(config.beta1)},
+          {"beta2", exact(config.beta2)},
+          {"eps", exact(config.eps)},
           {"tokenizer", tokenizer}};
 }
 
@@ -366,6 +381,9 @@ readCheckpoint(const std::string &path, const std::string &model,
     if (it->second->shape != shape || it->second->type != type)
       return failure(path + ": tensor '" + name +
                      "' does not have the shape and type the model declares");
+    if (llvm::Error error =
+            checkFinite(*it->second, path + ": tensor '" + name + "'"))
+      return std::move(error);
     return *it->second;
   };
   params.clear();
@@ -543,6 +561,46 @@ double TokenCorpus::unigramEntropyBits() const {
 // Training
 //===----------------------------------------------------------------------===//
 
+llvm::Error switchyard::runtime::validate(const TrainConfig &config) {
+  auto bad = [](llvm::StringRef name, llvm::StringRef expected,
+                const llvm::Twine &found) {
+    return failure("--" + name + ": expected " + expected + ", found " +
+                   found);
+  };
+  for (auto [name, value] :
+       {std::pair{"steps", config.steps}, std::pair{"batch", config.batch},
+        std::pair{"eval-batches", config.evalBatches}})
+    if (value < 1)
+      return bad(name, "a positive count", llvm::Twine(value));
+  for (auto [name, value] :
+       {std::pair{"warmup", config.warmup},
+        std::pair{"eval-every", config.evalEvery},
+        std::pair{"checkpoint-every", config.checkpointEvery},
+        std::pair{"interrupt-after", config.stopAfter}})
+    if (value < 0)
+      return bad(name, "a count of steps, 0 or more", llvm::Twine(value));
+  auto number = [](double value) { return shortest(value); };
+  if (!std::isfinite(config.lr) || config.lr <= 0)
+    return bad("lr", "a positive finite learning rate", number(config.lr));
+  for (auto [name, value] : {std::pair{"clip", config.clip},
+                             std::pair{"weight-decay", config.weightDecay}})
+    if (!std::isfinite(value) || value < 0)
+      return bad(name, "a finite number, 0 (off) or more", number(value));
+  for (auto [name, value] :
+       {std::pair{"beta1", config.beta1}, std::pair{"beta2", config.beta2}})
+    if (!(value >= 0 && value < 1))
+      return bad(name, "a number in [0, 1)", number(value));
+  if (!std::isfinite(config.eps) || config.eps <= 0)
+    return bad("eps", "a positive finite number", number(config.eps));
+  if (config.checkpointEvery > 0 && config.checkpoint.empty())
+    return failure("--checkpoint-every: periodic checkpoints need a "
+                   "--checkpoint path");
+  if (!config.resume.empty() && !config.initFrom.empty())
+    return failure("a run either resumes from a checkpoint or starts from "
+                   "parameter files, not both");
+  return llvm::Error::success();
+}
+
 double switchyard::runtime::scheduledLr(const TrainConfig &config,
                                         int64_t step) {
   double warm = config.warmup > 0
@@ -679,8 +737,8 @@ Expected<TrainSummary> switchyard::runtime::train(
     Program &program, const TokenCorpus &corpus, const TrainConfig &config,
     llvm::function_ref<void(const StepRecord &)> onStep,
     llvm::function_ref<void(const EvalRecord &)> onEval) {
-  if (config.steps < 1 || config.batch < 1 || config.evalBatches < 1)
-    return failure("steps, batch and eval batches must be positive");
+  if (llvm::Error error = validate(config))
+    return std::move(error);
   Expected<ModelInfo> model = modelOf(program, /*training=*/true, corpus.vocab);
   if (!model)
     return model.takeError();
@@ -704,14 +762,23 @@ Expected<TrainSummary> switchyard::runtime::train(
   const ParamTable &table = program.params();
   std::map<std::string, std::string> settings =
       runSettings(config, corpus.tokenizer);
+  if (!config.checkpoint.empty()) {
+    if (llvm::Error error = checkWritable(config.checkpoint))
+      return std::move(error);
+    removeStaleTemporaries(config.checkpoint);
+  }
+
+  // Parameters, AdamW's two moments: refused before they are allocated
+  // when they cannot fit.
+  if (std::string shortfall = checkParamsFit(
+          table, 3, "the parameters and AdamW's two moments");
+      !shortfall.empty())
+    return failure(shortfall);
 
   // State: fresh, or from the checkpoint to resume.
   std::vector<HostTensor> hostParams, hostM, hostV;
   std::vector<HostTensor> hostMemories = freshMemories(*model, config.batch);
   int64_t start = 0;
-  if (!config.resume.empty() && !config.initFrom.empty())
-    return failure("a run either resumes from a checkpoint or starts from "
-                   "parameter files, not both");
   if (!config.resume.empty()) {
     Expected<int64_t> step =
         readCheckpoint(config.resume, name, settings, table, hostParams,
@@ -719,6 +786,10 @@ Expected<TrainSummary> switchyard::runtime::train(
     if (!step)
       return step.takeError();
     start = *step;
+    if (start >= config.steps)
+      return failure(llvm::formatv("{0}: the checkpoint is at step {1}, the "
+                                   "run ends at step {2}: nothing to resume",
+                                   config.resume, start, config.steps));
   } else if (!config.initFrom.empty()) {
     ParamFileOptions options = config.initOptions;
     options.seed = config.seed;
@@ -999,17 +1070,7 @@ SentencePieceTokenizer::load(llvm::StringRef path) {
 }
 
 llvm::Error SentencePieceTokenizer::save(llvm::StringRef path) const {
-  std::error_code error;
-  llvm::ToolOutputFile out(path, error, llvm::sys::fs::OF_None);
-  if (error)
-    return failure("cannot write '" + path + "': " + error.message());
-  std::string proto = impl->processor.serialized_model_proto();
-  out.os() << proto;
-  out.os().flush();
-  if (out.os().has_error())
-    return failure("cannot write '" + path + "'");
-  out.keep();
-  return llvm::Error::success();
+  return writeTextFile(path, impl->processor.serialized_model_proto());
 }
 
 int64_t SentencePieceTokenizer::vocabSize() const {

@@ -141,6 +141,11 @@ struct TrainSummary {
   double seconds = 0;
 };
 
+/// Checks every setting of `config` (counts, rates, their combinations); the
+/// error names the setting as the command line does (`lr`, `clip`, ...),
+/// what it expects and what it found.
+llvm::Error validate(const TrainConfig &config);
+
 /// The learning rate at `step` (1-based): linear warm-up to `lr`, then a
 /// cosine decay to 0 at `steps`.
 double scheduledLr(const TrainConfig &config, int64_t step);

@@ -13,16 +13,24 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Chrono.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <thread>
 #include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace switchyard::runtime;
 
@@ -1029,6 +1037,71 @@ TEST_F(TensorFileTest, FailedRenameLeavesNoTemporary) {
       errorOf(writeSafetensors(file, {patterned("a", ElementType::f32, {2})})),
       file, "cannot rename temporary file"));
   EXPECT_EQ(listDir(), (std::vector<std::string>{"target"}));
+}
+
+TEST_F(TensorFileTest, CheckWritableBeforeLongWork) {
+  EXPECT_FALSE(llvm::errorToBool(checkWritable(path("new.json"))));
+  std::string missing = path("missing/new.json");
+  EXPECT_TRUE(isErrorAbout(errorOf(checkWritable(missing)), missing,
+                           "directory"));
+  ASSERT_FALSE(llvm::sys::fs::create_directory(path("dir")));
+  EXPECT_TRUE(isErrorAbout(errorOf(checkWritable(path("dir"))), path("dir"),
+                           "it is a directory"));
+  // The probe leaves nothing behind.
+  EXPECT_EQ(listDir(), (std::vector<std::string>{"dir"}));
+}
+
+TEST_F(TensorFileTest, TextFilesAreWrittenAtomically) {
+  std::string file = path("summary.json");
+  ASSERT_FALSE(llvm::errorToBool(writeTextFile(file, "{\"a\": 1}\n")));
+  ASSERT_FALSE(llvm::errorToBool(writeTextFile(file, "{}\n")));
+  EXPECT_EQ(readRaw("summary.json"), "{}\n");
+  EXPECT_EQ(listDir(), (std::vector<std::string>{"summary.json"}));
+}
+
+TEST_F(TensorFileTest, PipesAndDevicesAreWrittenInPlace) {
+  // A FIFO (as /dev/null or /dev/stdout would be) is written, not replaced
+  // by a renamed temporary.
+  std::string fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] {
+    std::ifstream in(fifo, std::ios::binary);
+    received.assign(std::istreambuf_iterator<char>(in), {});
+  });
+  EXPECT_FALSE(llvm::errorToBool(writeTextFile(fifo, "through the pipe")));
+  reader.join();
+  EXPECT_EQ(received, "through the pipe");
+  llvm::sys::fs::file_status status;
+  ASSERT_FALSE(llvm::sys::fs::status(fifo, status));
+  EXPECT_EQ(status.type(), llvm::sys::fs::file_type::fifo_file);
+  EXPECT_FALSE(llvm::errorToBool(checkWritable(fifo)));
+  EXPECT_EQ(listDir(), (std::vector<std::string>{"pipe"}));
+}
+
+TEST_F(TensorFileTest, StaleTemporariesAreRemoved) {
+  // Left by writers that died: a process that is gone (no process has id
+  // 2^31 - 2), and an earlier version's name without a process id, an hour
+  // old. Kept: a live writer's (this process), another file's, and a
+  // fresh name without a process id.
+  writeRaw(".c.safetensors.tmp-2147483646-abcdefgh", "x");
+  writeRaw(".c.safetensors.tmp-oldstyle", "x");
+  std::string live =
+      ".c.safetensors.tmp-" + std::to_string(::getpid()) + "-abcdefgh";
+  writeRaw(live, "x");
+  writeRaw(".d.safetensors.tmp-2147483646-abcdefgh", "x");
+  writeRaw(".c.safetensors.tmp-fresh", "x");
+  auto hourAgo = std::chrono::system_clock::now() - std::chrono::hours(2);
+  int fd;
+  ASSERT_FALSE(llvm::sys::fs::openFileForWrite(
+      path(".c.safetensors.tmp-oldstyle"), fd, llvm::sys::fs::CD_OpenExisting));
+  ASSERT_FALSE(llvm::sys::fs::setLastAccessAndModificationTime(
+      fd, llvm::sys::toTimePoint(std::chrono::system_clock::to_time_t(hourAgo))));
+  ::close(fd);
+  EXPECT_EQ(removeStaleTemporaries(path("c.safetensors")), 2u);
+  EXPECT_EQ(listDir(),
+            (std::vector<std::string>{live, ".c.safetensors.tmp-fresh",
+                                      ".d.safetensors.tmp-2147483646-abcdefgh"}));
 }
 
 TEST_F(TensorFileTest, PercentInFileNameIsKept) {

@@ -38,7 +38,6 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -83,6 +82,17 @@ LogicalResult runFrontend(ModuleOp module, int64_t numLayers) {
   return pm.run(module);
 }
 
+/// Prints `error` as "switchyard: ..." and returns 1.
+int fail(llvm::Error error) {
+  llvm::errs() << "switchyard: " << llvm::toString(std::move(error)) << "\n";
+  return 1;
+}
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "switchyard: " << message << "\n";
+  return 1;
+}
+
 /// Options every model command takes.
 struct ModelOptions {
   cl::OptionCategory category{"Model options"};
@@ -116,9 +126,23 @@ struct ModelOptions {
                "per route either way"),
       cl::init("default"), cl::cat(category)};
 
+  /// Checks the values that need no compiling.
+  llvm::Error check() const {
+    if (numLayers < 0 || numLayers > kMaxLayers)
+      return llvm::createStringError(
+          llvm::formatv("--num-layers: expected 0 (count the attention "
+                        "blocks) to {0}, found {1}",
+                        kMaxLayers, int64_t(numLayers))
+              .str());
+    return llvm::Error::success();
+  }
+  static constexpr int64_t kMaxLayers = 100000;
+
   /// The compile options these select for the CPU or the GPU, or an error
   /// naming a bad --fuse or --experts.
   llvm::Expected<rt::CompileOptions> compileOptions(bool gpu) const {
+    if (llvm::Error error = check())
+      return std::move(error);
     rt::CompileOptions options;
     options.numLayers = numLayers;
     if (experts != "default" && experts != "grouped" && experts != "dense")
@@ -183,6 +207,8 @@ int runCompile(int argc, char **argv) {
       "layer owns is declared as an lm.param. The resulting IR is written to\n"
       "-o. Use --mlir-print-ir-after-all to see every stage.\n");
 
+  if (llvm::Error error = model.check())
+    return fail(std::move(error));
   MLIRContext context;
   setUpContext(context);
   llvm::SourceMgr sources;
@@ -191,16 +217,23 @@ int runCompile(int argc, char **argv) {
   if (!module || failed(runFrontend(*module, model.numLayers)))
     return 1;
 
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
-  if (!out) {
-    llvm::errs() << "switchyard: cannot write '" << output << "': " << error
-                 << "\n";
-    return 1;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  os << "\n";
+  if (output == "-") {
+    llvm::outs() << text;
+    llvm::outs().flush();
+    if (llvm::outs().has_error()) {
+      std::error_code error = llvm::outs().error();
+      llvm::outs().clear_error();
+      return fail("cannot write the IR to standard output: " +
+                  error.message());
+    }
+    return 0;
   }
-  module->print(out->os());
-  out->os() << "\n";
-  out->keep();
+  if (llvm::Error error = rt::writeTextFile(output, text))
+    return fail(std::move(error));
   return 0;
 }
 
@@ -261,6 +294,8 @@ int runParams(int argc, char **argv) {
       "where it has one (parameter files may use either name; see\n"
       "docs/Parameters.md), then the total parameter count.\n");
 
+  if (llvm::Error error = model.check())
+    return fail(std::move(error));
   MLIRContext context;
   setUpContext(context);
   llvm::SourceMgr sources;
@@ -313,6 +348,8 @@ int runParams(int argc, char **argv) {
   for (const rt::ParamSpec &spec : table->params)
     row(spec.name, shapeString(spec), rt::toString(spec.dtype),
         std::to_string(spec.numElements()), initString(spec), spec.alias);
+  if (table->totalElements() == std::numeric_limits<int64_t>::max())
+    return fail(model.input + ": the parameter count exceeds 2^63 - 1");
   os << llvm::formatv("total: {0} tensors, {1} parameters ({2:f2}M)\n",
                       table->params.size(), table->totalElements(),
                       table->totalElements() / 1e6);
@@ -357,7 +394,14 @@ FailureOr<lm::ModelCost> analyzeCost(MLIRContext &context, StringRef path,
   pm.addPass(lm::createLmDecomposeLayersPass());
   if (failed(pm.run(*module)))
     return failure();
-  return lm::analyzeModelCost(model);
+  FailureOr<lm::ModelCost> cost = lm::analyzeModelCost(model);
+  if (succeeded(cost) && cost->saturated()) {
+    llvm::errs() << "switchyard: " << path
+                 << ": the model's counts exceed 2^63 - 1 and cannot be "
+                    "shown\n";
+    return failure();
+  }
+  return cost;
 }
 
 int runCost(int argc, char **argv) {
@@ -448,17 +492,6 @@ int runCost(int argc, char **argv) {
 //===----------------------------------------------------------------------===//
 // switchyard run
 //===----------------------------------------------------------------------===//
-
-/// Prints `error` as "switchyard: ..." and returns 1.
-int fail(llvm::Error error) {
-  llvm::errs() << "switchyard: " << llvm::toString(std::move(error)) << "\n";
-  return 1;
-}
-
-int fail(const llvm::Twine &message) {
-  llvm::errs() << "switchyard: " << message << "\n";
-  return 1;
-}
 
 /// Where a command runs the compiled model.
 enum class Device { cpu, gpu, gpuEmulation };
@@ -838,6 +871,20 @@ int runRun(int argc, char **argv) {
       "(docs/Parameters.md), and --compare checks each result against that\n"
       "implementation's output.\n");
 
+  for (auto [name, value] : {std::pair{"rtol", double(rtol)},
+                             std::pair{"atol", double(atol)}})
+    if (!std::isfinite(value) || value < 0)
+      return fail(llvm::formatv("--{0}: expected a finite tolerance, 0 or "
+                                "more, found {1}",
+                                name, llvm::format("%g", value))
+                      .str());
+  std::vector<std::string> written(outputs.begin(), outputs.end());
+  if (!saveParams.empty())
+    written.push_back(saveParams);
+  for (const std::string &path : written)
+    if (llvm::Error error = rt::checkWritable(path))
+      return fail(std::move(error));
+
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
       compileFor(device, model);
   if (!compiled)
@@ -1003,7 +1050,37 @@ struct CorpusOptions {
                      "trained on the training text and written there"),
             cl::value_desc("file.model"), cl::cat(category)) {}
 
+  /// Checks the values before any text is read (load() does too; commands
+  /// call it first to refuse bad values before compiling).
+  llvm::Error check() const {
+    if (!(validFraction > 0 && validFraction < 1))
+      return llvm::createStringError(
+          llvm::formatv("--valid-fraction: expected a number in (0, 1), "
+                        "found {0}",
+                        llvm::format("%g", double(validFraction)))
+              .str());
+    if (tokenizer != "bytes" && tokenizer != "sentencepiece")
+      return llvm::createStringError("--tokenizer: expected bytes or "
+                                     "sentencepiece, found '" +
+                                     tokenizer + "'");
+    if (tokenizer == "sentencepiece") {
+      // SentencePiece needs room for its special pieces; beyond 2^20 the
+      // model's embedding and output alone would not fit a machine.
+      if (vocabSize < 16 || vocabSize > (int64_t(1) << 20))
+        return llvm::createStringError(
+            llvm::formatv("--vocab-size: expected 16 to {0}, found {1}",
+                          int64_t(1) << 20, int64_t(vocabSize))
+                .str());
+      if (!tokenizerModel.empty() && !llvm::sys::fs::exists(tokenizerModel))
+        return rt::checkWritable(tokenizerModel);
+    }
+    return llvm::Error::success();
+  }
+
+  /// Reads the corpus (after check()).
   llvm::Expected<rt::TokenCorpus> load() const {
+    if (llvm::Error error = check())
+      return std::move(error);
     llvm::Expected<rt::ByteCorpus> bytes =
         data.empty()
             ? rt::ByteCorpus::loadFortunes(validFraction)
@@ -1014,11 +1091,6 @@ struct CorpusOptions {
       return bytes.takeError();
     if (tokenizer == "bytes")
       return rt::TokenCorpus::fromBytes(*bytes);
-    if (tokenizer != "sentencepiece")
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "unknown --tokenizer '" + tokenizer +
-              "' (expected bytes or sentencepiece)");
     std::unique_ptr<rt::SentencePieceTokenizer> sp;
     if (!tokenizerModel.empty() && llvm::sys::fs::exists(tokenizerModel)) {
       llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>> loaded =
@@ -1041,18 +1113,6 @@ struct CorpusOptions {
     return sp->encode(*bytes);
   }
 };
-
-/// Writes `text` to `path` (kept only when complete).
-llvm::Error writeText(const std::string &path, const std::string &text) {
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(path, &error);
-  if (!out)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cannot write '" + path + "': " + error);
-  out->os() << text;
-  out->keep();
-  return llvm::Error::success();
-}
 
 std::string formatDuration(double seconds) {
   int64_t s = int64_t(seconds + 0.5);
@@ -1195,19 +1255,8 @@ int runTrain(int argc, char **argv) {
       "Transformer-XL models read the text as --batch contiguous streams and\n"
       "carry their memories from step to step.\n");
 
-  llvm::Expected<rt::TokenCorpus> text = corpus.load();
-  if (!text)
-    return fail(text.takeError());
-  llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-      compileFor(device, model, /*trainStep=*/true);
-  if (!compiled)
-    return fail(compiled.takeError());
-  double unigram = text->unigramEntropyBits();
-  llvm::errs() << llvm::formatv(
-      "corpus: {0}: {1} training and {2} validation tokens, unigram entropy "
-      "{3:f3} bits/byte\n",
-      text->source, text->train.size(), text->valid.size(), unigram);
-
+  // Every setting and output path is checked before the corpus is read
+  // and the model compiled, so that a bad value costs no time.
   rt::TrainConfig config;
   config.steps = steps;
   config.batch = batch;
@@ -1227,6 +1276,31 @@ int runTrain(int argc, char **argv) {
     return fail(fileOptions.takeError());
   config.initOptions = std::move(*fileOptions);
   config.stopAfter = stopAfter;
+  if (llvm::Error error = rt::validate(config))
+    return fail(std::move(error));
+  if (llvm::Error error = model.check())
+    return fail(std::move(error));
+  if (llvm::Error error = corpus.check())
+    return fail(std::move(error));
+  for (const std::string *path : {&checkpoint.getValue(),
+                                  &summaryPath.getValue(),
+                                  &curvePath.getValue()})
+    if (!path->empty())
+      if (llvm::Error error = rt::checkWritable(*path))
+        return fail(std::move(error));
+
+  llvm::Expected<rt::TokenCorpus> text = corpus.load();
+  if (!text)
+    return fail(text.takeError());
+  llvm::Expected<std::unique_ptr<rt::Program>> compiled =
+      compileFor(device, model, /*trainStep=*/true);
+  if (!compiled)
+    return fail(compiled.takeError());
+  double unigram = text->unigramEntropyBits();
+  llvm::errs() << llvm::formatv(
+      "corpus: {0}: {1} training and {2} validation tokens, unigram entropy "
+      "{3:f3} bits/byte\n",
+      text->source, text->train.size(), text->valid.size(), unigram);
 
   bool terminal = llvm::errs().is_displayed();
   double elapsed = 0;
@@ -1296,14 +1370,14 @@ int runTrain(int argc, char **argv) {
         {"final_validation_bits_per_byte", final.bitsPerByte},
         {"train", std::move(stepsJson)},
         {"validation", std::move(evalsJson)}};
-    if (llvm::Error error = writeText(
+    if (llvm::Error error = rt::writeTextFile(
             summaryPath,
             llvm::formatv("{0:2}\n", llvm::json::Value(std::move(root))).str()))
       return fail(std::move(error));
   }
   if (!curvePath.empty())
     if (llvm::Error error =
-            writeText(curvePath, lossCurveSvg(*summary, unigram,
+            rt::writeTextFile(curvePath, lossCurveSvg(*summary, unigram,
                                               text->trainBytesPerToken)))
       return fail(std::move(error));
   return 0;
@@ -1333,6 +1407,12 @@ int runEval(int argc, char **argv) {
       argc, argv,
       "switchyard eval: validation loss of a trained model, in bits per byte\n"
       "(on the CPU, or the GPU with --device gpu)\n");
+  if (windows < 1)
+    return fail(llvm::formatv("--windows: expected a positive count, found {0}",
+                              int64_t(windows))
+                    .str());
+  if (llvm::Error error = corpus.check())
+    return fail(std::move(error));
   llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
