@@ -27,11 +27,12 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SWITCHYARD_BUILD_DIR:-$root/build}
 jobs=${SWITCHYARD_JOBS:-$(nproc)}
 
-# Debian packages: the MLIR/LLVM 22 toolchain, the build tools, GoogleTest.
+# Debian packages: the MLIR/LLVM 22 toolchain (with compiler-rt for the
+# fuzzer and sanitizers), the build tools, GoogleTest.
 packages=(
   cmake ninja-build ccache mold python3
   clang-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
-  libgtest-dev libsentencepiece-dev fortunes
+  libclang-rt-22-dev libgtest-dev libsentencepiece-dev fortunes
 )
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -66,7 +67,12 @@ case "$mode" in
   build) ;;
   test)
     step "Running every test (lit + unit + docs)"
-    ctest --test-dir "$build" --output-on-failure -j "$jobs" ;;
+    ctest --test-dir "$build" --output-on-failure -j "$jobs"
+    # The compiler under the fuzzer for a minute (docs/BadInputs.md): its
+    # own sanitized build in build-fuzz/ next to the build directory.
+    step "Fuzzing the compiler for 60 s"
+    # A fixed seed, so that a run repeats; longer runs take any.
+    SWITCHYARD_FUZZ_DIR="$build-fuzz" "$root/scripts/fuzz.sh" 60 -seed=1 ;;
   demo)
     # The main job: train the tiny SwitchHead example on the default corpus
     # (the text of Debian's fortunes, as bytes) on the CPU and report its
