@@ -70,7 +70,8 @@ void *allocateBlock(size_t size) {
       return block + 1;
     }
   }
-  if (size_t limit = physicalMemory(); limit && size > limit)
+  if (size_t limit = physicalMemory();
+      (limit && size > limit) || size > SIZE_MAX - sizeof(Header))
     return nullptr;
   auto *block = static_cast<Header *>(std::malloc(sizeof(Header) + size));
   if (!block)

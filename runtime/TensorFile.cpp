@@ -234,40 +234,88 @@ std::string temporaryPrefix(StringRef path) {
   return "." + stem + ".tmp-";
 }
 
+/// This machine's name as temporary names carry it: letters, digits, '.'
+/// and '_' ('-' separates the fields).
+const std::string &hostTag() {
+  static const std::string tag = [] {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0 || !name[0])
+      return std::string("host");
+    std::string text(name);
+    for (char &c : text)
+      if (!llvm::isAlnum(c) && c != '.')
+        c = '_';
+    return text;
+  }();
+  return tag;
+}
+
+/// The model of a temporary file for an atomic write of `path`:
+/// `.<name>.tmp-<host>-<pid>-<random>`, so that a later writer can tell
+/// the temporaries of dead processes on this machine.
+llvm::SmallString<256> temporaryModel(StringRef path) {
+  llvm::SmallString<256> model(llvm::sys::path::parent_path(path));
+  llvm::sys::path::append(
+      model, switchyard::runtime::temporaryPrefix(path, ::getpid()) +
+                 "%%%%%%%%");
+  return model;
+}
+
+/// Where a write of `path` goes, and how. A symbolic link is followed (the
+/// link is kept, its target written). A device or a pipe (/dev/null,
+/// /dev/stdout to a terminal or a pipe) is written in place: renaming over
+/// it would replace it. Regular files and new names are written atomically.
+struct WriteTarget {
+  std::string path;
+  bool inPlace = false;
+};
+WriteTarget writeTarget(StringRef path) {
+  WriteTarget target{path.str(), false};
+  llvm::sys::fs::file_status link;
+  if (!llvm::sys::fs::status(path, link, /*Follow=*/false) &&
+      link.type() == llvm::sys::fs::file_type::symlink_file) {
+    llvm::SmallString<256> real;
+    // An anonymous pipe (/proc/self/fd/1 -> pipe:[...]) has no path.
+    if (llvm::sys::fs::real_path(path, real)) {
+      target.inPlace = true;
+      return target;
+    }
+    target.path = std::string(real);
+  }
+  llvm::sys::fs::file_status status;
+  target.inPlace = !llvm::sys::fs::status(target.path, status) &&
+                   llvm::sys::fs::exists(status) &&
+                   !llvm::sys::fs::is_regular_file(status) &&
+                   !llvm::sys::fs::is_directory(status);
+  return target;
+}
+
 /// Writes the concatenation of `parts` to `path` atomically: into a fresh
 /// temporary file in the same directory, which is fsync'ed, closed and
 /// renamed over `path`. On failure the temporary is removed and `path` is
 /// left as it was. Temporaries that earlier writers of `path` left behind
 /// when they died are removed first.
-Error writeFileAtomically(StringRef path, ArrayRef<StringRef> parts) {
-  // A device or a pipe (/dev/null, /dev/stdout, a FIFO) is written in
-  // place: renaming over it would replace it.
-  llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(path, status) &&
-      llvm::sys::fs::exists(status) &&
-      !llvm::sys::fs::is_regular_file(status) &&
-      !llvm::sys::fs::is_directory(status)) {
-    std::string target = path.str();
-    int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+Error writeFileAtomically(StringRef requested, ArrayRef<StringRef> parts) {
+  WriteTarget target = writeTarget(requested);
+  StringRef path = target.path;
+  if (target.inPlace) {
+    int fd = ::open(target.path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0)
-      return ioError(path, "cannot open it for writing",
+      return ioError(requested, "cannot open it for writing",
                      std::error_code(errno, std::generic_category()));
     for (StringRef part : parts)
       if (std::error_code ec = writeAll(fd, part)) {
         ::close(fd);
-        return ioError(path, "cannot write it", ec);
+        return ioError(requested, "cannot write it", ec);
       }
     if (::close(fd) != 0)
-      return ioError(path, "cannot close it",
+      return ioError(requested, "cannot close it",
                      std::error_code(errno, std::generic_category()));
     return Error::success();
   }
   removeStaleTemporaries(path);
   StringRef directory = llvm::sys::path::parent_path(path);
-  llvm::SmallString<256> model(directory);
-  llvm::sys::path::append(model, temporaryPrefix(path) +
-                                     std::to_string(::getpid()) +
-                                     "-%%%%%%%%");
+  llvm::SmallString<256> model = temporaryModel(path);
 
   int fd = -1;
   llvm::SmallString<256> tempPath;
@@ -1251,7 +1299,7 @@ Error switchyard::runtime::writeSafetensors(StringRef path,
 
 size_t switchyard::runtime::removeStaleTemporaries(StringRef path) {
   StringRef directory = llvm::sys::path::parent_path(path);
-  std::string prefix = temporaryPrefix(path);
+  std::string prefix = ::temporaryPrefix(path);
   std::error_code ec;
   size_t removed = 0;
   auto now = std::chrono::system_clock::now();
@@ -1262,13 +1310,16 @@ size_t switchyard::runtime::removeStaleTemporaries(StringRef path) {
     StringRef name = llvm::sys::path::filename(it->path());
     if (!name.consume_front(prefix))
       continue;
-    // `<pid>-<random>`: stale when that process is gone. Names without a
-    // process id (earlier versions) are stale when an hour old: a writer
-    // in progress keeps its file's time current.
-    auto [pidText, random] = name.split('-');
+    // `<host>-<pid>-<random>`: stale when that process of this machine is
+    // gone. Other machines' (a shared file system) and names without a
+    // writer (earlier versions) are stale when an hour old: a writer in
+    // progress keeps its file's time current.
+    llvm::SmallVector<StringRef, 3> fields;
+    name.split(fields, '-');
     int pid = 0;
     bool stale;
-    if (!random.empty() && !pidText.getAsInteger(10, pid) && pid > 0) {
+    if (fields.size() == 3 && fields[0] == hostTag() &&
+        !fields[1].getAsInteger(10, pid) && pid > 0) {
       stale = ::kill(pid, 0) != 0 && errno == ESRCH;
     } else {
       llvm::sys::fs::file_status status;
@@ -1282,8 +1333,6 @@ size_t switchyard::runtime::removeStaleTemporaries(StringRef path) {
 }
 
 Error switchyard::runtime::checkWritable(StringRef path) {
-  StringRef directory = llvm::sys::path::parent_path(path);
-  std::string dir = directory.empty() ? "." : directory.str();
   if (path.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "an empty output path");
@@ -1292,15 +1341,15 @@ Error switchyard::runtime::checkWritable(StringRef path) {
         std::make_error_code(std::errc::is_a_directory),
         path + ": cannot write the file: it is a directory");
   // A device or a pipe is written in place (writeFileAtomically).
-  llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(path, status) && llvm::sys::fs::exists(status) &&
-      !llvm::sys::fs::is_regular_file(status)) {
-    std::string target = path.str();
-    if (::access(target.c_str(), W_OK) != 0)
+  WriteTarget target = writeTarget(path);
+  if (target.inPlace) {
+    if (::access(target.path.c_str(), W_OK) != 0)
       return ioError(path, "cannot write it",
                      std::error_code(errno, std::generic_category()));
     return Error::success();
   }
+  StringRef directory = llvm::sys::path::parent_path(target.path);
+  std::string dir = directory.empty() ? "." : directory.str();
   if (!llvm::sys::fs::is_directory(dir))
     return llvm::createStringError(
         std::make_error_code(std::errc::no_such_file_or_directory),
@@ -1310,10 +1359,7 @@ Error switchyard::runtime::checkWritable(StringRef path) {
   // and every file system (read-only mounts, /proc).
   int fd = -1;
   llvm::SmallString<256> probe;
-  llvm::SmallString<256> model(dir);
-  llvm::sys::path::append(model, temporaryPrefix(path) +
-                                     std::to_string(::getpid()) +
-                                     "-%%%%%%%%");
+  llvm::SmallString<256> model = temporaryModel(target.path);
   if (std::error_code ec = llvm::sys::fs::createUniqueFile(model, fd, probe))
     return ioError(path,
                    "cannot write the file: cannot create a file in '" + dir +
@@ -1326,4 +1372,9 @@ Error switchyard::runtime::checkWritable(StringRef path) {
 
 Error switchyard::runtime::writeTextFile(StringRef path, StringRef text) {
   return writeFileAtomically(path, {text});
+}
+
+std::string switchyard::runtime::temporaryPrefix(StringRef path, int pid) {
+  return ::temporaryPrefix(path) + hostTag() + "-" + std::to_string(pid) +
+         "-";
 }

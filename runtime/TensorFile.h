@@ -198,8 +198,16 @@ llvm::Error checkWritable(llvm::StringRef path);
 
 /// Removes the temporary files that atomic writes of `path` left behind
 /// when their process died (a crash or a kill mid-write); returns how many.
-/// Every atomic write of `path` calls it first.
+/// Every atomic write of `path` calls it first. A temporary is named
+/// `<temporaryPrefix(path, pid)><random>`: it is stale when its process,
+/// on this machine, is gone; one of another machine (a shared file
+/// system) or without a writer's name when it is an hour old.
 size_t removeStaleTemporaries(llvm::StringRef path);
+
+/// The start of the names of the temporary files that process `pid` of
+/// this machine uses for atomic writes of `path`:
+/// `.<name>.tmp-<host>-<pid>-`.
+std::string temporaryPrefix(llvm::StringRef path, int pid);
 
 } // namespace switchyard::runtime
 

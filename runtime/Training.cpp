@@ -275,6 +275,18 @@ std::string shortest(double value) {
 }
 
 /// The run settings a resumed run must share with the original one.
+/// The settings as checkpoints of format 1 recorded them: fewer keys, and
+/// the learning rate in formatv's default format (two decimals).
+std::map<std::string, std::string>
+legacyRunSettings(const TrainConfig &config, const std::string &tokenizer) {
+  return {{"seed", std::to_string(config.seed)},
+          {"steps", std::to_string(config.steps)},
+          {"batch", std::to_string(config.batch)},
+          {"warmup", std::to_string(config.warmup)},
+          {"lr", llvm::formatv("{0}", config.lr).str()},
+          {"tokenizer", tokenizer}};
+}
+
 std::map<std::string, std::string> runSettings(const TrainConfig &config,
                                                const std::string &tokenizer) {
   // Two settings compare equal only when they are.
@@ -322,11 +334,12 @@ llvm::Error saveCheckpoint(const std::string &path, const std::string &model,
 }
 
 /// Checks that `metadata` is that of a training checkpoint of `model`
-/// written with `settings`.
-llvm::Error checkCheckpoint(const std::string &path,
-                            const TensorMetadata &metadata,
-                            const std::string &model,
-                            const std::map<std::string, std::string> &settings) {
+/// written with `settings` (`legacySettings` for format 1).
+llvm::Error checkCheckpoint(
+    const std::string &path, const TensorMetadata &metadata,
+    const std::string &model,
+    const std::map<std::string, std::string> &settings,
+    const std::map<std::string, std::string> &legacySettings) {
   auto meta = [&](const std::string &key) -> std::string {
     auto it = metadata.find(key);
     return it == metadata.end() ? std::string() : it->second;
@@ -342,7 +355,9 @@ llvm::Error checkCheckpoint(const std::string &path,
   if (meta("model") != model)
     return failure(path + ": a checkpoint of model @" + meta("model") +
                    ", not of @" + model);
-  for (const auto &[key, value] : settings)
+  // Format 1 recorded fewer settings, the learning rate rounded.
+  bool legacy = meta("format") == "switchyard-checkpoint-1";
+  for (const auto &[key, value] : legacy ? legacySettings : settings)
     if (meta(key) != value)
       return failure(path + ": the checkpoint was written with " + key +
                      " = '" + meta(key) + "', this run has '" + value +
@@ -352,11 +367,13 @@ llvm::Error checkCheckpoint(const std::string &path,
 
 /// Reads a checkpoint of `model`: parameters, and the optimizer state when
 /// `m` and `v` are given, and XL memories when `memories` is (as many as it
-/// holds, which must match in shape); every entry of `settings` must match
-/// the checkpoint's. Returns the step it was written at.
+/// holds, which must match in shape); every entry of `settings` (of
+/// `legacySettings` for a format-1 checkpoint) must match the checkpoint's.
+/// Returns the step it was written at.
 Expected<int64_t>
 readCheckpoint(const std::string &path, const std::string &model,
                const std::map<std::string, std::string> &settings,
+               const std::map<std::string, std::string> &legacySettings,
                const ParamTable &table, std::vector<HostTensor> &params,
                std::vector<HostTensor> *m, std::vector<HostTensor> *v,
                std::vector<HostTensor> *memories = nullptr) {
@@ -368,7 +385,8 @@ readCheckpoint(const std::string &path, const std::string &model,
     auto it = metadata.find(key);
     return it == metadata.end() ? std::string() : it->second;
   };
-  if (llvm::Error error = checkCheckpoint(path, metadata, model, settings))
+  if (llvm::Error error =
+          checkCheckpoint(path, metadata, model, settings, legacySettings))
     return std::move(error);
   std::map<std::string, HostTensor *> byName;
   for (HostTensor &tensor : *tensors)
@@ -728,7 +746,7 @@ Expected<std::vector<HostTensor>> switchyard::runtime::loadParams(
     if (format == metadata.end() ||
         !llvm::StringRef(format->second).starts_with("switchyard-checkpoint"))
       return llvm::Error::success();
-    return checkCheckpoint(path, metadata, name, settings);
+    return checkCheckpoint(path, metadata, name, settings, settings);
   };
   return readParamFiles(program.params(), paths, checked);
 }
@@ -781,7 +799,9 @@ Expected<TrainSummary> switchyard::runtime::train(
   int64_t start = 0;
   if (!config.resume.empty()) {
     Expected<int64_t> step =
-        readCheckpoint(config.resume, name, settings, table, hostParams,
+        readCheckpoint(config.resume, name, settings,
+                       legacyRunSettings(config, corpus.tokenizer), table,
+                       hostParams,
                        &hostM, &hostV, &hostMemories);
     if (!step)
       return step.takeError();

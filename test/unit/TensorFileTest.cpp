@@ -1079,29 +1079,47 @@ TEST_F(TensorFileTest, PipesAndDevicesAreWrittenInPlace) {
   EXPECT_EQ(listDir(), (std::vector<std::string>{"pipe"}));
 }
 
+TEST_F(TensorFileTest, SymbolicLinksKeepPointingAtTheirTarget) {
+  writeRaw("real.json", "old");
+  ASSERT_FALSE(llvm::sys::fs::create_link(path("real.json"), path("link.json")));
+  ASSERT_FALSE(llvm::errorToBool(writeTextFile(path("link.json"), "new")));
+  EXPECT_EQ(readRaw("real.json"), "new");
+  llvm::sys::fs::file_status link;
+  ASSERT_FALSE(llvm::sys::fs::status(path("link.json"), link, false));
+  EXPECT_EQ(link.type(), llvm::sys::fs::file_type::symlink_file);
+  EXPECT_EQ(listDir(), (std::vector<std::string>{"link.json", "real.json"}));
+}
+
 TEST_F(TensorFileTest, StaleTemporariesAreRemoved) {
-  // Left by writers that died: a process that is gone (no process has id
-  // 2^31 - 2), and an earlier version's name without a process id, an hour
-  // old. Kept: a live writer's (this process), another file's, and a
-  // fresh name without a process id.
-  writeRaw(".c.safetensors.tmp-2147483646-abcdefgh", "x");
-  writeRaw(".c.safetensors.tmp-oldstyle", "x");
-  std::string live =
-      ".c.safetensors.tmp-" + std::to_string(::getpid()) + "-abcdefgh";
+  // Left by writers that died: a process of this machine that is gone (no
+  // process has id 2^31 - 2), and one of another machine or without a
+  // writer's name, an hour old. Kept: a live writer's (this process), a
+  // fresh one of another machine, and another file's.
+  std::string target = path("c.safetensors");
+  std::string dead = temporaryPrefix(target, 2147483646) + "abcdefgh";
+  std::string live = temporaryPrefix(target, ::getpid()) + "abcdefgh";
+  writeRaw(dead, "x");
   writeRaw(live, "x");
-  writeRaw(".d.safetensors.tmp-2147483646-abcdefgh", "x");
-  writeRaw(".c.safetensors.tmp-fresh", "x");
-  auto hourAgo = std::chrono::system_clock::now() - std::chrono::hours(2);
+  writeRaw(".c.safetensors.tmp-otherhost-12-abcdefgh", "x");
+  writeRaw(".c.safetensors.tmp-old", "x");
+  writeRaw(temporaryPrefix(path("d.safetensors"), 2147483646) + "abcdefgh",
+           "x");
+  auto twoHoursAgo = std::chrono::system_clock::now() - std::chrono::hours(2);
   int fd;
   ASSERT_FALSE(llvm::sys::fs::openFileForWrite(
-      path(".c.safetensors.tmp-oldstyle"), fd, llvm::sys::fs::CD_OpenExisting));
+      path(".c.safetensors.tmp-old"), fd, llvm::sys::fs::CD_OpenExisting));
   ASSERT_FALSE(llvm::sys::fs::setLastAccessAndModificationTime(
-      fd, llvm::sys::toTimePoint(std::chrono::system_clock::to_time_t(hourAgo))));
+      fd, llvm::sys::toTimePoint(
+              std::chrono::system_clock::to_time_t(twoHoursAgo))));
   ::close(fd);
-  EXPECT_EQ(removeStaleTemporaries(path("c.safetensors")), 2u);
-  EXPECT_EQ(listDir(),
-            (std::vector<std::string>{live, ".c.safetensors.tmp-fresh",
-                                      ".d.safetensors.tmp-2147483646-abcdefgh"}));
+  EXPECT_EQ(removeStaleTemporaries(target), 2u);
+  std::vector<std::string> left = listDir();
+  EXPECT_EQ(left.size(), 3u);
+  for (const std::string &gone : {dead, std::string(".c.safetensors.tmp-old")})
+    EXPECT_EQ(std::count(left.begin(), left.end(), gone), 0) << gone;
+  for (const std::string &kept :
+       {live, std::string(".c.safetensors.tmp-otherhost-12-abcdefgh")})
+    EXPECT_EQ(std::count(left.begin(), left.end(), kept), 1) << kept;
 }
 
 TEST_F(TensorFileTest, PercentInFileNameIsKept) {

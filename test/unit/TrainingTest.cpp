@@ -16,6 +16,7 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include "gtest/gtest.h"
@@ -78,6 +79,19 @@ protected:
     c.evalBatches = 1;
     c.seed = 4;
     return c;
+  }
+
+  /// The setting `key` a checkpoint was written with.
+  static std::string stateSetting(const std::string &path,
+                                  const std::string &key) {
+    TensorMetadata metadata;
+    llvm::Expected<std::vector<HostTensor>> read =
+        readSafetensors(path, &metadata);
+    if (!read) {
+      llvm::consumeError(read.takeError());
+      return {};
+    }
+    return metadata[key];
   }
 
   static std::vector<uint8_t> fileBytes(const std::string &path) {
@@ -439,6 +453,8 @@ TEST_F(TrainingTest, LegacyXlCheckpointsResumeExactly) {
   };
   TrainConfig straight = config();
   straight.steps = 5;
+  // A rate that format 1 stored rounded ("0.00").
+  straight.lr = 2e-3;
   straight.checkpoint = file("xl-straight.safetensors");
   ASSERT_TRUE(static_cast<bool>(runXl(straight)));
   TrainConfig interrupted = straight;
@@ -470,7 +486,14 @@ TEST_F(TrainingTest, LegacyXlCheckpointsResumeExactly) {
     ++converted;
   }
   ASSERT_EQ(converted, 3) << "the weight and its two moments";
+  // Format 1's metadata: fewer settings, the learning rate rounded to two
+  // decimals as formatv printed it.
+  std::string exactLr = metadata["lr"];
   metadata["format"] = "switchyard-checkpoint-1";
+  for (const char *key : {"clip", "weight_decay", "beta1", "beta2", "eps"})
+    ASSERT_EQ(metadata.erase(key), 1u) << key;
+  metadata["lr"] = llvm::formatv("{0}", straight.lr).str();
+  ASSERT_NE(metadata["lr"], exactLr);
   ASSERT_FALSE(static_cast<bool>(
       writeSafetensors(file("xl-legacy.safetensors"), *tensors, metadata)));
 
@@ -483,6 +506,9 @@ TEST_F(TrainingTest, LegacyXlCheckpointsResumeExactly) {
             fileBytes(file("xl-straight.safetensors")));
   // Read as it is, the legacy checkpoint would be another model.
   metadata["format"] = kCheckpointFormat;
+  metadata["lr"] = exactLr;
+  for (const char *key : {"clip", "weight_decay", "beta1", "beta2", "eps"})
+    metadata[key] = stateSetting(file("xl-current.safetensors"), key);
   ASSERT_FALSE(static_cast<bool>(
       writeSafetensors(file("xl-unconverted.safetensors"), *tensors,
                        metadata)));

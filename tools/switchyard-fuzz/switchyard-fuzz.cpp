@@ -24,6 +24,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/STLExtras.h"
@@ -34,6 +35,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
+#include <memory>
 #include <string>
 
 using namespace mlir;
@@ -53,6 +55,18 @@ const char *const kPipelines[] = {
     "switchyard-cpu-pipeline{train-step=1 fuse-expert-projection=1}",
     "switchyard-gpu-pipeline{chip=sm_90a format=isa train-step=1}",
     "switchyard-gpu-pipeline{chip=sm_90a format=isa element-type=bf16}",
+};
+
+/// Verifies the IR after every pass that succeeded and aborts, naming the
+/// pass, when it is invalid.
+struct VerifyAfterEachPass : public PassInstrumentation {
+  void runAfterPass(Pass *pass, Operation *op) override {
+    if (succeeded(verify(op)))
+      return;
+    llvm::errs() << "switchyard-fuzz: invalid IR after " << pass->getName()
+                 << "\n";
+    std::abort();
+  }
 };
 
 /// Inputs longer than this are skipped: the models and tests that seed the
@@ -87,7 +101,8 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > kMaxInput)
     return 0;
-  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  // A copy: MLIR's lexer reads up to a terminating NUL.
+  std::string text(reinterpret_cast<const char *>(data), size);
   // Diagnostics are the expected outcome: drop them.
   ScopedDiagnosticHandler quiet(context,
                                 [](Diagnostic &) { return success(); });
@@ -96,12 +111,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!module || failed(verify(*module)))
     return 0;
   const char *chosen =
-      kPipelines[llvm::xxh3_64bits(text) % std::size(kPipelines)];
+      kPipelines[llvm::xxh3_64bits(llvm::StringRef(text)) % std::size(kPipelines)];
   for (const char *spec : {kFrontend, chosen}) {
     OwningOpRef<ModuleOp> copy = module->clone();
     PassManager pm(context);
     if (failed(parsePassPipeline(spec, pm)))
       std::abort();
+    // A pass that succeeds must leave valid IR: invalid IR after a pass is
+    // the compiler's bug, not a rejected input, and aborts (reported).
+    pm.enableVerifier(false);
+    pm.addInstrumentation(std::make_unique<VerifyAfterEachPass>());
     (void)pm.run(*copy);
   }
   return 0;

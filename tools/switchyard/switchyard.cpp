@@ -767,14 +767,22 @@ llvm::Expected<bool> compareWith(const rt::HostTensor &result, size_t index,
   double worstExcess = -INFINITY;
   for (size_t i = 0; i < want->size(); ++i) {
     double e = (*want)[i], g = (*got)[i], error = std::abs(g - e);
-    if (std::isnan(error))
+    // Equal values (infinities of one sign included) are close; a NaN on
+    // either side is not (as numpy.allclose has it).
+    if (g == e)
+      error = 0;
+    else if (std::isnan(error))
       error = INFINITY;
     maxError = std::max(maxError, error);
     if (e != 0)
       maxRelative = std::max(maxRelative, error / std::abs(e));
     errorSquares += error * error;
     expectedSquares += e * e;
-    double excess = error - (atol + rtol * std::abs(e));
+    double bound = atol + rtol * std::abs(e);
+    double excess = g == e                          ? -bound
+                    : std::isnan(g) || std::isnan(e) ? INFINITY
+                    : std::isinf(bound)              ? INFINITY
+                                                     : error - bound;
     if (excess > 0)
       ++outside;
     if (excess > worstExcess) {
@@ -783,7 +791,8 @@ llvm::Expected<bool> compareWith(const rt::HostTensor &result, size_t index,
     }
   }
   std::string position;
-  for (size_t rest = worst, d = result.shape.size(); d-- > 0;) {
+  for (size_t rest = worst, d = want->empty() ? 0 : result.shape.size();
+       d-- > 0;) {
     size_t extent = size_t(result.shape[d]);
     position = std::to_string(rest % extent) + (position.empty() ? "" : ", ") +
                position;

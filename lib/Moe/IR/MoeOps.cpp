@@ -225,7 +225,10 @@ static LogicalResult verifyHeadWidth(Operation *op, StringRef name,
 
 static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
                                              Value v, Value rel) {
-  if (failed(verifyHeadWidth(op, "query", q, 3)) ||failed(verifySameDim(op, "the batch", {"query", q, 0}, {"key", k, 0})) ||
+  if (failed(verifyHeadWidth(op, "query", q, 3)) ||
+      failed(verifyHeadWidth(op, "key", k, 3)) ||
+      failed(verifyHeadWidth(op, "value", v, 3)) ||
+      (rel && failed(verifyHeadWidth(op, "rel", rel, 2))) ||failed(verifySameDim(op, "the batch", {"query", q, 0}, {"key", k, 0})) ||
       failed(
           verifySameDim(op, "the batch", {"query", q, 0}, {"value", v, 0})) ||
       failed(
