@@ -289,18 +289,18 @@ legacyRunSettings(const TrainConfig &config, const std::string &tokenizer) {
 
 std::map<std::string, std::string> runSettings(const TrainConfig &config,
                                                const std::string &tokenizer) {
-  // Two settings compare equal only when they are.
-  auto exact = [](double value) { return shortest(value); };
+  // Floats as their shortest exact text: two settings compare equal only
+  // when they are.
   return {{"seed", std::to_string(config.seed)},
           {"steps", std::to_string(config.steps)},
           {"batch", std::to_string(config.batch)},
           {"warmup", std::to_string(config.warmup)},
-          {"lr", exact(config.lr)},
-          {"clip", exact(config.clip)},
-          {"weight_decay", exact(config.weightDecay)},
-          {"beta1", exact(config.beta1)},
-          {"beta2", exact(config.beta2)},
-          {"eps", exact(config.eps)},
+          {"lr", shortest(config.lr)},
+          {"clip", shortest(config.clip)},
+          {"weight_decay", shortest(config.weightDecay)},
+          {"beta1", shortest(config.beta1)},
+          {"beta2", shortest(config.beta2)},
+          {"eps", shortest(config.eps)},
           {"tokenizer", tokenizer}};
 }
 
@@ -597,19 +597,18 @@ llvm::Error switchyard::runtime::validate(const TrainConfig &config) {
         std::pair{"interrupt-after", config.stopAfter}})
     if (value < 0)
       return bad(name, "a count of steps, 0 or more", llvm::Twine(value));
-  auto number = [](double value) { return shortest(value); };
   if (!std::isfinite(config.lr) || config.lr <= 0)
-    return bad("lr", "a positive finite learning rate", number(config.lr));
+    return bad("lr", "a positive finite learning rate", shortest(config.lr));
   for (auto [name, value] : {std::pair{"clip", config.clip},
                              std::pair{"weight-decay", config.weightDecay}})
     if (!std::isfinite(value) || value < 0)
-      return bad(name, "a finite number, 0 (off) or more", number(value));
+      return bad(name, "a finite number, 0 (off) or more", shortest(value));
   for (auto [name, value] :
        {std::pair{"beta1", config.beta1}, std::pair{"beta2", config.beta2}})
     if (!(value >= 0 && value < 1))
-      return bad(name, "a number in [0, 1)", number(value));
+      return bad(name, "a number in [0, 1)", shortest(value));
   if (!std::isfinite(config.eps) || config.eps <= 0)
-    return bad("eps", "a positive finite number", number(config.eps));
+    return bad("eps", "a positive finite number", shortest(config.eps));
   if (config.checkpointEvery > 0 && config.checkpoint.empty())
     return failure("--checkpoint-every: periodic checkpoints need a "
                    "--checkpoint path");
