@@ -2,10 +2,10 @@
 
 #include "bench/Bench.h"
 
-#include "runtime/CpuProgram.h"
+#include "runtime/Engine/CpuProgram.h"
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
 #include "runtime/CudaDriver.h"
-#include "runtime/GpuProgram.h"
+#include "runtime/Engine/GpuProgram.h"
 #endif
 
 #include "llvm/ADT/SmallString.h"

@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "bench/Bench.h"
-#include "dialect/InitSwitchyard.h"
+#include "lib/InitSwitchyard.h"
 #include "dialect/Moe/IR/MoeOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -13,7 +13,7 @@
 
 #include "bench/Bench.h"
 #include "dialect/Lm/Transforms/CostAnalysis.h"
-#include "test/reference/Reference.h"
+#include "lib/Reference/Reference.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"

@@ -22,7 +22,7 @@ or "dense" for lm.mha), "params" (the parameter names: <layer>.norm.weight,
 "experts" and "k" (SwitchHead only), "pos" ("xl" or "none"), "memory"
 (whether memory.npy is an input), "reps" and "threads"; tokens.npy,
 targets.npy and memory.npy sit beside the parameters. The parameter shapes
-are Switchyard's (lib/Lm/IR/LmOps.cpp): q, k, pos [H·F, D]; SwitchHead
+are Switchyard's (lib/Dialect/Lm/IR/LmOps.cpp): q, k, pos [H·F, D]; SwitchHead
 v [H·E, D, F], o [H·E, F, D], sel_v, sel_o [H·E, D]; dense v [H·F, D],
 o [D, H·F].
 

@@ -5,15 +5,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/InitSwitchyard.h"
-#include "dialect/Conversion/Passes.h"
+#include "lib/InitSwitchyard.h"
+#include "lib/Autodiff/Passes.h"
+#include "lib/Conversion/Passes.h"
 #include "dialect/Lm/IR/LmDialect.h"
 #include "dialect/Lm/Transforms/Passes.h"
 #include "dialect/Moe/IR/MoeDialect.h"
 #include "dialect/Moe/Transforms/Bufferization.h"
-#include "dialect/Moe/Transforms/Gradients.h"
+#include "lib/Autodiff/Gradients.h"
 #include "dialect/Moe/Transforms/Passes.h"
-#include "dialect/Pipelines/Pipelines.h"
+#include "lib/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/BufferDeallocationOpInterfaceImpl.h"
@@ -77,6 +78,7 @@ void mlir::switchyard::registerPassesAndPipelines() {
   lm::registerLmPasses();
   moe::registerMoePasses();
   registerConversionPasses();
+  registerAutodiffPasses();
   registerPipelines();
   // The upstream cleanups every pipeline uses.
   registerCanonicalizerPass();

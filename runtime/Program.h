@@ -3,7 +3,7 @@
 // What every backend of the runtime offers: a module compiled ahead of time,
 // its functions' signatures (with the `lm.*` roles of their arguments), the
 // parameters its models declared, and calls on HostTensors. CpuProgram
-// (runtime/CpuProgram.h) and GpuProgram (runtime/GpuProgram.h) implement it,
+// (runtime/Engine/CpuProgram.h) and GpuProgram (runtime/Engine/GpuProgram.h) implement it,
 // so the training and evaluation loops (runtime/Training.h) run on either
 // unchanged. No MLIR type crosses this header.
 //
@@ -12,7 +12,7 @@
 #ifndef SWITCHYARD_RUNTIME_PROGRAM_H
 #define SWITCHYARD_RUNTIME_PROGRAM_H
 
-#include "dialect/Pipelines/FusionOptions.h"
+#include "lib/Pipelines/FusionOptions.h"
 #include "runtime/Params.h"
 #include "runtime/TensorFile.h"
 

@@ -1,11 +1,11 @@
 //===- FusionOptions.cpp - parsing and printing fusion settings -----------===//
 //
 // The one reader of fusion settings (`--fuse` of switchyard and
-// switchyard-bench), see dialect/Pipelines/FusionOptions.h.
+// switchyard-bench), see lib/Pipelines/FusionOptions.h.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/Pipelines/FusionOptions.h"
+#include "lib/Pipelines/FusionOptions.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSwitch.h"

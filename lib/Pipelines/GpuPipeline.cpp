@@ -77,8 +77,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/Gpu/Transforms/Passes.h"
-#include "dialect/Pipelines/Pipelines.h"
+#include "lib/Codegen/CPU/Passes.h"
+#include "lib/Codegen/Common/Passes.h"
+#include "lib/Codegen/Emulation/Passes.h"
+#include "lib/Codegen/GPU/Passes.h"
+#include "lib/Pipelines/Pipelines.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -501,7 +504,10 @@ void switchyard::registerGpuDialects(DialectRegistry &registry) {
 }
 
 void switchyard::registerGpuPipelines() {
-  registerSwitchyardGpuPasses();
+  registerCodegenCommonPasses();
+  registerCodegenCPUPasses();
+  registerCodegenGPUPasses();
+  registerCodegenEmulationPasses();
   PassPipelineRegistration<GpuPipelineOptions>(
       "switchyard-gpu-pipeline",
       "NVIDIA GPU target: front end, reference lowering of moe ops, kernels "

@@ -5,9 +5,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/Pipelines/Pipelines.h"
-#include "dialect/Conversion/Passes.h"
-#include "dialect/Gpu/Transforms/Passes.h"
+#include "lib/Pipelines/Pipelines.h"
+#include "lib/Autodiff/Passes.h"
+#include "lib/Conversion/Passes.h"
+#include "lib/Codegen/CPU/Passes.h"
+#include "lib/Codegen/Common/Passes.h"
+#include "lib/Codegen/Emulation/Passes.h"
+#include "lib/Codegen/GPU/Passes.h"
 #include "dialect/Lm/Transforms/Passes.h"
 #include "dialect/Moe/Transforms/Passes.h"
 
@@ -37,12 +41,12 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
 void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
                                             const LoweringOptions &options) {
   pm.addPass(createSwitchyardCheckInputPass());
-  pm.addPass(lm::createLmDecomposeLayersPass());
-  pm.addPass(lm::createConvertLmToFuncPass());
+  pm.addPass(createLmDecomposeLayersPass());
+  pm.addPass(createConvertLmToFuncPass());
   if (options.gradients || options.trainStep)
-    pm.addPass(lm::createLmDifferentiatePass());
+    pm.addPass(createLmDifferentiatePass());
   if (options.trainStep)
-    pm.addPass(lm::createLmBuildTrainStepPass());
+    pm.addPass(createLmBuildTrainStepPass());
   // Fusions, between differentiation (which sees the plain moe ops and their
   // gradient rules) and the lowering; each can be switched off.
   if (options.fusion.router)

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/Support/TensorBuilders.h"
+#include "lib/Support/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/BufferCache.h"
-#include "runtime/CpuProgram.h"
+#include "runtime/Engine/CpuProgram.h"
 
 #include "gtest/gtest.h"
 

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/InitSwitchyard.h"
+#include "lib/InitSwitchyard.h"
 #include "dialect/Lm/IR/LmOps.h"
 #include "dialect/Moe/IR/MoeOps.h"
 

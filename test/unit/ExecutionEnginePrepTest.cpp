@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/ProgramSupport.h"
+#include "runtime/Engine/ProgramSupport.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -3,7 +3,7 @@
 // Every moe op and every lm layer kind is compiled through the CPU target
 // (runtime::CpuProgram: the same pipeline builders as switchyard-opt) and
 // run on random data, then compared with the independent plain-C++
-// reference of docs/Semantics.md (test/reference). Shapes are awkward on
+// reference of docs/Semantics.md (lib/Reference). Shapes are awkward on
 // purpose: a single token, sizes that are multiples of nothing, k = 1 and
 // k = E, every token routed to one expert, masked experts.
 //
@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CpuProgram.h"
-#include "test/reference/Reference.h"
+#include "runtime/Engine/CpuProgram.h"
+#include "lib/Reference/Reference.h"
 #include "test/unit/TestSupport.h"
 
 #include "llvm/Support/FormatVariadic.h"

@@ -6,7 +6,7 @@
 // forward outputs, the loss and every parameter gradient of SwitchHead and
 // SwitchAll models, with expert dropout (masks) in training mode. The fused
 // router is also compared with the independent C++ reference
-// (test/reference): values and indices exactly, with and without masks,
+// (lib/Reference): values and indices exactly, with and without masks,
 // k = 1 and k = E.
 //
 // Tolerance: |fused - unfused| <= 1e-5 + 1e-5 · |unfused| per element, for
@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CpuProgram.h"
-#include "test/reference/Reference.h"
+#include "runtime/Engine/CpuProgram.h"
+#include "lib/Reference/Reference.h"
 #include "test/unit/TestSupport.h"
 
 #include "llvm/Support/FormatVariadic.h"

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/ProgramSupport.h"
+#include "runtime/Engine/ProgramSupport.h"
 
 #include "gtest/gtest.h"
 

@@ -15,9 +15,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CpuProgram.h"
+#include "runtime/Engine/CpuProgram.h"
 #include "runtime/CudaDriver.h"
-#include "runtime/GpuProgram.h"
+#include "runtime/Engine/GpuProgram.h"
 #include "runtime/Training.h"
 
 #include "gtest/gtest.h"

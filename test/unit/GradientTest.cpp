@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CpuProgram.h"
+#include "runtime/Engine/CpuProgram.h"
 #include "test/unit/TestSupport.h"
 
 #include "llvm/Support/FormatVariadic.h"

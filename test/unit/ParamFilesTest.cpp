@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ParamFiles.h"
-#include "test/reference/Reference.h"
+#include "lib/Reference/Reference.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"

@@ -1,6 +1,6 @@
 //===- ReferenceTest.cpp - tests of the plain C++ reference ---------------===//
 //
-// Checks test/reference/ against values worked out by hand or by independent
+// Checks lib/Reference/ against values worked out by hand or by independent
 // closed forms, and against the structural properties of docs/Semantics.md:
 // causality, relative positions, memory as a visible prefix, and the
 // reduction of one-expert SwitchHead to dense attention.
@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "test/reference/Reference.h"
+#include "lib/Reference/Reference.h"
 
 #include "gtest/gtest.h"
 

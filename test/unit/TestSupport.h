@@ -8,7 +8,7 @@
 #ifndef SWITCHYARD_TEST_UNIT_TESTSUPPORT_H
 #define SWITCHYARD_TEST_UNIT_TESTSUPPORT_H
 
-#include "runtime/CpuProgram.h"
+#include "runtime/Engine/CpuProgram.h"
 
 #include "gtest/gtest.h"
 

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CpuProgram.h"
+#include "runtime/Engine/CpuProgram.h"
 #include "runtime/Training.h"
 
 #include "llvm/ADT/SmallString.h"

@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/InitSwitchyard.h"
+#include "lib/InitSwitchyard.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"

@@ -61,9 +61,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/Pipelines/Pipelines.h"
-#include "runtime/CpuProgram.h"
-#include "runtime/GpuProgram.h"
+#include "lib/Pipelines/Pipelines.h"
+#include "runtime/Engine/CpuProgram.h"
+#include "runtime/Engine/GpuProgram.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/InitSwitchyard.h"
+#include "lib/InitSwitchyard.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"

@@ -3,19 +3,20 @@
 // The user-facing command: `switchyard <command> [options] MODEL.mlir`.
 // Each command registers only its own options, so `switchyard <command>
 // --help` lists exactly what that command takes. Commands run the same
-// pipeline builders as switchyard-opt (dialect/Pipelines/Pipelines.h).
+// pipeline builders as switchyard-opt (lib/Pipelines/Pipelines.h).
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/InitSwitchyard.h"
+#include "lib/InitSwitchyard.h"
 #include "dialect/Lm/IR/LmOps.h"
 #include "dialect/Lm/Transforms/CostAnalysis.h"
 #include "dialect/Lm/Transforms/Passes.h"
-#include "dialect/Pipelines/Pipelines.h"
-#include "runtime/CpuProgram.h"
+#include "lib/Conversion/Passes.h"
+#include "lib/Pipelines/Pipelines.h"
+#include "runtime/Engine/CpuProgram.h"
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
 #include "runtime/CudaDriver.h"
-#include "runtime/GpuProgram.h"
+#include "runtime/Engine/GpuProgram.h"
 #endif
 #include "runtime/Params.h"
 #include "runtime/TensorFile.h"
@@ -391,7 +392,7 @@ FailureOr<lm::ModelCost> analyzeCost(MLIRContext &context, StringRef path,
     return failure();
   }
   PassManager pm(&context);
-  pm.addPass(lm::createLmDecomposeLayersPass());
+  pm.addPass(mlir::switchyard::createLmDecomposeLayersPass());
   if (failed(pm.run(*module)))
     return failure();
   FailureOr<lm::ModelCost> cost = lm::analyzeModelCost(model);

@@ -9,30 +9,6 @@
 
 #include "mlir/Pass/Pass.h"
 
-namespace mlir {
-namespace arith {
-class ArithDialect;
-} // namespace arith
-namespace func {
-class FuncDialect;
-} // namespace func
-namespace linalg {
-class LinalgDialect;
-} // namespace linalg
-namespace math {
-class MathDialect;
-} // namespace math
-namespace moe {
-class MoeDialect;
-} // namespace moe
-namespace scf {
-class SCFDialect;
-} // namespace scf
-namespace tensor {
-class TensorDialect;
-} // namespace tensor
-} // namespace mlir
-
 namespace mlir::lm {
 
 #define GEN_PASS_DECL

@@ -21,7 +21,7 @@ def Moe_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
     Rules may read the op's operands and results (the forward values stay
     live in the gradient function) and emit any ops; they are not
     themselves differentiated again. The moe ops, `arith.addf` on tensors
-    and the `tensor` reshapes implement it (lib/Moe/Transforms/Gradients.cpp).
+    and the `tensor` reshapes implement it (lib/Autodiff/Gradients.cpp).
   }];
   let methods = [
     InterfaceMethod<[{

@@ -2,7 +2,7 @@
 //
 // Operations of the `moe` dialect. Shape contracts are stated twice: the
 // element types and ranks as ODS constraints, the agreement between operands
-// (widths, head counts, k <= E) in the C++ verifiers in lib/Moe/IR/MoeOps.cpp.
+// (widths, head counts, k <= E) in the C++ verifiers in lib/Dialect/Moe/IR/MoeOps.cpp.
 //
 //===----------------------------------------------------------------------===//
 

@@ -9,12 +9,6 @@
 
 #include "mlir/Pass/Pass.h"
 
-namespace mlir {
-namespace tensor {
-class TensorDialect;
-} // namespace tensor
-} // namespace mlir
-
 namespace mlir::moe {
 class MoeDialect;
 

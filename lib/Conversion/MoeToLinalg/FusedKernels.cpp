@@ -19,10 +19,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/Conversion/MoeToLinalg/Kernels.h"
-#include "dialect/Conversion/MoeToLinalg/MoeToLinalg.h"
+#include "lib/Dialect/Moe/Utils/Kernels.h"
+#include "lib/Conversion/MoeToLinalg/MoeToLinalg.h"
 #include "dialect/Moe/IR/MoeOps.h"
-#include "dialect/Support/TensorBuilders.h"
+#include "lib/Support/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"

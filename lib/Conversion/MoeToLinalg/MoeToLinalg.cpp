@@ -11,11 +11,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/Conversion/MoeToLinalg/MoeToLinalg.h"
-#include "dialect/Conversion/MoeToLinalg/Kernels.h"
-#include "dialect/Conversion/Passes.h"
+#include "lib/Conversion/MoeToLinalg/MoeToLinalg.h"
+#include "lib/Dialect/Moe/Utils/Kernels.h"
+#include "lib/Conversion/Passes.h"
 #include "dialect/Moe/IR/MoeOps.h"
-#include "dialect/Support/TensorBuilders.h"
+#include "lib/Support/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -31,7 +31,7 @@
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_CONVERTMOETOLINALGPASS
-#include "dialect/Conversion/Passes.h.inc"
+#include "lib/Conversion/Passes.h.inc"
 } // namespace mlir::switchyard
 
 using namespace mlir;

@@ -1,0 +1,96 @@
+//===- Passes.td - Switchyard autodiff passes --------------*- tablegen -*-===//
+//
+// Reverse-mode differentiation of the functions a model becomes (func, moe and
+// linalg on tensors) and the optimizer step built on it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_AUTODIFF_PASSES_TD
+#define SWITCHYARD_LIB_AUTODIFF_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LmDifferentiatePass : Pass<"lm-differentiate", "ModuleOp"> {
+  let summary = "Build the loss-and-gradient function of each model";
+  let description = [{
+    Reverse-mode differentiation. For every function taking parameters
+    (arguments marked `lm.param`, as `convert-lm-to-func` makes them), adds
+    `<name>_grad`, which runs the forward computation, the loss, and the
+    backward pass, and returns the loss, the gradient of every parameter in
+    argument order, then the function's results after the first (XL
+    memories for the next segment).
+
+    If the function's first result is a scalar `tensor<f32>`, it is the
+    loss. If it is logits `[B, T, V]`, the loss is their mean cross-entropy
+    (`moe.cross_entropy`) against a new last argument, the targets
+    `[B, T]` (marked `lm.vocab = V` and `lm.targets`); further results (XL
+    memories) are not differentiated: memories are detached, as in
+    Transformer-XL.
+
+    `<name>_grad` is the model in training mode: if it contains unseeded
+    `moe.dropout_mask` ops (residual and expert dropout), it takes one more
+    argument, the step's seed `tensor<i64>` (marked `lm.seed`), and each
+    mask draws from it with its own `stream` number.
+
+    The backward pass visits the ops between the parameters and the loss in
+    reverse order and asks each for its gradient rule
+    (`DifferentiableOpInterface`); adjoints of values used several times are
+    summed. Gradients do not flow through the top-k choice, into expert
+    indices, token ids or memories. An op on the path without a gradient
+    rule is an error. Parameters the loss does not depend on get zero
+    gradients. Generated functions (marked `lm.generated`) and functions
+    that already have a `_grad` are skipped, so the pass is idempotent.
+
+    ```mlir
+    // Before: the converted model
+    func.func @m(%t: tensor<?x4xi32>, %w: tensor<64x8xf32> {lm.param = "embed.weight"}, ...)
+        -> tensor<?x4x64xf32>
+    // After: also
+    func.func @m_grad(%t: tensor<?x4xi32>, %w: tensor<64x8xf32> {lm.param = "embed.weight"},
+                      ..., %targets: tensor<?x4xi32> {lm.vocab = 64 : i64})
+        -> (tensor<f32>, tensor<64x8xf32>, ...)
+    ```
+  }];
+  // The gradient rules build linalg generics with scf loops and math ops.
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
+    "::mlir::moe::MoeDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
+  let summary = "Add the optimizer: one AdamW train step per model";
+  let description = [{
+    For every `<name>_grad` function (from `lm-differentiate`), adds
+    `<name>_train_step`: the same arguments, then the AdamW first and second
+    moments of every parameter (`m...`, then `v...`, each of its
+    parameter's type), then `hyper: tensor<8xf32>` holding
+    `[lr, beta1, beta2, eps, weight_decay, clip, 1 - beta1^t, 1 - beta2^t]`
+    (the runtime computes the schedule and the bias corrections per step).
+    It returns the loss, the global gradient norm before clipping, then the
+    new parameters, moments `m` and moments `v`, then `_grad`'s results
+    after the gradients (XL memories).
+
+    The step: `g ← g · min(1, clip / ‖g‖)` over all parameters together
+    when `clip > 0`; `m ← β1·m + (1-β1)·g`; `v ← β2·v + (1-β2)·g²`;
+    `p ← p - lr·((m / (1-β1^t)) / (sqrt(v / (1-β2^t)) + eps) + wd·p)`, with
+    decoupled weight decay on matrices only (parameters of rank 2 or more;
+    not on norms and biases), as in AdamW.
+
+    ```mlir
+    func.func @m_train_step(%t: tensor<?x4xi32>, %w: tensor<16x8xf32> {lm.param = "w"},
+                            %targets: tensor<?x4xi32>, %m_w: tensor<16x8xf32>,
+                            %v_w: tensor<16x8xf32>, %hyper: tensor<8xf32>)
+        -> (tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>)
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+#endif // SWITCHYARD_LIB_AUTODIFF_PASSES_TD

@@ -1,0 +1,91 @@
+//===- CpuLoopOrder.cpp - linalg loop nests for CPU vector code -----------===//
+//
+// Implements `switchyard-cpu-loop-order` (see Passes.td).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Codegen/Common/Contractions.h"
+#include "lib/Codegen/CPU/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace mlir::switchyard {
+#define GEN_PASS_DEF_SWITCHYARDCPULOOPORDERPASS
+#include "lib/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::switchyard
+
+using namespace mlir;
+
+namespace {
+
+/// The loop dimension to nest innermost: the last index of the most
+/// accesses, operands and the body's loads (gathers, whose last subscript
+/// is a loop's linalg.index); on a tie a parallel one, then the later one.
+unsigned innermostDim(linalg::LinalgOp op) {
+  unsigned loops = op.getNumLoops();
+  SmallVector<int> unitStride(loops, 0);
+  for (OpOperand &operand : op->getOpOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    if (map.getNumResults() == 0)
+      continue;
+    if (auto dim = dyn_cast<AffineDimExpr>(map.getResults().back()))
+      ++unitStride[dim.getPosition()];
+  }
+  op->walk([&](memref::LoadOp load) {
+    if (load.getIndices().empty())
+      return;
+    if (auto index = load.getIndices().back().getDefiningOp<linalg::IndexOp>())
+      ++unitStride[index.getDim()];
+  });
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  auto rank = [&](unsigned dim) {
+    return std::make_tuple(unitStride[dim],
+                           iterators[dim] == utils::IteratorType::parallel,
+                           dim);
+  };
+  unsigned best = loops - 1;
+  for (unsigned dim = 0; dim < loops; ++dim)
+    if (rank(dim) > rank(best))
+      best = dim;
+  return best;
+}
+
+struct SwitchyardCpuLoopOrderPass
+    : public switchyard::impl::SwitchyardCpuLoopOrderPassBase<
+          SwitchyardCpuLoopOrderPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SmallVector<linalg::LinalgOp> ops;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (op.getNumReductionLoops() > 0 && op.getNumLoops() > 1)
+        ops.push_back(op);
+    });
+    IRRewriter rewriter(&getContext());
+    for (linalg::LinalgOp op : ops) {
+      unsigned loops = op.getNumLoops(), inner = innermostDim(op);
+      linalg::LinalgOp reordered = op;
+      if (inner != loops - 1) {
+        SmallVector<unsigned> order;
+        for (unsigned dim = 0; dim < loops; ++dim)
+          if (dim != inner)
+            order.push_back(dim);
+        order.push_back(inner);
+        FailureOr<linalg::GenericOp> generic =
+            switchyard::reorderLoops(rewriter, op, order);
+        if (failed(generic))
+          return signalPassFailure();
+        reordered = *generic;
+      }
+      // Let LLVM vectorize the reduction (a tree of partial sums).
+      reordered->walk([](arith::AddFOp add) {
+        add.setFastmath(add.getFastmath() | arith::FastMathFlags::reassoc);
+      });
+    }
+  }
+};
+
+} // namespace

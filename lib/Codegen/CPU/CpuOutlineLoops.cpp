@@ -1,0 +1,196 @@
+//===- CpuOutlineLoops.cpp - one function per top-level CPU loop nest -----===//
+//
+// Implements `switchyard-cpu-outline-loops` (see Passes.td) with upstream's
+// scf::outlineSingleBlockRegion: each loop nest is wrapped in an
+// scf.execute_region, whose region is outlined, and the region op is then
+// replaced by the call it holds. A loop nest identical to one outlined
+// before (same operations, attributes and types, up to locations) calls that
+// function instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Codegen/CPU/Passes.h"
+#include "lib/Codegen/Common/SameFunctions.h"
+
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::switchyard {
+#define GEN_PASS_DEF_SWITCHYARDCPUOUTLINELOOPSPASS
+#include "lib/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::switchyard
+
+using namespace mlir;
+
+namespace {
+
+/// Clones the constants that `region` uses from above into its entry block,
+/// so that the outlined function keeps them (loop bounds, sizes) constant.
+/// One walk over the region's operands: replacing each constant's uses
+/// (every use in the function, for each loop nest) took quadratic time on a
+/// training step.
+void cloneConstantsInto(RewriterBase &rewriter, Region &region) {
+  DenseMap<Value, Value> clones;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointToStart(&region.front());
+  region.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    for (OpOperand &operand : op->getOpOperands()) {
+      Value value = operand.get();
+      if (region.isAncestor(value.getParentRegion()) ||
+          !matchPattern(value, m_Constant()))
+        continue;
+      auto [clone, inserted] = clones.try_emplace(value);
+      if (inserted)
+        clone->second = rewriter.clone(*value.getDefiningOp())->getResult(0);
+      rewriter.modifyOpInPlace(op, [&] { operand.set(clone->second); });
+    }
+  });
+}
+
+/// The messages of the checks (cf.assert) in the copies of one loop nest:
+/// for each check of the function kept, in walk order, the distinct
+/// messages of that check in the copies it stands for.
+using CheckMessages = SmallVector<SmallVector<std::string, 1>>;
+
+/// `function`'s cf.assert ops, in walk order (the same in equivalent
+/// functions).
+SmallVector<cf::AssertOp> checksOf(func::FuncOp function) {
+  SmallVector<cf::AssertOp> checks;
+  function.walk([&](cf::AssertOp check) { checks.push_back(check); });
+  return checks;
+}
+
+/// The messages of checks that differ only in them: their texts, the
+/// first's first.
+std::string joinMessages(ArrayRef<std::string> messages) {
+  std::string joined = messages.front();
+  for (const std::string &other : messages.drop_front())
+    joined +=
+        "\n(or, in a copy of this loop nest that shares its code:)\n" + other;
+  return joined;
+}
+
+/// Whether `func` is one block without loops or other regions.
+bool isStraightLine(func::FuncOp func) {
+  if (!func.getBody().hasOneBlock())
+    return false;
+  return llvm::none_of(func.getBody().front(),
+                       [](Operation &op) { return op.getNumRegions() != 0; });
+}
+
+struct SwitchyardCpuOutlineLoopsPass
+    : public switchyard::impl::SwitchyardCpuOutlineLoopsPassBase<
+          SwitchyardCpuOutlineLoopsPass> {
+  void runOnOperation() override {
+    SmallVector<scf::ForOp> loops;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      for (Block &block : func.getBody())
+        for (auto loop : block.getOps<scf::ForOp>())
+          if (loop.getNumResults() == 0)
+            loops.push_back(loop);
+    }
+
+    IRRewriter rewriter(&getContext());
+    llvm::StringMap<unsigned> counts;
+    // The functions outlined so far (SameFunctions.h): most loop nests are
+    // copies of others (the tiny SwitchHead training step's 2,854 nests are
+    // 236 functions), and LLVM would compile each copy again.
+    switchyard::SameFunctions outlinedSoFar;
+    // Runtime checks (the GPU emulation's bounds checks) name the op and
+    // its location in their message: nests that differ in nothing else
+    // (a model's layers) share one function, whose checks then give every
+    // copy's message. Their messages are set aside while the nests are
+    // compared.
+    llvm::MapVector<Operation *, CheckMessages> checkMessages;
+    for (scf::ForOp loop : loops) {
+      auto parent = loop->getParentOfType<func::FuncOp>();
+      // <function>_loop<N>, the first N that names no symbol yet.
+      std::string name;
+      do {
+        name = (parent.getSymName() + "_loop" +
+                Twine(counts[parent.getSymName()]++))
+                   .str();
+      } while (SymbolTable::lookupSymbolIn(getOperation(), name));
+      Location loc = loop.getLoc();
+      rewriter.setInsertionPoint(loop);
+      auto wrapper = scf::ExecuteRegionOp::create(rewriter, loc, TypeRange{});
+      rewriter.createBlock(&wrapper.getRegion());
+      auto yield = scf::YieldOp::create(rewriter, loc);
+      rewriter.moveOpBefore(loop, yield);
+      cloneConstantsInto(rewriter, wrapper.getRegion());
+
+      func::CallOp call;
+      FailureOr<func::FuncOp> outlined = outlineSingleBlockRegion(
+          rewriter, loc, wrapper.getRegion(), name, &call);
+      if (failed(outlined)) {
+        wrapper.emitError("cannot outline this loop nest");
+        return signalPassFailure();
+      }
+      outlined->setPrivate();
+      outlined->getOperation()->setAttr(
+          "passthrough", rewriter.getArrayAttr(rewriter.getStringAttr("noinline")));
+      SmallVector<cf::AssertOp> checks = checksOf(*outlined);
+      SmallVector<std::string> messages;
+      for (cf::AssertOp check : checks) {
+        messages.push_back(check.getMsg().str());
+        check.setMsg("");
+      }
+      if (FunctionOpInterface same = outlinedSoFar.findOrInsert(*outlined)) {
+        call.setCallee(same.getName());
+        rewriter.eraseOp(*outlined);
+        --counts[parent.getSymName()];
+        CheckMessages &kept = checkMessages[same];
+        for (auto [distinct, message] : llvm::zip_equal(kept, messages))
+          if (!llvm::is_contained(distinct, message))
+            distinct.push_back(message);
+      } else if (!checks.empty()) {
+        CheckMessages &kept = checkMessages[*outlined];
+        for (std::string &message : messages)
+          kept.push_back({std::move(message)});
+      }
+      // The region now holds the call and the yield: put the call in its
+      // place.
+      Block &callBlock = wrapper.getRegion().front();
+      rewriter.eraseOp(callBlock.getTerminator());
+      rewriter.inlineBlockBefore(&callBlock, wrapper);
+      rewriter.eraseOp(wrapper);
+    }
+    for (auto &[function, messages] : checkMessages)
+      for (auto [check, distinct] :
+           llvm::zip_equal(checksOf(cast<func::FuncOp>(function)), messages))
+        check.setMsg(joinMessages(distinct));
+
+    // What remains of an entry point (a public function that nothing in
+    // the module calls) without loops is straight-line code that runs once
+    // per call (allocations, calls to its loop nests, frees): nothing to
+    // optimise, but thousands of instructions in one block, on which LLVM's
+    // instruction selection and schedulers took longer than on all the loops
+    // together. It and its C interface wrapper (which func-to-llvm gives the
+    // same passthrough) get LLVM's code generation at -O0 (optnone), and no
+    // implicit vector code (noimplicitfloat): mlir::ExecutionEngine's IR
+    // pipeline ignores optnone, and its SLP vectorizer, which
+    // noimplicitfloat turns off, spent most of a GPU model's compile on the
+    // kernel-argument stores of its host code's one block. A function that
+    // is called may be called from a loop: it stays as it is.
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (func.isPublic() && !func.isExternal() && isStraightLine(func) &&
+          !func->hasAttr("passthrough") &&
+          SymbolTable::symbolKnownUseEmpty(func, getOperation()))
+        func->setAttr("passthrough",
+                      rewriter.getStrArrayAttr(
+                          {"noinline", "optnone", "noimplicitfloat"}));
+  }
+};
+
+} // namespace

@@ -1,0 +1,253 @@
+//===- Passes.td - Switchyard CPU code generation passes ---*- tablegen -*-===//
+//
+// The passes of the CPU target: register-tiled contraction kernels, loop
+// order, outlined loops, math approximations and assertions in LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_CODEGEN_CPU_PASSES_TD
+#define SWITCHYARD_LIB_CODEGEN_CPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SwitchyardCpuContractionKernelsPass
+    : Pass<"switchyard-cpu-contraction-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Register-blocked vector kernels for matmul-like linalg ops on the CPU";
+  let description = [{
+    Rewrites each matmul-like linalg op on buffers (`out += a * b` over one
+    or more reduction dimensions, f32 accumulation; the ops that
+    `switchyard-gpu-tensor-core-matmul` also takes) into an explicit
+    register-blocked kernel: the output's last (unit-stride) dimension `n`
+    is the vector dimension and a tile of `rows` × `columns` outputs (one
+    row per index of an `m` dimension, the last of `a`'s output dimensions)
+    is accumulated in vector registers over the whole reduction. Each step
+    of the reduction loads one `columns`-wide row of `b` and `rows` scalars
+    of `a`, and issues `rows` vector FMAs, so that every element loaded
+    feeds several multiply-adds; the output tile is read and written once.
+    Rows past the last multiple of `rows` are done one at a time, columns
+    past the end of `n` are masked. The columns are taken in blocks whose
+    panel of `b` (the reduction's length × the block's columns) fits in
+    `panel-kib` KiB, a multiple of `columns` wide: every row tile runs over
+    one block before the next, so the panel stays in the core's L2 cache
+    instead of streaming all of `b` from L3 for every row tile.
+
+    Where `b`'s last index is not `n` (`Y = X·Wᵀ`, `QKᵀ`), `b` is first
+    copied with its dimensions permuted (`linalg.transpose` into a new
+    buffer), so that its rows are contiguous. Ops whose output row is shorter
+    than `min-columns` (statically), or whose output's last dimension is not
+    unit-stride, are left to `switchyard-cpu-loop-order`. The summation order
+    differs from the loops': each product is a fused multiply-add, and
+    every f32 order is a valid one (docs/Semantics.md fixes none).
+
+    Before (`Y[t, o] = Σ_i X[t, i] · W[o, i]`):
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>,
+                                     affine_map<(d0, d1, d2) -> (d1, d2)>,
+                                     affine_map<(d0, d1, d2) -> (d0, d1)>],
+                    iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : memref<512x412xf32>, memref<152x412xf32>)
+        outs(%y : memref<512x152xf32>) {...}
+    ```
+
+    After (with `rows=8 columns=32`):
+
+    ```mlir
+    linalg.transpose ins(%w : memref<152x412xf32>)
+                     outs(%wt : memref<412x152xf32>) permutation = [1, 0]
+    scf.for %nb = %c0 to %c152 step %c128 {  // blocks: 412·128·4 B ≤ 256 KiB
+     scf.for %t0 = %c0 to %c512 step %c8 {
+      scf.for %o0 = %nb to %end step %c32 {
+        %acc0 = vector.transfer_read %y[%t0, %o0] ... : vector<32xf32>
+        ...  // 8 rows
+        %r:8 = scf.for %i = %c0 to %c412 step %c1 iter_args(...) {
+          %b = vector.transfer_read %wt[%i, %o0] ... : vector<32xf32>
+          %a0 = memref.load %x[%t0, %i]
+          %s0 = vector.broadcast %a0 : f32 to vector<32xf32>
+          %n0 = vector.fma %s0, %b, %acc0 : vector<32xf32>
+          ...
+        }
+        vector.transfer_write %r#0, %y[%t0, %o0] ...
+      }
+     }
+    }
+    ```
+  }];
+  let options = [
+    Option<"rows", "rows", "int64_t", /*default=*/"8",
+           "Output rows per register tile (values of the m dimension)">,
+    Option<"columns", "columns", "int64_t", /*default=*/"32",
+           "Output columns per register tile (the vector width of a row)">,
+    Option<"minColumns", "min-columns", "int64_t", /*default=*/"16",
+           "Leave ops whose static output row is shorter than this to "
+           "switchyard-cpu-loop-order">,
+    Option<"panelKiB", "panel-kib", "int64_t", /*default=*/"256",
+           "Size of b's panel (reduction × a block of columns) that the row "
+           "tiles share, in KiB: about a quarter of a core's L2 cache; "
+           "blocks of 4 tiles where the reduction is dynamic">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def SwitchyardConvertAssertToLLVMPass
+    : Pass<"switchyard-convert-assert-to-llvm", "::mlir::ModuleOp"> {
+  let summary = "Lower cf.assert as upstream does, in linear time";
+  let description = [{
+    Replaces each `cf.assert` with what upstream's lowering emits: a
+    conditional branch to a block that prints the message with `puts` and
+    calls `abort`. The message is a private constant global, one per
+    distinct message. Upstream's lowering (`convert-cf-to-llvm`) checks
+    each new global's name by walking the module, which takes time
+    quadratic in the number of assertions; the GPU emulation's bounds
+    checks (`generate-runtime-verification`) make thousands. Runs before
+    `convert-cf-to-llvm` (which lowers the branches) in the CPU target's
+    last stages; an assertion in a single-block region is an error.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def SwitchyardCpuOutlineLoopsPass
+    : Pass<"switchyard-cpu-outline-loops", "::mlir::ModuleOp"> {
+  let summary = "Outline every top-level loop nest of a CPU function into a function of its own";
+  let description = [{
+    Moves each `scf.for` nest directly in a function's body (a kernel of
+    `switchyard-cpu-contraction-kernels`, the loops of a linalg op) into a
+    new private function marked `noinline`, called in its place, with the
+    constants it uses cloned in and everything else it uses passed as
+    arguments. A training step is one function of thousands of loop nests;
+    LLVM's optimisations and register allocation grow faster than linearly
+    with a function's size, so compiling many small functions is far faster
+    (measured on the 47M SwitchHead model's training step: see the README's
+    Benchmarks) at the cost of one call per loop nest.
+
+    A loop nest identical to one outlined before (the same operations,
+    attributes and types, up to locations), in the same function or
+    another, calls that function instead of getting a copy of it. A model
+    repeats its layers, and a training step contains its forward pass
+    again: the tiny SwitchHead model's training step's 2,854 loop nests
+    become 236 functions, and it compiles in 4.4 s instead of 24 s.
+    Runtime checks (`cf.assert`: the GPU emulation's bounds checks) name
+    their op and its location in their message, so the copies of a nest
+    (each layer's) differ in those alone: they are compared without the
+    messages, and each check of the shared function gives the distinct
+    messages of all the copies it stands for. In the GPU emulation, the
+    tiny SwitchHead model's bf16 gradient's 598 nests become 85 functions
+    and it compiles and checks in 44 s instead of 90 s.
+
+    An entry point (a public function that nothing in the module calls)
+    left without loops, straight-line code that runs once per call
+    (allocations, calls to its loop nests, frees), and its C interface
+    wrapper are then marked `noinline` and `optnone`, so that LLVM's code
+    generation handles them as at -O0: its instruction selection and
+    schedulers took longer on their one block of thousands of instructions
+    than on all the loop nests together (the tiny SwitchHead model's
+    training step compiled in 27 s instead of 37 s), and optimising them
+    buys nothing. (mlir::ExecutionEngine's IR pipeline, which has no pass
+    instrumentation, still optimises them; the runtime inlines an entry
+    point into its C interface wrapper there.) They are also marked
+    `noimplicitfloat`, which turns off the SLP vectorizer: on the kernel
+    argument stores of a GPU model's host code, one block, it took most of
+    the compile (the tiny SwitchHead model for sm_90a: 73 s, 26 s without).
+    Functions that keep a loop, and functions that are called, which may be
+    called from loops, keep their optimisations.
+
+    Before:
+
+    ```mlir
+    func.func @step(%a: memref<64xf32>) {
+      %c0 = arith.constant 0 : index
+      %c64 = arith.constant 64 : index
+      %c1 = arith.constant 1 : index
+      scf.for %i = %c0 to %c64 step %c1 { ... %a ... }
+      return
+    }
+    ```
+
+    After:
+
+    ```mlir
+    func.func private @step_loop0(%a: memref<64xf32>) attributes {passthrough = ["noinline"]} {
+      %c0 = arith.constant 0 : index
+      ...
+      scf.for %i = %c0 to %c64 step %c1 { ... %a ... }
+      return
+    }
+    func.func @step(%a: memref<64xf32>) attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
+      call @step_loop0(%a) : (memref<64xf32>) -> ()
+      return
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def SwitchyardCpuMathApproximationPass
+    : Pass<"switchyard-cpu-math-approximation", "::mlir::func::FuncOp"> {
+  let summary = "Replace f32 exp and log with MLIR's polynomial approximations on the CPU";
+  let description = [{
+    `math.exp` and `math.log` on f32 (scalars and vectors) become upstream
+    MLIR's polynomial approximations (`populateMathPolynomialApproximation
+    Patterns`: Cephes' range reduction and polynomials, a few ulp), plain
+    arithmetic that LLVM vectorizes, instead of calls to libm's `expf` and
+    `logf`, which the loop vectorizer cannot vectorize without a vector
+    math library, and which sit on the critical path of every softmax,
+    sigmoid and cross-entropy. exp(-inf) stays 0 (inputs are clamped to
+    where 2^n is 0), log(0) is -inf, log of a negative number NaN.
+    CPU pipeline only; the GPU target keeps libdevice's functions.
+
+    Before:
+
+    ```mlir
+    %e = math.exp %x : f32
+    ```
+
+    After: an `arith` and `math.fma` polynomial with no call.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def SwitchyardCpuLoopOrderPass
+    : Pass<"switchyard-cpu-loop-order", "::mlir::func::FuncOp"> {
+  let summary = "Nest linalg loops for unit-stride vector code on the CPU";
+  let description = [{
+    `switchyard-linalg-to-loops` (as upstream's `convert-linalg-to-loops`)
+    nests the loops in the order of the iteration dimensions, and a
+    matmul's `(m, n, k)` puts its reduction innermost, where `A·B` reads B
+    down a column. This pass moves innermost the
+    dimension that is the last (unit-stride) index of the most accesses
+    (operands, and loads in the body whose last subscript is a loop's
+    `linalg.index`: gathers), a parallel one on a tie, keeping the others in their order, so that
+    LLVM's loop vectorizer sees contiguous rows: `dX = dY·W` and
+    `dW = dYᵀ·X` become row updates (axpy), `Y = X·Wᵀ` a dot product of
+    two rows. Reductions are marked `reassoc`, so that a dot product is
+    vectorized (any f32 summation order is valid; docs/Semantics.md fixes
+    none). CPU pipeline only; named ops that need it are generalized first.
+
+    Before (`dX[n, i] = Σ_o dY[n, o] · W[o, i]`):
+
+    ```mlir
+    linalg.matmul ins(%dy, %w : memref<512x152xf32>, memref<152x412xf32>)
+                  outs(%dx : memref<512x412xf32>)
+    ```
+
+    After (loops n, o, i):
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>,
+                                     affine_map<(d0, d1, d2) -> (d1, d2)>,
+                                     affine_map<(d0, d1, d2) -> (d0, d2)>],
+                    iterator_types = ["parallel", "reduction", "parallel"]} ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect"];
+}
+
+#endif // SWITCHYARD_LIB_CODEGEN_CPU_PASSES_TD

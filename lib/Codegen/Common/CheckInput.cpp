@@ -1,0 +1,56 @@
+//===- CheckInput.cpp - refuse what upstream rewrites assume away ---------===//
+//
+// Implements `switchyard-check-input`: the first pass of every Switchyard
+// pipeline, which reports input that verifies upstream but that upstream
+// patterns are not written for (and crash on), with an error naming it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Codegen/Common/Passes.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
+
+namespace mlir::switchyard {
+#define GEN_PASS_DEF_SWITCHYARDCHECKINPUTPASS
+#include "lib/Codegen/Common/Passes.h.inc"
+} // namespace mlir::switchyard
+
+using namespace mlir;
+
+namespace {
+/// Checks a dim op's constant index against its operand's rank.
+LogicalResult checkDimIndex(Operation *op, Value source, Value index) {
+  APInt constant;
+  auto shaped = dyn_cast<ShapedType>(source.getType());
+  if (!shaped || !shaped.hasRank() ||
+      !matchPattern(index, m_ConstantInt(&constant)))
+    return success();
+  int64_t value = constant.getSExtValue();
+  if (value >= 0 && value < shaped.getRank())
+    return success();
+  return op->emitOpError() << "index " << value
+                           << " is outside the dimensions of its "
+                           << source.getType() << " operand (0 to "
+                           << shaped.getRank() - 1 << ")";
+}
+
+struct SwitchyardCheckInputPass
+    : public switchyard::impl::SwitchyardCheckInputPassBase<
+          SwitchyardCheckInputPass> {
+  void runOnOperation() override {
+    WalkResult walk = getOperation().walk([](Operation *op) {
+      LogicalResult ok = success();
+      if (auto dim = dyn_cast<tensor::DimOp>(op))
+        ok = checkDimIndex(op, dim.getSource(), dim.getIndex());
+      else if (auto dim = dyn_cast<memref::DimOp>(op))
+        ok = checkDimIndex(op, dim.getSource(), dim.getIndex());
+      return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      signalPassFailure();
+  }
+};
+} // namespace

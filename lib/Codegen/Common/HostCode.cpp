@@ -1,0 +1,50 @@
+//===- HostCode.cpp - what host code of the GPU target may do -------------===//
+//
+// The memory-access test and the viewed buffer of HostCode.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Codegen/Common/HostCode.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+using namespace mlir;
+
+bool switchyard::accessesBuffer(Operation *op, bool writesOnly,
+                                function_ref<bool(Value)> accepts) {
+  bool takesBuffer =
+      llvm::any_of(op->getOperandTypes(), llvm::IsaPred<MemRefType>);
+  if (auto iface = dyn_cast<MemoryEffectOpInterface>(op)) {
+    SmallVector<MemoryEffects::EffectInstance> effects;
+    iface.getEffects(effects);
+    return llvm::any_of(effects, [&](const MemoryEffects::EffectInstance &e) {
+      bool counted =
+          writesOnly
+              ? isa<MemoryEffects::Write>(e.getEffect())
+              : isa<MemoryEffects::Read, MemoryEffects::Write>(e.getEffect());
+      if (!counted)
+        return false;
+      Value value = e.getValue();
+      return value ? accepts(value) : takesBuffer;
+    });
+  }
+  // Region holders with recursive effects are decided by their nested ops.
+  if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+    return false;
+  // Unknown effects: conservatively, any op that takes a buffer.
+  return takesBuffer;
+}
+
+bool switchyard::readsOrWritesMemory(Operation *op) {
+  return accessesBuffer(op, /*writesOnly=*/false,
+                        [](Value v) { return isa<MemRefType>(v.getType()); });
+}
+
+Value switchyard::viewedBuffer(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}

@@ -1,0 +1,43 @@
+//===- HostCode.h - what host code of the GPU target may do -----*- C++ -*-===//
+//
+// The GPU target's host code never dereferences a buffer: buffers live in
+// device memory (GpuPipeline.cpp, "Device memory design"). One test of
+// whether an op reads or writes memory, shared by the pass that moves such
+// ops into kernels (switchyard-gpu-launch-host-compute) and the GPU
+// emulation's check that none is left (switchyard-gpu-launch-to-host-loops);
+// and the buffer a view reads, for the passes that reason about which
+// accesses may touch the same buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_CODEGEN_COMMON_HOSTCODE_H
+#define SWITCHYARD_LIB_CODEGEN_COMMON_HOSTCODE_H
+
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace mlir {
+class Operation;
+} // namespace mlir
+
+namespace mlir::switchyard {
+
+/// Whether `op` itself (its nested ops aside) may read or write (with
+/// `writesOnly`, write) a buffer that `accepts`: an effect on an accepted
+/// value, or on no value (a resource as a whole) by an op that takes a
+/// buffer. Ops without the memory-effect interface count when they take a
+/// buffer. So cf.assert, which writes its message, touches no buffer.
+bool accessesBuffer(Operation *op, bool writesOnly,
+                    llvm::function_ref<bool(Value)> accepts);
+
+/// Whether `op` itself (its nested ops aside) reads or writes any buffer
+/// (accessesBuffer of every memref value).
+bool readsOrWritesMemory(Operation *op);
+
+/// The buffer that `v` views: through view-like ops (subview,
+/// collapse/expand_shape, cast, ...) to an allocation or a block argument.
+Value viewedBuffer(Value v);
+
+} // namespace mlir::switchyard
+
+#endif // SWITCHYARD_LIB_CODEGEN_COMMON_HOSTCODE_H

@@ -1,0 +1,171 @@
+//===- Passes.td - Switchyard common code generation passes -*- tablegen -*-===//
+//
+// The passes shared by the CPU and GPU targets: the input checks, the lowering
+// of linalg to loops, the rounding of contraction factors and the grouped
+// expert kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_CODEGEN_COMMON_PASSES_TD
+#define SWITCHYARD_LIB_CODEGEN_COMMON_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SwitchyardCheckInputPass
+    : Pass<"switchyard-check-input", "::mlir::ModuleOp"> {
+  let summary = "Refuse input that the pipelines' upstream patterns assume "
+                "away";
+  let description = [{
+    The first pass of every Switchyard pipeline: finds what the upstream
+    verifiers accept but upstream rewrites take for impossible, and reports
+    each with an error instead of letting a later canonicalization crash:
+
+    - `tensor.dim` and `memref.dim` with a constant index outside
+      `[0, rank)` (upstream folds the dimension of a value it knows by
+      indexing its shape with it).
+
+    ```mlir
+    %c = arith.constant -2 : index
+    // error: 'tensor.dim' op index -2 is outside the dimensions of its
+    // tensor<?x4xf32> operand (0 to 1)
+    %d = tensor.dim %t, %c : tensor<?x4xf32>
+    ```
+
+    Valid input passes through unchanged.
+  }];
+}
+
+def SwitchyardLinalgToLoopsPass
+    : Pass<"switchyard-linalg-to-loops", "::mlir::func::FuncOp"> {
+  let summary = "Linalg ops on buffers to loops, as upstream's passes, faster";
+  let description = [{
+    Every linalg op with buffer semantics becomes a loop nest with a scalar
+    body, as upstream's `convert-linalg-to-loops` (`scf.for`) and, with
+    `parallel`, `convert-linalg-to-parallel-loops` (`scf.parallel` for the
+    parallel dimensions) make it: the same rewrite
+    (`linalg::linalgOpTo{Parallel}Loops`), then the same clean-up of the
+    whole function (`memref.dim` and `affine.apply` canonicalization,
+    trivial `affine.apply` folded, every op folded, constants deduplicated
+    and hoisted, dead ops erased), which the pipelines after it rely on.
+
+    The difference is the cost. Upstream's passes lower the ops as patterns
+    of the greedy driver, and the driver simplifies every region of the
+    function after each of its iterations; for the host function of a
+    training step (the ops of thousands of kernels) that took 23 s of a
+    116 s GPU compile of the 47M SwitchHead model on two cores. This pass
+    lowers each op once, up front, and runs the clean-up without region
+    simplification: 11 s there. The result is upstream's op for op (the
+    tiny model's GPU pipeline: 60,287 lines, byte for byte), except that
+    constants the folding hoists to the top of a function may come in
+    another order.
+  }];
+  let options = [
+    Option<"parallel", "parallel", "bool", /*default=*/"false",
+           "scf.parallel for the parallel dimensions (else scf.for)">,
+  ];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"
+  ];
+}
+
+def SwitchyardRoundContractionOperandsPass
+    : Pass<"switchyard-round-contraction-operands", "::mlir::func::FuncOp"> {
+  let summary = "Round the factors of matmul-like linalg ops to bf16 or f16";
+  let description = [{
+    Runs on bufferized functions of any target. It finds the matmul-like
+    linalg ops that `switchyard-gpu-tensor-core-matmul` handles (two inputs,
+    one f32 output, a body that is exactly `out + x * y` in f32 with `x`
+    and `y` the inputs, possibly through `arith.extf` / `arith.truncf`, at
+    least one contraction dimension) and rounds both factors to
+    `element-type` and back to f32 (`arith.truncf` then `arith.extf` before
+    the multiplication). Accumulation stays f32.
+
+    This is the same code as the tensor-core pass's SIMT fallback, run on
+    the same ops (both run right after bufferization): on the CPU target
+    (`switchyard-cpu-pipeline{round-contraction-operands=bf16}`, the
+    runtime's `CompileOptions::roundContractionOperands`) it computes what
+    the GPU's bf16/f16 tensor cores compute, up to the order of the f32
+    accumulation, so the GPU's 16-bit matmuls can be checked against it.
+    Matmuls inside the fused row kernels (`scf.forall`) are not linalg ops
+    and stay f32 on both targets. With `element-type=f32` the pass does
+    nothing.
+
+    Before:
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x3xf32>)
+                  outs(%c : memref<4x3xf32>)
+    ```
+
+    After (`element-type=bf16`, the op generalised by the builder it was
+    matched with; abridged):
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x3xf32>)
+                  outs(%c : memref<4x3xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %xr = arith.truncf %x : f32 to bf16
+      %xe = arith.extf %xr : bf16 to f32
+      %yr = arith.truncf %y : f32 to bf16
+      %ye = arith.extf %yr : bf16 to f32
+      %p = arith.mulf %xe, %ye : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+    }
+    ```
+  }];
+  let options = [
+    Option<"elementType", "element-type", "std::string", /*default=*/"\"f32\"",
+           "Round the factors to this type: f32 (no rounding), bf16 or f16">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+def SwitchyardLowerGroupedKernelsPass
+    : Pass<"switchyard-lower-grouped-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Lower the grouped expert kernels on buffers to loops";
+  let description = [{
+    Runs on bufferized functions of any target, after
+    `switchyard-gpu-tensor-core-matmul` (which builds tensor-core kernels
+    for the grouped ops it can). Every remaining `moe.grouped_matmul` becomes
+    an `scf.parallel` over its output `(p, c)` in which the rows of a tile
+    whose expert is valid accumulate `Σ_a rows[p, a] · weight[e, a, c]`
+    sequentially into `init`; every `moe.grouped_weight_grad` an
+    `scf.parallel` over `(e, a, c)` summing its expert's segment of rows. On
+    the GPU target each iteration becomes one thread (the SIMT route); on
+    the CPU, loops.
+
+    The factors are rounded to `element-type` and back to f32 (as
+    `switchyard-round-contraction-operands` rounds the factors of matmuls),
+    so that the CPU reference, the SIMT route of sm_75 and the tensor cores
+    multiply the same values. Accumulation is f32.
+
+    ```mlir
+    moe.grouped_weight_grad ins(%x, %dy, %seg : memref<?x4xf32>, memref<?x3xf32>, memref<3xindex>) outs(%dw : memref<2x4x3xf32>)
+    ```
+
+    becomes (abridged)
+
+    ```mlir
+    scf.parallel (%e, %a, %c) = (%c0, %c0, %c0) to (%c2, %c4, %c3) step (%c1, %c1, %c1) {
+      %lo = memref.load %seg[%e] : memref<3xindex>
+      %hi = memref.load %seg[%e + 1] : memref<3xindex>
+      %init = memref.load %dw[%e, %a, %c] : memref<2x4x3xf32>
+      %sum = scf.for %p = %lo to %hi step %c1 iter_args(%acc = %init) -> (f32) {
+        ... %acc + %x[%p, %a] * %dy[%p, %c]
+      }
+      memref.store %sum, %dw[%e, %a, %c] : memref<2x4x3xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"elementType", "element-type", "std::string", /*default=*/"\"f32\"",
+           "Round the factors to this type: f32 (no rounding), bf16 or f16">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+#endif // SWITCHYARD_LIB_CODEGEN_COMMON_PASSES_TD

@@ -1,0 +1,458 @@
+//===- GpuKernelReport.cpp - launch geometry and per-thread work ----------===//
+//
+// Implements `switchyard-gpu-kernel-report`: a static table of the kernels
+// that a module launches, for finding the slow ones without a GPU. For each
+// gpu.launch: how often the host code launches it, its grid and block, and
+// the work of one thread (operations and memory accesses, loops counted by
+// their trip counts). Sizes are evaluated from the IR (constants, arith and
+// affine index arithmetic, memref.dim of allocations), every dynamic size of
+// a function argument taken as `dynamic-size`. The ranking estimate is
+// launches x waves x work per thread: a kernel whose threads run long loops
+// in few waves (a reduction with no parallel dimension, one thread for the
+// whole GPU) stands out, whatever the chip. It models neither memory
+// bandwidth nor latency nor tensor-core throughput: it points at kernels
+// to look at, and measurements (SWITCHYARD_KERNEL_PROFILE) decide.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Codegen/GPU/Passes.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/FileUtilities.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace mlir::switchyard {
+#define GEN_PASS_DEF_SWITCHYARDGPUKERNELREPORTPASS
+#include "lib/Codegen/GPU/Passes.h.inc"
+} // namespace mlir::switchyard
+
+using namespace mlir;
+
+namespace {
+/// Evaluates index and integer values of host and kernel code where their
+/// operands are known, every dynamic size of a function argument being
+/// `dynamicSize`. Results are memoised; thread and block ids, loaded values
+/// and loop induction variables are unknown.
+class SizeEvaluator {
+public:
+  explicit SizeEvaluator(int64_t dynamicSize) : dynamicSize(dynamicSize) {}
+
+  std::optional<int64_t> operator()(Value value) {
+    auto it = known.find(value);
+    if (it != known.end())
+      return it->second;
+    std::optional<int64_t> result = evaluate(value);
+    known[value] = result;
+    return result;
+  }
+
+  /// The trip count of `loop`, if its bounds are known.
+  std::optional<int64_t> tripCount(scf::ForOp loop) {
+    std::optional<int64_t> lb = (*this)(loop.getLowerBound());
+    std::optional<int64_t> ub = (*this)(loop.getUpperBound());
+    std::optional<int64_t> step = (*this)(loop.getStep());
+    if (!lb || !ub || !step || *step <= 0)
+      return std::nullopt;
+    return *ub <= *lb ? 0 : llvm::divideCeil(*ub - *lb, *step);
+  }
+
+private:
+  std::optional<int64_t> evaluate(Value value) {
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      return std::nullopt;
+    IntegerAttr attr;
+    if (matchPattern(value, m_Constant(&attr)))
+      return attr.getValue().getSExtValue();
+    if (auto dim = dyn_cast<memref::DimOp>(def))
+      return dimSize(dim);
+    if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
+            arith::ExtUIOp, arith::TruncIOp>(def))
+      return (*this)(def->getOperand(0));
+    if (auto apply = dyn_cast<affine::AffineApplyOp>(def))
+      return applyMap(apply.getAffineMap(), apply.getMapOperands(),
+                      /*pick=*/0);
+    if (auto min = dyn_cast<affine::AffineMinOp>(def))
+      return applyMap(min.getAffineMap(), min.getMapOperands(), /*pick=*/-1);
+    if (auto max = dyn_cast<affine::AffineMaxOp>(def))
+      return applyMap(max.getAffineMap(), max.getMapOperands(), /*pick=*/1);
+    if (def->getNumOperands() != 2)
+      return std::nullopt;
+    std::optional<int64_t> a = (*this)(def->getOperand(0));
+    std::optional<int64_t> b = (*this)(def->getOperand(1));
+    if (!a || !b)
+      return std::nullopt;
+    return llvm::TypeSwitch<Operation *, std::optional<int64_t>>(def)
+        .Case([&](arith::AddIOp) { return *a + *b; })
+        .Case([&](arith::SubIOp) { return *a - *b; })
+        .Case([&](arith::MulIOp) { return *a * *b; })
+        .Case<arith::DivSIOp, arith::DivUIOp>(
+            [&](auto) -> std::optional<int64_t> {
+              if (*b == 0)
+                return std::nullopt;
+              return *a / *b;
+            })
+        .Case<arith::CeilDivSIOp, arith::CeilDivUIOp>(
+            [&](auto) -> std::optional<int64_t> {
+              if (*b <= 0)
+                return std::nullopt;
+              return llvm::divideCeilSigned(*a, *b);
+            })
+        .Case<arith::RemSIOp, arith::RemUIOp>(
+            [&](auto) -> std::optional<int64_t> {
+              if (*b == 0)
+                return std::nullopt;
+              return *a % *b;
+            })
+        .Case<arith::MinSIOp, arith::MinUIOp>(
+            [&](auto) { return std::min(*a, *b); })
+        .Case<arith::MaxSIOp, arith::MaxUIOp>(
+            [&](auto) { return std::max(*a, *b); })
+        .Default([](Operation *) { return std::nullopt; });
+  }
+
+  /// The size of a memref.dim.
+  std::optional<int64_t> dimSize(memref::DimOp dim) {
+    std::optional<int64_t> index = (*this)(dim.getIndex());
+    if (!index)
+      return std::nullopt;
+    return memrefSize(dim.getSource(), *index);
+  }
+
+  /// Dimension `index` of `memref`: static, an allocation's dynamic size
+  /// operand, a view's sizes traced to its source, or `dynamicSize` for a
+  /// function argument's dynamic dimension.
+  std::optional<int64_t> memrefSize(Value memref, int64_t index) {
+    auto type = dyn_cast<MemRefType>(memref.getType());
+    if (!type || index < 0 || index >= type.getRank())
+      return std::nullopt;
+    if (!type.isDynamicDim(index))
+      return type.getDimSize(index);
+    Operation *def = memref.getDefiningOp();
+    if (!def)
+      return dynamicSize; // a function argument
+    unsigned operand = type.getDynamicDimIndex(index);
+    if (auto alloc = dyn_cast<gpu::AllocOp>(def))
+      return (*this)(alloc.getDynamicSizes()[operand]);
+    if (isa<memref::AllocOp, memref::AllocaOp>(def))
+      return (*this)(def->getOperand(operand));
+    if (auto collapse = dyn_cast<memref::CollapseShapeOp>(def)) {
+      int64_t size = 1;
+      for (int64_t source : collapse.getReassociationIndices()[index]) {
+        std::optional<int64_t> part =
+            memrefSize(collapse.getViewSource(), source);
+        if (!part)
+          return std::nullopt;
+        size *= *part;
+      }
+      return size;
+    }
+    if (auto expand = dyn_cast<memref::ExpandShapeOp>(def))
+      return (*this)(expand.getOutputShape()[operand]);
+    if (auto subview = dyn_cast<memref::SubViewOp>(def)) {
+      // Rank-reducing subviews drop unit sizes; only the same-rank case.
+      if (subview.getSourceType().getRank() != type.getRank())
+        return std::nullopt;
+      return foldedSize(subview.getMixedSizes()[index]);
+    }
+    if (auto reinterpret = dyn_cast<memref::ReinterpretCastOp>(def))
+      return foldedSize(reinterpret.getMixedSizes()[index]);
+    if (auto castOp = dyn_cast<memref::CastOp>(def))
+      return memrefSize(castOp.getSource(), index);
+    return std::nullopt;
+  }
+
+  /// A view's size: an attribute or a value.
+  std::optional<int64_t> foldedSize(OpFoldResult size) {
+    if (auto attr = dyn_cast<Attribute>(size))
+      return cast<IntegerAttr>(attr).getInt();
+    return (*this)(cast<Value>(size));
+  }
+
+  /// One result of `map` (pick 0: the only one; -1: the least; 1: the
+  /// greatest) on known operands.
+  std::optional<int64_t> applyMap(AffineMap map, ValueRange operands,
+                                  int pick) {
+    SmallVector<int64_t> values;
+    for (Value operand : operands) {
+      std::optional<int64_t> v = (*this)(operand);
+      if (!v)
+        return std::nullopt;
+      values.push_back(*v);
+    }
+    if (map.getNumResults() == 0 || (pick == 0 && map.getNumResults() != 1))
+      return std::nullopt;
+    Builder builder(map.getContext());
+    SmallVector<Attribute> constants;
+    for (int64_t v : values)
+      constants.push_back(builder.getIndexAttr(v));
+    SmallVector<Attribute> folded;
+    if (failed(map.constantFold(constants, folded)))
+      return std::nullopt;
+    SmallVector<int64_t> results;
+    for (Attribute attr : folded)
+      results.push_back(cast<IntegerAttr>(attr).getInt());
+    if (pick < 0)
+      return *llvm::min_element(results);
+    return *llvm::max_element(results);
+  }
+
+  int64_t dynamicSize;
+  DenseMap<Value, std::optional<int64_t>> known;
+};
+
+/// The work of one thread: operations and memory accesses, each weighted by
+/// the trip counts of the loops around it.
+struct Work {
+  double operations = 0;
+  double memoryAccesses = 0;
+  /// Whether some loop's trip count was unknown (counted once).
+  bool unknownTrips = false;
+
+  double total() const { return operations + memoryAccesses; }
+  Work &operator+=(const Work &other) {
+    operations += other.operations;
+    memoryAccesses += other.memoryAccesses;
+    unknownTrips |= other.unknownTrips;
+    return *this;
+  }
+  Work scaled(double factor) const {
+    return {operations * factor, memoryAccesses * factor, unknownTrips};
+  }
+};
+
+bool isMemoryAccess(Operation *op) {
+  return isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
+             vector::StoreOp, vector::TransferReadOp, vector::TransferWriteOp,
+             vector::MaskedLoadOp, vector::MaskedStoreOp, vector::GatherOp,
+             vector::ScatterOp, memref::AtomicRMWOp,
+             memref::GenericAtomicRMWOp>(op) ||
+         op->getName().getStringRef().starts_with("nvgpu.");
+}
+
+Work regionWork(Region &region, SizeEvaluator &sizes);
+
+Work opWork(Operation *op, SizeEvaluator &sizes) {
+  if (auto loop = dyn_cast<scf::ForOp>(op)) {
+    Work body = regionWork(loop.getRegion(), sizes);
+    std::optional<int64_t> trips = sizes.tripCount(loop);
+    if (!trips)
+      body.unknownTrips = true;
+    return body.scaled(trips ? static_cast<double>(*trips) : 1.0);
+  }
+  if (auto branch = dyn_cast<scf::IfOp>(op)) {
+    // The longer branch: guards around the whole body are the common case.
+    Work then = regionWork(branch.getThenRegion(), sizes);
+    Work other = regionWork(branch.getElseRegion(), sizes);
+    Work longer = then.total() >= other.total() ? then : other;
+    longer.unknownTrips = then.unknownTrips || other.unknownTrips;
+    longer.operations += 1;
+    return longer;
+  }
+  Work work;
+  if (op->getNumRegions()) {
+    // scf.while and the like: once around.
+    for (Region &region : op->getRegions())
+      work += regionWork(region, sizes);
+    if (isa<scf::WhileOp>(op))
+      work.unknownTrips = true;
+  }
+  if (op->hasTrait<OpTrait::ConstantLike>() ||
+      op->hasTrait<OpTrait::IsTerminator>())
+    return work;
+  if (isMemoryAccess(op))
+    work.memoryAccesses += 1;
+  else
+    work.operations += 1;
+  return work;
+}
+
+Work regionWork(Region &region, SizeEvaluator &sizes) {
+  Work work;
+  for (Block &block : region)
+    for (Operation &op : block)
+      work += opWork(&op, sizes);
+  return work;
+}
+
+/// One row of the report.
+struct KernelRow {
+  std::string name;
+  /// Position in launch order.
+  size_t order = 0;
+  std::optional<int64_t> launches;
+  std::array<std::optional<int64_t>, 3> grid, block;
+  Work work;
+  int64_t sharedBytes = 0;
+  double estimate = 0;
+  bool estimateKnown = false;
+};
+
+std::optional<int64_t> product(ArrayRef<std::optional<int64_t>> values) {
+  int64_t result = 1;
+  for (const std::optional<int64_t> &v : values) {
+    if (!v)
+      return std::nullopt;
+    result *= *v;
+  }
+  return result;
+}
+
+std::string geometry(ArrayRef<std::optional<int64_t>> dims) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(
+      dims, os,
+      [&](const std::optional<int64_t> &d) {
+        if (d)
+          os << *d;
+        else
+          os << '?';
+      },
+      "x");
+  return text;
+}
+
+std::string compact(double value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (value < 1e5)
+    os << llvm::format("%.0f", value);
+  else
+    os << llvm::format("%.2e", value);
+  return text;
+}
+
+struct SwitchyardGpuKernelReportPass
+    : public switchyard::impl::SwitchyardGpuKernelReportPassBase<
+          SwitchyardGpuKernelReportPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (dynamicSize < 1 || smCount < 1 || threadsPerSm < 1) {
+      emitError(getOperation().getLoc())
+          << "switchyard-gpu-kernel-report: dynamic-size, sm-count and "
+             "threads-per-sm must be positive";
+      return signalPassFailure();
+    }
+    std::vector<KernelRow> rows;
+    getOperation().walk([&](func::FuncOp func) {
+      SizeEvaluator sizes(dynamicSize);
+      func.walk([&](gpu::LaunchOp launch) {
+        rows.push_back(describe(launch, sizes, rows.size()));
+      });
+    });
+    std::string error;
+    std::unique_ptr<llvm::ToolOutputFile> file =
+        openOutputFile(output, &error);
+    if (!file) {
+      emitError(getOperation().getLoc())
+          << "switchyard-gpu-kernel-report: " << error;
+      return signalPassFailure();
+    }
+    print(rows, file->os());
+    file->keep();
+    markAllAnalysesPreserved();
+  }
+
+  KernelRow describe(gpu::LaunchOp launch, SizeEvaluator &sizes,
+                     size_t index) {
+    KernelRow row;
+    row.order = index;
+    row.name = launch.getFunctionAttr()
+                   ? launch.getFunctionAttr().getValue().str()
+                   : ("launch #" + Twine(index)).str();
+    gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+    gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+    row.grid = {sizes(grid.x), sizes(grid.y), sizes(grid.z)};
+    row.block = {sizes(block.x), sizes(block.y), sizes(block.z)};
+    if (Value shared = launch.getDynamicSharedMemorySize())
+      row.sharedBytes = sizes(shared).value_or(0);
+    // Host loops around the launch multiply it.
+    int64_t launches = 1;
+    bool launchesKnown = true;
+    for (Operation *parent = launch->getParentOp();
+         parent && !isa<func::FuncOp>(parent);
+         parent = parent->getParentOp()) {
+      if (auto loop = dyn_cast<scf::ForOp>(parent)) {
+        if (std::optional<int64_t> trips = sizes.tripCount(loop))
+          launches *= *trips;
+        else
+          launchesKnown = false;
+      }
+    }
+    if (launchesKnown)
+      row.launches = launches;
+    row.work = regionWork(launch.getBody(), sizes);
+    std::optional<int64_t> blocks = product(row.grid);
+    std::optional<int64_t> threads = product(row.block);
+    if (blocks && threads) {
+      // Waves: how many times the GPU's resident threads are filled.
+      int64_t resident = smCount * threadsPerSm;
+      double waves = static_cast<double>(
+          llvm::divideCeil(*blocks * *threads, resident));
+      row.estimate = waves * row.work.total() * row.launches.value_or(1);
+      row.estimateKnown = true;
+    }
+    return row;
+  }
+
+  void print(std::vector<KernelRow> &rows, raw_ostream &os) {
+    double total = 0;
+    for (const KernelRow &row : rows)
+      total += row.estimate;
+    // Largest estimate first, launch order among equals.
+    llvm::sort(rows, [](const KernelRow &a, const KernelRow &b) {
+      return std::tie(b.estimate, a.order) < std::tie(a.estimate, b.order);
+    });
+    os << "kernel report: " << rows.size() << " launches in the IR; "
+       << "dynamic sizes " << dynamicSize << ", " << smCount << " SMs x "
+       << threadsPerSm << " threads\n"
+       << "estimate = launches x waves x work per thread (operations + "
+          "memory accesses, loops by trip count); static, not a time\n";
+    os << llvm::format("%7s %6s %9s  %-15s %-11s %8s %10s %10s  %s\n",
+                       "share", "launch", "threads", "grid", "block",
+                       "shared", "ops/thr", "mem/thr", "kernel");
+    size_t shown = 0;
+    for (const KernelRow &row : rows) {
+      if (top > 0 && shown++ >= static_cast<size_t>(top))
+        break;
+      std::optional<int64_t> threads = product(row.block);
+      std::optional<int64_t> blocks = product(row.grid);
+      std::string share =
+          row.estimateKnown && total > 0
+              ? (llvm::formatv("{0:F1}%", 100.0 * row.estimate / total))
+                    .str()
+              : std::string("?");
+      std::string launches =
+          row.launches ? std::to_string(*row.launches) : std::string("?");
+      std::string allThreads = blocks && threads
+                                   ? compact(static_cast<double>(*blocks *
+                                                                 *threads))
+                                   : std::string("?");
+      std::string trips = row.work.unknownTrips ? "+" : "";
+      os << llvm::format("%7s %6s %9s  %-15s %-11s %8lld %10s %10s  %s\n",
+                         share.c_str(), launches.c_str(), allThreads.c_str(),
+                         geometry(row.grid).c_str(),
+                         geometry(row.block).c_str(),
+                         static_cast<long long>(row.sharedBytes),
+                         (compact(row.work.operations) + trips).c_str(),
+                         (compact(row.work.memoryAccesses) + trips).c_str(),
+                         row.name.c_str());
+    }
+    if (top > 0 && rows.size() > static_cast<size_t>(top))
+      os << "(" << rows.size() - top << " more launches)\n";
+    os << "?: unknown; +: a loop of unknown trip count counted once\n";
+  }
+};
+} // namespace

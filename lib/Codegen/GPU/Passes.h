@@ -1,0 +1,24 @@
+//===- Passes.h - Switchyard GPU codegen passes -----------------*- C++ -*-===//
+//
+// Declarations and registration of the GPU target's passes that upstream
+// MLIR does not provide.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_CODEGEN_GPU_PASSES_H
+#define SWITCHYARD_LIB_CODEGEN_GPU_PASSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::switchyard {
+
+#define GEN_PASS_DECL
+#include "lib/Codegen/GPU/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "lib/Codegen/GPU/Passes.h.inc"
+
+} // namespace mlir::switchyard
+
+#endif // SWITCHYARD_LIB_CODEGEN_GPU_PASSES_H

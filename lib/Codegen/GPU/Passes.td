@@ -1,0 +1,655 @@
+//===- Passes.td - Switchyard GPU code generation passes ---*- tablegen -*-===//
+//
+// The passes of the GPU target that upstream MLIR does not provide: device
+// memory placement, the mapping of parallel loops to blocks and threads, the
+// move of the host's leftover work into kernels, kernel naming and sharing,
+// the kernel report, and the tensor-core kernels (TensorCore/).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_CODEGEN_GPU_PASSES_TD
+#define SWITCHYARD_LIB_CODEGEN_GPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SwitchyardGpuDeviceMemoryPass
+    : Pass<"switchyard-gpu-device-memory", "::mlir::func::FuncOp"> {
+  let summary = "Place the host function's buffers in device memory";
+  let description = [{
+    Runs on bufferized host functions, before any kernel exists. Every
+    buffer that host code allocates becomes device memory, and copies become
+    `linalg.copy` so that they turn into kernels with the rest of linalg:
+
+    - `memref.alloc` becomes `gpu.alloc`, `memref.dealloc` becomes
+      `gpu.dealloc`;
+    - `memref.copy` becomes `linalg.copy` (it may copy strided views, so a
+      plain `gpu.memcpy` would not do).
+
+    Buffers that live inside a linalg body, a `scf.parallel` or a
+    `gpu.launch` are left alone. Host-side `memref.alloca`,
+    `memref.get_global` and `memref.realloc` have no device equivalent here
+    and are reported as errors.
+
+    Before:
+
+    ```mlir
+    %a = memref.alloc(%n) {alignment = 64 : i64} : memref<?x128xf32>
+    memref.copy %b, %a : memref<?x128xf32> to memref<?x128xf32>
+    memref.dealloc %a : memref<?x128xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %a = gpu.alloc (%n) : memref<?x128xf32>
+    linalg.copy ins(%b : memref<?x128xf32>) outs(%a : memref<?x128xf32>)
+    gpu.dealloc %a : memref<?x128xf32>
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::linalg::LinalgDialect"
+  ];
+}
+
+def SwitchyardGpuSplitReductionsPass
+    : Pass<"switchyard-gpu-split-reductions", "::mlir::func::FuncOp"> {
+  let summary = "Reductions with too few threads in two parallel steps";
+  let description = [{
+    The GPU pipeline gives a linalg op one thread per point of its parallel
+    dimensions, each thread running the reductions in order. A reduction
+    into a scalar (a loss, the squared norm of the gradients that clipping
+    needs) has no parallel dimension at all: it ran as host code in a
+    single-thread kernel (`switchyard-gpu-launch-host-compute`), 0.3-0.4 s
+    per kernel on the 47M models' parameters on an H200, most of a training
+    step. A reduction into a vector over many rows (a bias or norm gradient:
+    412 threads, each summing 4096 rows) keeps most of the GPU idle.
+
+    This pass (on buffers in device memory, before kernels form) splits such
+    an op in two. Its trailing reduction dimensions, the fewest with which
+    the parallel extent reaches `min-threads` (a dynamic extent counts as
+    reaching it), keeping at least one reduction, become parallel dimensions
+    of a buffer of partial results (`gpu.alloc`, filled with the combiner's
+    neutral element): each thread combines along the remaining leading
+    reductions, consecutive threads reading consecutive elements. A second
+    op combines the partial results into the op's output, and is split in
+    turn if it qualifies.
+
+    Split: linalg.generic ops on buffers with one output indexed by parallel
+    dimensions only, at least two reduction dimensions, a parallel extent
+    below `min-threads`, and a body that combines the output's value with
+    one other value through one op with a neutral element (`arith.addf`,
+    `arith.maximumf`, `arith.addi`, ...). Ops statically smaller than
+    `min-elements` are left alone. The combination order changes:
+    floating-point sums are reassociated.
+
+    Before (a gradient's squared norm):
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>,
+                                     affine_map<(d0, d1) -> ()>],
+                    iterator_types = ["reduction", "reduction"]}
+        ins(%g : memref<412x1236xf32>) outs(%norm : memref<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %sq = arith.mulf %in, %in : f32
+      %s = arith.addf %out, %sq : f32
+      linalg.yield %s : f32
+    }
+    ```
+
+    After:
+
+    ```mlir
+    %partial = gpu.alloc () : memref<1236xf32>
+    linalg.fill ins(%zero : f32) outs(%partial : memref<1236xf32>)
+    linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>,
+                                     affine_map<(d0, d1) -> (d1)>],
+                    iterator_types = ["reduction", "parallel"]}
+        ins(%g : memref<412x1236xf32>) outs(%partial : memref<1236xf32>) {
+      ... the same body ...
+    }
+    linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>,
+                                     affine_map<(d0) -> ()>],
+                    iterator_types = ["reduction"]}
+        ins(%partial : memref<1236xf32>) outs(%norm : memref<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %s = arith.addf %out, %in : f32
+      linalg.yield %s : f32
+    }
+    gpu.dealloc %partial : memref<1236xf32>
+    ```
+
+    A bias gradient `[?, 256, 412] -> [412]` becomes partial sums
+    `[256, 412]` over the batch, then 412 sums of 256.
+  }];
+  let options = [
+    Option<"minThreads", "min-threads", "int64_t", /*default=*/"1024",
+           "Parallel extent to reach by making reductions parallel">,
+    Option<"minElements", "min-elements", "int64_t", /*default=*/"8192",
+           "Leave reductions over fewer elements (statically) alone">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect"
+  ];
+}
+
+def SwitchyardGpuParallelDimsFirstPass
+    : Pass<"switchyard-gpu-parallel-dims-first", "::mlir::func::FuncOp"> {
+  let summary = "Interchange linalg loops so that parallel dimensions come first";
+  let description = [{
+    `switchyard-linalg-to-loops{parallel=1}` (as upstream's
+    `convert-linalg-to-parallel-loops`) nests the loops in the order of the
+    iteration dimensions: a reduction dimension before a parallel one (the
+    batch and time sums of a norm's weight gradient,
+    `["reduction", "reduction", "parallel"]`) would leave a host `scf.for`
+    around a kernel, launched once per reduction step. This pass moves the
+    parallel dimensions of every linalg op to the front, keeping the relative
+    order of the parallel and of the reduction dimensions, so each op becomes
+    one kernel whose threads run the reductions in the original order. Named
+    ops that need it are generalized first.
+
+    Before:
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>,
+                                     affine_map<(d0, d1, d2) -> (d2)>],
+                    iterator_types = ["reduction", "reduction", "parallel"]} ...
+    ```
+
+    After:
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d1, d2, d0)>,
+                                     affine_map<(d0, d1, d2) -> (d0)>],
+                    iterator_types = ["parallel", "reduction", "reduction"]} ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def SwitchyardGpuMapParallelLoopsPass
+    : Pass<"switchyard-gpu-map-parallel-loops", "::mlir::func::FuncOp"> {
+  let summary = "Map each outermost scf.parallel to a 1-D grid of blocks";
+  let description = [{
+    The SIMT fallback's mapping. Each outermost `scf.parallel` (one per
+    linalg op after `switchyard-linalg-to-loops{parallel=1}`) is collapsed into a
+    single dimension, tiled by `block-size` with an in-bounds check instead
+    of `affine.min` bounds, and annotated for `convert-parallel-loops-to-gpu`:
+    the tile loop to `block_x`, the loop within a tile to `thread_x`. Nested
+    parallel loops stay sequential in each thread. Every element of the
+    iteration space thus gets one thread, whatever the rank, and the grid
+    never exceeds its x limit for any realistic size.
+
+    Before:
+
+    ```mlir
+    scf.parallel (%i, %j) = (%c0, %c0) to (%n, %c6) step (%c1, %c1) {...}
+    ```
+
+    After (abridged):
+
+    ```mlir
+    scf.parallel (%b) = (%c0) to (%n6) step (%c256) {
+      scf.parallel (%t) = (%c0) to (%c256) step (%c1) {
+        scf.if %in_bounds {...}
+      } {mapping = [#gpu.loop_dim_map<processor = thread_x, ...>]}
+    } {mapping = [#gpu.loop_dim_map<processor = block_x, ...>]}
+    ```
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block (1 to 1024)">
+  ];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect"
+  ];
+}
+
+def SwitchyardGpuLaunchHostComputePass
+    : Pass<"switchyard-gpu-launch-host-compute", "::mlir::func::FuncOp"> {
+  let summary = "Move the host's remaining memory accesses into 1-thread kernels";
+  let description = [{
+    Runs after `convert-parallel-loops-to-gpu`. What is still on the host
+    and reads or writes a buffer cannot run there, because buffers live in
+    device memory: scalar reads (`tensor.extract` of a loss or of the
+    optimizer's hyper-parameters), 0-d linalg ops, and the `scf.for` nests of
+    linalg ops with no parallel dimension. Such ops, and every host op that
+    uses their results, are gathered into runs of consecutive ops and each
+    run becomes a `gpu.launch` with one block of one thread. A scalar that a
+    run computes and later code uses is passed through a 0-d device buffer:
+    stored at the end of the run, loaded at the start of each later kernel
+    that uses it.
+
+    Host ops without memory effects (constants, `memref.dim`, index
+    arithmetic) stay on the host; any other host op (a launch, a
+    deallocation) ends a run, so memory order is kept. A device value that
+    only the host could use (a grid size, an allocation size) is an error.
+
+    Before:
+
+    ```mlir
+    %l = memref.load %loss[] : memref<f32>
+    %s = math.sqrt %l : f32
+    gpu.launch blocks(...) threads(...) { ... %s ... }
+    ```
+
+    After (abridged):
+
+    ```mlir
+    %buf = gpu.alloc () : memref<f32>
+    gpu.launch blocks(%bx, %by, %bz) in (%c1, %c1, %c1) threads(...) in (%c1, %c1, %c1) {
+      %l = memref.load %loss[] : memref<f32>
+      %s = math.sqrt %l : f32
+      memref.store %s, %buf[] : memref<f32>
+      gpu.terminator
+    }
+    gpu.launch blocks(...) threads(...) { %s2 = memref.load %buf[] ... %s2 ... }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
+def SwitchyardGpuRegisterAccumulatorsPass
+    : Pass<"switchyard-gpu-register-accumulators", "::mlir::func::FuncOp"> {
+  let summary = "Reduction loops in kernels carry their accumulator instead of storing it every iteration";
+  let description = [{
+    A linalg reduction becomes, in each thread of its kernel, a loop that
+    loads its output element, combines, and stores it back every iteration:
+    a chain of dependent global-memory round trips (the load reads what the
+    previous iteration stored, from L2), which LLVM cannot shorten because
+    it cannot prove that the kernel's pointer arguments do not alias. This
+    pass (after kernels form, on the `scf.for` loops inside `gpu.launch`
+    bodies, innermost first) finds in a loop's body a `memref.load` and a
+    later `memref.store` of the same element: of a buffer allocated in the
+    function (`gpu.alloc`, `memref.alloc`, so that only its views can alias
+    it), in global memory, at indices defined outside the loop, with no
+    other access to that buffer or a view of it anywhere in the loop, and no
+    op in the loop with memory effects other than loads and stores. The loop
+    then carries the element: one load before the loop, the stored value
+    yielded, one store after it; where the bounds are not constants that
+    make the loop run, both are under `scf.if` (lower < upper bound), so an
+    element a loop that runs no iteration never touched stays untouched.
+    The buffer must be defined outside the loop too (a view made inside it
+    is another element every iteration). An outer reduction loop then sees
+    the moved load and store and is promoted in turn.
+
+    Before (one thread of a bias gradient):
+
+    ```mlir
+    scf.for %r = %c0 to %rows step %c1 {
+      %x = memref.load %dy[%r, %col] : memref<?x412xf32>
+      %acc = memref.load %db[%col] : memref<412xf32>
+      %sum = arith.addf %acc, %x : f32
+      memref.store %sum, %db[%col] : memref<412xf32>
+    }
+    ```
+
+    After:
+
+    ```mlir
+    %init = memref.load %db[%col] : memref<412xf32>
+    %final = scf.for %r = %c0 to %rows step %c1 iter_args(%acc = %init) -> (f32) {
+      %x = memref.load %dy[%r, %col] : memref<?x412xf32>
+      %sum = arith.addf %acc, %x : f32
+      scf.yield %sum : f32
+    }
+    memref.store %final, %db[%col] : memref<412xf32>
+    ```
+
+    The results are the same, bit for bit (the same operations in the same
+    order).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def SwitchyardGpuNameKernelsPass
+    : Pass<"switchyard-gpu-name-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Name each launch's kernel and give a function one gpu.module";
+  let description = [{
+    Sets the `module` and `function` attributes of every `gpu.launch` in a
+    host function `@f` to `@f_kernels` and `@f_kernel_<i>` (in launch order)
+    so that `gpu-kernel-outlining` puts all kernels of `@f` into one
+    `gpu.module` with stable names, instead of one module per kernel: one
+    binary to load per entry point, and the device libraries are linked once
+    per function rather than once per kernel. Launches that already name
+    their module or function keep those names.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def SwitchyardGpuKernelReportPass
+    : Pass<"switchyard-gpu-kernel-report", "::mlir::ModuleOp"> {
+  let summary = "Print a static table of the kernels launched: geometry and per-thread work";
+  let description = [{
+    For every `gpu.launch` in the module's functions (run it after kernels
+    form and before outlining; the GPU pipeline's `kernel-report` option
+    does): how many times host loops launch it, its grid and block sizes,
+    its dynamic shared memory, and the work of one thread, as operations
+    and memory accesses (loads, stores, nvgpu ops) with every loop counted
+    by its trip count and the longer branch of every `scf.if`. Sizes are
+    evaluated from the IR (constants, arith and affine index arithmetic,
+    `memref.dim` of allocations); every dynamic dimension of a function
+    argument (the batch) is taken as `dynamic-size`.
+
+    Rows are sorted by an estimate: launches x waves x work per thread,
+    waves being how many times `sm-count` x `threads-per-sm` resident
+    threads are filled. It finds kernels with too little parallelism for
+    their work (a reduction in one thread, a few hundred threads summing
+    thousands of rows) without a GPU; it models neither memory bandwidth
+    nor latency nor tensor-core throughput, so it is not a time: measure
+    with `SWITCHYARD_KERNEL_PROFILE` (README) on the GPU.
+
+    ```
+    kernel report: 3 launches in the IR; dynamic sizes 16, 132 SMs x 2048 threads
+    estimate = launches x waves x work per thread (operations + memory accesses, loops by trip count); static, not a time
+      share launch   threads  grid            block         shared    ops/thr    mem/thr  kernel
+      99.9%      1         1  1x1x1           1x1x1              0   2.04e+06   1.02e+06  f_kernel_2
+    ```
+
+    The table goes to `output` (`-`: standard output). The IR is unchanged.
+  }];
+  let options = [
+    Option<"dynamicSize", "dynamic-size", "int64_t", /*default=*/"16",
+           "Size taken for every dynamic dimension of a function argument">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Multiprocessors of the GPU the waves are counted for (H100 SXM and H200: 132)">,
+    Option<"threadsPerSm", "threads-per-sm", "int64_t", /*default=*/"2048",
+           "Resident threads per multiprocessor (sm_80 and sm_90: 2048)">,
+    Option<"top", "top", "int64_t", /*default=*/"0",
+           "Print only the first N rows (0: all)">,
+    Option<"output", "output", "std::string", /*default=*/"\"-\"",
+           "File for the table (-: standard output)">,
+  ];
+}
+
+def SwitchyardGpuSinkIndexComputationsPass
+    : Pass<"switchyard-gpu-sink-index-computations", "::mlir::func::FuncOp"> {
+  let summary = "Clone the constants and index computations that launches use into them, in linear time";
+  let description = [{
+    Upstream's `gpu-launch-sink-index-computations`, with the same rule and
+    result, in time linear in the function's size. Before outlining, every
+    value that a `gpu.launch` body uses from above becomes a kernel
+    parameter; a constant (or a `memref.dim`, `arith.cmpi` or `arith.select`
+    whose operands are constants, such values or already parameters) is
+    cloned into the body instead, so that the kernel sees, folds and unrolls
+    on known sizes. Each use inside the body is then redirected to the
+    clone.
+
+    Upstream redirects the uses through the value's whole use list
+    (`replaceAllUsesInRegionWith`), once per launch: a host function of a
+    training step uses a constant such as `arith.constant 0 : index` in
+    thousands of places and has about a thousand launches, and that
+    quadratic walk took 40 s of the 47M models' GPU compile. Here each
+    launch's body is walked once.
+
+    Before:
+
+    ```mlir
+    %c64 = arith.constant 64 : index
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, ...) ... {
+      %i = arith.muli %bx, %c64 : index
+      ...
+    }
+    ```
+
+    After:
+
+    ```mlir
+    %c64 = arith.constant 64 : index
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, ...) ... {
+      %c64_0 = arith.constant 64 : index
+      %i = arith.muli %bx, %c64_0 : index
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def SwitchyardGpuShareKernelsPass
+    : Pass<"switchyard-gpu-share-kernels", "::mlir::ModuleOp"> {
+  let summary = "Launch one kernel for all the identical kernels of the outlined gpu.modules";
+  let description = [{
+    Runs after `gpu-kernel-outlining`. A model repeats its layers, and a
+    training step contains its forward pass again: most kernels are copies
+    of others. A kernel identical to one seen before (same type, same
+    attributes but its name, the same body up to locations), in the same
+    gpu.module or another, is erased, and its `gpu.launch_func`s launch the
+    first one; a gpu.module left empty is erased. Every kernel that remains
+    is lowered, compiled to PTX and assembled by ptxas once. Kernels that
+    use a symbol (call a device function, say) are left alone: two calls of
+    `@f` compare equal even where the `@f`s of their modules differ. The
+    gpu.modules' own attributes are not compared: the pass runs before
+    their targets are attached.
+
+    Before:
+
+    ```mlir
+    gpu.module @step_kernels {
+      gpu.func @step_kernel_0(%a: memref<64xf32>) kernel { ... }
+      gpu.func @step_kernel_1(%a: memref<64xf32>) kernel { ... the same ... }
+    }
+    gpu.launch_func @step_kernels::@step_kernel_0 ... args(%x : memref<64xf32>)
+    gpu.launch_func @step_kernels::@step_kernel_1 ... args(%y : memref<64xf32>)
+    ```
+
+    After:
+
+    ```mlir
+    gpu.module @step_kernels {
+      gpu.func @step_kernel_0(%a: memref<64xf32>) kernel { ... }
+    }
+    gpu.launch_func @step_kernels::@step_kernel_0 ... args(%x : memref<64xf32>)
+    gpu.launch_func @step_kernels::@step_kernel_0 ... args(%y : memref<64xf32>)
+    ```
+  }];
+  let statistics = [
+    Statistic<"numShared", "shared-kernels",
+              "Kernels erased for an identical one">
+  ];
+}
+
+def SwitchyardGpuTensorCoreMatmulPass
+    : Pass<"switchyard-gpu-tensor-core-matmul", "::mlir::func::FuncOp"> {
+  let summary = "Run matmul-like linalg ops on tensor cores (mma.sync m16n8k16)";
+  let description = [{
+    Runs on bufferized host functions, before
+    `switchyard-linalg-to-loops{parallel=1}`. It finds the matmul-like linalg ops:
+    two inputs and one f32 output on buffers, indexing maps that
+    `linalg::inferContractionDims` splits into batch, M, N and K dimensions,
+    and a body that is exactly `out + x * y` in f32, where `x` and `y` are
+    the two inputs (f32, bf16 or f16), possibly read through `arith.extf` /
+    `arith.truncf`. Accumulation is always f32.
+
+    With `tensor-cores`, the grouped expert kernels on buffers
+    (`moe.grouped_matmul` with a `tile_size` that is a multiple of 64, and
+    `moe.grouped_weight_grad`) get the same mma.sync kernel: for
+    `grouped_matmul` each 64-row block reads its tile's expert from
+    `tile_experts` and that expert's weight as B, and a padding tile's
+    blocks run no K step and store nothing; for `grouped_weight_grad` the
+    grid's third dimension is the expert and K runs over its segment of
+    rows. The others stay for `switchyard-lower-grouped-kernels`.
+
+    With `tensor-cores`, `moe.flash_attention_kernel` on buffers (made by
+    `convert-moe-to-linalg` `flash-attention-kernel`; it has no other
+    lowering, and without `tensor-cores` it is an error) becomes the
+    FlashAttention-2 forward pass on mma.sync: a block of 4 warps per 64
+    query rows of one (batch, head), each warp 16 rows; the queries staged
+    once into A fragments; steps of 64 keys staging K and Vᵀ (head width
+    padded to a multiple of 16, rows padded by 8 elements) between
+    barriers; S = Q·Kᵀ on the tensor cores, the invisible keys (causal,
+    with S - T keys of memory ahead) masked to -inf; the online softmax
+    per row (maxima over a quad of lanes by `gpu.shuffle xor`); O += P·V
+    with P's A fragments built in registers from S's accumulator tiles
+    (rounded to the element type). O / l and the logsumexp m + log l are
+    stored for the rows inside T. `moe.flash_attention_grad_kernel`
+    becomes FlashAttention-2's backward pass in two kernels: one block per
+    64 keys for dK and dV (its K and V rows in A fragments; steps over the
+    64-query blocks that see them: Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ, then
+    dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ and dSᵀ built in registers and Q,
+    dO read by `ldmatrix .trans`), and one block per 64 queries for dQ
+    (S, dP, dQ += dS·K); the weights P recomputed from the forward pass's
+    logsumexp, P and dS rounded to the element type. With relative keys
+    (`rel`), each step also multiplies the warp's 16 rows by the 80 of the
+    step's 127 distances they reach (a 128-row tile of `rel`) and skews the
+    products into the scores through an f32 scratch in shared memory; the
+    dQ kernel adds dS·rel the same way, the dK/dV kernel adds drel with f32
+    atomic adds into `rel_grad_init`. The attention kernels stage their
+    rows in runs of 4 along the head width: where the head width is a
+    multiple of 4 and a source is 16-byte aligned (the same host check as
+    the matmuls'), each run is one vector load rounded as a vector.
+
+    With `element-type=f32` the pass does nothing. With `bf16` or `f16`:
+
+    - every such op has its multiplicands rounded to the element type
+      (`arith.truncf` then `arith.extf` before the multiplication), so the
+      SIMT fallback computes what the tensor cores compute, up to the order
+      of the f32 accumulation;
+    - with `tensor-cores` (sm_80 and newer), each op with exactly one M, one
+      N and one K dimension, at most one batch dimension and projected
+      permutation maps becomes an explicit `gpu.launch` instead. A block of
+      2 x 2 warps (128 threads) computes a 64 x 64 tile of the output, each
+      warp 32 x 32 of it as 2 x 4 tiles of 16 x 8; the grid is (N/64, M/64,
+      batch), rounded up, so every size may be dynamic (the token count
+      is). K advances 32 at a time: the block stages the A tile (64 x 32,
+      M-major) and the B tile (64 x 32, N-major: Bᵀ, whatever the operand's
+      layout) in dynamic shared memory (16-byte aligned, as ldmatrix needs;
+      workgroup attributions are only element-aligned), rows padded to 40
+      elements so that ldmatrix's eight row reads fall in distinct banks.
+      Each thread stages runs of 4 elements adjacent in memory (along K, or
+      along M / N where the operand is laid out that way), consecutive
+      threads on consecutive runs, so a warp's loads are coalesced. Where
+      a step of the block's tile lies inside the operand (a condition the
+      whole block shares) and the runs are 16-byte aligned (the operand's
+      last dimension of unit stride, its first element's address and its
+      other strides multiples of a run: checked by host code before the
+      launch, from `memref.extract_strided_metadata`), a run is one
+      `vector.load` and is rounded as a vector (`cvt.rn.bf16x2.f32` on
+      sm_80+). Elsewhere the factors are loaded one by one without a branch
+      per element (at the nearest element inside the operand, then zero
+      where it was outside). Either way they are converted to the element
+      type and kept in registers: the K loop
+      stores the current step's to shared memory, issues the next step's
+      loads, and runs the current step on the tensor cores
+      (`nvgpu.ldmatrix` x4 for A and x2 for B, no transpose: the staging
+      layout is already the one `mma.sync .row.col` wants; `mma.sync
+      m16n8k16` in f32, eight per warp per 16 of K). C is read the same
+      way and stored with guards, so both `C = A·B` after a fill and
+      `C += A·B` are right.
+
+    The lane-to-fragment and lane-to-ldmatrix-row maps come from upstream's
+    `nvgpu::getLaneIdAndValueIdToOperandCoord` and
+    `nvgpu::getLaneIdToLdMatrixMatrixCoord` (MMAUtils), which upstream's
+    sm80 integration tests exercise on hardware; the maps are computed for
+    f16 and used for bf16 too (same 16-bit layout). f16 uses
+    `nvgpu.mma.sync`; bf16 uses `nvvm.mma.sync` directly, because
+    `convert-nvgpu-to-nvvm` (LLVM 22) rejects bf16 `nvgpu.mma.sync`
+    operands.
+
+    Split-K: a weight gradient reduces over the tokens (K = 4096 at batch
+    16 of the 47M models) into a small output (412 x 64 is 7 tiles: 7
+    blocks on a GPU of 132 multiprocessors, each running 128 K steps in a
+    row). Where the grid's size is static and below half of
+    `split-k-blocks` (`moe.grouped_weight_grad` included: its grid has a
+    batch per expert and K is a segment of about rows / experts), K is cut
+    into P = clamp(K / `split-k-min`, 1, ceil(`split-k-blocks` / tiles))
+    parts of whole K steps (P is computed by host code: K is usually
+    dynamic); the grid's third dimension runs over batches x parts, each
+    block accumulates its part from zero into a buffer of partial results
+    [P, batches, M, N] (`gpu.alloc`), and an `scf.parallel` over C (a SIMT
+    kernel) adds the parts to C in part order, so results do not depend on
+    scheduling. The f32 sums are associated differently from the unsplit
+    kernel's.
+
+    With `wgmma` as well (sm_90a only; off by default), the ops that also
+    have no batch dimension and static N and K that are multiples of 128
+    and 64 take the warpgroup route instead, after upstream's sm90 GEMM
+    (mlir/test/Integration/GPU/CUDA/sm90/gemm_f32_f16_f16_128x128x128.mlir):
+    the factors are converted into device buffers of the element type (A as
+    M x K, B as K x N, row-major; `gpu.alloc` + a `linalg.generic`, freed
+    after the launch), `nvgpu.tma.create.descriptor` makes one descriptor
+    per buffer on the host (128-byte swizzle, zero fill out of bounds), and
+    one warpgroup (128 threads, 32 KiB of dynamic shared memory) per
+    64 x 128 tile of C loops over K in steps of 64: thread 0 arms an
+    mbarrier with the byte count and issues three `nvgpu.tma.async.load`s
+    (A's 64 x 64 box, B's two 64 x 64 boxes), all threads wait on the
+    barrier's parity, and `nvgpu.warpgroup.mma` (`transposeB`, waitGroup 0)
+    adds the step to f32 accumulators. The accumulators go through shared
+    memory (`nvgpu.warpgroup.mma.store`) and are added to C, rows past M (a
+    dynamic M is the token count; TMA zero-fills its last tile) skipped.
+    Its PTX is checked by ptxas; on a GPU only one linear layer has been
+    compared with the CPU (an H200: GpuProgramTest.WgmmaMatchesTheRoundedCpuReference).
+
+    Before:
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                                     affine_map<(m, n, k) -> (n, k)>,
+                                     affine_map<(m, n, k) -> (m, n)>],
+                    iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : memref<?x64xf32>, memref<48x64xf32>)
+        outs(%y : memref<?x48xf32>) {
+    ^bb0(%a: f32, %b: f32, %c: f32):
+      %p = arith.mulf %a, %b : f32
+      %s = arith.addf %c, %p : f32
+      linalg.yield %s : f32
+    }
+    ```
+
+    After, with `element-type=bf16 tensor-cores=true` (abridged):
+
+    ```mlir
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %n32, %gy = %m16, %gz = %c1)
+               threads(%lane, %ty, %tz) in (%c32, %c1, %c1)
+               dynamic_shared_memory_size %c1536_i32 {
+      %smem = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+      %sa = memref.view %smem[%c0][] : ... to memref<16x16xbf16, #gpu.address_space<workgroup>>
+      %sb = memref.view %smem[%c512][] : ... to memref<32x16xbf16, #gpu.address_space<workgroup>>
+      // guarded loads of the C fragments
+      scf.for %k0 = %c0 to %c64 step %c16 iter_args(...) {
+        gpu.barrier
+        // guarded, zero-filling loads of A and B, truncf to bf16, into %sa, %sb
+        gpu.barrier
+        %a = nvgpu.ldmatrix %sa[...] {numTiles = 4 : i32, transpose = false} ...
+        %b0 = nvgpu.ldmatrix %sb[...] {numTiles = 2 : i32, transpose = false} ...
+        %d0 = nvvm.mma.sync A[...] B[...] C[...] {... shape = #nvvm.shape<m = 16, n = 8, k = 16>} ...
+        ...
+      }
+      // guarded stores of the C fragments
+      gpu.terminator
+    }
+    ```
+  }];
+  let options = [
+    Option<"elementType", "element-type", "std::string", /*default=*/"\"f32\"",
+           "Element type of the multiplicands: f32, bf16 or f16">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
+           "Use mma.sync (sm_80 and newer); otherwise only round the "
+           "multiplicands">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "With tensor-cores, use wgmma + TMA (sm_90a only) for the "
+           "contractions that fit it (no batch dimension, static N and K "
+           "multiples of 128 and 64); mma.sync for the others">,
+    Option<"splitKBlocks", "split-k-blocks", "int64_t", /*default=*/"512",
+           "Split K of the mma.sync kernels whose grid has fewer than half "
+           "this many blocks (static sizes), into parts of at least "
+           "split-k-min, aiming at this many blocks; 0: never">,
+    Option<"splitKMin", "split-k-min", "int64_t", /*default=*/"256",
+           "The fewest elements of K per part of a split K">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
+  ];
+}
+
+#endif // SWITCHYARD_LIB_CODEGEN_GPU_PASSES_TD

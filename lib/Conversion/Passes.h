@@ -1,0 +1,24 @@
+//===- Passes.h - Switchyard conversion passes ------------------*- C++ -*-===//
+//
+// Declarations and registration of the conversions out of the Switchyard
+// dialects: lm layers into moe and linalg, lm models into functions, moe
+// ops into linalg.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_CONVERSION_PASSES_H
+#define SWITCHYARD_LIB_CONVERSION_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::switchyard {
+
+#define GEN_PASS_DECL
+#include "lib/Conversion/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "lib/Conversion/Passes.h.inc"
+
+} // namespace mlir::switchyard
+
+#endif // SWITCHYARD_LIB_CONVERSION_PASSES_H

@@ -1,0 +1,153 @@
+//===- Passes.td - Switchyard conversion passes ------------*- tablegen -*-===//
+//
+// Conversions out of the Switchyard dialects: lm layers into moe and linalg,
+// lm models into functions, moe ops into linalg.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_CONVERSION_PASSES_TD
+#define SWITCHYARD_LIB_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LmDecomposeLayersPass : Pass<"lm-decompose-layers", "ModuleOp"> {
+  let summary = "Decompose lm layers into moe routing ops and linalg";
+  let description = [{
+    Rewrites every layer op into the computation docs/Semantics.md
+    specifies: layer norms, linear projections and element-wise maps as
+    linalg on tensors; routers, top-k, gathered expert projections and the
+    attention core as `moe` ops; parameters read with `lm.get_param`. The
+    parameters must be declared (run `lm-materialize-params` first); a layer
+    whose parameter is missing is reported.
+
+    Training options become inference-mode ops that `lm-differentiate`
+    activates: residual and expert dropout as unseeded `moe.dropout_mask`
+    (with `moe.dropout`, or as the `moe.topk` mask), the σ-MoE entropy
+    regulariser as `moe.routing_entropy` attached by `moe.add_loss`.
+
+    Before:
+
+    ```mlir
+    %y = lm.sigma_moe "ffn" %x {experts = 8, k = 2, expert_dim = 16} : tensor<?x16x32xf32>
+    ```
+
+    After (abridged): the block norm, then
+
+    ```mlir
+    %h = tensor.collapse_shape %norm [[0, 1], [2]] : tensor<?x16x32xf32> into tensor<?x32xf32>
+    %sel = lm.get_param @ffn.sel : tensor<8x32xf32>
+    %s = moe.gate %h, %sel : tensor<?x32xf32>, tensor<8x32xf32> -> tensor<?x8xf32>
+    %g, %i = moe.topk %s k(2) : tensor<?x8xf32> -> tensor<?x2xf32>, tensor<?x2xi32>
+    %b = moe.expert_mlp %h, %up, %down, %g, %i : ... -> tensor<?x32xf32>
+    ```
+
+    and the residual addition `x + branch`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::moe::MoeDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def ConvertLmToFuncPass : Pass<"convert-lm-to-func", "ModuleOp"> {
+  let summary = "Turn decomposed lm.models into functions taking parameters";
+  let description = [{
+    Converts each `lm.model` whose layers have been decomposed into a
+    `func.func` of the same name. Its arguments are the model's own
+    arguments followed by one argument per declared `lm.param`, in
+    declaration order, each marked `{lm.param = "<name>"}`; `lm.get_param`
+    becomes a use of that argument and `lm.return` a `func.return`. The
+    function is marked `llvm.emit_c_interface` for the runtime, token-id
+    arguments carry their vocabulary (`{lm.vocab = V}`) for the runtime's
+    range check, and the `lm.param` declarations are removed.
+
+    ```mlir
+    // Before
+    lm.param @w : tensor<4x4xf32> init <zeros>
+    lm.model @m(%t: tensor<1x4xi32>) -> tensor<1x4x4xf32> { ... lm.get_param @w ... }
+    // After
+    func.func @m(%t: tensor<1x4xi32>, %w: tensor<4x4xf32> {lm.param = "w"})
+        -> tensor<1x4x4xf32> attributes {llvm.emit_c_interface} { ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
+  let summary = "Lower moe ops to reference linalg.generic on tensors";
+  let description = [{
+    Rewrites every `moe` op into `linalg.generic` ops on tensors (plus
+    `tensor`, `arith`, `math` and, for top-k, `scf`): the reference
+    lowering, one generic per contraction, used by the CPU target and as the
+    unfused baseline. The expert projections take the dense all-experts
+    formulation: every token through every expert of its head in one
+    matmul-like contraction over the weight viewed as `[H, E, A, B]`, then a
+    sum weighted by the dense gates `[N, H, E]` (0 for experts no route
+    picks); all products accumulate in f32. With `grouped-experts` they
+    take the grouped one instead (GroupedExperts.cpp): the routes sorted by
+    expert, then one `[count_e, A] x [A, B]` matmul per expert on its
+    contiguous block of gathered rows. Attention
+    (`moe.attention`, `moe.attention_grad`) materialises the `[B, H, T, S]`
+    score tensor, keys in the unit-stride dimension, with every product a
+    contraction (Transformer-XL's relative keys: `q · relᵀ` over every
+    distance, then a skew that reads each pair's distance); the flash-attention ops of `moe-fuse-attention` become
+    row kernels instead (`scf.forall` over query or key rows, on `vector<F>`
+    rows, with an online softmax), which never build it.
+
+    Before:
+
+    ```mlir
+    %s = moe.gate %x, %w : tensor<?x16xf32>, tensor<6x16xf32> -> tensor<?x2x3xf32>
+    ```
+
+    After (abridged):
+
+    ```mlir
+    %logits = linalg.generic {iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : tensor<?x16xf32>, tensor<6x16xf32>) outs(%zero : tensor<?x6xf32>) {...}
+    %sig = linalg.generic {iterator_types = ["parallel", "parallel"]} ins(%logits ...) {...}
+    %s = tensor.expand_shape %sig [[0], [1, 2]] ... : tensor<?x6xf32> into tensor<?x2x3xf32>
+    ```
+  }];
+  let options = [
+    Option<"groupedExperts", "grouped-experts", "bool", /*default=*/"false",
+           "Group the routes of moe.expert_proj, moe.expert_merge and their "
+           "gradients by expert (the paper's CVMM): a counting sort of the "
+           "routes, the rows gathered in that order, one matmul per expert "
+           "on its block, the products summed back over the routes. Costs "
+           "the routes' MACs (k/E of the dense formulation's); the sort and "
+           "the blocks' sizes are read by host code, so a CPU formulation "
+           "unless grouped-tile-rows is set">,
+    Option<"groupedTileRows", "grouped-tile-rows", "int64_t", /*default=*/"0",
+           "With grouped-experts, T > 0 takes the formulation without host "
+           "reads (the GPU's): the sort computed in parallel, each expert's "
+           "segment of rows padded to a multiple of T, the products as "
+           "moe.grouped_matmul and moe.grouped_weight_grad; 0 reads the "
+           "sort on the host">,
+    Option<"flashAttentionKernel", "flash-attention-kernel", "bool",
+           /*default=*/"false",
+           "Rewrite moe.flash_attention and moe.flash_attention_grad "
+           "(head width at most 128; with or without relative keys) to "
+           "moe.flash_attention_kernel and moe.flash_attention_grad_kernel "
+           "(the gradient's Δ = Σ dO·O a linalg reduction; the relative "
+           "keys' gradient accumulated in f32), which survive "
+           "bufferization for switchyard-gpu-tensor-core-matmul's mma.sync "
+           "kernels, instead of row kernels; set by the GPU pipelines where "
+           "matmuls run on tensor cores">,
+    Option<"flashAttentionRounding", "flash-attention-rounding",
+           "std::string", /*default=*/"\"f32\"",
+           "bf16 or f16: the row kernels of the attention that the "
+           "tensor-core kernels take (head width at most 128) round the "
+           "factors those kernels round (Q, K, V, the relative keys, dO, the "
+           "backward pass's weights P and dS), for the CPU reference of the "
+           "GPU's bf16/f16 route; f32 (the default) rounds nothing">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect", "::mlir::vector::VectorDialect"
+  ];
+}
+
+#endif // SWITCHYARD_LIB_CONVERSION_PASSES_TD

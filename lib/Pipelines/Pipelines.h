@@ -1,0 +1,326 @@
+//===- Pipelines.h - Switchyard pass pipelines ------------------*- C++ -*-===//
+//
+// The pass pipelines of Switchyard. switchyard-opt registers them, and the
+// driver, the runtime and the examples call the same builder functions;
+// nobody assembles pipeline strings by hand outside tests.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_LIB_PIPELINES_PIPELINES_H
+#define SWITCHYARD_LIB_PIPELINES_PIPELINES_H
+
+#include "lib/Pipelines/FusionOptions.h"
+
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+class DialectRegistry;
+class OpPassManager;
+} // namespace mlir
+
+namespace mlir::switchyard {
+
+/// Options of the front end: model definition in, parameters declared.
+struct FrontendPipelineOptions
+    : public PassPipelineOptions<FrontendPipelineOptions> {
+  detail::PassOptions::Option<int64_t> numLayers{
+      *this, "num-layers",
+      llvm::cl::desc("Model depth L for the scaled initialisers; 0 counts "
+                     "the attention blocks of each model"),
+      llvm::cl::init(0)};
+};
+
+/// Stage 1 of the architecture: verified `lm` model definitions in, every
+/// owned parameter declared as an `lm.param`.
+void buildFrontendPipeline(OpPassManager &pm,
+                           const FrontendPipelineOptions &options);
+
+/// What the lowering to linalg builds from each model.
+struct LoweringOptions {
+  /// Also each model's loss-and-gradient function `<model>_grad`.
+  bool gradients = false;
+  /// Also each model's AdamW step `<model>_train_step` (implies gradients).
+  bool trainStep = false;
+  FusionOptions fusion;
+  /// The unfused expert projections with the routes grouped by expert
+  /// (convert-moe-to-linalg `grouped-experts`).
+  bool groupedExperts = false;
+  /// With groupedExperts: 0 reads the routes' sort on the host (the CPU
+  /// target's formulation); T > 0 pads each expert's rows to multiples of T
+  /// and reads nothing on the host (`grouped-tile-rows`; the GPU's).
+  int64_t groupedTileRows = 0;
+  /// moe.flash_attention(_grad) kept, as moe.flash_attention(_grad)_kernel,
+  /// for the GPU's tensor-core kernels
+  /// (convert-moe-to-linalg `flash-attention-kernel`).
+  bool flashAttentionKernel = false;
+  /// The row kernels of that attention round its factors to this type
+  /// (convert-moe-to-linalg `flash-attention-rounding`): the CPU reference
+  /// of the GPU's bf16/f16 tensor-core route.
+  std::string flashAttentionRounding = "f32";
+};
+
+/// Whether the GPU target runs matmuls (and the flash attention) on
+/// tensor cores: a 16-bit element type and a chip with bf16/f16 mma.sync
+/// m16n8k16 (sm_80 and newer: all the pipeline takes but sm_75).
+bool gpuUsesTensorCores(llvm::StringRef elementType, llvm::StringRef chip);
+
+/// The GPU targets' grouped formulation pads each expert's rows to this
+/// many: a multiple of the tensor-core kernels' 64-row block tiles.
+constexpr int64_t kGpuGroupedTileRows = 64;
+
+/// `grouped-experts`, an option of both GPU pipelines (the target and its
+/// emulation).
+inline constexpr const char *kGroupedExpertsHelp =
+    "Lower the unfused expert projections and their gradients grouped by "
+    "expert with no host reads (the routes sorted in parallel, each "
+    "expert's rows padded to 64-row tiles, moe.grouped_matmul and "
+    "moe.grouped_weight_grad: tensor-core kernels with bf16/f16) instead of "
+    "densely over all experts";
+
+/// The options every target shares: which functions to build from each
+/// model (its forward pass always; gradients and train step on request),
+/// and which fusions to apply.
+template <typename Derived>
+struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
+  detail::PassOptions::Option<int64_t> numLayers{
+      *this, "num-layers",
+      llvm::cl::desc("Model depth L for the scaled initialisers; 0 counts "
+                     "the attention blocks of each model"),
+      llvm::cl::init(0)};
+  detail::PassOptions::Option<bool> gradients{
+      *this, "gradients",
+      llvm::cl::desc("Also build each model's loss-and-gradient function "
+                     "(<model>_grad)"),
+      llvm::cl::init(false)};
+  detail::PassOptions::Option<bool> trainStep{
+      *this, "train-step",
+      llvm::cl::desc("Also build each model's AdamW train step "
+                     "(<model>_train_step; implies gradients)"),
+      llvm::cl::init(false)};
+  detail::PassOptions::Option<bool> fuseRouter{
+      *this, "fuse-router",
+      llvm::cl::desc("Fuse the router's matmul, sigmoid and top-k into one "
+                     "kernel (moe-fuse-router)"),
+      llvm::cl::init(true)};
+  detail::PassOptions::Option<bool> fuseExpertProjection{
+      *this, "fuse-expert-projection",
+      llvm::cl::desc("Fuse gather, matmul, gate scaling and route reduction "
+                     "of the expert projections and their gradients "
+                     "(moe-fuse-expert-projection)"),
+      llvm::cl::init(true)};
+  detail::PassOptions::Option<bool> fuseAttention{
+      *this, "fuse-attention",
+      llvm::cl::desc("Flash-style attention forward and backward "
+                     "(moe-fuse-attention)"),
+      llvm::cl::init(true)};
+
+  /// The lowering these options select.
+  LoweringOptions lowering() const {
+    LoweringOptions result;
+    result.gradients = gradients;
+    result.trainStep = trainStep;
+    result.fusion.router = fuseRouter;
+    result.fusion.expertProjection = fuseExpertProjection;
+    result.fusion.attention = fuseAttention;
+    return result;
+  }
+};
+
+/// Options of the CPU target.
+struct CpuPipelineOptions : public ModelPipelineOptions<CpuPipelineOptions> {
+  detail::PassOptions::Option<std::string> roundContractionOperands{
+      *this, "round-contraction-operands",
+      llvm::cl::desc("Round the factors of matmul-like contractions to this "
+                     "type (f32: exact; bf16 or f16: what the GPU's tensor "
+                     "cores compute, as a reference for them)"),
+      llvm::cl::init("f32")};
+  detail::PassOptions::Option<bool> groupedExperts{
+      *this, "grouped-experts",
+      llvm::cl::desc("Lower the unfused expert projections and their "
+                     "gradients with the routes grouped by expert (one "
+                     "matmul per expert on its sorted rows, the routes' "
+                     "MACs) instead of densely over all experts"),
+      llvm::cl::init(true)};
+};
+
+/// Stages 2-4: lm layers decomposed into moe ops, models turned into
+/// functions taking their parameters, with `options.gradients` their
+/// loss-and-gradient functions (lm-differentiate), with `options.trainStep`
+/// (which implies gradients) each model's optimizer step
+/// (lm-build-train-step), the fusions `options.fusion` selects, and moe ops
+/// lowered to linalg on tensors.
+void buildLowerToLinalgPipeline(OpPassManager &pm,
+                                const LoweringOptions &options);
+
+/// The front end with `numLayers`, then buildLowerToLinalgPipeline: what
+/// every target runs before its own code generation.
+void buildModelToLinalgPipeline(OpPassManager &pm, int64_t numLayers,
+                                const LoweringOptions &options);
+
+/// Linalg on tensors to buffers: one-shot bufferization across function
+/// boundaries (identity layouts) and ownership-based deallocation; public
+/// functions return fresh buffers their caller owns. Shared by the targets.
+void buildBufferizePipeline(OpPassManager &pm);
+
+/// Stages 5-6 for the CPU: linalg on tensors (with arith, math, scf,
+/// tensor) in func.func, to the LLVM dialect. Public functions return
+/// freshly allocated result buffers that the caller owns.
+/// With `roundContractionOperands` bf16 or f16, the factors of matmul-like
+/// contractions are rounded to it after bufferization
+/// (switchyard-round-contraction-operands), at the point where the GPU
+/// target's tensor-core pass sees the same ops.
+void buildCpuCodegenPipeline(OpPassManager &pm,
+                             llvm::StringRef roundContractionOperands = "f32");
+
+/// The CPU target's last stages: bufferized loops (scf, with vector, math,
+/// arith, memref) to the LLVM dialect, each top-level loop nest in a
+/// function of its own. Shared by buildCpuCodegenPipeline and the GPU
+/// emulation.
+void buildCpuLoopsToLLVMStages(OpPassManager &pm);
+
+/// The whole CPU target: the front end, the lowering to linalg, and CPU
+/// code generation.
+void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
+
+/// Options of the GPU target (NVIDIA, through NVVM).
+struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
+  detail::PassOptions::Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("Target chip: sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, "
+                     "sm_90a, sm_100, sm_100a, sm_103, sm_103a, sm_120, "
+                     "sm_120a, sm_121, sm_121a"),
+      llvm::cl::init("sm_80")};
+  detail::PassOptions::Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("NVPTX target features, e.g. +ptx80; empty picks the "
+                     "lowest PTX version that the chip needs"),
+      llvm::cl::init("")};
+  detail::PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What gpu.binary holds: isa (PTX text), bin (cubin, "
+                     "through ptxas) or fatbin (through ptxas and "
+                     "fatbinary)"),
+      llvm::cl::init("bin")};
+  detail::PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit root (ptxas, fatbinary, libdevice); "
+                     "empty means the one found when Switchyard was built"),
+      llvm::cl::init("")};
+  detail::PassOptions::Option<std::string> ptxasOptions{
+      *this, "ptxas-options",
+      llvm::cl::desc("Options for ptxas (formats bin and fatbin). The "
+                     "default, --split-compile=0, optimises on every core; "
+                     "ptxas before CUDA 12.8 may not know it: set this "
+                     "empty there"),
+      llvm::cl::init("--split-compile=0")};
+  detail::PassOptions::Option<unsigned> optLevel{
+      *this, "opt-level",
+      llvm::cl::desc("LLVM optimisation level of the kernels (0-3)"),
+      llvm::cl::init(3)};
+  detail::PassOptions::Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block of the SIMT fallback kernels"),
+      llvm::cl::init(256)};
+  detail::PassOptions::Option<std::string> elementType{
+      *this, "element-type",
+      llvm::cl::desc("Element type of matmul multiplicands in kernels: f32 "
+                     "(exact, SIMT), bf16 or f16 (tensor cores on sm_80 and "
+                     "newer, rounded SIMT on sm_75); accumulation is f32"),
+      llvm::cl::init("f32")};
+  detail::PassOptions::Option<bool> wgmma{
+      *this, "wgmma",
+      llvm::cl::desc("With chip=sm_90a and element-type bf16/f16: wgmma + "
+                     "TMA kernels for the contractions that fit them "
+                     "(static N, K multiples of 128, 64; no batch), "
+                     "mma.sync for the others (checked on an H200 for one "
+                     "linear layer only)"),
+      llvm::cl::init(false)};
+  detail::PassOptions::Option<bool> groupedExperts{
+      *this, "grouped-experts", llvm::cl::desc(kGroupedExpertsHelp),
+      llvm::cl::init(false)};
+  detail::PassOptions::Option<std::string> kernelReport{
+      *this, "kernel-report",
+      llvm::cl::desc("Write a static table of the kernels (launches, grid, "
+                     "block, per-thread work; switchyard-gpu-kernel-report "
+                     "with its defaults: batch 16, 132 SMs) to this file "
+                     "(-: standard output) once they form; empty: none"),
+      llvm::cl::init("")};
+};
+
+/// Stages 5-6 for NVIDIA GPUs: linalg on tensors (with arith, math, scf,
+/// tensor) in func.func, to host code in the LLVM dialect that launches
+/// kernels (gpu.launch_func) and one gpu.binary of kernels per function.
+/// Buffers live in device memory; see lib/Pipelines/GpuPipeline.cpp.
+void buildGpuCodegenPipeline(OpPassManager &pm,
+                             const GpuPipelineOptions &options);
+
+/// The whole GPU target: the front end, the lowering to linalg, and GPU
+/// code generation.
+void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
+
+/// Options of the GPU emulation: the GPU target's SIMT kernels run on the
+/// host CPU (switchyard-gpu-launch-to-host-loops).
+struct GpuEmulationPipelineOptions
+    : public ModelPipelineOptions<GpuEmulationPipelineOptions> {
+  detail::PassOptions::Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block, as in switchyard-gpu-pipeline"),
+      llvm::cl::init(256)};
+  detail::PassOptions::Option<std::string> elementType{
+      *this, "element-type",
+      llvm::cl::desc("Element type of matmul multiplicands: f32 (exact), "
+                     "bf16 or f16 (rounded, f32 accumulation; see "
+                     "tensor-cores)"),
+      llvm::cl::init("f32")};
+  detail::PassOptions::Option<bool> tensorCores{
+      *this, "tensor-cores",
+      llvm::cl::desc("With element-type bf16 or f16: run the matmuls' "
+                     "tensor-core kernels (ldmatrix + mma.sync, the GPU "
+                     "target's route on sm_80 and newer), their warps' "
+                     "threads serialised between barriers; false: the SIMT "
+                     "route with rounded factors (sm_75's)"),
+      llvm::cl::init(true)};
+  detail::PassOptions::Option<bool> checkBounds{
+      *this, "check-bounds",
+      llvm::cl::desc("Check every load and store of the kernels against "
+                     "its buffer's bounds when it runs "
+                     "(generate-runtime-verification); a failing check "
+                     "prints the op and its location and aborts"),
+      llvm::cl::init(false)};
+  detail::PassOptions::Option<bool> groupedExperts{
+      *this, "grouped-experts", llvm::cl::desc(kGroupedExpertsHelp),
+      llvm::cl::init(false)};
+};
+
+/// Stages 5-6 of the GPU target up to its kernels (bufferization into
+/// device memory, kernel formation, host leftovers into kernels), then the
+/// kernels as loops on the host (switchyard-gpu-launch-to-host-loops) and
+/// the CPU target's last stages: host code in the LLVM dialect that runs
+/// the GPU route's kernels one thread after another. For running and
+/// testing the GPU route's code on machines without a GPU.
+void buildGpuEmulationCodegenPipeline(
+    OpPassManager &pm, const GpuEmulationPipelineOptions &options);
+
+/// Whether the GPU emulation runs the tensor-core kernels (mma.sync for
+/// matmuls and the flash attention; not wgmma): asked for, with a
+/// 16-bit element type. Its lowering to linalg must then keep the flash
+/// attention for its kernel (LoweringOptions::flashAttentionKernel).
+bool gpuUsesTensorCores(const GpuEmulationPipelineOptions &options);
+
+/// The front end, the lowering to linalg, and the GPU emulation.
+void buildGpuEmulationPipeline(OpPassManager &pm,
+                               const GpuEmulationPipelineOptions &options);
+
+/// Adds the dialects and interfaces the GPU pipeline produces and needs
+/// (gpu, nvvm, the NVVM target, LLVM IR translations) to `registry`.
+void registerGpuDialects(DialectRegistry &registry);
+
+/// Registers the GPU pipelines and the Switchyard GPU passes.
+void registerGpuPipelines();
+
+/// Registers every Switchyard pipeline with the global pass registry.
+void registerPipelines();
+
+} // namespace mlir::switchyard
+
+#endif // SWITCHYARD_LIB_PIPELINES_PIPELINES_H

@@ -1,0 +1,253 @@
+//===- CpuProgram.cpp - compiled programs on the CPU ----------------------===//
+//
+// Compiles a module with the Switchyard pipeline builders (up to linalg
+// through the shared runtime/Engine/ProgramSupport.h, then the CPU code generation
+// pipeline), and runs it with MLIR's ExecutionEngine through the C
+// interfaces (memref descriptors of the HostTensors' own bytes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Engine/CpuProgram.h"
+#include "runtime/BufferCache.h"
+#include "runtime/Engine/ProgramSupport.h"
+
+#include "lib/InitSwitchyard.h"
+#include "lib/Pipelines/Pipelines.h"
+
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <vector>
+
+using namespace switchyard::runtime;
+using detail::failure;
+using llvm::Expected;
+using llvm::StringRef;
+
+#ifndef SWITCHYARD_C_RUNNER_UTILS
+#define SWITCHYARD_C_RUNNER_UTILS ""
+#endif
+
+namespace {
+/// The compiled code's `puts`: only a failing runtime check (cf.assert,
+/// lowered to puts + abort; the GPU emulation's check-bounds) calls it, just
+/// before aborting. It writes to stderr, which is not buffered, so that the
+/// message is not lost with stdout's buffer.
+extern "C" int switchyardFailedCheckMessage(const char *message) {
+  std::fputs(message, stderr);
+  std::fputc('\n', stderr);
+  return 0;
+}
+
+/// MLIR's memrefCopy (mlir/lib/ExecutionEngine/CRunnerUtils.cpp), for builds
+/// without libmlir_c_runner_utils.so (SWITCHYARD_STATIC_LLVM): copies a
+/// strided memref element by element.
+extern "C" void switchyardMemrefCopy(int64_t elemSize,
+                                     UnrankedMemRefType<char> *srcArg,
+                                     UnrankedMemRefType<char> *dstArg) {
+  DynamicMemRefType<char> src(*srcArg);
+  DynamicMemRefType<char> dst(*dstArg);
+  int64_t rank = src.rank;
+  for (int64_t axis = 0; axis < rank; ++axis)
+    if (src.sizes[axis] == 0)
+      return;
+  char *srcPtr = src.data + src.offset * elemSize;
+  char *dstPtr = dst.data + dst.offset * elemSize;
+  if (rank == 0) {
+    std::memcpy(dstPtr, srcPtr, elemSize);
+    return;
+  }
+  std::vector<int64_t> indices(rank, 0), srcStrides(rank), dstStrides(rank);
+  for (int64_t axis = 0; axis < rank; ++axis) {
+    srcStrides[axis] = src.strides[axis] * elemSize;
+    dstStrides[axis] = dst.strides[axis] * elemSize;
+  }
+  int64_t readIndex = 0, writeIndex = 0;
+  for (;;) {
+    std::memcpy(dstPtr + writeIndex, srcPtr + readIndex, elemSize);
+    for (int64_t axis = rank - 1; axis >= 0; --axis) {
+      int64_t newIndex = ++indices[axis];
+      readIndex += srcStrides[axis];
+      writeIndex += dstStrides[axis];
+      if (src.sizes[axis] != newIndex)
+        break;
+      if (axis == 0)
+        return;
+      indices[axis] = 0;
+      readIndex -= src.sizes[axis] * srcStrides[axis];
+      writeIndex -= dst.sizes[axis] * dstStrides[axis];
+    }
+  }
+}
+} // namespace
+
+struct CpuProgram::Impl {
+  mlir::MLIRContext context;
+  std::vector<FunctionSpec> functions;
+  ParamTable params;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::string backend = "cpu";
+};
+
+CpuProgram::CpuProgram() : impl(std::make_unique<Impl>()) {}
+// Blocks cached for this program's calls go back to the system (another
+// live program only pays fresh pages again on its next call).
+CpuProgram::~CpuProgram() { bufferCacheTrim(); }
+
+const std::vector<FunctionSpec> &CpuProgram::functions() const {
+  return impl->functions;
+}
+
+const ParamTable &CpuProgram::params() const { return impl->params; }
+
+StringRef CpuProgram::backend() const { return impl->backend; }
+
+Expected<std::unique_ptr<CpuProgram>>
+CpuProgram::compileFile(StringRef path, const CompileOptions &options) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path);
+  if (!file)
+    return failure(llvm::formatv("cannot read model '{0}': {1}", path,
+                                 file.getError().message()));
+  return compile((*file)->getBuffer(), path, options);
+}
+
+Expected<std::unique_ptr<CpuProgram>>
+CpuProgram::compile(StringRef source, StringRef bufferName,
+                    const CompileOptions &options) {
+  static bool nativeTargetReady = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)nativeTargetReady;
+
+  std::unique_ptr<CpuProgram> program(new CpuProgram());
+  mlir::MLIRContext &context = program->impl->context;
+  mlir::DialectRegistry registry;
+  mlir::switchyard::registerDialects(registry);
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+
+  // Stages 1-4, shared with the GPU backend.
+  detail::Compilation compilation(context, source, bufferName);
+  mlir::switchyard::GpuEmulationPipelineOptions emulation;
+  emulation.elementType = options.roundContractionOperands;
+  emulation.tensorCores = options.emulateTensorCores;
+  emulation.checkBounds = options.checkBounds;
+  if (llvm::Error error = compilation.lowerToLinalg(
+          options.emulateGpu ? detail::withDeviceGrouping(options) : options,
+          program->impl->params, program->impl->functions,
+          options.emulateGpu &&
+              mlir::switchyard::gpuUsesTensorCores(emulation)))
+    return std::move(error);
+
+  // Stages 5-6: native code.
+  mlir::PassManager codegen(&context);
+  if (options.emulateGpu) {
+    mlir::switchyard::buildGpuEmulationCodegenPipeline(codegen, emulation);
+    program->impl->backend = "gpu-emulation";
+  } else {
+    mlir::switchyard::buildCpuCodegenPipeline(
+        codegen, options.roundContractionOperands);
+  }
+  if (llvm::Error error = compilation.run(
+          codegen, options.emulateGpu ? "GPU emulation code generation"
+                                      : "CPU code generation"))
+    return std::move(error);
+
+  // Optimised for this machine.
+  Expected<detail::JitTarget> jit =
+      detail::jitTarget(options.optLevel, compilation.module());
+  if (!jit)
+    return jit.takeError();
+  mlir::ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = jit->transformer;
+  llvm::SmallVector<StringRef> libraries;
+  if (StringRef(SWITCHYARD_C_RUNNER_UTILS) != "")
+    libraries.push_back(SWITCHYARD_C_RUNNER_UTILS);
+  engineOptions.sharedLibPaths = libraries;
+  detail::prepareForExecutionEngine(compilation.module());
+  Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
+      mlir::ExecutionEngine::create(compilation.module(), engineOptions,
+                                    std::move(jit->machine));
+  if (!engine)
+    return failure(llvm::formatv("{0}: JIT compilation failed: {1}\n{2}",
+                                 bufferName,
+                                 llvm::toString(engine.takeError()),
+                                 compilation.diagnostics()));
+  // The compiled code's malloc and free keep its large temporaries for the
+  // next call (BufferCache.h).
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    auto bind = [&](StringRef name, auto *function) {
+      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(function),
+                                 llvm::JITSymbolFlags::Exported};
+    };
+    bind("malloc", &switchyardBufferAlloc);
+    // LLVM may fold malloc + memset(0) into calloc: it must come from here
+    // too, since free is ours.
+    bind("calloc", &switchyardBufferCalloc);
+    bind("free", &switchyardBufferFree);
+    bind("puts", &switchyardFailedCheckMessage);
+    if (StringRef(SWITCHYARD_C_RUNNER_UTILS) == "")
+      bind("memrefCopy", &switchyardMemrefCopy);
+    return symbols;
+  });
+  program->impl->engine = std::move(*engine);
+  if (llvm::Error error = detail::materialize(*program->impl->engine,
+                                              program->impl->functions))
+    return std::move(error);
+  return program;
+}
+
+Expected<std::vector<HostTensor>>
+CpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
+  Expected<const FunctionSpec *> function =
+      detail::checkCall(impl->functions, name, arguments);
+  if (!function)
+    return function.takeError();
+
+  // The generated code reads the HostTensors' bytes in place.
+  std::vector<std::vector<int64_t>> descriptors;
+  std::set<const void *> argumentBuffers;
+  for (const HostTensor *tensor : arguments) {
+    argumentBuffers.insert(tensor->bytes.data());
+    descriptors.push_back(
+        detail::denseDescriptor(tensor->bytes.data(), tensor->shape));
+  }
+  Expected<std::vector<detail::ResultDescriptor>> results =
+      detail::invoke(*impl->engine, **function, descriptors);
+  if (!results)
+    return results.takeError();
+
+  // Copy each result out (following its strides) and free its buffer,
+  // once, unless it is an argument's.
+  std::vector<HostTensor> outputs;
+  std::set<void *> freed;
+  for (auto [spec, result] : llvm::zip((*function)->results, *results)) {
+    outputs.push_back(detail::gather(
+        result, spec.type,
+        result.aligned + result.offset * int64_t(sizeOf(spec.type))));
+    if (result.allocated && !argumentBuffers.count(result.allocated) &&
+        freed.insert(result.allocated).second)
+      switchyardBufferFree(result.allocated);
+  }
+  return outputs;
+}

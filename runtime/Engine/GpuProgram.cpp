@@ -1,0 +1,495 @@
+//===- GpuProgram.cpp - compiled programs on an NVIDIA GPU ----------------===//
+//
+// Compiles a module up to linalg with the code the CPU backend uses
+// (runtime/Engine/ProgramSupport.h), then with buildGpuCodegenPipeline; JIT-compiles
+// the host code with MLIR's ExecutionEngine, whose `mgpu*` calls resolve to
+// the runtime's driver layer (runtime/CudaDriver.h). Calls move arguments
+// and results between HostTensors and device memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Engine/GpuProgram.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/Engine/ProgramSupport.h"
+
+#include "lib/InitSwitchyard.h"
+#include "lib/Pipelines/Pipelines.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+
+#include <cstdlib>
+#include <set>
+
+using namespace switchyard::runtime;
+using detail::failure;
+using llvm::Expected;
+using llvm::StringRef;
+
+namespace cuda = switchyard::runtime::cuda;
+
+std::string switchyard::runtime::defaultChip(int computeCapability) {
+  return "sm_" + std::to_string(computeCapability);
+}
+
+struct GpuProgram::Impl {
+  mlir::MLIRContext context;
+  std::vector<FunctionSpec> functions;
+  ParamTable params;
+  std::string chip;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+  /// The stream argument and result copies run on; created on first call.
+  cuda::Stream stream = nullptr;
+};
+
+GpuProgram::GpuProgram() : impl(std::make_unique<Impl>()) {}
+
+GpuProgram::~GpuProgram() {
+  // Destroying the engine runs the host code's global destructors, which
+  // unload the kernel modules (mgpuModuleUnload). Where the program was never
+  // called there is no module, and without a driver the wrappers defer a
+  // "no CUDA driver" error: neither is this program's caller's business.
+  bool called = impl->stream != nullptr;
+  impl->engine.reset();
+  if (called) {
+    if (Expected<cuda::Driver &> driver = cuda::Driver::get())
+      llvm::consumeError(driver->destroyStream(impl->stream));
+    else
+      llvm::consumeError(driver.takeError());
+  }
+  llvm::consumeError(cuda::takeDeferredError());
+}
+
+const std::vector<FunctionSpec> &GpuProgram::functions() const {
+  return impl->functions;
+}
+
+const ParamTable &GpuProgram::params() const { return impl->params; }
+
+StringRef GpuProgram::chip() const { return impl->chip; }
+
+Expected<std::unique_ptr<GpuProgram>>
+GpuProgram::compileFile(StringRef path, const CompileOptions &options,
+                        const GpuCompileOptions &gpuOptions) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path);
+  if (!file)
+    return failure(llvm::formatv("cannot read model '{0}': {1}", path,
+                                 file.getError().message()));
+  return compile((*file)->getBuffer(), path, options, gpuOptions);
+}
+
+namespace {
+
+/// Checks that every `mgpu*` function the host code declares is one the
+/// runtime provides, with the type it implements: a mismatch would be a
+/// crash at the first call, on a GPU machine; this finds it at compile time
+/// on any machine.
+llvm::Error checkWrapperDeclarations(const llvm::Module &module) {
+  for (const llvm::Function &function : module.functions()) {
+    if (!function.isDeclaration() || !function.getName().starts_with("mgpu"))
+      continue;
+    StringRef expected = cuda::mgpuLlvmType(function.getName());
+    std::string found;
+    llvm::raw_string_ostream(found) << *function.getFunctionType();
+    if (expected.empty())
+      return failure(llvm::formatv(
+          "the generated host code calls {0} ({1}), which the runtime's CUDA "
+          "driver layer does not provide",
+          function.getName(), found));
+    if (expected != found)
+      return failure(llvm::formatv(
+          "the generated host code declares {0} as '{1}'; the runtime "
+          "implements '{2}'",
+          function.getName(), found, expected));
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+Expected<std::unique_ptr<GpuProgram>>
+GpuProgram::compile(StringRef source, StringRef bufferName,
+                    const CompileOptions &options,
+                    const GpuCompileOptions &gpuOptions) {
+  static bool nativeTargetReady = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)nativeTargetReady;
+
+  std::unique_ptr<GpuProgram> program(new GpuProgram());
+  Impl &impl = *program->impl;
+  impl.chip = gpuOptions.chip;
+  if (impl.chip.empty()) {
+    // The device's chip where there is one; compiling needs no GPU.
+    impl.chip = "sm_80";
+    if (cuda::Driver::available()) {
+      if (Expected<cuda::Driver &> driver = cuda::Driver::get())
+        impl.chip = defaultChip(driver->device().computeCapability);
+      else
+        llvm::consumeError(driver.takeError());
+    }
+  }
+
+  mlir::MLIRContext &context = impl.context;
+  mlir::DialectRegistry registry;
+  mlir::switchyard::registerDialects(registry);
+  mlir::switchyard::registerGpuDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+
+  // Stages 1-4, shared with the CPU backend; the grouped formulation is
+  // the padded one (no host reads).
+  detail::Compilation compilation(context, source, bufferName);
+  if (llvm::Error error = compilation.lowerToLinalg(
+          detail::withDeviceGrouping(options), impl.params, impl.functions,
+          mlir::switchyard::gpuUsesTensorCores(gpuOptions.elementType,
+                                               impl.chip)))
+    return std::move(error);
+
+  // Stages 5-6: kernels for the chip, host code in the LLVM dialect.
+  mlir::switchyard::GpuPipelineOptions pipelineOptions;
+  pipelineOptions.chip = impl.chip;
+  pipelineOptions.format = gpuOptions.format;
+  pipelineOptions.optLevel = gpuOptions.kernelOptLevel;
+  pipelineOptions.blockSize = gpuOptions.blockSize;
+  pipelineOptions.toolkit = gpuOptions.toolkit;
+  // The machine that runs the tools may keep the toolkit elsewhere than the
+  // one that built them (the device bundle, bench/gpu-check.sh --bundle).
+  if (gpuOptions.toolkit.empty())
+    if (const char *dir = std::getenv("SWITCHYARD_CUDA_TOOLKIT"))
+      pipelineOptions.toolkit = dir;
+  pipelineOptions.elementType = gpuOptions.elementType;
+  pipelineOptions.wgmma = gpuOptions.wgmma;
+  mlir::PassManager codegen(&context);
+  mlir::switchyard::buildGpuCodegenPipeline(codegen, pipelineOptions);
+  if (llvm::Error error = compilation.run(
+          codegen, llvm::formatv("GPU code generation for {0}", impl.chip)
+                       .str()))
+    return std::move(error);
+
+  // The host code, JIT-compiled; its kernel launches and device allocations
+  // call the runtime's mgpu* wrappers.
+  std::string wrapperError;
+  auto buildModule = [&](mlir::Operation *op, llvm::LLVMContext &llvmContext)
+      -> std::unique_ptr<llvm::Module> {
+    std::unique_ptr<llvm::Module> module =
+        mlir::translateModuleToLLVMIR(op, llvmContext);
+    if (!module)
+      return nullptr;
+    if (llvm::Error error = checkWrapperDeclarations(*module)) {
+      wrapperError = llvm::toString(std::move(error));
+      return nullptr;
+    }
+    return module;
+  };
+  Expected<detail::JitTarget> jit =
+      detail::jitTarget(options.optLevel, compilation.module());
+  if (!jit)
+    return jit.takeError();
+  mlir::ExecutionEngineOptions engineOptions;
+  engineOptions.llvmModuleBuilder = buildModule;
+  engineOptions.transformer = jit->transformer;
+  detail::prepareForExecutionEngine(compilation.module());
+  Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
+      mlir::ExecutionEngine::create(compilation.module(), engineOptions,
+                                    std::move(jit->machine));
+  if (!engine) {
+    std::string reason = llvm::toString(engine.takeError());
+    if (!wrapperError.empty())
+      reason = wrapperError;
+    return failure(llvm::formatv("{0}: JIT compilation of the GPU host code "
+                                 "failed: {1}\n{2}",
+                                 bufferName, reason,
+                                 compilation.diagnostics()));
+  }
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    for (const auto &[name, address] : cuda::mgpuSymbols())
+      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                 llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
+  impl.engine = std::move(*engine);
+  if (llvm::Error error = detail::materialize(*impl.engine, impl.functions))
+    return std::move(error);
+  return program;
+}
+
+namespace {
+
+/// A tensor in device memory from the driver's pool, which it returns there
+/// when destroyed. The pool belongs to the process-wide driver, so a handle
+/// may outlive the program that made it.
+class GpuDeviceTensor final : public DeviceTensor {
+public:
+  GpuDeviceTensor(ElementType type, std::vector<int64_t> shape,
+                  std::string name, cuda::DevicePtr pointer)
+      : DeviceTensor(type, std::move(shape), std::move(name)),
+        pointer(pointer) {}
+  ~GpuDeviceTensor() override {
+    // A handle exists only where the driver did (it came from it).
+    if (Expected<cuda::Driver &> driver = cuda::Driver::get())
+      driver->release(pointer);
+    else
+      llvm::consumeError(driver.takeError());
+  }
+  StringRef backend() const override { return "gpu"; }
+
+  const cuda::DevicePtr pointer;
+};
+
+/// Bytes of a dense tensor of `type` and `shape`.
+uint64_t denseBytes(ElementType type, llvm::ArrayRef<int64_t> shape) {
+  uint64_t count = 1;
+  for (int64_t size : shape)
+    count *= uint64_t(std::max<int64_t>(size, 0));
+  return count * sizeOf(type);
+}
+
+/// Whether `result` views its buffer densely in row-major order from the
+/// buffer's start: then the buffer itself can become a handle.
+bool isWholeDenseBuffer(const detail::ResultDescriptor &result) {
+  return result.offset == 0 && result.aligned == result.allocated &&
+         result.isDense();
+}
+
+} // namespace
+
+Expected<std::unique_ptr<DeviceTensor>>
+GpuProgram::upload(const HostTensor &tensor) {
+  Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    return failure(llvm::formatv("uploading '{0}' to the GPU: {1}",
+                                 tensor.name,
+                                 llvm::toString(driver.takeError())));
+  Expected<cuda::DevicePtr> buffer =
+      driver->allocate(std::max<uint64_t>(tensor.bytes.size(), 1));
+  if (!buffer)
+    return buffer.takeError();
+  auto handle = std::make_unique<GpuDeviceTensor>(tensor.type, tensor.shape,
+                                                  tensor.name, *buffer);
+  if (!tensor.bytes.empty()) {
+    // The null stream: synchronous with respect to the host buffer.
+    if (llvm::Error error = driver->copyToDevice(
+            *buffer, tensor.bytes.data(), tensor.bytes.size(), nullptr))
+      return std::move(error);
+    if (llvm::Error error = driver->synchronize(nullptr))
+      return std::move(error);
+  }
+  return std::unique_ptr<DeviceTensor>(std::move(handle));
+}
+
+Expected<HostTensor> GpuProgram::download(const DeviceTensor &tensor) {
+  if (tensor.backend() != backend())
+    return failure(llvm::formatv("tensor '{0}' is held by the {1} backend, "
+                                 "not by the GPU",
+                                 tensor.name(), tensor.backend()));
+  const auto &handle = static_cast<const GpuDeviceTensor &>(tensor);
+  Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    return driver.takeError();
+  HostTensor host;
+  host.name = tensor.name();
+  host.type = tensor.type();
+  host.shape.assign(tensor.shape().begin(), tensor.shape().end());
+  host.bytes.resize(denseBytes(host.type, host.shape));
+  if (!host.bytes.empty()) {
+    if (llvm::Error error = driver->copyToHost(
+            host.bytes.data(), handle.pointer, host.bytes.size(), nullptr))
+      return std::move(error);
+    if (llvm::Error error = driver->synchronize(nullptr))
+      return std::move(error);
+  }
+  return host;
+}
+
+Expected<std::vector<HostTensor>>
+GpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
+  std::vector<CallArgument> wrapped(arguments.begin(), arguments.end());
+  Expected<std::vector<CallResult>> results =
+      callResident(name, wrapped, /*keep=*/{});
+  if (!results)
+    return results.takeError();
+  std::vector<HostTensor> outputs;
+  for (CallResult &result : *results)
+    outputs.push_back(std::move(result.host));
+  return outputs;
+}
+
+Expected<std::vector<CallResult>>
+GpuProgram::callResident(StringRef name,
+                         llvm::ArrayRef<CallArgument> arguments,
+                         llvm::ArrayRef<bool> keep) {
+  Expected<const FunctionSpec *> checked =
+      detail::checkCall(impl->functions, name, arguments);
+  if (!checked)
+    return checked.takeError();
+  const FunctionSpec &function = **checked;
+  for (const CallArgument &argument : arguments)
+    if (argument.device && argument.device->backend() != backend())
+      return failure(llvm::formatv(
+          "calling @{0} on the GPU: tensor '{1}' is held by the {2} backend",
+          name, argument.device->name(), argument.device->backend()));
+
+  // Nothing runs without a driver and a device: the first call would load
+  // the kernels (the host code's global constructors) and launch them.
+  Expected<cuda::Driver &> got = cuda::Driver::get();
+  if (!got)
+    return failure(llvm::formatv("calling @{0} on the GPU: {1}", name,
+                                 llvm::toString(got.takeError())));
+  cuda::Driver &driver = *got;
+  if (!impl->stream) {
+    Expected<cuda::Stream> stream = driver.createStream();
+    if (!stream)
+      return failure(llvm::formatv("calling @{0} on the GPU: {1}", name,
+                                   llvm::toString(stream.takeError())));
+    impl->stream = *stream;
+  }
+  // What a wrapper deferred outside any call (a module unload at a
+  // program's destruction) is not this call's error.
+  llvm::consumeError(cuda::takeDeferredError());
+
+  // Device copies of the host arguments, returned to the pool on every
+  // path; handles stay their owners'.
+  std::vector<cuda::DevicePtr> argumentBuffers;
+  std::set<void *> resultBuffers;
+  auto releaseAll = [&] {
+    for (cuda::DevicePtr pointer : argumentBuffers)
+      driver.release(pointer);
+    for (void *pointer : resultBuffers)
+      driver.release(reinterpret_cast<cuda::DevicePtr>(pointer));
+    argumentBuffers.clear();
+    resultBuffers.clear();
+  };
+  auto fail = [&](llvm::Error error) -> llvm::Error {
+    // Let the device finish with the buffers before they are reused.
+    llvm::consumeError(driver.synchronize(impl->stream));
+    releaseAll();
+    return failure(llvm::formatv("calling @{0} on the GPU: {1}", name,
+                                 llvm::toString(std::move(error))));
+  };
+
+  std::vector<std::vector<int64_t>> descriptors;
+  // Every buffer an argument lives in: a result in one of them is not the
+  // caller's to free.
+  std::set<void *> argumentPointers;
+  for (const CallArgument &argument : arguments) {
+    if (argument.device) {
+      const auto &handle = static_cast<const GpuDeviceTensor &>(*argument.device);
+      argumentPointers.insert(reinterpret_cast<void *>(handle.pointer));
+      descriptors.push_back(detail::denseDescriptor(
+          reinterpret_cast<const void *>(handle.pointer), handle.shape()));
+      continue;
+    }
+    const HostTensor *tensor = argument.host;
+    Expected<cuda::DevicePtr> buffer =
+        driver.allocate(std::max<uint64_t>(tensor->bytes.size(), 1));
+    if (!buffer)
+      return fail(buffer.takeError());
+    argumentBuffers.push_back(*buffer);
+    argumentPointers.insert(reinterpret_cast<void *>(*buffer));
+    if (!tensor->bytes.empty())
+      if (llvm::Error error =
+              driver.copyToDevice(*buffer, tensor->bytes.data(),
+                                  tensor->bytes.size(), impl->stream))
+        return fail(std::move(error));
+    descriptors.push_back(detail::denseDescriptor(
+        reinterpret_cast<const void *>(*buffer), tensor->shape));
+  }
+  // The generated code runs on a stream of its own (non-blocking, like
+  // ours): the arguments must be in place first.
+  if (llvm::Error error = driver.synchronize(impl->stream))
+    return fail(std::move(error));
+
+  Expected<std::vector<detail::ResultDescriptor>> results =
+      detail::invoke(*impl->engine, function, descriptors);
+  if (!results)
+    return fail(results.takeError());
+  // Results are device buffers from mgpuMemAlloc that the caller owns,
+  // unless one is an argument's buffer (a function returning its argument).
+  for (const detail::ResultDescriptor &result : *results)
+    if (result.allocated && !argumentPointers.count(result.allocated))
+      resultBuffers.insert(result.allocated);
+  // The wrappers cannot report errors to generated code: they keep them.
+  if (llvm::Error error = cuda::takeDeferredError())
+    return fail(std::move(error));
+
+  // The generated code synchronised its stream before returning. Kept
+  // results become handles: a result that is a whole dense buffer of its
+  // own is adopted as it is; any other (a view, an argument's buffer, a
+  // buffer another result took) is copied into a new buffer first. Host
+  // results: copy each one's whole view out, then gather it densely.
+  std::vector<CallResult> outputs(results->size());
+  std::vector<std::vector<uint8_t>> staging(results->size());
+  for (auto [index, spec, result] :
+       llvm::enumerate(function.results, *results)) {
+    size_t elementSize = sizeOf(spec.type);
+    int64_t span = result.spanElements();
+    if (span > 0 && !result.aligned)
+      return fail(failure(
+          llvm::formatv("result #{0} is a null device pointer", index)));
+    bool kept = index < keep.size() && keep[index];
+    if (kept && resultBuffers.count(result.allocated) &&
+        isWholeDenseBuffer(result)) {
+      resultBuffers.erase(result.allocated);
+      outputs[index].device = std::make_unique<GpuDeviceTensor>(
+          spec.type, result.sizes, "",
+          reinterpret_cast<cuda::DevicePtr>(result.allocated));
+      continue;
+    }
+    auto first = reinterpret_cast<cuda::DevicePtr>(result.aligned) +
+                 uint64_t(result.offset) * elementSize;
+    if (kept && result.isDense()) {
+      uint64_t bytes = denseBytes(spec.type, result.sizes);
+      Expected<cuda::DevicePtr> buffer =
+          driver.allocate(std::max<uint64_t>(bytes, 1));
+      if (!buffer)
+        return fail(buffer.takeError());
+      outputs[index].device = std::make_unique<GpuDeviceTensor>(
+          spec.type, result.sizes, "", *buffer);
+      if (bytes > 0)
+        if (llvm::Error error =
+                driver.copyOnDevice(*buffer, first, bytes, impl->stream))
+          return fail(std::move(error));
+      continue;
+    }
+    // Host results, and kept strided views (gathered on the host, uploaded
+    // below: generated code does not return those for a train step).
+    staging[index].resize(size_t(std::max<int64_t>(span, 0)) * elementSize);
+    if (span > 0)
+      if (llvm::Error error =
+              driver.copyToHost(staging[index].data(), first,
+                                staging[index].size(), impl->stream))
+        return fail(std::move(error));
+  }
+  if (llvm::Error error = driver.synchronize(impl->stream))
+    return fail(std::move(error));
+  for (auto [index, spec, result] :
+       llvm::enumerate(function.results, *results)) {
+    if (outputs[index].device)
+      continue;
+    HostTensor host = detail::gather(result, spec.type, staging[index].data());
+    if (index < keep.size() && keep[index]) {
+      Expected<std::unique_ptr<DeviceTensor>> handle = upload(host);
+      if (!handle)
+        return fail(handle.takeError());
+      outputs[index].device = std::move(*handle);
+    } else {
+      outputs[index].host = std::move(host);
+    }
+  }
+  releaseAll();
+  return outputs;
+}

@@ -1,0 +1,210 @@
+//===- ProgramSupport.h - what every backend's Program shares ---*- C++ -*-===//
+//
+// Internal to the runtime (only backends include it; it uses MLIR): the
+// compilation up to linalg on tensors, which records the signatures, the
+// `lm.*` argument roles and the declared parameters, the checking of call
+// arguments against a signature, and the memref descriptors of the C
+// interface that generated functions are called through. CpuProgram and
+// GpuProgram differ only in code generation and in where buffers live.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_RUNTIME_ENGINE_PROGRAMSUPPORT_H
+#define SWITCHYARD_RUNTIME_ENGINE_PROGRAMSUPPORT_H
+
+#include "runtime/Program.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <functional>
+#include <memory>
+
+namespace llvm {
+class Module;
+class TargetMachine;
+} // namespace llvm
+
+namespace mlir {
+class ExecutionEngine;
+class MLIRContext;
+class PassManager;
+class SourceMgrDiagnosticHandler;
+} // namespace mlir
+
+namespace switchyard::runtime::detail {
+
+/// An llvm::Error with `message`.
+llvm::Error failure(const llvm::Twine &message);
+
+/// `options` for a backend that runs the GPU target's kernels (the GPU and
+/// its emulation): a grouped formulation is the padded one, which reads
+/// nothing on the host (kGpuGroupedTileRows rows per tile unless set).
+CompileOptions withDeviceGrouping(CompileOptions options);
+
+/// One module on its way through the compiler: parsed from source text,
+/// with every diagnostic (and its location) collected for the error that a
+/// failing stage returns.
+class Compilation {
+public:
+  /// Parses nothing yet; `context` must have the dialects registered.
+  Compilation(mlir::MLIRContext &context, llvm::StringRef source,
+              llvm::StringRef bufferName);
+  ~Compilation();
+
+  /// Parses and verifies the source, runs the front end (declaring the
+  /// parameters, recorded into `params`) and the lowering to linalg on
+  /// tensors that `options` selects, and records the signature of every
+  /// public function into `functions` with its arguments' roles. Marks the
+  /// public functions for the runtime: arguments are never written
+  /// (bufferization.writable = false) and each gets its C interface.
+  /// `flashAttentionKernel`: the GPU's tensor-core route keeps the forward
+  /// flash attention for its kernel (LoweringOptions::flashAttentionKernel).
+  llvm::Error lowerToLinalg(const CompileOptions &options, ParamTable &params,
+                            std::vector<FunctionSpec> &functions,
+                            bool flashAttentionKernel = false);
+
+  /// Runs `pm` on the module, with the MLIR pass-manager options of the
+  /// command line (--mlir-print-ir-*, --mlir-timing, ...) where the tool
+  /// registers them; a failure names `stage`.
+  llvm::Error run(mlir::PassManager &pm, llvm::StringRef stage);
+
+  /// An error saying that `stage` failed, with the diagnostics so far.
+  llvm::Error stageFailed(llvm::StringRef stage) const;
+
+  mlir::ModuleOp module() { return *moduleOp; }
+  llvm::StringRef bufferName() const { return name; }
+  const std::string &diagnostics() const { return diagnosticText; }
+
+private:
+  mlir::MLIRContext &context;
+  std::string name;
+  std::string diagnosticText;
+  llvm::raw_string_ostream diagnosticStream;
+  llvm::SourceMgr sources;
+  std::unique_ptr<mlir::SourceMgrDiagnosticHandler> handler;
+  mlir::OwningOpRef<mlir::ModuleOp> moduleOp;
+};
+
+/// Finds `name` in `functions` and checks `arguments` against its signature:
+/// count, element types, ranks, static sizes, byte counts and token ids.
+/// Errors name the argument.
+llvm::Expected<const FunctionSpec *>
+checkCall(const std::vector<FunctionSpec> &functions, llvm::StringRef name,
+          llvm::ArrayRef<const HostTensor *> arguments);
+/// The same for host tensors and handles: a handle's element type and shape
+/// are checked (its contents are not read).
+llvm::Expected<const FunctionSpec *>
+checkCall(const std::vector<FunctionSpec> &functions, llvm::StringRef name,
+          llvm::ArrayRef<CallArgument> arguments);
+
+/// The memref descriptor of a dense row-major tensor of `shape` at `data`:
+/// {allocated, aligned, offset, sizes[rank], strides[rank]}, 8-byte words.
+std::vector<int64_t> denseDescriptor(const void *data,
+                                     llvm::ArrayRef<int64_t> shape);
+
+/// One memref descriptor a generated function returned.
+struct ResultDescriptor {
+  void *allocated = nullptr;
+  uint8_t *aligned = nullptr;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+
+  int64_t numElements() const;
+  /// Elements from the first one of the view to its last, inclusive (0 for
+  /// an empty view): what a copy of the whole view has to read.
+  int64_t spanElements() const;
+  /// Whether the view is dense in row-major order from its first element
+  /// (dimensions of size 1 may have any stride).
+  bool isDense() const;
+};
+
+/// How the JIT compiles `module` (in the LLVM dialect, before
+/// prepareForExecutionEngine) at `optLevel` (0-3), IR passes and code
+/// generation.
+struct JitTarget {
+  /// This machine, generating code at `optLevel`: pass it to
+  /// mlir::ExecutionEngine::create (ExecutionEngineOptions::
+  /// jitCodeGenOptLevel alone does not reach the TargetMachine that
+  /// ExecutionEngine builds itself). When every function of the module
+  /// with a body is marked optnone (switchyard-cpu-outline-loops' straight
+  /// lines: a GPU program's host code, its allocations and launches), it
+  /// generates code at level 0 instead: LLVM's per-function optnone picks
+  /// -O0 instruction selection but not the fast register allocator, and the
+  /// greedy one took most of a GPU model's host compile.
+  std::unique_ptr<llvm::TargetMachine> machine;
+  /// ExecutionEngineOptions::transformer: LLVM's pipeline at `optLevel`,
+  /// with `machine`'s cost models (without them, LLVM knows no vector
+  /// registers and the loop vectorizer does nothing); then
+  /// storeAggregatesByField and splitStraightLineBlocks.
+  std::function<llvm::Error(llvm::Module *)> transformer;
+};
+llvm::Expected<JitTarget> jitTarget(unsigned optLevel, mlir::ModuleOp module);
+
+/// Replaces each store of a struct or array value in `module` by stores of
+/// its scalar fields, taken from the insertvalue chain that built it where
+/// there is one (the chain is then deleted if nothing else uses it). An
+/// entry point inlined into its C interface stores its results as one
+/// aggregate of every memref descriptor; -O0 instruction selection
+/// (FastISel, which optnone functions get) cannot select such a store, and
+/// what it cannot select sends the rest of its block, here the whole
+/// function, to SelectionDAG. LLVM's own pipeline splits these stores
+/// (InstCombine) but skips optnone functions.
+void storeAggregatesByField(llvm::Module &module);
+
+/// Splits each block of the optnone functions of `module` (the straight
+/// lines of switchyard-cpu-outline-loops: the entry points) into blocks of
+/// at most `maxInstructions`, after moving their allocations of a constant
+/// size to the entry block. -O0 instruction selection goes bottom-up
+/// through a block, and an instruction it cannot select sends the rest of
+/// the block to SelectionDAG, whose scheduling time grows faster than
+/// linearly with the block: in the JIT's large code model every load of a
+/// global (a GPU program's loaded kernel module, before each launch) is
+/// such an instruction, and a training step's host code is one block of
+/// about 10^5 instructions.
+void splitStraightLineBlocks(llvm::Module &module, unsigned maxInstructions);
+/// What jitTarget's transformer splits at.
+inline constexpr unsigned kStraightLineBlockSize = 256;
+
+/// Readies `module`, in the LLVM dialect, for mlir::ExecutionEngine:
+/// - The functions that its C interfaces (`_mlir_ciface_NAME`) call become
+///   internal. ExecutionEngine gives every public function a packed
+///   wrapper and compiles them all, and the runtime calls only the C
+///   interfaces; the wrapper of a function itself loads each of its
+///   expanded memref arguments (thousands for a training step) in one
+///   block, on which LLVM's post-RA scheduler took longer than on the rest
+///   of the entry points together.
+/// - Such a function that switchyard-cpu-outline-loops marked noinline
+///   and optnone is always-inlined into its wrapper instead (which keeps
+///   optnone): the call between them passed every memref descriptor field
+///   as a scalar argument, thousands on the stack, and its instruction
+///   selection and register allocation dominated code generation.
+/// - Argument and result attributes of other dialects than `llvm` (the
+///   runtime's `lm.param`, `lm.vocab`, ..., read before the lowering) are
+///   dropped: the translation to LLVM IR warns about each, with the whole
+///   function printed (31 MB of text for the tiny model's training step).
+void prepareForExecutionEngine(mlir::ModuleOp module);
+
+/// Generates `engine`'s native code now: ORC compiles the module on its
+/// first lookup, and a program's first call should not also be its
+/// compilation (a training run's first step would report the compile time
+/// as its own).
+llvm::Error materialize(mlir::ExecutionEngine &engine,
+                        llvm::ArrayRef<FunctionSpec> functions);
+
+/// Calls `_mlir_ciface_<function.name>` in `engine` with one descriptor per
+/// argument, and decodes the descriptors it returns.
+llvm::Expected<std::vector<ResultDescriptor>>
+invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
+       std::vector<std::vector<int64_t>> &arguments);
+
+/// Copies the elements of `result` into a dense HostTensor of `type`;
+/// `first` points at its first element (`aligned + offset` elements) in host
+/// memory, followed by at least spanElements() elements.
+HostTensor gather(const ResultDescriptor &result, ElementType type,
+                  const uint8_t *first);
+
+} // namespace switchyard::runtime::detail
+
+#endif // SWITCHYARD_RUNTIME_ENGINE_PROGRAMSUPPORT_H
