@@ -1,9 +1,14 @@
 //===- TensorCoreKernels.h - what the tensor-core kernels share -*- C++ -*-===//
 //
-// Internal to switchyard-gpu-tensor-core-matmul: the mma.sync shape, the
-// index and fragment helpers of its kernel builders (GpuTensorCoreMatmul.cpp:
-// the contractions and grouped expert kernels; GpuTensorCoreAttention.cpp:
-// moe.flash_attention_kernel).
+// Internal to switchyard-gpu-tensor-core-matmul, whose pass
+// (GpuTensorCoreMatmul.cpp) matches the ops and dispatches them to the
+// kernel builders declared here, one file per instruction family: the
+// mma.sync shape, the index and fragment helpers that every builder shares
+// (KernelBuilderBase), the mma.sync matmul kernel of the contractions
+// (MmaSync.cpp) and of the grouped expert kernels (GroupedKernels.cpp), the
+// wgmma kernel of the contractions (Wgmma.cpp), and the flash attention
+// kernels (AttentionForward.cpp, AttentionBackward.cpp; what those two share
+// is in AttentionCommon.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,10 +20,17 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <functional>
+#include <optional>
+
 namespace mlir::moe {
 class FlashAttentionKernelOp;
 class FlashAttentionGradKernelOp;
 } // namespace mlir::moe
+
+namespace mlir::switchyard {
+struct Contraction;
+} // namespace mlir::switchyard
 
 namespace mlir::switchyard::tensor_cores {
 
@@ -42,7 +54,9 @@ struct FragmentMaps {
 };
 
 /// What the kernel builders share: the rewriter, the location, the element
-/// type of the factors, index arithmetic, the mma.sync itself.
+/// type of the factors, index arithmetic, the mma.sync itself. The members
+/// are defined in TensorCoreKernels.cpp, the mma.sync and ldmatrix ones
+/// (mma, fragmentMaps, loadA, loadB, loadBTransposed) in MmaSync.cpp.
 class KernelBuilderBase {
 protected:
   KernelBuilderBase(RewriterBase &rewriter, Location loc, FloatType elementType)
@@ -118,14 +132,155 @@ protected:
   FloatType elementType;
 };
 
-/// Replaces `op` (on buffers) by its mma.sync kernel
-/// (GpuTensorCoreAttention.cpp).
+/// Input `input` of `c` from its raw element `raw` (the block argument's
+/// value), or from a vector of raw elements: the body's casts from the
+/// block argument to the factor (arith.extf, arith.truncf), replayed
+/// element by element.
+Value replayCasts(OpBuilder &b, Contraction &c, unsigned input, Value raw);
+
+//===----------------------------------------------------------------------===//
+// The mma.sync matmul kernel (MmaSync.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The block tile: 2 x 2 warps, each computing kWarpMTiles x kWarpNTiles
+/// mma tiles (32 x 32 of C), so a block computes 64 x 64 of C and stages
+/// kBlockK of K per step: 64 x 32 of A and of B, 32 multiply-accumulates
+/// per staged element (a single warp on a 16 x 32 tile would do 10.7).
+constexpr int64_t kWarpsM = 2;
+constexpr int64_t kWarpsN = 2;
+constexpr int64_t kWarpMTiles = 2;
+constexpr int64_t kWarpNTiles = 4;
+constexpr int64_t kBlockM = kWarpsM * kWarpMTiles * kTileM;
+constexpr int64_t kBlockN = kWarpsN * kWarpNTiles * kTileN;
+constexpr int64_t kBlockK = 32;
+constexpr int64_t kBlockThreads = kWarpsM * kWarpsN * kWarpLanes;
+/// Shared tiles are [rows][kBlockK] with each row padded to kSmemRow
+/// elements (80 bytes for 16-bit types): the eight 16-byte row reads of
+/// an ldmatrix matrix then fall in distinct banks (a 64-byte row stride
+/// would put four of them in the same), and rows stay 16-byte aligned.
+constexpr int64_t kSmemRow = kBlockK + 8;
+static_assert(kBlockM * kBlockK % (kBlockThreads * kRun) == 0 &&
+                  kBlockN * kBlockK % (kBlockThreads * kRun) == 0 &&
+                  kBlockK % kRun == 0 && kBlockM % kRun == 0 &&
+                  kBlockN % kRun == 0,
+              "every thread stages whole runs, as many for every thread");
+
+/// What one mma.sync kernel computes: C[b, m, n] += Σ_k A[b, m, k] ·
+/// B[b, n, k] over a range of k per batch, for a grid of kBlockM x kBlockN
+/// tiles of C per batch. The callbacks build code inside the kernel; the
+/// operands are read element by element where the element lies inside the
+/// problem (rounded to the element type by the builder), and by runs of
+/// kRun elements in one vector load where a whole step of a block's tile is.
+struct MmaProblem {
+  /// Host values: the extents of M and N, the number of batches.
+  Value sizeM, sizeN, batches;
+  /// The block's K range [begin, end), and whether its tiles are computed
+  /// at all (a padding tile of a grouped kernel is not); all three the same
+  /// for every thread of the block.
+  struct Range {
+    Value begin, end, active;
+  };
+  std::function<Range(OpBuilder &b, Value batch, Value m0)> kRange;
+  /// An operand: factor (batch, row, k) is `cast` of element `indices` of
+  /// `buffer` (the body's casts from the raw element to the float factor).
+  /// `runsInLastDim`: the staging's runs (along k, or along the rows where
+  /// rowsContiguous) lie along the buffer's last dimension, so that a run
+  /// is one vector load where that dimension has unit stride.
+  struct Operand {
+    Value buffer;
+    std::function<SmallVector<Value>(OpBuilder &b, Value batch, Value row,
+                                     Value k)>
+        indices;
+    std::function<Value(OpBuilder &b, Value raw)> cast;
+    bool runsInLastDim = false;
+  };
+  Operand operandA, operandB;
+  /// Whether consecutive rows (m of A, n of B) rather than consecutive k
+  /// are adjacent in memory: the staging then walks the rows with
+  /// consecutive threads, so that a warp's loads are coalesced either way.
+  bool rowsContiguousA = false, rowsContiguousB = false;
+  /// The output buffer and the indices of C[b, m, n] in it.
+  Value out;
+  std::function<SmallVector<Value>(OpBuilder &b, Value batch, Value m, Value n)>
+      outIndices;
+  /// Split-K (a host value, or null for none): each batch's K range is cut
+  /// into this many parts of whole K steps, the grid's third dimension runs
+  /// over batches x parts, each block's tile goes to a buffer of partial
+  /// results [parts, batches, M, N], and a parallel loop adds the parts to
+  /// C in part order (deterministic). For grids of few tiles with long K:
+  /// weight gradients, whose K is the token count.
+  Value splits;
+};
+
+/// When the mma.sync kernels split K (switchyard-gpu-tensor-core-matmul's
+/// split-k-blocks and split-k-min options).
+struct SplitKPolicy {
+  /// Blocks to aim for; 0 turns split-K off.
+  int64_t targetBlocks = 0;
+  /// The fewest elements of K per part.
+  int64_t minK = 256;
+};
+
+/// Whether `c` has the shape the tensor-core kernel handles: one M, N and K
+/// dimension, at most one batch dimension, and projected permutation maps
+/// (every operand index is a loop index).
+bool fitsTensorCores(Contraction &c);
+
+/// The number of parts to cut K into for a grid over M x N x batches
+/// (static sizes; nullopt: dynamic) whose batches each reduce about
+/// `kPerBatch()` (a host value, built only if K is cut), or null where the
+/// grid is dynamic or already large: clamp(kPerBatch / minK, 1,
+/// ceil(targetBlocks / tiles)).
+Value splitCount(OpBuilder &b, Location loc, const SplitKPolicy &policy,
+                 std::optional<int64_t> m, std::optional<int64_t> n,
+                 std::optional<int64_t> count, function_ref<Value()> kPerBatch);
+
+/// The mma.sync problem of a contraction: M, N, K and the batch are its
+/// loop dimensions; the whole K range for every block. Leaves the
+/// rewriter's insertion point before `c.op`.
+MmaProblem contractionProblem(RewriterBase &rewriter, Contraction &c,
+                              const SplitKPolicy &policy);
+
+/// Builds the mma.sync kernel of `problem` at the rewriter's insertion
+/// point (the problem's op stays; its caller erases it).
+void buildMmaKernel(RewriterBase &rewriter, Operation *op,
+                    FloatType elementType, const MmaProblem &problem);
+
+//===----------------------------------------------------------------------===//
+// The grouped expert kernels on the mma.sync kernel (GroupedKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Builds the mma.sync kernel of `op` before it: a moe.grouped_matmul on
+/// buffers whose tile_size is a multiple of kBlockM, or a
+/// moe.grouped_weight_grad on buffers (the op stays; its caller erases it).
+void buildGroupedKernel(RewriterBase &rewriter, Operation *op,
+                        FloatType elementType, const SplitKPolicy &policy);
+
+//===----------------------------------------------------------------------===//
+// The wgmma matmul kernel, sm_90a (Wgmma.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Whether `c` can take the wgmma route: the mma.sync shape, no batch
+/// dimension, and static N and K that are multiples of the wgmma tile. M
+/// (the token count) may be dynamic: TMA zero-fills the rows past it and
+/// the stores are guarded.
+bool fitsWgmma(Contraction &c);
+
+/// Builds the wgmma + TMA kernel of `c` before it (the op stays; its caller
+/// erases it).
+void buildWgmmaKernel(RewriterBase &rewriter, Contraction &c,
+                      FloatType elementType);
+
+//===----------------------------------------------------------------------===//
+// Flash attention (AttentionForward.cpp, AttentionBackward.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Replaces `op` (on buffers) by its mma.sync kernel (AttentionForward.cpp).
 void buildFlashAttentionKernel(RewriterBase &rewriter,
                                moe::FlashAttentionKernelOp op,
                                FloatType elementType);
 /// Replaces `op` (on buffers) by its two mma.sync kernels, dK and dV over
-/// blocks of keys, then dQ over blocks of queries
-/// (GpuTensorCoreAttention.cpp).
+/// blocks of keys, then dQ over blocks of queries (AttentionBackward.cpp).
 void buildFlashAttentionGradKernels(RewriterBase &rewriter,
                                     moe::FlashAttentionGradKernelOp op,
                                     FloatType elementType);
