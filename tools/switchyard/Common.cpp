@@ -1,0 +1,432 @@
+//===- Common.cpp - what the switchyard commands share --------------------===//
+//
+// The option groups and helpers of Common.h: the model, device,
+// parameter-file and corpus options with their checks, the MLIR options
+// every command shows, loading a model and running the front end, error
+// messages, and the compilation of a model for the CPU, the GPU or the
+// GPU emulation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/switchyard/Common.h"
+
+#include "lib/InitSwitchyard.h"
+#include "lib/Pipelines/Pipelines.h"
+#include "runtime/Engine/CpuProgram.h"
+#ifdef SWITCHYARD_HAVE_GPU_RUNTIME
+#include "runtime/CudaDriver.h"
+#endif
+#include "runtime/TensorFile.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace mlir;
+
+namespace switchyard::driver {
+
+OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
+                                StringRef path) {
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(path, &error);
+  if (!file) {
+    llvm::errs() << "switchyard: cannot read model '" << path
+                 << "': " << error << "\n";
+    return nullptr;
+  }
+  sources.AddNewSourceBuffer(std::move(file), SMLoc());
+  return parseSourceFile<ModuleOp>(sources, &context);
+}
+
+LogicalResult runFrontend(ModuleOp module, int64_t numLayers) {
+  PassManager pm(module.getContext());
+  if (failed(applyPassManagerCLOptions(pm))) {
+    llvm::errs() << "switchyard: invalid pass manager options\n";
+    return failure();
+  }
+  applyDefaultTimingPassManagerCLOptions(pm);
+  mlir::switchyard::FrontendPipelineOptions options;
+  options.numLayers = numLayers;
+  mlir::switchyard::buildFrontendPipeline(pm, options);
+  return pm.run(module);
+}
+
+int fail(llvm::Error error) {
+  llvm::errs() << "switchyard: " << llvm::toString(std::move(error)) << "\n";
+  return 1;
+}
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "switchyard: " << message << "\n";
+  return 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Model options
+//===----------------------------------------------------------------------===//
+
+ModelOptions::ModelOptions()
+    : category("Model options"),
+      input(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
+            cl::cat(category)),
+      numLayers("num-layers",
+                cl::desc("Model depth L for the scaled initialisers (default: "
+                         "the number of attention blocks)"),
+                cl::init(0), cl::cat(category)),
+      fuse("fuse",
+           cl::desc("Fusions to apply: default (the fastest set measured for "
+                    "the device: router,attention on the GPU and in its "
+                    "emulation, with the expert projections grouped; none on "
+                    "the CPU), all, none, or "
+                    "a comma-separated list of router, expert-projection, "
+                    "attention (the unfused route computes the same results; "
+                    "see docs/Fusions.md)"),
+           cl::init("default"), cl::cat(category)),
+      experts("experts",
+              cl::desc("How the unfused expert projections (V and O, and "
+                       "their gradients) compute: grouped (routes sorted by "
+                       "expert, one matmul per expert: the routes' MACs; on "
+                       "the GPU and in its emulation without host reads: a "
+                       "parallel sort, each expert's rows padded to 64-row "
+                       "tiles, one grouped kernel for all experts), dense "
+                       "(every token through every expert, E/k times the "
+                       "MACs, as plain matmuls), or default (grouped, on "
+                       "every device). The fused projections gather per "
+                       "route either way"),
+              cl::init("default"), cl::cat(category)) {}
+
+llvm::Error ModelOptions::check() const {
+  if (numLayers < 0 || numLayers > kMaxLayers)
+    return llvm::createStringError(
+        llvm::formatv("--num-layers: expected 0 (count the attention "
+                      "blocks) to {0}, found {1}",
+                      kMaxLayers, int64_t(numLayers))
+            .str());
+  return llvm::Error::success();
+}
+
+llvm::Expected<rt::CompileOptions>
+ModelOptions::compileOptions(bool gpu) const {
+  if (llvm::Error error = check())
+    return std::move(error);
+  rt::CompileOptions options;
+  options.numLayers = numLayers;
+  if (experts != "default" && experts != "grouped" && experts != "dense")
+    return llvm::createStringError("--experts: expected default, grouped "
+                                   "or dense, found '" +
+                                   experts + "'");
+  options.groupedExperts = experts != "dense";
+  llvm::Expected<mlir::switchyard::FusionOptions> fusion =
+      mlir::switchyard::parseFusions(fuse, gpu);
+  if (!fusion)
+    return llvm::createStringError("--fuse: " +
+                                   llvm::toString(fusion.takeError()));
+  options.fusion = *fusion;
+  return options;
+}
+
+//===----------------------------------------------------------------------===//
+// MLIR options and context
+//===----------------------------------------------------------------------===//
+
+void registerCommandOptions(cl::OptionCategory &category) {
+  static cl::OptionCategory mlirCategory("MLIR options");
+  mlir::switchyard::registerPassesAndPipelines();
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  for (auto &[name, option] : cl::getRegisteredOptions())
+    if (name.starts_with("mlir-print-ir") || name == "mlir-timing" ||
+        name == "mlir-print-debuginfo" || name == "mlir-pass-statistics" ||
+        name == "verify-each")
+      option->addCategory(mlirCategory);
+  cl::HideUnrelatedOptions({&category, &mlirCategory});
+}
+
+void setUpContext(MLIRContext &context) {
+  DialectRegistry registry;
+  mlir::switchyard::registerDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+}
+
+//===----------------------------------------------------------------------===//
+// Parameter files and devices
+//===----------------------------------------------------------------------===//
+
+ParamFileFlags::ParamFileFlags(cl::OptionCategory &category)
+    : renames("rename",
+              cl::desc("Read parameter-file tensors whose names start with "
+                       "FROM as starting with TO (repeatable; the first "
+                       "matching rule applies; an empty FROM prefixes "
+                       "every name, e.g. --rename =layers.0.att. for a "
+                       "file of one official module)"),
+              cl::value_desc("FROM=TO"), cl::cat(category)),
+      initMissing("init-missing",
+                  cl::desc("Initialise the parameters that no parameter "
+                           "file holds from their declared initialisers "
+                           "(--seed), each named on stderr, instead of "
+                           "failing"),
+                  cl::init(false), cl::cat(category)) {}
+
+llvm::Expected<rt::ParamFileOptions>
+ParamFileFlags::options(uint64_t seed) const {
+  rt::ParamFileOptions result;
+  for (const std::string &text : renames) {
+    llvm::Expected<rt::Rename> rule = rt::parseRename(text);
+    if (!rule)
+      return rule.takeError();
+    result.renames.push_back(std::move(*rule));
+  }
+  result.initMissing = initMissing;
+  result.seed = seed;
+  result.note = [](const std::string &line) {
+    llvm::errs() << "switchyard: note: " << line << "\n";
+  };
+  return result;
+}
+
+DeviceOption::DeviceOption(cl::OptionCategory &category)
+    : device("device",
+             cl::desc("Where to run the compiled model (default: cpu)"),
+             cl::values(clEnumValN(Device::cpu, "cpu",
+                                   "the CPU target, JIT-compiled here"),
+                        clEnumValN(Device::gpu, "gpu",
+                                   "the GPU target (NVIDIA, through the "
+                                   "CUDA driver) on device 0"),
+                        clEnumValN(Device::gpuEmulation, "gpu-emulation",
+                                   "the GPU target's kernels run on this "
+                                   "CPU, one thread after another (slow; "
+                                   "checks the GPU route without a GPU)")),
+             cl::init(Device::cpu), cl::cat(category)),
+      gpuChip("gpu-chip",
+              cl::desc("With --device gpu: the chip to compile for, e.g. "
+                       "sm_90a (default: device 0's, sm_<cc>)"),
+              cl::value_desc("sm_XY"), cl::cat(category)),
+      gpuElementType(
+          "gpu-element-type",
+          cl::desc("With --device gpu or gpu-emulation: element type of "
+                   "the matmul multiplicands, f32 (default, exact SIMT), "
+                   "bf16 or f16 (tensor cores, mma.sync, on sm_80+ and "
+                   "in the emulation; rounded SIMT on sm_75; f32 "
+                   "accumulation)"),
+          cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(category)),
+      gpuFormat("gpu-format",
+                cl::desc("With --device gpu: how kernels are shipped, bin "
+                         "(default: cubin through ptxas), fatbin, or isa "
+                         "(PTX, JIT-compiled by the driver)"),
+                cl::value_desc("bin|fatbin|isa"), cl::init("bin"),
+                cl::cat(category)),
+      gpuToolkit("gpu-toolkit",
+                 cl::desc("With --device gpu: the CUDA toolkit root "
+                          "(bin/ptxas, nvvm/libdevice; default: "
+                          "$SWITCHYARD_CUDA_TOOLKIT, else the build's)"),
+                 cl::value_desc("dir"), cl::cat(category)) {}
+
+llvm::Expected<rt::GpuCompileOptions> DeviceOption::gpuOptions() const {
+  bool gpuOptionGiven =
+      gpuChip.getNumOccurrences() || gpuFormat.getNumOccurrences();
+  if (device != Device::gpu && gpuOptionGiven)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--gpu-chip and --gpu-format need "
+                                   "--device gpu");
+  if (device == Device::cpu && gpuElementType.getNumOccurrences())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--gpu-element-type needs --device gpu or gpu-emulation");
+  // Checked here too (the GPU pipeline checks every option), so that a
+  // typo fails before the driver is looked for.
+  if (!llvm::is_contained({"f32", "bf16", "f16"}, StringRef(gpuElementType)))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--gpu-element-type: expected f32, bf16 or f16, found '" +
+            gpuElementType + "'");
+  if (!llvm::is_contained({"bin", "fatbin", "isa"}, StringRef(gpuFormat)))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--gpu-format: expected bin, fatbin or isa, found '" + gpuFormat +
+            "'");
+  rt::GpuCompileOptions options;
+  options.chip = gpuChip;
+  options.elementType = gpuElementType;
+  options.format = gpuFormat;
+  options.toolkit = gpuToolkit;
+  return options;
+}
+
+llvm::Expected<std::unique_ptr<rt::Program>>
+compileFor(const DeviceOption &device, const ModelOptions &model,
+           bool trainStep) {
+  llvm::Expected<rt::CompileOptions> selected =
+      model.compileOptions(device.device != Device::cpu);
+  if (!selected)
+    return selected.takeError();
+  rt::CompileOptions options = *selected;
+  options.trainStep = trainStep;
+  StringRef path = model.input;
+  llvm::Expected<rt::GpuCompileOptions> gpuOptions = device.gpuOptions();
+  if (!gpuOptions)
+    return gpuOptions.takeError();
+  // Progress on stderr (compiling a large model takes a while, longer for
+  // a GPU than for the CPU), once the device is known to be there.
+  std::chrono::steady_clock::time_point start;
+  auto announce = [&] {
+    llvm::errs() << "compiling " << path
+                 << (trainStep ? " with its train step\n" : "\n");
+    start = std::chrono::steady_clock::now();
+  };
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  if (device.device == Device::gpuEmulation) {
+    options.emulateGpu = true;
+    options.roundContractionOperands = gpuOptions->elementType;
+    llvm::errs() << "device: GPU emulation on this CPU (the GPU route's "
+                    "kernels, one thread after another), "
+                 << gpuOptions->elementType << " multiplicands"
+                 << (gpuOptions->elementType == "f32"
+                         ? ""
+                         : " on emulated tensor cores (mma.sync)")
+                 << "\n";
+  }
+  if (device.device != Device::gpu) {
+    announce();
+    llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
+        rt::CpuProgram::compileFile(path, options);
+    if (!program)
+      return program.takeError();
+    llvm::errs() << llvm::formatv("compiled in {0:f1} s\n", seconds());
+    return std::unique_ptr<rt::Program>(std::move(*program));
+  }
+#ifdef SWITCHYARD_HAVE_GPU_RUNTIME
+  llvm::Expected<rt::cuda::Driver &> driver = rt::cuda::Driver::get();
+  if (!driver)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--device gpu: " + llvm::toString(driver.takeError()));
+  llvm::errs() << llvm::formatv(
+      "device: {0} (sm_{1}, {2} multiprocessors, {3:f1} GiB, driver {4})\n",
+      driver->device().name, driver->device().computeCapability,
+      driver->device().multiprocessors,
+      double(driver->device().totalMemory) / double(1ull << 30),
+      driver->device().driverVersion);
+  announce();
+  llvm::Expected<std::unique_ptr<rt::GpuProgram>> program =
+      rt::GpuProgram::compileFile(path, options, *gpuOptions);
+  if (!program)
+    return program.takeError();
+  llvm::errs() << llvm::formatv(
+      "compiled in {0:f1} s for {1}, {2} multiplicands, {3}\n", seconds(),
+      (*program)->chip(), gpuOptions->elementType, gpuOptions->format);
+  return std::unique_ptr<rt::Program>(std::move(*program));
+#else
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "--device gpu: this switchyard was built without the CUDA toolkit, so "
+      "it has no GPU backend; rebuild where CMake finds the toolkit");
+#endif
+}
+
+//===----------------------------------------------------------------------===//
+// Corpus options
+//===----------------------------------------------------------------------===//
+
+CorpusOptions::CorpusOptions(cl::OptionCategory &category)
+    : data("data",
+           cl::desc("Text files or directories to train on (default: "
+                    "Debian's fortunes)"),
+           cl::value_desc("path"), cl::cat(category)),
+      validFraction("valid-fraction",
+                    cl::desc("Share of the text held out for validation, in "
+                             "interleaved 4 KiB blocks (default 0.05)"),
+                    cl::init(0.05), cl::cat(category)),
+      tokenizer("tokenizer",
+                cl::desc("Tokens: 'bytes' (the Enwik8 setting, default) or "
+                         "'sentencepiece' subwords (the Wikitext/C4 "
+                         "setting)"),
+                cl::init("bytes"), cl::cat(category)),
+      vocabSize("vocab-size",
+                cl::desc("SentencePiece vocabulary to train (8000)"),
+                cl::init(8000), cl::cat(category)),
+      tokenizerModel(
+          "tokenizer-model",
+          cl::desc("SentencePiece model file: loaded when it exists, else "
+                   "trained on the training text and written there"),
+          cl::value_desc("file.model"), cl::cat(category)) {}
+
+llvm::Error CorpusOptions::check() const {
+  if (!(validFraction > 0 && validFraction < 1))
+    return llvm::createStringError(
+        llvm::formatv("--valid-fraction: expected a number in (0, 1), "
+                      "found {0}",
+                      llvm::format("%g", double(validFraction)))
+            .str());
+  if (tokenizer != "bytes" && tokenizer != "sentencepiece")
+    return llvm::createStringError("--tokenizer: expected bytes or "
+                                   "sentencepiece, found '" +
+                                   tokenizer + "'");
+  if (tokenizer == "sentencepiece") {
+    // SentencePiece needs room for its special pieces; beyond 2^20 the
+    // model's embedding and output alone would not fit a machine.
+    if (vocabSize < 16 || vocabSize > (int64_t(1) << 20))
+      return llvm::createStringError(
+          llvm::formatv("--vocab-size: expected 16 to {0}, found {1}",
+                        int64_t(1) << 20, int64_t(vocabSize))
+              .str());
+    if (!tokenizerModel.empty() && !llvm::sys::fs::exists(tokenizerModel))
+      return rt::checkWritable(tokenizerModel);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<rt::TokenCorpus> CorpusOptions::load() const {
+  if (llvm::Error error = check())
+    return std::move(error);
+  llvm::Expected<rt::ByteCorpus> bytes =
+      data.empty()
+          ? rt::ByteCorpus::loadFortunes(validFraction)
+          : rt::ByteCorpus::load(
+                std::vector<std::string>(data.begin(), data.end()),
+                validFraction);
+  if (!bytes)
+    return bytes.takeError();
+  if (tokenizer == "bytes")
+    return rt::TokenCorpus::fromBytes(*bytes);
+  std::unique_ptr<rt::SentencePieceTokenizer> sp;
+  if (!tokenizerModel.empty() && llvm::sys::fs::exists(tokenizerModel)) {
+    llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>> loaded =
+        rt::SentencePieceTokenizer::load(tokenizerModel);
+    if (!loaded)
+      return loaded.takeError();
+    sp = std::move(*loaded);
+  } else {
+    llvm::errs() << "training a SentencePiece model of " << vocabSize
+                 << " pieces on the training text\n";
+    llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>> trained =
+        rt::SentencePieceTokenizer::train(*bytes, vocabSize);
+    if (!trained)
+      return trained.takeError();
+    sp = std::move(*trained);
+    if (!tokenizerModel.empty())
+      if (llvm::Error error = sp->save(tokenizerModel))
+        return std::move(error);
+  }
+  return sp->encode(*bytes);
+}
+
+} // namespace switchyard::driver
