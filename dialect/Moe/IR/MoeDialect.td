@@ -9,6 +9,7 @@
 #define SWITCHYARD_DIALECT_MOE_IR_MOEDIALECT_TD
 
 include "dialect/Support/ShapeLimits.td"
+include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/IR/OpBase.td"
 
 def Moe_Dialect : Dialect {
@@ -39,6 +40,20 @@ def Moe_Dialect : Dialect {
     Index tensors hold per-head expert numbers in `[0, E)`.
   }];
 }
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+defvar Moe_ActivationTypes = [F32, F16, BF16];
+
+/// Activations and weights: f32, f16 or bf16, of a fixed rank.
+class Moe_ValueTensorOfRank<list<int> ranks>
+    : TensorRankOf<Moe_ActivationTypes, ranks>;
+/// Router scores and gate values: always f32 (router logits are fp32).
+class Moe_ScoreTensorOfRank<list<int> ranks> : TensorRankOf<[F32], ranks>;
+/// Expert indices: per-head expert numbers in [0, E).
+class Moe_IndexTensorOfRank<list<int> ranks> : TensorRankOf<[I32, I64], ranks>;
 
 class Moe_Op<string mnemonic, list<Trait> traits = []>
     : Op<Moe_Dialect, mnemonic,

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "llvm/Support/Debug.h"
 
 #include <cmath>
 #include <limits>
@@ -33,6 +34,8 @@ namespace mlir::switchyard {
 #define GEN_PASS_DEF_CONVERTMOETOLINALGPASS
 #include "lib/Conversion/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "convert-moe-to-linalg"
 
 using namespace mlir;
 using namespace mlir::switchyard;
@@ -406,7 +409,7 @@ struct ExpertProjGradLowering : public OpRewritePattern<moe::ExpertProjGradOp> {
     Value c = dense.spread(dense.denseGates(), dout);
     // Per expert, with the weight as [H, E, D, F]: dx over (n, d | h, e, f);
     // dW over (h, e, d, f | n). (With the weight flattened to [D, H·E·F],
-    // one matmul each, the CPU's loss-and-gradient measured slower.)
+    // one matmul each, the CPU's loss-and-gradient is slower.)
     Value w4 = dense.byHead(w);
     Value dx = contractF32(b, c, dimsMap(ctx, 5, {0, 2, 3, 4}), w4,
                            dimsMap(ctx, 5, {2, 3, 1, 4}),
@@ -657,7 +660,6 @@ struct LinearLowering : public OpRewritePattern<moe::LinearOp> {
 
 /// Mean and variance reductions over the last dimension, then the affine
 /// normalisation, all in f32.
-/// The affine normalisation over the last dimension, in f32.
 struct LayerNormLowering : public OpRewritePattern<moe::LayerNormOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -910,23 +912,25 @@ struct DropoutMaskLowering : public OpRewritePattern<moe::DropoutMaskOp> {
   }
 };
 
-/// Whether `mask` is an inference-mode (unseeded) dropout mask.
+/// Whether `mask` is an inference-mode (unseeded) dropout mask: by the
+/// time of the lowering, lm-differentiate has seeded every training mask.
 bool isInferenceMask(Value mask) {
   auto source = mask.getDefiningOp<moe::DropoutMaskOp>();
   return source && !source.getSeed();
 }
 
-/// mask ? 0 : x / (1 - rate); the identity for an unseeded mask.
+/// mask ? 0 : x / (1 - rate); the identity for an unseeded mask. (Rate 0
+/// folds away before the patterns run: DropoutOp::fold.)
 struct DropoutLowering : public OpRewritePattern<moe::DropoutOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(moe::DropoutOp op,
                                 PatternRewriter &rewriter) const override {
-    double rate = op.getRate().convertToDouble();
-    if (rate == 0.0 || isInferenceMask(op.getMask())) {
+    if (isInferenceMask(op.getMask())) {
       rewriter.replaceOp(op, op.getInput());
       return success();
     }
+    double rate = op.getRate().convertToDouble();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     replaceCast(rewriter, b, op,
                 applyDropout(b, op.getInput(), op.getMask(), rate));
@@ -1011,6 +1015,21 @@ struct ConvertMoeToLinalgPass
       populateGroupedExpertPatterns(patterns, groupedTileRows);
     if (flashAttentionKernel)
       populateFlashAttentionKernelPatterns(patterns);
+    LLVM_DEBUG({
+      llvm::dbgs() << "expert projections: ";
+      if (!groupedExperts)
+        llvm::dbgs() << "dense over all experts";
+      else if (groupedTileRows == 0)
+        llvm::dbgs() << "grouped, sorted on the host";
+      else
+        llvm::dbgs() << "grouped, segments padded to "
+                     << static_cast<int64_t>(groupedTileRows) << " rows";
+      llvm::dbgs() << "; flash attention "
+                   << (flashAttentionKernel ? "kept for the tensor-core kernels"
+                                            : "as row kernels")
+                   << ", factors rounded to " << flashAttentionRounding
+                   << "\n";
+    });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

@@ -437,6 +437,22 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+/// A rate of 0 keeps every element and scales by 1. (An unseeded mask is
+/// not an identity here: lm-differentiate seeds it in the gradient
+/// function, so only the lowering may take it for inference mode.)
+OpFoldResult DropoutOp::fold(FoldAdaptor) {
+  if (getRate().convertToDouble() == 0.0)
+    return getInput();
+  return {};
+}
+
+/// With weight 0 the auxiliary loss adds nothing to the objective.
+OpFoldResult AddLossOp::fold(FoldAdaptor) {
+  if (getWeight().convertToDouble() == 0.0)
+    return getInput();
+  return {};
+}
+
 //===----------------------------------------------------------------------===//
 // Fused kernels
 //===----------------------------------------------------------------------===//
