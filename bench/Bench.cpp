@@ -215,7 +215,7 @@ bool bench::crossCheck(const Measurement &base, Measurement &m,
 }
 
 // f32: the same sums in another order; 1e-3 on gradient norms allows a
-// router near-tie to fall the other way (seen at the 262M shapes, 1.9e-4).
+// router near-tie to fall the other way (the 262M shapes have such ties).
 // 16-bit factors: bf16 keeps 8 bits of mantissa (relative rounding 2^-9 per
 // factor); the losses agree to about 1e-3 and the norms to about 1e-2 when
 // the equations are the same, and a wrong equation is off by far more.

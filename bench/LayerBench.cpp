@@ -32,8 +32,9 @@ using llvm::formatv;
 
 namespace {
 
-/// One attention layer's shape (docs/SWITCHHEAD.md, "Configurations"), and
-/// the dense baseline's heads of the same parameter count.
+/// One attention layer's shape (the SwitchHead paper's configurations,
+/// arXiv 2312.07987, as in examples/models/), and the dense baseline's heads
+/// of the same parameter count.
 struct Config {
   std::string name;
   int64_t width, heads, experts, k, headDim, time, denseHeads, denseHeadDim;

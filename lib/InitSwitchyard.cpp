@@ -6,14 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/InitSwitchyard.h"
-#include "lib/Autodiff/Passes.h"
-#include "lib/Conversion/Passes.h"
 #include "dialect/Lm/IR/LmDialect.h"
 #include "dialect/Lm/Transforms/Passes.h"
 #include "dialect/Moe/IR/MoeDialect.h"
 #include "dialect/Moe/Transforms/Bufferization.h"
-#include "lib/Autodiff/Gradients.h"
 #include "dialect/Moe/Transforms/Passes.h"
+#include "lib/Autodiff/Gradients.h"
+#include "lib/Autodiff/Passes.h"
+#include "lib/Conversion/Passes.h"
 #include "lib/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

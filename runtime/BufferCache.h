@@ -6,9 +6,8 @@
 // (a training loop, a benchmark) asks for the same sizes on every call;
 // with glibc, blocks that large come from fresh pages (mmap, or the top of
 // the heap trimmed back after each call), so every call pays the kernel for
-// faulting in and zeroing all of its temporaries again: measured here, a
-// 10-head XL attention forward with 10 MB score tensors took 51 ms through
-// malloc and 19 ms with glibc's trimming switched off.
+// faulting in and zeroing all of its temporaries again, a large part of the
+// time of a layer with big temporaries (an XL attention's score tensors).
 //
 // CpuProgram binds the JIT-compiled code's malloc, calloc and free to
 // switchyardBufferAlloc, switchyardBufferCalloc and switchyardBufferFree: blocks of at least kLargeBlock bytes are kept after free,

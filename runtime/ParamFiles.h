@@ -18,10 +18,10 @@
 // hold more than one model). A training checkpoint's optimizer state and XL
 // memories are not parameters and are skipped.
 //
-// Files that Switchyard wrote before its Transformer-XL encoding followed
-// the official one (metadata format `switchyard` or
-// `switchyard-checkpoint-1`) hold XL positional weights for the old table;
-// they are converted as they are read, exactly (convertLegacyXlPositions).
+// Files of the legacy formats (metadata format `switchyard` or
+// `switchyard-checkpoint-1`) hold XL positional weights for the legacy
+// Transformer-XL encoding table, not the official one; they are converted as
+// they are read, exactly (convertLegacyXlPositions).
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,8 +82,8 @@ readParamFiles(const ParamTable &table, llvm::ArrayRef<std::string> paths,
 /// there are; success for finite tensors and those of other types.
 llvm::Error checkFinite(const HostTensor &tensor, const llvm::Twine &what);
 
-/// True when `metadata` is that of a file Switchyard wrote with the
-/// Transformer-XL encoding it used before following the official one.
+/// True when `metadata` is that of a legacy Switchyard file, whose XL
+/// positional weights use the legacy Transformer-XL encoding.
 bool hasLegacyXlPositions(const TensorMetadata &metadata);
 
 /// Whether `spec` is the positional projection `<layer>.pos` [H·F, D] of an
@@ -93,7 +93,7 @@ bool isXlPositionWeight(const ParamTable &table, const ParamSpec &spec);
 
 /// Converts, in place, an XL positional weight [H·F, D] (or an Adam moment
 /// of one) from the legacy encoding to the official one. The legacy table
-/// had halves `[sin(δω_i)…, cos(δω_i)…]` of the distance δ = query − key;
+/// has halves `[sin(δω_i)…, cos(δω_i)…]` of the distance δ = query − key;
 /// the official one interleaves `sin(pω_i), cos(pω_i)` of p = key − query =
 /// −δ. The same relative keys therefore come from column 2i = −(legacy
 /// column i) and column 2i+1 = legacy column D/2 + i, exactly.

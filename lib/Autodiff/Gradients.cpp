@@ -8,7 +8,7 @@
 // moe.expert_proj_grad, moe.expert_merge_grad), lowered (or fused) with the
 // forward ops. Gradients do not flow through the top-k choice or into expert
 // indices and token ids; they flow into gate values, expert weights and
-// activations (SWITCHHEAD.md).
+// activations (docs/Semantics.md, "Training").
 //
 // Expert-weight gradients avoid scattering: for a stacked weight [E, ...],
 // the routes of each (token, expert) are first summed into a dense tensor C
@@ -202,9 +202,8 @@ struct RopeGradient
 /// [B·T, D] over the one dimension of the B·T tokens: a matmul the targets'
 /// kernels take (O(V·B·T·D) multiply-adds, as a masked sum would cost, but
 /// at matmul speed; with two reduction dimensions (b, t) the GPU's
-/// tensor-core kernels did not take it, and it ran as a SIMT kernel whose
-/// threads each looped over every token: 19 ms a launch at batch 16 of the
-/// 47M models on an H200). No gradient into token ids.
+/// tensor-core kernels would not take it, and it would run as a SIMT kernel
+/// whose threads each loop over every token). No gradient into token ids.
 struct EmbedGradient
     : public DifferentiableOpInterface::ExternalModel<EmbedGradient, EmbedOp> {
   SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,

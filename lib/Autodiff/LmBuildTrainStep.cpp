@@ -16,11 +16,14 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_LMBUILDTRAINSTEPPASS
 #include "lib/Autodiff/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "lm-build-train-step"
 
 using namespace mlir;
 using namespace mlir::switchyard;
@@ -132,6 +135,9 @@ struct LmBuildTrainStepPass
       inner.clone(op, mapping);
     Value loss = mapping.lookup(gradReturn.getOperand(0));
     unsigned numParams = paramArgs.size();
+    LLVM_DEBUG(llvm::dbgs()
+               << "building @" << step.getName() << " from @" << grad.getName()
+               << ": " << numParams << " parameters\n");
     SmallVector<Value> gradients, state;
     for (Value g : gradReturn.getOperands().slice(1, numParams))
       gradients.push_back(mapping.lookup(g));

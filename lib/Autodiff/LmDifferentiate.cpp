@@ -25,11 +25,14 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_LMDIFFERENTIATEPASS
 #include "lib/Autodiff/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "lm-differentiate"
 
 using namespace mlir;
 using namespace mlir::lm;
@@ -156,6 +159,11 @@ struct LmDifferentiatePass
             active.insert(result);
     }
 
+    LLVM_DEBUG(llvm::dbgs() << "differentiating @" << forward.getName()
+                            << " into @" << grad.getName() << ": " << ops.size()
+                            << " ops, " << active.size() << " active values, "
+                            << masks.size() << " dropout masks seeded\n");
+
     // The reverse sweep, emitted before the return.
     DenseMap<Value, Value> adjoints;
     Value one = arith::ConstantOp::create(
@@ -176,6 +184,8 @@ struct LmDifferentiatePass
         return op->emitOpError()
                << "lies between a parameter and the loss of @"
                << forward.getName() << " but has no gradient rule";
+      LLVM_DEBUG(llvm::dbgs() << "  gradient rule of " << op->getName()
+                              << " at " << op->getLoc() << "\n");
       b.setLoc(op->getLoc());
       SmallVector<Value> operandAdjoints =
           rule.buildAdjoints(b, resultAdjoints);

@@ -31,15 +31,14 @@ struct FusionOptions {
   /// No fusion: every moe op through its plain linalg lowering.
   static FusionOptions none() { return {false, false, false}; }
 
-  /// The fusions that make a device's code fastest, as measured by
-  /// switchyard-bench (README, Fusions and GPU results): on the GPU the
-  /// router and the attention, the expert projections unfused (and grouped
-  /// by expert: the drivers' --experts default), which on an H200 was 3.1x
-  /// (47M) and 7.6x (262M) faster than all three fused for a layer's
-  /// forward and backward; none on the CPU. The fused expert projections
-  /// are row kernels, one thread per row; on one CPU core the unfused
-  /// lowerings win too, because their matmuls run as register-blocked
-  /// vector kernels.
+  /// The fusions that make a device's code fastest by switchyard-bench's
+  /// measurements (docs/Fusions.md; the numbers are in docs/Performance.md):
+  /// on the GPU the router and the attention, the expert projections
+  /// unfused (and grouped by expert: the drivers' --experts default), which
+  /// beats all three fused for a layer's forward and backward; none on the
+  /// CPU. The fused expert projections are row kernels, one thread per row;
+  /// on one CPU core the unfused lowerings win too, because their matmuls
+  /// run as register-blocked vector kernels.
   static FusionOptions deviceDefault(bool gpu) {
     return gpu ? FusionOptions{true, false, true} : none();
   }

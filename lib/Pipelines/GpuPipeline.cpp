@@ -27,14 +27,14 @@
 // backward: dK and dV per 64 keys, dQ per 64 queries, FlashAttention-2's
 // recomputation; Q·relᵀ skewed through shared memory). The PTX
 // of this route is checked with ptxas for sm_80 … sm_120, and its results
-// against the CPU's on an H200 (test/Integration/CUDA, bench/results/
-// gpu-check-2026-11-26-*). With wgmma=true and chip=sm_90a (opt-in), the
+// against the CPU's on a GPU (test/Integration/CUDA; docs/GPU.md, "Checks on
+// a GPU"). With wgmma=true and chip=sm_90a (opt-in), the
 // contractions with static N and K multiples of 128 and 64 and no batch
 // dimension instead get one warpgroup per 64 x 128 tile: the factors converted
 // to device buffers of the element type, TMA loads (128-byte swizzle,
 // descriptors made on the host by mgpuTensorMapEncodeTiledMemref) signalled by
 // an mbarrier, and nvgpu.warpgroup.mma (wgmma m64n128k16); its PTX is
-// checked by ptxas, and one linear layer against the CPU on an H200
+// checked by ptxas, and one linear layer against the CPU on a GPU
 // (GpuProgramTest.WgmmaMatchesTheRoundedCpuReference).
 //
 // Device memory design
@@ -262,7 +262,8 @@ struct KernelFormation {
 /// reductions split in two parallel steps, parallel loops, one thread per
 /// element, host leftovers in single-thread kernels, reduction loops with
 /// their accumulators in registers; each
-/// launch named @<func>_kernels::@<func>_kernel_<i>, not yet outlined.
+/// launch named @<func>_kernels::@<func>_kernel_<i> for the outlining that
+/// follows (buildOutliningStages).
 void buildKernelFormationStages(OpPassManager &pm,
                                 const KernelFormation &formation) {
   if (formation.elementType != "f32") {
@@ -450,18 +451,17 @@ void switchyard::buildGpuEmulationCodegenPipeline(
   buildKernelFormationStages(pm, formation);
   // The kernels' own loads and stores checked, before the launches become
   // host loops: the buffers through which serialised threads pass values
-  // across barriers are indexed by thread and need no checks (there were
-  // nine times as many, and the lowering of each check's message looks up a
-  // unique symbol name: quadratic).
+  // across barriers are indexed by thread and need no checks (checking them
+  // too would multiply the checks many times over, and the lowering of each
+  // check's message looks up a unique symbol name: quadratic).
   if (options.checkBounds)
     pm.addPass(createGenerateRuntimeVerificationPass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuLaunchToHostLoopsPass());
   // The kernels are built element by element, a constant and an index
   // computation at each use, and the serialisation adds its own: folded
-  // and shared now (no barrier is left to keep apart what CSE merges), the
-  // LLVM lowering and JIT compilation have less to do (the tiny model's
-  // gradient in the emulation: 10% less time).
+  // and shared here (no barrier is left to keep apart what CSE merges), the
+  // LLVM lowering and JIT compilation have less to do.
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createCSEPass());
   buildCpuLoopsToLLVMStages(pm);

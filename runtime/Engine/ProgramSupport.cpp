@@ -157,8 +157,9 @@ llvm::Error Compilation::run(mlir::PassManager &pm, StringRef stage) {
       return stageFailed(stage);
     mlir::applyDefaultTimingPassManagerCLOptions(pm);
   }
-  // The verifier after every pass took about 15% of a 47M model's compile;
-  // once per stage still stops invalid IR before the next stage.
+  // The verifier after every pass is a noticeable share of a large model's
+  // compile (docs/Performance.md, "Compile times"); once per stage still
+  // stops invalid IR before the next stage.
   pm.enableVerifier(verifyEachPass);
   if (failed(pm.run(*moduleOp)) ||
       (!verifyEachPass && failed(mlir::verify(*moduleOp))))

@@ -132,7 +132,7 @@ struct JitTarget {
   /// lines: a GPU program's host code, its allocations and launches), it
   /// generates code at level 0 instead: LLVM's per-function optnone picks
   /// -O0 instruction selection but not the fast register allocator, and the
-  /// greedy one took most of a GPU model's host compile.
+  /// greedy one would take most of a GPU model's host compile.
   std::unique_ptr<llvm::TargetMachine> machine;
   /// ExecutionEngineOptions::transformer: LLVM's pipeline at `optLevel`,
   /// with `machine`'s cost models (without them, LLVM knows no vector
@@ -173,17 +173,17 @@ inline constexpr unsigned kStraightLineBlockSize = 256;
 ///   wrapper and compiles them all, and the runtime calls only the C
 ///   interfaces; the wrapper of a function itself loads each of its
 ///   expanded memref arguments (thousands for a training step) in one
-///   block, on which LLVM's post-RA scheduler took longer than on the rest
+///   block, on which LLVM's post-RA scheduler takes longer than on the rest
 ///   of the entry points together.
 /// - Such a function that switchyard-cpu-outline-loops marked noinline
 ///   and optnone is always-inlined into its wrapper instead (which keeps
-///   optnone): the call between them passed every memref descriptor field
-///   as a scalar argument, thousands on the stack, and its instruction
-///   selection and register allocation dominated code generation.
+///   optnone): the call between them would pass every memref descriptor
+///   field as a scalar argument, thousands on the stack, and its instruction
+///   selection and register allocation would dominate code generation.
 /// - Argument and result attributes of other dialects than `llvm` (the
 ///   runtime's `lm.param`, `lm.vocab`, ..., read before the lowering) are
 ///   dropped: the translation to LLVM IR warns about each, with the whole
-///   function printed (31 MB of text for the tiny model's training step).
+///   function printed (tens of megabytes of text for a training step).
 void prepareForExecutionEngine(mlir::ModuleOp module);
 
 /// Generates `engine`'s native code now: ORC compiles the module on its

@@ -70,8 +70,8 @@ struct ModelCost {
   bool saturated() const;
 };
 
-/// The paper's per-layer attention formulas (SWITCHHEAD.md, "Attention cost
-/// formulas") with S = T(1 + c) keys; without relative positions (RoPE) the
+/// The paper's per-layer attention formulas (docs/Cost.md, "The formulas")
+/// with S = T(1 + c) keys; without relative positions (RoPE) the
 /// positional terms are dropped. `dims.experts == 0` selects the dense one.
 int64_t attentionFormulaMacs(const LayerDims &dims);
 int64_t attentionFormulaMemory(const LayerDims &dims);

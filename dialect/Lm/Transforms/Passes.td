@@ -79,9 +79,9 @@ def LmCostAnalysisPass : Pass<"lm-cost-analysis", "ModuleOp"> {
     | `moe.linear` up, down / `moe.expert_mlp` | N · d · d_ff each / N · k · 2dG | hidden |
 
     The counts differ from the paper's formulas in small, documented terms
-    (README, "Cost accounting"): the IR projects keys and values of the XL
-    memory too, counts the positional scores q·relᵀ, one positional key per
-    distance, and a router of H·E outputs per selection side.
+    (docs/Cost.md): the IR projects keys and values of the XL memory too,
+    counts the positional scores q·relᵀ, one positional key per distance,
+    and a router of H·E outputs per selection side.
 
     Each layer's numbers are reported as a remark at its first op, the
     model's totals as a remark on the model; `json-file` also writes them as

@@ -17,11 +17,14 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDCPUCONTRACTIONKERNELSPASS
 #include "lib/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-cpu-contraction-kernels"
 
 using namespace mlir;
 using namespace mlir::switchyard;
@@ -191,6 +194,11 @@ public:
     inBounds = !outType.isDynamicDim(outType.getRank() - 1) &&
                outType.getShape().back() % columns == 0;
     blockColumns = chooseBlockColumns();
+    LLVM_DEBUG(llvm::dbgs()
+               << "  " << rows << " x " << columns << " register tile, "
+               << blockColumns << " columns per block, b "
+               << (plan.bPermutation ? "transposed" : "in place")
+               << (inBounds ? "" : ", last columns masked") << "\n");
     buildOuter(0);
     if (packed)
       memref::DeallocOp::create(b, loc, packed);
@@ -362,6 +370,10 @@ struct SwitchyardCpuContractionKernelsPass
     IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : ops) {
       FailureOr<KernelPlan> plan = planKernel(op, minColumns);
+      LLVM_DEBUG(llvm::dbgs()
+                 << (succeeded(plan) ? "register-blocked kernel for "
+                                     : "left to the loops: ")
+                 << op->getName() << " at " << op->getLoc() << "\n");
       if (succeeded(plan))
         KernelBuilder(rewriter, *plan, rows, columns, panelKiB * 1024).build();
     }

@@ -19,11 +19,14 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDCONVERTASSERTTOLLVMPASS
 #include "lib/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-convert-assert-to-llvm"
 
 using namespace mlir;
 
@@ -100,5 +103,7 @@ void SwitchyardConvertAssertToLLVMPass::runOnOperation() {
                              ValueRange{});
     b.eraseOp(op);
   }
+  LLVM_DEBUG(llvm::dbgs() << "lowered " << asserts.size() << " assertions with "
+                          << messages.size() << " distinct messages\n");
 }
 } // namespace

@@ -11,11 +11,14 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDCPULOOPORDERPASS
 #include "lib/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-cpu-loop-order"
 
 using namespace mlir;
 
@@ -67,6 +70,10 @@ struct SwitchyardCpuLoopOrderPass
     IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : ops) {
       unsigned loops = op.getNumLoops(), inner = innermostDim(op);
+      LLVM_DEBUG(llvm::dbgs()
+                 << op->getName() << " at " << op->getLoc() << ": loop "
+                 << inner << " of " << loops << " innermost"
+                 << (inner != loops - 1 ? " (interchanged)" : "") << "\n");
       linalg::LinalgOp reordered = op;
       if (inner != loops - 1) {
         SmallVector<unsigned> order;

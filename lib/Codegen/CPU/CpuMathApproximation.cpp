@@ -12,11 +12,14 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDCPUMATHAPPROXIMATIONPASS
 #include "lib/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-cpu-math-approximation"
 
 using namespace mlir;
 
@@ -28,6 +31,15 @@ struct SwitchyardCpuMathApproximationPass
   using Base::Base;
 
   void runOnOperation() override {
+    LLVM_DEBUG({
+      unsigned count = 0;
+      getOperation().walk([&](Operation *op) {
+        if (isa<math::ExpOp, math::LogOp>(op))
+          ++count;
+      });
+      llvm::dbgs() << "@" << getOperation().getName() << ": " << count
+                   << " math.exp / math.log to approximate where f32\n";
+    });
     RewritePatternSet patterns(&getContext());
     // The predicate sees operation names ("math.exp").
     populateMathPolynomialApproximationPatterns(patterns, [](StringRef name) {

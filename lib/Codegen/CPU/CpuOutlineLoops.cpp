@@ -23,11 +23,14 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDCPUOUTLINELOOPSPASS
 #include "lib/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-cpu-outline-loops"
 
 using namespace mlir;
 
@@ -36,8 +39,8 @@ namespace {
 /// Clones the constants that `region` uses from above into its entry block,
 /// so that the outlined function keeps them (loop bounds, sizes) constant.
 /// One walk over the region's operands: replacing each constant's uses
-/// (every use in the function, for each loop nest) took quadratic time on a
-/// training step.
+/// (every use in the function, for each loop nest) would take quadratic
+/// time on a training step.
 void cloneConstantsInto(RewriterBase &rewriter, Region &region) {
   DenseMap<Value, Value> clones;
   OpBuilder::InsertionGuard guard(rewriter);
@@ -165,6 +168,9 @@ struct SwitchyardCpuOutlineLoopsPass
       rewriter.eraseOp(callBlock.getTerminator());
       rewriter.inlineBlockBefore(&callBlock, wrapper);
       rewriter.eraseOp(wrapper);
+      LLVM_DEBUG(llvm::dbgs()
+                 << "loop nest of @" << parent.getSymName() << " at " << loc
+                 << " calls @" << call.getCallee() << "\n");
     }
     for (auto &[function, messages] : checkMessages)
       for (auto [check, distinct] :
@@ -175,21 +181,24 @@ struct SwitchyardCpuOutlineLoopsPass
     // the module calls) without loops is straight-line code that runs once
     // per call (allocations, calls to its loop nests, frees): nothing to
     // optimise, but thousands of instructions in one block, on which LLVM's
-    // instruction selection and schedulers took longer than on all the loops
+    // instruction selection and schedulers take longer than on all the loops
     // together. It and its C interface wrapper (which func-to-llvm gives the
     // same passthrough) get LLVM's code generation at -O0 (optnone), and no
     // implicit vector code (noimplicitfloat): mlir::ExecutionEngine's IR
     // pipeline ignores optnone, and its SLP vectorizer, which
-    // noimplicitfloat turns off, spent most of a GPU model's compile on the
-    // kernel-argument stores of its host code's one block. A function that
+    // noimplicitfloat turns off, would spend most of a GPU model's compile on
+    // the kernel-argument stores of its host code's one block. A function that
     // is called may be called from a loop: it stays as it is.
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (func.isPublic() && !func.isExternal() && isStraightLine(func) &&
           !func->hasAttr("passthrough") &&
-          SymbolTable::symbolKnownUseEmpty(func, getOperation()))
+          SymbolTable::symbolKnownUseEmpty(func, getOperation())) {
+        LLVM_DEBUG(llvm::dbgs() << "entry point @" << func.getSymName()
+                                << " is straight-line: optnone\n");
         func->setAttr("passthrough",
                       rewriter.getStrArrayAttr(
                           {"noinline", "optnone", "noimplicitfloat"}));
+      }
   }
 };
 

@@ -121,37 +121,35 @@ def SwitchyardCpuOutlineLoopsPass
     arguments. A training step is one function of thousands of loop nests;
     LLVM's optimisations and register allocation grow faster than linearly
     with a function's size, so compiling many small functions is far faster
-    (measured on the 47M SwitchHead model's training step: see the README's
-    Benchmarks) at the cost of one call per loop nest.
+    (docs/Performance.md, "Compile times") at the cost of one call per loop
+    nest.
 
     A loop nest identical to one outlined before (the same operations,
     attributes and types, up to locations), in the same function or
     another, calls that function instead of getting a copy of it. A model
     repeats its layers, and a training step contains its forward pass
     again: the tiny SwitchHead model's training step's 2,854 loop nests
-    become 236 functions, and it compiles in 4.4 s instead of 24 s.
+    become 236 functions.
     Runtime checks (`cf.assert`: the GPU emulation's bounds checks) name
     their op and its location in their message, so the copies of a nest
     (each layer's) differ in those alone: they are compared without the
     messages, and each check of the shared function gives the distinct
     messages of all the copies it stands for. In the GPU emulation, the
-    tiny SwitchHead model's bf16 gradient's 598 nests become 85 functions
-    and it compiles and checks in 44 s instead of 90 s.
+    tiny SwitchHead model's bf16 gradient's 598 nests become 85 functions.
 
     An entry point (a public function that nothing in the module calls)
     left without loops, straight-line code that runs once per call
     (allocations, calls to its loop nests, frees), and its C interface
     wrapper are then marked `noinline` and `optnone`, so that LLVM's code
     generation handles them as at -O0: its instruction selection and
-    schedulers took longer on their one block of thousands of instructions
-    than on all the loop nests together (the tiny SwitchHead model's
-    training step compiled in 27 s instead of 37 s), and optimising them
-    buys nothing. (mlir::ExecutionEngine's IR pipeline, which has no pass
+    schedulers take longer on one block of thousands of instructions than
+    on all the loop nests together, and optimising them buys nothing.
+    (mlir::ExecutionEngine's IR pipeline, which has no pass
     instrumentation, still optimises them; the runtime inlines an entry
     point into its C interface wrapper there.) They are also marked
     `noimplicitfloat`, which turns off the SLP vectorizer: on the kernel
-    argument stores of a GPU model's host code, one block, it took most of
-    the compile (the tiny SwitchHead model for sm_90a: 73 s, 26 s without).
+    argument stores of a GPU model's host code, one block, it takes most of
+    the compile time.
     Functions that keep a loop, and functions that are called, which may be
     called from loops, keep their optimisations.
 

@@ -12,11 +12,14 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDCHECKINPUTPASS
 #include "lib/Codegen/Common/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-check-input"
 
 using namespace mlir;
 
@@ -31,6 +34,9 @@ LogicalResult checkDimIndex(Operation *op, Value source, Value index) {
   int64_t value = constant.getSExtValue();
   if (value >= 0 && value < shaped.getRank())
     return success();
+  LLVM_DEBUG(llvm::dbgs() << "refusing " << op->getName() << " at "
+                          << op->getLoc() << ": constant index " << value
+                          << " of a rank-" << shaped.getRank() << " operand\n");
   return op->emitOpError() << "index " << value
                            << " is outside the dimensions of its "
                            << source.getType() << " operand (0 to "

@@ -15,11 +15,14 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDLINALGTOLOOPSPASS
 #include "lib/Codegen/Common/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-linalg-to-loops"
 
 using namespace mlir;
 
@@ -49,6 +52,10 @@ struct SwitchyardLinalgToLoopsPass
       }
       rewriter.eraseOp(op);
     }
+    LLVM_DEBUG(llvm::dbgs()
+               << "@" << getOperation().getName() << ": " << linalgOps.size()
+               << " linalg ops lowered to "
+               << (parallel ? "scf.parallel" : "scf.for") << " nests\n");
 
     // The clean-up of upstream's passes, with the same folding of every op
     // of the function (constants deduplicated and hoisted, identities

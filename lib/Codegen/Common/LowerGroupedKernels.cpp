@@ -21,11 +21,14 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDLOWERGROUPEDKERNELSPASS
 #include "lib/Codegen/Common/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-lower-grouped-kernels"
 
 using namespace mlir;
 
@@ -148,6 +151,8 @@ struct SwitchyardLowerGroupedKernelsPass
                              "bufferization: expected buffer operands";
         return signalPassFailure();
       }
+      LLVM_DEBUG(llvm::dbgs() << "lowering " << op->getName() << " at "
+                              << op->getLoc() << " to loops\n");
       ImplicitLocOpBuilder b(op->getLoc(), op);
       LoopBuilder loops(b, *rounding);
       if (auto matmul = dyn_cast<moe::GroupedMatmulOp>(op))

@@ -51,11 +51,11 @@ def SwitchyardLinalgToLoopsPass
     The difference is the cost. Upstream's passes lower the ops as patterns
     of the greedy driver, and the driver simplifies every region of the
     function after each of its iterations; for the host function of a
-    training step (the ops of thousands of kernels) that took 23 s of a
-    116 s GPU compile of the 47M SwitchHead model on two cores. This pass
-    lowers each op once, up front, and runs the clean-up without region
-    simplification: 11 s there. The result is upstream's op for op (the
-    tiny model's GPU pipeline: 60,287 lines, byte for byte), except that
+    training step (the ops of thousands of kernels) that is a large share of
+    a GPU compile (docs/Performance.md, "Compile times"). This pass lowers
+    each op once, up front, and runs the clean-up without region
+    simplification. The result is upstream's op for op (the tiny model's
+    GPU pipeline gives the same output byte for byte), except that
     constants the folding hoists to the top of a function may come in
     another order.
   }];

@@ -12,11 +12,14 @@
 #include "lib/Support/TensorBuilders.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDROUNDCONTRACTIONOPERANDSPASS
 #include "lib/Codegen/Common/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-round-contraction-operands"
 
 using namespace mlir;
 
@@ -46,6 +49,9 @@ struct SwitchyardRoundContractionOperandsPass
           succeeded(c))
         contractions.push_back(*c);
     });
+    LLVM_DEBUG(llvm::dbgs() << "@" << func.getName() << ": rounding the "
+                            << "factors of " << contractions.size()
+                            << " contractions to " << *type << "\n");
     IRRewriter rewriter(&getContext());
     for (switchyard::Contraction &c : contractions)
       switchyard::roundContractionFactors(rewriter, c, *type);

@@ -19,11 +19,14 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/CallInterfaces.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPULAUNCHTOHOSTLOOPSPASS
 #include "lib/Codegen/Emulation/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-launch-to-host-loops"
 
 using namespace mlir;
 
@@ -40,9 +43,10 @@ std::string kernelName(gpu::LaunchOp launch) {
 
 /// Whether the host emulation can run `launch`; emits why not. Threads run
 /// one after another; where they cooperate, through barriers, dynamic
-/// shared memory and the tensor-core route's ldmatrix and mma.sync, in the
-/// forms serializeThreads handles. Other ops that depend on the GPU's
-/// hardware (shuffles, NVVM and nvgpu ops, wgmma and TMA) are refused.
+/// shared memory, the tensor-core route's ldmatrix and mma.sync, and
+/// butterfly (xor, width 32) shuffles, in the forms serializeThreads
+/// handles. Other ops that depend on the GPU's hardware (other NVVM and
+/// nvgpu ops, wgmma and TMA) are refused.
 LogicalResult checkEmulable(gpu::LaunchOp launch) {
   auto refuse = [&](Operation *at, const Twine &what) {
     return at->emitOpError()
@@ -101,6 +105,12 @@ Value component(const gpu::KernelDim3 &values, gpu::Dimension dimension) {
 LogicalResult emulate(gpu::LaunchOp launch, IRRewriter &rewriter) {
   Location loc = launch.getLoc();
   bool serialized = switchyard::needsSerializedThreads(launch);
+  LLVM_DEBUG(llvm::dbgs() << "emulating " << kernelName(launch) << " at " << loc
+                          << " as host loops"
+                          << (serialized ? ", threads serialised between "
+                                           "barriers"
+                                         : "")
+                          << "\n");
   if (serialized && failed(switchyard::serializeThreads(launch, rewriter)))
     return failure();
   rewriter.setInsertionPoint(launch);

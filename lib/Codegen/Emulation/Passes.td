@@ -32,21 +32,25 @@ def SwitchyardGpuLaunchToHostLoopsPass
       bounds. Threads run one after another.
     - A kernel whose threads cooperate (the tensor-core route's: barriers,
       dynamic shared memory, `nvgpu.ldmatrix`, `nvvm.mma.sync` /
-      `nvgpu.mma.sync` m16n8k16 on bf16 or f16) has its threads serialised
-      first (ThreadSerialization.cpp, the barrier elimination of CPU back
-      ends for SPMD code): each stretch between barriers becomes a loop over
-      the block's threads, a value kept across a barrier a buffer with one
-      element per thread (where the block size is a constant, all of a
-      launch's such buffers are views of one 64-byte aligned allocation,
-      made at the top of the kernel: one malloc per launch, and one argument
-      of the outlined loops), shared memory a host buffer, and ldmatrix and
-      mma.sync an exchange between two barriers in which each lane computes
-      its share from its warp's values as the PTX ISA defines the fragments
-      (independently of the maps the tensor-core pass takes from upstream,
-      which running its kernels therefore checks). Barriers must be at the
-      top of the kernel or of `scf.for` loops whose bounds all threads
-      share, blocks one-dimensional (and a multiple of 32 threads where warps
-      exchange fragments). Shuffles, clusters, workgroup
+      `nvgpu.mma.sync` m16n8k16 on bf16 or f16, `gpu.shuffle`) has its
+      threads serialised first (ThreadSerialization.cpp, the barrier
+      elimination of CPU back ends for SPMD code): each stretch between
+      barriers becomes a loop over the block's threads, a value kept across
+      a barrier a buffer with one element per thread (where the block size
+      is a constant, all of a launch's such buffers are views of one 64-byte
+      aligned allocation, made at the top of the kernel: one malloc per
+      launch, and one argument of the outlined loops), shared memory a host
+      buffer, and ldmatrix and mma.sync an exchange between two barriers in
+      which each lane computes its share from its warp's values as the PTX
+      ISA defines the fragments (independently of the maps the tensor-core
+      pass takes from upstream, which running its kernels therefore
+      checks). A `gpu.shuffle` is
+      emulated in the butterfly form (`xor`, width 32, a constant offset),
+      also as an exchange between two barriers: lane `l` reads lane
+      `l ^ offset` of its warp. Barriers must be at the top of the kernel or
+      of `scf.for` loops whose bounds all threads share, blocks
+      one-dimensional (and a multiple of 32 threads where warps exchange
+      values). Other shuffle modes and widths, clusters, workgroup
       attributions, wgmma, TMA and other NVVM or nvgpu ops are errors.
     - `gpu.alloc` / `gpu.dealloc` / `gpu.memcpy` become `memref.alloc`
       (64-byte aligned) / `memref.dealloc` / `memref.copy`; a synchronous

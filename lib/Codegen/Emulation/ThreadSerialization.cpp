@@ -198,12 +198,11 @@ private:
 
 // All of a launch's per-thread buffers are views of one allocation: a
 // buffer each (one per value that crosses a barrier, two per emulated
-// mma.sync) made hundreds of mallocs and frees per tensor-core launch in
-// the host code, each buffer one more argument of the outlined loops: most
-// of the emulated tiny model's host code (20,000 mallocs in its gradient
-// function). The views, of static shape at static offsets, are made at the
-// top of the kernel's body, where they are uniform, so that the loops take
-// the pool alone.
+// mma.sync) would make hundreds of mallocs and frees per tensor-core launch
+// in the host code, each buffer one more argument of the outlined loops,
+// and most of an emulated model's host code. The views, of static shape at
+// static offsets, are made at the top of the kernel's body, where they are
+// uniform, so that the loops take the pool alone.
 Value Serializer::perThreadBuffer(Type type, ArrayRef<int64_t> trailing) {
   OpBuilder::InsertionGuard guard(rewriter);
   std::optional<int64_t> threads = getConstantIntValue(launch.getBlockSizeX());

@@ -13,11 +13,14 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUDEVICEMEMORYPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-device-memory"
 
 using namespace mlir;
 
@@ -50,6 +53,9 @@ struct SwitchyardGpuDeviceMemoryPass
           !isInsideKernelCode(op))
         hostOps.push_back(op);
     });
+    LLVM_DEBUG(llvm::dbgs() << "@" << func.getName() << ": " << hostOps.size()
+                            << " host allocations, frees and copies to "
+                               "device memory\n");
 
     bool failed = false;
     for (Operation *op : hostOps) {

@@ -27,6 +27,7 @@
 #include "mlir/Support/FileUtilities.h"
 
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -35,6 +36,8 @@ namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUKERNELREPORTPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-kernel-report"
 
 using namespace mlir;
 
@@ -404,6 +407,12 @@ struct SwitchyardGpuKernelReportPass
       row.estimate = waves * row.work.total() * row.launches.value_or(1);
       row.estimateKnown = true;
     }
+    LLVM_DEBUG(llvm::dbgs() << row.name << " at " << launch.getLoc()
+                            << ": grid " << geometry(row.grid) << ", block "
+                            << geometry(row.block) << ", estimate "
+                            << (row.estimateKnown ? compact(row.estimate)
+                                                  : std::string("unknown"))
+                            << "\n");
     return row;
   }
 

@@ -19,11 +19,14 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPULAUNCHHOSTCOMPUTEPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-launch-host-compute"
 
 using namespace mlir;
 using mlir::switchyard::readsOrWritesMemory;
@@ -190,6 +193,9 @@ struct SwitchyardGpuLaunchHostComputePass
     }
     if (runs.back().empty())
       runs.pop_back();
+    LLVM_DEBUG(llvm::dbgs()
+               << device.size() << " host ops must run on the device: "
+               << runs.size() << " single-thread kernels\n");
     llvm::DenseMap<Operation *, unsigned> runOf;
     for (auto [index, run] : llvm::enumerate(runs))
       for (Operation *op : run)
@@ -210,6 +216,9 @@ struct SwitchyardGpuLaunchHostComputePass
                 return !members.contains(block.findAncestorOpInBlock(*user));
               }))
             escaping.push_back(result);
+      LLVM_DEBUG(llvm::dbgs() << "  kernel " << index << " at " << loc << ": "
+                              << run.size() << " ops, " << escaping.size()
+                              << " scalars passed on in 0-d buffers\n");
 
       rewriter.setInsertionPointAfter(run.back());
       Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);

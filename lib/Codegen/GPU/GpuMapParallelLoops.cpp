@@ -17,6 +17,7 @@
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/Support/Debug.h"
 
 #include <numeric>
 
@@ -24,6 +25,8 @@ namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUMAPPARALLELLOOPSPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-map-parallel-loops"
 
 using namespace mlir;
 
@@ -64,6 +67,9 @@ struct SwitchyardGpuMapParallelLoopsPass
                               "fallback mapping";
         return signalPassFailure();
       }
+      LLVM_DEBUG(llvm::dbgs() << "mapping the " << loop.getNumLoops()
+                              << "-D scf.parallel at " << loop.getLoc()
+                              << " to blocks of " << blockSize << " threads\n");
       // One dimension covering the whole iteration space. The collapse
       // normalises the loop (lower bound 0, step 1) and replaces it.
       if (loop.getNumLoops() > 1) {

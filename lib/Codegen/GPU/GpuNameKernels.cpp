@@ -8,11 +8,14 @@
 #include "lib/Codegen/GPU/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUNAMEKERNELSPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-name-kernels"
 
 using namespace mlir;
 
@@ -36,6 +39,8 @@ struct SwitchyardGpuNameKernelsPass
             ctx, (func.getSymName() + "_kernel_" + Twine(index)).str()));
       ++index;
     });
+    LLVM_DEBUG(llvm::dbgs() << "@" << func.getSymName() << ": " << index
+                            << " launches named for " << module << "\n");
   }
 };
 } // namespace

@@ -12,11 +12,14 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUPARALLELDIMSFIRSTPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-parallel-dims-first"
 
 using namespace mlir;
 
@@ -43,6 +46,9 @@ struct SwitchyardGpuParallelDimsFirstPass
       if (llvm::equal(order, llvm::seq<unsigned>(0, iterators.size())))
         continue;
 
+      LLVM_DEBUG(llvm::dbgs()
+                 << "parallel dimensions first in " << op->getName() << " at "
+                 << op->getLoc() << "\n");
       if (failed(switchyard::reorderLoops(rewriter, op, order)))
         return signalPassFailure();
     }

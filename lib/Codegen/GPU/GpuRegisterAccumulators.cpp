@@ -22,11 +22,14 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUREGISTERACCUMULATORSPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-register-accumulators"
 
 using namespace mlir;
 
@@ -227,8 +230,12 @@ struct SwitchyardGpuRegisterAccumulatorsPass
     });
     IRRewriter rewriter(&getContext());
     for (scf::ForOp loop : loops) {
-      while (std::optional<Accumulator> acc = findAccumulator(loop))
+      while (std::optional<Accumulator> acc = findAccumulator(loop)) {
+        LLVM_DEBUG(llvm::dbgs() << "scf.for at " << loop.getLoc()
+                                << " carries the element that the load at "
+                                << acc->load.getLoc() << " reads\n");
         loop = promote(rewriter, loop, *acc);
+      }
     }
   }
 };

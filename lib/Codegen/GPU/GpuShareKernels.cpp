@@ -11,11 +11,14 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUSHAREKERNELSPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-share-kernels"
 
 using namespace mlir;
 
@@ -50,6 +53,9 @@ struct SwitchyardGpuShareKernelsPass
         if (!kernel.isKernel() || !usesNoSymbol(kernel))
           continue;
         if (FunctionOpInterface same = kernels.findOrInsert(kernel)) {
+          LLVM_DEBUG(llvm::dbgs()
+                     << kernelReference(kernel) << " is identical to "
+                     << kernelReference(cast<gpu::GPUFuncOp>(same)) << "\n");
           sharedWith[kernelReference(kernel)] =
               kernelReference(cast<gpu::GPUFuncOp>(same));
           duplicates.push_back(kernel);

@@ -16,11 +16,14 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUSINKINDEXCOMPUTATIONSPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-sink-index-computations"
 
 using namespace mlir;
 
@@ -83,6 +86,9 @@ void sinkIntoLaunch(gpu::LaunchOp launch) {
       sinking.sink(producer);
   if (sinking.ops().empty())
     return;
+  LLVM_DEBUG(llvm::dbgs() << "launch at " << launch.getLoc() << ": "
+                          << sinking.ops().size() << " of " << parameters.size()
+                          << " values from above cloned in\n");
 
   IRMapping clones;
   OpBuilder builder = OpBuilder::atBlockBegin(&body.front());

@@ -3,12 +3,12 @@
 // Implements `switchyard-gpu-split-reductions`. The GPU pipeline gives a
 // linalg op one thread per point of its parallel dimensions, each running
 // the reductions in order. A reduction into a scalar (a loss, the squared
-// norm of a gradient for clipping) has no parallel dimension at all and ran
-// as host code in a single-thread kernel (switchyard-gpu-launch-host-
-// compute): 0.3-0.4 s per kernel, most of a 47M model's training step on an
-// H200. A reduction into a vector over many rows (a bias or norm gradient:
-// 412 threads summing 4096 rows each) leaves most of the GPU idle, 1-1.5 ms
-// a launch. Here the trailing reduction dimensions of such an op become
+// norm of a gradient for clipping) has no parallel dimension at all and,
+// left alone, runs as host code in a single-thread kernel
+// (switchyard-gpu-launch-host-compute), which over a model's parameters
+// takes most of a training step. A reduction into a vector over many rows (a
+// bias or norm gradient: 412 threads summing 4096 rows each) leaves most of
+// the GPU idle. Here the trailing reduction dimensions of such an op become
 // parallel dimensions of a buffer of partial results (each thread combining
 // along the leading reduction dimensions, consecutive threads reading
 // consecutive elements), and a second op combines the partial results into
@@ -24,11 +24,14 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUSPLITREDUCTIONSPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-gpu-split-reductions"
 
 using namespace mlir;
 
@@ -206,6 +209,13 @@ struct SwitchyardGpuSplitReductionsPass
       SmallVector<unsigned> promoted = dimsToParallelize(op);
       if (promoted.empty())
         continue;
+      LLVM_DEBUG({
+        llvm::dbgs() << "splitting the " << combiner->getName()
+                     << " reduction at " << op.getLoc()
+                     << ": reduction dimensions ";
+        llvm::interleaveComma(promoted, llvm::dbgs());
+        llvm::dbgs() << " made parallel\n";
+      });
       linalg::GenericOp combineOp = split(rewriter, op, combiner, promoted);
       if (splittableCombiner(combineOp))
         worklist.push_back(combineOp);

@@ -58,10 +58,10 @@ def SwitchyardGpuSplitReductionsPass
     The GPU pipeline gives a linalg op one thread per point of its parallel
     dimensions, each thread running the reductions in order. A reduction
     into a scalar (a loss, the squared norm of the gradients that clipping
-    needs) has no parallel dimension at all: it ran as host code in a
-    single-thread kernel (`switchyard-gpu-launch-host-compute`), 0.3-0.4 s
-    per kernel on the 47M models' parameters on an H200, most of a training
-    step. A reduction into a vector over many rows (a bias or norm gradient:
+    needs) has no parallel dimension at all: left alone, it runs as host
+    code in a single-thread kernel (`switchyard-gpu-launch-host-compute`),
+    which over a model's parameters takes most of a training step. A
+    reduction into a vector over many rows (a bias or norm gradient:
     412 threads, each summing 4096 rows) keeps most of the GPU idle.
 
     This pass (on buffers in device memory, before kernels form) splits such
@@ -343,7 +343,7 @@ def SwitchyardGpuKernelReportPass
     their work (a reduction in one thread, a few hundred threads summing
     thousands of rows) without a GPU; it models neither memory bandwidth
     nor latency nor tensor-core throughput, so it is not a time: measure
-    with `SWITCHYARD_KERNEL_PROFILE` (README) on the GPU.
+    with `SWITCHYARD_KERNEL_PROFILE` (docs/GPU.md) on the GPU.
 
     ```
     kernel report: 3 launches in the IR; dynamic sizes 16, 132 SMs x 2048 threads
@@ -384,9 +384,9 @@ def SwitchyardGpuSinkIndexComputationsPass
     Upstream redirects the uses through the value's whole use list
     (`replaceAllUsesInRegionWith`), once per launch: a host function of a
     training step uses a constant such as `arith.constant 0 : index` in
-    thousands of places and has about a thousand launches, and that
-    quadratic walk took 40 s of the 47M models' GPU compile. Here each
-    launch's body is walked once.
+    thousands of places and has about a thousand launches, so that walk is
+    quadratic in the function's size. Here each launch's body is walked
+    once.
 
     Before:
 
@@ -583,8 +583,8 @@ def SwitchyardGpuTensorCoreMatmulPass
     adds the step to f32 accumulators. The accumulators go through shared
     memory (`nvgpu.warpgroup.mma.store`) and are added to C, rows past M (a
     dynamic M is the token count; TMA zero-fills its last tile) skipped.
-    Its PTX is checked by ptxas; on a GPU only one linear layer has been
-    compared with the CPU (an H200: GpuProgramTest.WgmmaMatchesTheRoundedCpuReference).
+    Its PTX is checked by ptxas; on a GPU, one linear layer is compared
+    with the CPU (GpuProgramTest.WgmmaMatchesTheRoundedCpuReference).
 
     Before:
 

@@ -14,11 +14,14 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_CONVERTLMTOFUNCPASS
 #include "lib/Conversion/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "convert-lm-to-func"
 
 using namespace mlir;
 using namespace mlir::lm;
@@ -57,6 +60,10 @@ struct ConvertLmToFuncPass
   /// Rewrites one model into a function with parameter arguments.
   void convert(ModelOp model, MutableArrayRef<ParamOp> params,
                OpBuilder &builder) {
+    LLVM_DEBUG(llvm::dbgs()
+               << "converting lm.model @" << model.getSymName() << ": "
+               << model.getNumArguments() << " arguments, then "
+               << params.size() << " parameters\n");
     Block &body = model.getBody().front();
     llvm::StringMap<Value> arguments;
     SmallVector<Type> inputs(model.getArgumentTypes());

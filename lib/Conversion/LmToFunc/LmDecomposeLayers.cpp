@@ -25,6 +25,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/Debug.h"
 
 #include <cmath>
 #include <limits>
@@ -33,6 +34,8 @@ namespace mlir::switchyard {
 #define GEN_PASS_DEF_LMDECOMPOSELAYERSPASS
 #include "lib/Conversion/Passes.h.inc"
 } // namespace mlir::switchyard
+
+#define DEBUG_TYPE "lm-decompose-layers"
 
 using namespace mlir;
 using namespace mlir::lm;
@@ -504,6 +507,9 @@ struct LmDecomposeLayersPass
           return WalkResult::interrupt();
         }
       }
+      LLVM_DEBUG(llvm::dbgs() << "decomposing " << layer->getName() << " at "
+                              << layer->getLoc() << " (" << params.size()
+                              << " parameters)\n");
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())

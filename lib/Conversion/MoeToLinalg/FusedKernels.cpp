@@ -132,8 +132,8 @@ Value readRow(ImplicitLocOpBuilder &b, Value source, ValueRange indices,
 /// row in vector registers (two of 512 bits), so that each scalar it loads
 /// (an input element, a gate, a routing coefficient) feeds that many
 /// multiply-adds; a chunk whose columns are updated one by one (dsource's)
-/// is 16 wide, one register. (Measured on the 47M layer's kernels,
-/// bench/Inputs/kernels-47m.mlir: 32 beats 16, 64 and 128.)
+/// is 16 wide, one register. (Of 16, 32, 64 and 128, 32 is the fastest on
+/// the 47M layer's kernels, bench/Inputs/kernels-47m.mlir.)
 constexpr int64_t kRowColumns = 32, kScalarColumns = 16;
 
 /// How a row of `width` columns splits into chunks: `count` chunks of

@@ -1,7 +1,7 @@
 //===- GroupedExperts.cpp - the grouped (CVMM) expert formulation ---------===//
 //
 // The expert projections with the routes grouped by expert, as the paper's
-// CVMM kernel computes them (../shared/docs/SWITCHHEAD.md): the routes
+// CVMM kernel computes them (arXiv 2312.07987): the routes
 // (n, h, j) are sorted by their expert h·E + indices[n, h, j], each route's
 // input row is gathered into the sorted order, every expert multiplies its
 // own contiguous block of rows by its weight (one plain matmul per expert,

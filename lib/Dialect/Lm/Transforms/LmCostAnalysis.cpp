@@ -21,6 +21,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
@@ -33,6 +34,8 @@ namespace mlir::lm {
 #include "dialect/Lm/Transforms/Passes.h.inc"
 } // namespace mlir::lm
 
+#define DEBUG_TYPE "lm-cost-analysis"
+
 using namespace mlir;
 using namespace mlir::lm;
 
@@ -41,9 +44,9 @@ using namespace mlir::lm;
 //===----------------------------------------------------------------------===//
 
 // With S = T(1 + c) keys, T²(1 + c) = T·S. The SwitchHead formula's
-// positional term has no (1 + c) factor, the dense one has; both are the
-// paper's script as SWITCHHEAD.md quotes it. E in the router terms is the
-// number of experts per head, as in that script.
+// positional term has no (1 + c) factor, the dense one has; both follow the
+// paper's script (docs/Cost.md, "The formulas"). E in the router terms is
+// the number of experts per head, as in that script.
 int64_t lm::attentionFormulaMacs(const LayerDims &dims) {
   int64_t d = dims.d, t = dims.tokens, s = dims.keys, h = dims.heads,
           f = dims.width;
@@ -689,6 +692,9 @@ struct LmCostAnalysisPass
       FailureOr<ModelCost> cost = builder.run();
       if (failed(cost))
         return signalPassFailure();
+      LLVM_DEBUG(llvm::dbgs()
+                 << "@" << cost->name << ": " << cost->layers.size()
+                 << " layers, T = " << cost->seqLen << "\n");
       for (const LayerCost &layer : cost->layers) {
         InFlightDiagnostic remark =
             builder.anchors.lookup(layer.name)->emitRemark()

@@ -10,11 +10,14 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::lm {
 #define GEN_PASS_DEF_LMMATERIALIZEPARAMSPASS
 #include "dialect/Lm/Transforms/Passes.h.inc"
 } // namespace mlir::lm
+
+#define DEBUG_TYPE "lm-materialize-params"
 
 using namespace mlir;
 using namespace mlir::lm;
@@ -45,6 +48,9 @@ struct LmMaterializeParamsPass
   /// declaration of the same name.
   LogicalResult declareParams(ModelOp model, SymbolTable &symbols) {
     int64_t depth = numLayers > 0 ? int64_t(numLayers) : model.getNumLayers();
+    LLVM_DEBUG(llvm::dbgs()
+               << "@" << model.getSymName()
+               << ": scaled initialisers for depth L = " << depth << "\n");
     OpBuilder builder(model);
     WalkResult walk = model.walk([&](ParamOwnerOpInterface layer) {
       SmallVector<ParamDecl> params;
@@ -55,6 +61,8 @@ struct LmMaterializeParamsPass
                                ? StringAttr()
                                : builder.getStringAttr(param.alias);
         if (!existing) {
+          LLVM_DEBUG(llvm::dbgs() << "  declaring " << param.name << " : "
+                                  << param.type << "\n");
           auto decl = ParamOp::create(builder, layer.getLoc(), param.name,
                                       param.type, param.init, alias);
           symbols.insert(decl, builder.getInsertionPoint());
@@ -62,6 +70,8 @@ struct LmMaterializeParamsPass
         }
         auto declared = dyn_cast<ParamOp>(existing);
         if (declared && declared.getType() == param.type) {
+          LLVM_DEBUG(llvm::dbgs()
+                     << "  keeping the declaration of " << param.name << "\n");
           // A declaration written by hand keeps its own alias, or gets the
           // layer's.
           if (!declared.getAliasAttr() && alias)

@@ -13,11 +13,14 @@
 #include "dialect/Moe/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEFUSEATTENTIONPASS
 #include "dialect/Moe/Transforms/Passes.h.inc"
 } // namespace mlir::moe
+
+#define DEBUG_TYPE "moe-fuse-attention"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -76,6 +79,8 @@ struct MoeFuseAttentionPass
         forwards.push_back(op);
     });
     for (AttentionOp op : forwards) {
+      LLVM_DEBUG(llvm::dbgs() << "moe.attention at " << op.getLoc()
+                              << " -> moe.flash_attention\n");
       FlashAttentionOp flash = createFlash(
           rewriter, op, op.getQuery(), op.getKey(), op.getValue(), op.getRel());
       rewriter.replaceOp(op, flash.getResult());
@@ -88,6 +93,11 @@ struct MoeFuseAttentionPass
     });
     for (AttentionGradOp op : gradients) {
       FlashAttentionOp forward = findForward(op);
+      LLVM_DEBUG(llvm::dbgs() << "moe.attention_grad at " << op.getLoc()
+                              << " -> moe.flash_attention_grad, "
+                              << (forward ? "reading the forward op's outputs"
+                                          : "recomputing the forward pass")
+                              << "\n");
       if (!forward)
         forward = createFlash(rewriter, op, op.getQuery(), op.getKey(),
                               op.getValue(), op.getRel());

@@ -14,11 +14,14 @@
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEFUSEEXPERTPROJECTIONPASS
 #include "dialect/Moe/Transforms/Passes.h.inc"
 } // namespace mlir::moe
+
+#define DEBUG_TYPE "moe-fuse-expert-projection"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -37,6 +40,8 @@ struct FuseInto : public OpRewritePattern<FromOp> {
                                 PatternRewriter &rewriter) const override {
     if (!fusible(op))
       return rewriter.notifyMatchFailure(op, reason);
+    LLVM_DEBUG(llvm::dbgs() << op->getName() << " at " << op->getLoc() << " -> "
+                            << ToOp::getOperationName() << "\n");
     rewriter.replaceOpWithNewOp<ToOp>(op, op->getResultTypes(),
                                       op->getOperands());
     return success();

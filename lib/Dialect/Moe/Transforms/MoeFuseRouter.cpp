@@ -14,11 +14,14 @@
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEFUSEROUTERPASS
 #include "dialect/Moe/Transforms/Passes.h.inc"
 } // namespace mlir::moe
+
+#define DEBUG_TYPE "moe-fuse-router"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -59,6 +62,9 @@ struct FuseGateTopK : public OpRewritePattern<TopKOp> {
     }
 
     Location loc = topk.getLoc();
+    LLVM_DEBUG(llvm::dbgs() << "moe.gate + moe.topk at " << loc
+                            << " -> moe.fused_router (" << shapeUsers.size()
+                            << " dropout masks given a shape-only stand-in)\n");
     if (!shapeUsers.empty()) {
       rewriter.setInsertionPointAfter(gate);
       SmallVector<OpFoldResult> sizes = {
