@@ -49,7 +49,7 @@ double bench::medianMs(unsigned reps, llvm::function_ref<void()> run) {
 }
 
 /// The setting `fuse` stands for: on the GPU, `default` is `grouped`
-/// (FusionOptions::deviceDefault, with switchyard's --experts default).
+/// (FusionOptions::targetDefault).
 static llvm::StringRef resolveSetting(const Options &options,
                                       llvm::StringRef fuse) {
   return fuse == "default" && options.gpu() ? llvm::StringRef(kGroupedExperts)
@@ -60,17 +60,23 @@ rt::CompileOptions bench::compileOptions(const Options &options,
                                          llvm::StringRef fuse) {
   rt::CompileOptions compile;
   compile.gradients = true;
-  // The CPU's unfused expert projections are grouped by expert unless the
+  // The setting as switchyard's --fuse and --experts: the CPU's unfused
+  // expert projections are grouped by expert (its default) unless the
   // setting is `dense`; the GPU's only with `grouped` (its `none` row is
   // the dense route).
   fuse = resolveSetting(options, fuse);
-  bool dense = fuse == kDenseExperts, grouped = fuse == kGroupedExperts;
-  llvm::StringRef fusions = dense     ? "none"
-                            : grouped ? "router,attention"
-                                      : fuse;
-  compile.fusion =
-      check(mlir::switchyard::parseFusions(fusions, options.gpu()), "--fuse");
-  compile.groupedExperts = grouped || (!options.gpu() && !dense);
+  llvm::StringRef fusions = fuse;
+  llvm::StringRef experts = options.gpu() ? "dense" : "default";
+  if (fuse == kDenseExperts) {
+    fusions = "none";
+    experts = "dense";
+  } else if (fuse == kGroupedExperts) {
+    fusions = "router,attention";
+    experts = "grouped";
+  }
+  compile.fusion = check(
+      mlir::switchyard::resolveFusions(fusions, experts, target(options)),
+      "--fuse");
   return compile;
 }
 
@@ -81,7 +87,8 @@ std::string bench::fusionLabel(const Options &options, llvm::StringRef fuse) {
   if (fuse == kGroupedExperts)
     return "grouped experts";
   std::string fusions = mlir::switchyard::describeFusions(
-      check(mlir::switchyard::parseFusions(fuse, options.gpu()), "--fuse"));
+      check(mlir::switchyard::resolveFusions(fuse, "default", target(options)),
+            "--fuse"));
   if (fusions == "all")
     return "fused";
   if (fusions == "none")

@@ -78,9 +78,15 @@ inline constexpr llvm::StringLiteral kDenseExperts = "dense";
 inline constexpr llvm::StringLiteral kGroupedExperts = "grouped";
 
 /// The compile options (with gradients) of a fusion setting: default (the
-/// device's own, FusionOptions::deviceDefault), all, none, kGroupedExperts
+/// device's own, FusionOptions::targetDefault), all, none, kGroupedExperts
 /// or, on the CPU, kDenseExperts.
 rt::CompileOptions compileOptions(const Options &options, llvm::StringRef fuse);
+
+/// The compiler target whose defaults the options' device takes.
+inline mlir::switchyard::Target target(const Options &options) {
+  return options.gpu() ? mlir::switchyard::Target::Gpu
+                       : mlir::switchyard::Target::Cpu;
+}
 
 /// A row label for a fusion setting: "fused" (all), "unfused" (none), or
 /// "default: <the fusions>" where the device's default is neither.

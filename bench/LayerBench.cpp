@@ -153,7 +153,7 @@ Measurement measureSwitchyard(const Options &options, const Config &c,
   // The dense layer has no experts: only its attention can be fused.
   std::string label =
       kind == Kind::SwitchHead ? fusionLabel(options, fuse)
-      : compileOptions(options, fuse).fusion.attention ? "attention fused"
+      : compileOptions(options, fuse).fusion->attention ? "attention fused"
                                                        : "unfused";
   m.name = formatv("switchyard {0}({1})",
                    kind == Kind::SwitchHead ? "" : "dense MHA ", label);
@@ -309,7 +309,7 @@ int bench::runLayer(const Options &options) {
   // The device's default fusions first (what `switchyard train` compiles),
   // then all and none, where the default is not already one of them.
   using mlir::switchyard::FusionOptions;
-  const FusionOptions byDefault = FusionOptions::deviceDefault(options.gpu());
+  const FusionOptions byDefault = FusionOptions::targetDefault(target(options));
   // Each setting's row label and compile time, in the rows' order.
   std::vector<std::pair<std::string, double>> compileMs;
   // On the CPU also the unfused route with dense expert projections (its
@@ -320,7 +320,8 @@ int bench::runLayer(const Options &options) {
       if (options.gpu())
         continue;
     } else if (fuse != "default" &&
-               check(mlir::switchyard::parseFusions(fuse, options.gpu()),
+               check(mlir::switchyard::resolveFusions(fuse, "default",
+                                                      target(options)),
                      "--fuse") == byDefault) {
       continue;
     }

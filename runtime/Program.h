@@ -76,15 +76,14 @@ struct CompileOptions {
   /// Also compile each model's AdamW step `<model>_train_step` (see
   /// lm-build-train-step); implies `gradients`.
   bool trainStep = false;
-  /// Which fusions to apply (all by default).
-  mlir::switchyard::FusionOptions fusion;
-  /// Lower the unfused expert projections with the routes grouped by expert
-  /// (convert-moe-to-linalg `grouped-experts`) instead of densely over all
-  /// experts. On the CPU backend the sort is read on the host unless
+  /// The fusions and the expert grouping; unset: the target's defaults
+  /// (FusionOptions::targetDefault: the GPU's for the GPU backend and the
+  /// GPU emulation, the CPU's otherwise). On the CPU backend the grouped
+  /// formulation reads the routes' sort on the host unless
   /// `groupedTileRows` is set; the GPU backend and the GPU emulation always
   /// take the padded formulation (kGpuGroupedTileRows unless set).
-  bool groupedExperts = false;
-  /// With groupedExperts: T > 0 pads each expert's rows to multiples of T
+  std::optional<mlir::switchyard::FusionOptions> fusion;
+  /// With grouped experts: T > 0 pads each expert's rows to multiples of T
   /// and reads nothing on the host (`grouped-tile-rows`); 0: the backend's
   /// default.
   int64_t groupedTileRows = 0;

@@ -24,9 +24,9 @@ trap 'rm -rf "$tmp"' EXIT
 # Every fusion and expert option spelled out, so that the hashes do not
 # depend on the defaults: all fused; none fused with the experts grouped;
 # and the driver's GPU choice (router and attention fused, experts grouped).
-fused="fuse-router=1 fuse-expert-projection=1 fuse-attention=1 grouped-experts=0"
-unfused="fuse-router=0 fuse-expert-projection=0 fuse-attention=0 grouped-experts=1"
-driver_default="fuse-router=1 fuse-expert-projection=0 fuse-attention=1 grouped-experts=1"
+fused="fuse=all experts=dense"
+unfused="fuse=none experts=grouped"
+driver_default="fuse=router,attention experts=grouped"
 
 for model in switchhead-tiny switchhead-tiny-xl switchall-tiny dense-tiny; do
   file=$here/examples/models/$model.mlir

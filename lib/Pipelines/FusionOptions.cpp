@@ -1,7 +1,8 @@
-//===- FusionOptions.cpp - parsing and printing fusion settings -----------===//
+//===- FusionOptions.cpp - reading and printing fusion settings -----------===//
 //
-// The one reader of fusion settings (`--fuse` of switchyard and
-// switchyard-bench), see lib/Pipelines/FusionOptions.h.
+// The one reader of fusion and expert settings: the `--fuse` and `--experts`
+// options of switchyard and switchyard-bench, the runtime's defaults and
+// the pipelines' `fuse` and `experts` options.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,16 +13,18 @@
 
 using namespace mlir::switchyard;
 
-llvm::Expected<FusionOptions>
-mlir::switchyard::parseFusions(llvm::StringRef spec, bool gpu) {
+/// Applies `spec` to the three fusions of `fusion`.
+static llvm::Error applyFusionSetting(llvm::StringRef spec,
+                                     FusionOptions &fusion) {
   spec = spec.trim();
   if (spec == "default")
-    return FusionOptions::deviceDefault(gpu);
-  if (spec == "all")
-    return FusionOptions();
-  FusionOptions fusion = FusionOptions::none();
-  if (spec == "none")
-    return fusion;
+    return llvm::Error::success();
+  if (spec == "all" || spec == "none") {
+    bool on = spec == "all";
+    fusion.router = fusion.expertProjection = fusion.attention = on;
+    return llvm::Error::success();
+  }
+  fusion.router = fusion.expertProjection = fusion.attention = false;
   llvm::SmallVector<llvm::StringRef> names;
   spec.split(names, ',');
   for (llvm::StringRef name : names) {
@@ -37,13 +40,48 @@ mlir::switchyard::parseFusions(llvm::StringRef spec, bool gpu) {
           "router, expert-projection, attention");
     *flag = true;
   }
+  return llvm::Error::success();
+}
+
+/// Applies `spec` to the expert grouping of `fusion`.
+static llvm::Error applyExpertsSetting(llvm::StringRef spec,
+                                      FusionOptions &fusion) {
+  spec = spec.trim();
+  if (spec == "default")
+    return llvm::Error::success();
+  if (spec != "grouped" && spec != "dense")
+    return llvm::createStringError("expected default, grouped or dense, "
+                                   "found '" +
+                                   spec.str() + "'");
+  fusion.groupedExperts = spec == "grouped";
+  return llvm::Error::success();
+}
+
+llvm::Expected<FusionOptions>
+mlir::switchyard::resolveFusions(llvm::StringRef fuse, llvm::StringRef experts,
+                                 Target target) {
+  FusionOptions fusion = FusionOptions::targetDefault(target);
+  if (llvm::Error error = applyFusionSetting(fuse, fusion))
+    return std::move(error);
+  if (llvm::Error error = applyExpertsSetting(experts, fusion))
+    return std::move(error);
   return fusion;
 }
 
+llvm::Error mlir::switchyard::checkFusionSetting(llvm::StringRef fuse) {
+  FusionOptions fusion;
+  return applyFusionSetting(fuse, fusion);
+}
+
+llvm::Error mlir::switchyard::checkExpertsSetting(llvm::StringRef experts) {
+  FusionOptions fusion;
+  return applyExpertsSetting(experts, fusion);
+}
+
 std::string mlir::switchyard::describeFusions(const FusionOptions &options) {
-  if (options == FusionOptions())
+  if (options.router && options.expertProjection && options.attention)
     return "all";
-  if (options == FusionOptions::none())
+  if (!options.router && !options.expertProjection && !options.attention)
     return "none";
   std::string list;
   for (auto [on, name] : {std::pair{options.router, "router"},
@@ -52,4 +90,24 @@ std::string mlir::switchyard::describeFusions(const FusionOptions &options) {
     if (on)
       list += (list.empty() ? "" : ",") + std::string(name);
   return list;
+}
+
+/// Parses `arg` into `value` if `check` accepts it; otherwise reports its
+/// message as an error of `option`.
+static bool parseChecked(llvm::cl::Option &option, llvm::StringRef arg,
+                         std::string &value, llvm::Error check) {
+  if (check)
+    return option.error(llvm::toString(std::move(check)));
+  value = arg.str();
+  return false;
+}
+
+bool FusionSettingParser::parse(llvm::cl::Option &option, llvm::StringRef,
+                                llvm::StringRef arg, std::string &value) {
+  return parseChecked(option, arg, value, checkFusionSetting(arg));
+}
+
+bool ExpertsSettingParser::parse(llvm::cl::Option &option, llvm::StringRef,
+                                 llvm::StringRef arg, std::string &value) {
+  return parseChecked(option, arg, value, checkExpertsSetting(arg));
 }

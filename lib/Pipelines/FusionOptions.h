@@ -1,7 +1,8 @@
-//===- FusionOptions.h - which moe fusions to apply -------------*- C++ -*-===//
+//===- FusionOptions.h - how moe ops become kernels -------------*- C++ -*-===//
 //
-// A plain struct, shared by the pipelines and the runtime (whose headers
-// carry no MLIR types).
+// A plain struct, shared by the pipelines, the drivers and the runtime
+// (whose headers carry no MLIR types), with each target's defaults and the
+// one reader of the settings.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,15 +10,26 @@
 #define SWITCHYARD_LIB_PIPELINES_FUSIONOPTIONS_H
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
 
 namespace mlir::switchyard {
 
+/// The targets whose kernel choices differ. The GPU emulation compiles the
+/// GPU target's kernels, so it takes the GPU's choices.
+enum class Target { Cpu, Gpu };
+
 /// How moe ops become kernels: which fusions run before the lowering to
-/// linalg. Each fusion can be switched off; the unfused route computes the
-/// same results (tested), so that what a fusion buys can be measured.
+/// linalg, and how the unfused expert projections compute. Each fusion can
+/// be switched off; every setting computes the same results (tested), so
+/// that what a fusion buys can be measured.
+///
+/// This struct is the one description of these choices: the driver's
+/// `--fuse`/`--experts`, switchyard-bench, the runtime's CompileOptions and
+/// the pipelines' `fuse`/`experts` options are all read by resolveFusions()
+/// into it, and each target's defaults are set in targetDefault() only.
 struct FusionOptions {
   /// moe-fuse-router: router matmul, sigmoid and top-k in one kernel.
   bool router = true;
@@ -27,32 +39,67 @@ struct FusionOptions {
   /// moe-fuse-attention: flash-style attention with online softmax, forward
   /// and backward, without a T×T matrix in memory.
   bool attention = true;
+  /// The unfused expert projections and their gradients with the routes
+  /// grouped by expert (sorted, one matmul per expert: the routes' MACs;
+  /// convert-moe-to-linalg `grouped-experts`), or densely over all experts
+  /// (E/k times the MACs, as plain matmuls). The fused projections gather
+  /// per route either way.
+  bool groupedExperts = true;
 
+  /// Every fusion (the expert grouping as given).
+  static FusionOptions all(bool groupedExperts = true) {
+    return {true, true, true, groupedExperts};
+  }
   /// No fusion: every moe op through its plain linalg lowering.
-  static FusionOptions none() { return {false, false, false}; }
+  static FusionOptions none(bool groupedExperts = true) {
+    return {false, false, false, groupedExperts};
+  }
 
-  /// The fusions that make a device's code fastest by switchyard-bench's
-  /// measurements (docs/Fusions.md; the numbers are in docs/Performance.md):
-  /// on the GPU the router and the attention, the expert projections
-  /// unfused (and grouped by expert: the drivers' --experts default), which
-  /// beats all three fused for a layer's forward and backward; none on the
-  /// CPU. The fused expert projections are row kernels, one thread per row;
-  /// on one CPU core the unfused lowerings win too, because their matmuls
-  /// run as register-blocked vector kernels.
-  static FusionOptions deviceDefault(bool gpu) {
-    return gpu ? FusionOptions{true, false, true} : none();
+  /// Each target's defaults: the choices that make its code fastest by
+  /// switchyard-bench's measurements (docs/Fusions.md; the numbers are in
+  /// docs/Performance.md). On the GPU the router and the attention fused,
+  /// the expert projections unfused and grouped by expert, which beats all
+  /// three fused for a layer's forward and backward; on the CPU nothing
+  /// fused, the experts grouped: the fused expert projections are row
+  /// kernels, one thread per row, and the unfused lowerings' matmuls run as
+  /// register-blocked vector kernels.
+  static FusionOptions targetDefault(Target target) {
+    return target == Target::Gpu ? FusionOptions{true, false, true, true}
+                                 : none(/*groupedExperts=*/true);
   }
 
   bool operator==(const FusionOptions &other) const = default;
 };
 
-/// Parses a fusion setting: `default` (deviceDefault(gpu)), `all`, `none`,
-/// or a comma-separated list of router, expert-projection, attention.
-llvm::Expected<FusionOptions> parseFusions(llvm::StringRef spec, bool gpu);
+/// Reads a fusion setting `fuse` (`default`, `all`, `none`, or a
+/// comma-separated list of router, expert-projection, attention) and an
+/// expert setting `experts` (`default`, `grouped` or `dense`) over
+/// `target`'s defaults. The one reader of these settings.
+llvm::Expected<FusionOptions> resolveFusions(llvm::StringRef fuse,
+                                             llvm::StringRef experts,
+                                             Target target);
 
-/// The fusions `options` applies, as parseFusions() reads them back: `all`,
-/// `none`, or the comma-separated list.
+/// Whether `fuse` and `experts` are settings resolveFusions() reads.
+llvm::Error checkFusionSetting(llvm::StringRef fuse);
+llvm::Error checkExpertsSetting(llvm::StringRef experts);
+
+/// The fusions `options` applies, as resolveFusions() reads them back:
+/// `all`, `none`, or the comma-separated list.
 std::string describeFusions(const FusionOptions &options);
+
+/// Command-line parsers that accept only the settings above, so that a
+/// pass pipeline's `fuse` and `experts` options are checked when they are
+/// parsed, with resolveFusions()'s message.
+struct FusionSettingParser : public llvm::cl::parser<std::string> {
+  using llvm::cl::parser<std::string>::parser;
+  bool parse(llvm::cl::Option &option, llvm::StringRef name,
+             llvm::StringRef arg, std::string &value);
+};
+struct ExpertsSettingParser : public llvm::cl::parser<std::string> {
+  using llvm::cl::parser<std::string>::parser;
+  bool parse(llvm::cl::Option &option, llvm::StringRef name,
+             llvm::StringRef arg, std::string &value);
+};
 
 } // namespace mlir::switchyard
 

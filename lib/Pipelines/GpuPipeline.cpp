@@ -412,13 +412,13 @@ bool switchyard::gpuUsesTensorCores(
   return options.tensorCores && options.elementType != "f32";
 }
 
-/// The lowering options of a GPU pipeline: its grouped formulation is the
-/// padded one; with tensor cores, the flash attention is their kernel.
+/// The lowering options of a GPU pipeline: the GPU target's defaults; its
+/// grouped formulation is the padded one; with tensor cores, the flash
+/// attention is their kernel.
 template <typename Options>
 static switchyard::LoweringOptions gpuLowering(const Options &options,
                                                bool tensorCores) {
-  switchyard::LoweringOptions lowering = options.lowering();
-  lowering.groupedExperts = options.groupedExperts;
+  switchyard::LoweringOptions lowering = options.lowering(switchyard::Target::Gpu);
   lowering.groupedTileRows = switchyard::kGpuGroupedTileRows;
   lowering.flashAttentionKernel = tensorCores;
   return lowering;

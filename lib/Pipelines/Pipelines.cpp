@@ -56,7 +56,7 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
   if (options.fusion.attention)
     pm.addPass(moe::createMoeFuseAttentionPass());
   ConvertMoeToLinalgPassOptions toLinalg;
-  toLinalg.groupedExperts = options.groupedExperts;
+  toLinalg.groupedExperts = options.fusion.groupedExperts;
   toLinalg.groupedTileRows = options.groupedTileRows;
   toLinalg.flashAttentionKernel = options.flashAttentionKernel;
   toLinalg.flashAttentionRounding = options.flashAttentionRounding;
@@ -153,9 +153,8 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
 
 void switchyard::buildCpuPipeline(OpPassManager &pm,
                                   const CpuPipelineOptions &options) {
-  LoweringOptions lowering = options.lowering();
-  lowering.groupedExperts = options.groupedExperts;
-  buildModelToLinalgPipeline(pm, options.numLayers, lowering);
+  buildModelToLinalgPipeline(pm, options.numLayers,
+                             options.lowering(Target::Cpu));
   buildCpuCodegenPipeline(pm, options.roundContractionOperands);
 }
 

@@ -41,13 +41,12 @@ struct LoweringOptions {
   bool gradients = false;
   /// Also each model's AdamW step `<model>_train_step` (implies gradients).
   bool trainStep = false;
+  /// The fusions and the expert grouping (convert-moe-to-linalg
+  /// `grouped-experts`).
   FusionOptions fusion;
-  /// The unfused expert projections with the routes grouped by expert
-  /// (convert-moe-to-linalg `grouped-experts`).
-  bool groupedExperts = false;
-  /// With groupedExperts: 0 reads the routes' sort on the host (the CPU
-  /// target's formulation); T > 0 pads each expert's rows to multiples of T
-  /// and reads nothing on the host (`grouped-tile-rows`; the GPU's).
+  /// With fusion.groupedExperts: 0 reads the routes' sort on the host (the
+  /// CPU target's formulation); T > 0 pads each expert's rows to multiples
+  /// of T and reads nothing on the host (`grouped-tile-rows`; the GPU's).
   int64_t groupedTileRows = 0;
   /// moe.flash_attention(_grad) kept, as moe.flash_attention(_grad)_kernel,
   /// for the GPU's tensor-core kernels
@@ -67,15 +66,6 @@ bool gpuUsesTensorCores(llvm::StringRef elementType, llvm::StringRef chip);
 /// The GPU targets' grouped formulation pads each expert's rows to this
 /// many: a multiple of the tensor-core kernels' 64-row block tiles.
 constexpr int64_t kGpuGroupedTileRows = 64;
-
-/// `grouped-experts`, an option of both GPU pipelines (the target and its
-/// emulation).
-inline constexpr const char *kGroupedExpertsHelp =
-    "Lower the unfused expert projections and their gradients grouped by "
-    "expert with no host reads (the routes sorted in parallel, each "
-    "expert's rows padded to 64-row tiles, moe.grouped_matmul and "
-    "moe.grouped_weight_grad: tensor-core kernels with bf16/f16) instead of "
-    "densely over all experts";
 
 /// The options every target shares: which functions to build from each
 /// model (its forward pass always; gradients and train step on request),
@@ -97,31 +87,32 @@ struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
       llvm::cl::desc("Also build each model's AdamW train step "
                      "(<model>_train_step; implies gradients)"),
       llvm::cl::init(false)};
-  detail::PassOptions::Option<bool> fuseRouter{
-      *this, "fuse-router",
-      llvm::cl::desc("Fuse the router's matmul, sigmoid and top-k into one "
-                     "kernel (moe-fuse-router)"),
-      llvm::cl::init(true)};
-  detail::PassOptions::Option<bool> fuseExpertProjection{
-      *this, "fuse-expert-projection",
-      llvm::cl::desc("Fuse gather, matmul, gate scaling and route reduction "
-                     "of the expert projections and their gradients "
-                     "(moe-fuse-expert-projection)"),
-      llvm::cl::init(true)};
-  detail::PassOptions::Option<bool> fuseAttention{
-      *this, "fuse-attention",
-      llvm::cl::desc("Flash-style attention forward and backward "
+  detail::PassOptions::Option<std::string, FusionSettingParser> fuse{
+      *this, "fuse",
+      llvm::cl::desc("Fusions to apply: default (the target's, "
+                     "docs/Fusions.md), all, none, or a comma-separated "
+                     "list of router (moe-fuse-router), expert-projection "
+                     "(moe-fuse-expert-projection), attention "
                      "(moe-fuse-attention)"),
-      llvm::cl::init(true)};
+      llvm::cl::init("default")};
+  detail::PassOptions::Option<std::string, ExpertsSettingParser> experts{
+      *this, "experts",
+      llvm::cl::desc("How the unfused expert projections and their "
+                     "gradients compute: grouped (routes sorted by expert, "
+                     "one matmul per expert; on the GPU targets without "
+                     "host reads, each expert's rows padded to 64-row "
+                     "tiles), dense (every token through every expert), or "
+                     "default (the target's: grouped)"),
+      llvm::cl::init("default")};
 
-  /// The lowering these options select.
-  LoweringOptions lowering() const {
+  /// The lowering these options select for `target` (whose defaults
+  /// FusionOptions::targetDefault sets).
+  LoweringOptions lowering(Target target) const {
     LoweringOptions result;
     result.gradients = gradients;
     result.trainStep = trainStep;
-    result.fusion.router = fuseRouter;
-    result.fusion.expertProjection = fuseExpertProjection;
-    result.fusion.attention = fuseAttention;
+    // The option parsers accepted both settings.
+    result.fusion = llvm::cantFail(resolveFusions(fuse, experts, target));
     return result;
   }
 };
@@ -134,13 +125,6 @@ struct CpuPipelineOptions : public ModelPipelineOptions<CpuPipelineOptions> {
                      "type (f32: exact; bf16 or f16: what the GPU's tensor "
                      "cores compute, as a reference for them)"),
       llvm::cl::init("f32")};
-  detail::PassOptions::Option<bool> groupedExperts{
-      *this, "grouped-experts",
-      llvm::cl::desc("Lower the unfused expert projections and their "
-                     "gradients with the routes grouped by expert (one "
-                     "matmul per expert on its sorted rows, the routes' "
-                     "MACs) instead of densely over all experts"),
-      llvm::cl::init(true)};
 };
 
 /// Stages 2-4: lm layers decomposed into moe ops, models turned into
@@ -235,9 +219,6 @@ struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
                      "mma.sync for the others (checked on an H200 for one "
                      "linear layer only)"),
       llvm::cl::init(false)};
-  detail::PassOptions::Option<bool> groupedExperts{
-      *this, "grouped-experts", llvm::cl::desc(kGroupedExpertsHelp),
-      llvm::cl::init(false)};
   detail::PassOptions::Option<std::string> kernelReport{
       *this, "kernel-report",
       llvm::cl::desc("Write a static table of the kernels (launches, grid, "
@@ -258,7 +239,7 @@ void buildGpuCodegenPipeline(OpPassManager &pm,
 /// code generation.
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
 
-/// Options of the GPU emulation: the GPU target's SIMT kernels run on the
+/// Options of the GPU emulation: the GPU target's kernels run on the
 /// host CPU (switchyard-gpu-launch-to-host-loops).
 struct GpuEmulationPipelineOptions
     : public ModelPipelineOptions<GpuEmulationPipelineOptions> {
@@ -286,9 +267,6 @@ struct GpuEmulationPipelineOptions
                      "its buffer's bounds when it runs "
                      "(generate-runtime-verification); a failing check "
                      "prints the op and its location and aborts"),
-      llvm::cl::init(false)};
-  detail::PassOptions::Option<bool> groupedExperts{
-      *this, "grouped-experts", llvm::cl::desc(kGroupedExpertsHelp),
       llvm::cl::init(false)};
 };
 

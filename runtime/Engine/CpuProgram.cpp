@@ -152,7 +152,9 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   emulation.tensorCores = options.emulateTensorCores;
   emulation.checkBounds = options.checkBounds;
   if (llvm::Error error = compilation.lowerToLinalg(
-          options.emulateGpu ? detail::withDeviceGrouping(options) : options,
+          detail::resolveFor(options, options.emulateGpu
+                                          ? mlir::switchyard::Target::Gpu
+                                          : mlir::switchyard::Target::Cpu),
           program->impl->params, program->impl->functions,
           options.emulateGpu &&
               mlir::switchyard::gpuUsesTensorCores(emulation)))

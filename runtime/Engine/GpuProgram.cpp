@@ -153,7 +153,8 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   // the padded one (no host reads).
   detail::Compilation compilation(context, source, bufferName);
   if (llvm::Error error = compilation.lowerToLinalg(
-          detail::withDeviceGrouping(options), impl.params, impl.functions,
+          detail::resolveFor(options, mlir::switchyard::Target::Gpu),
+          impl.params, impl.functions,
           mlir::switchyard::gpuUsesTensorCores(gpuOptions.elementType,
                                                impl.chip)))
     return std::move(error);

@@ -51,8 +51,12 @@ const FunctionSpec *Program::lookup(StringRef name) const {
   return nullptr;
 }
 
-CompileOptions detail::withDeviceGrouping(CompileOptions options) {
-  if (options.groupedExperts && options.groupedTileRows == 0)
+CompileOptions detail::resolveFor(CompileOptions options,
+                                  mlir::switchyard::Target target) {
+  if (!options.fusion)
+    options.fusion = mlir::switchyard::FusionOptions::targetDefault(target);
+  if (target == mlir::switchyard::Target::Gpu &&
+      options.fusion->groupedExperts && options.groupedTileRows == 0)
     options.groupedTileRows = mlir::switchyard::kGpuGroupedTileRows;
   return options;
 }
@@ -204,8 +208,8 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
   mlir::switchyard::LoweringOptions loweringOptions;
   loweringOptions.gradients = options.gradients;
   loweringOptions.trainStep = options.trainStep;
-  loweringOptions.fusion = options.fusion;
-  loweringOptions.groupedExperts = options.groupedExperts;
+  assert(options.fusion && "options not resolved for a target");
+  loweringOptions.fusion = *options.fusion;
   loweringOptions.groupedTileRows = options.groupedTileRows;
   loweringOptions.flashAttentionKernel = flashAttentionKernel;
   loweringOptions.flashAttentionRounding = options.roundAttentionFactors;

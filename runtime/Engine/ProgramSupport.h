@@ -38,10 +38,12 @@ namespace switchyard::runtime::detail {
 /// An llvm::Error with `message`.
 llvm::Error failure(const llvm::Twine &message);
 
-/// `options` for a backend that runs the GPU target's kernels (the GPU and
-/// its emulation): a grouped formulation is the padded one, which reads
+/// `options` resolved for `target`: unset fusions take the target's
+/// defaults (FusionOptions::targetDefault), and on the GPU target (the GPU
+/// and its emulation) a grouped formulation is the padded one, which reads
 /// nothing on the host (kGpuGroupedTileRows rows per tile unless set).
-CompileOptions withDeviceGrouping(CompileOptions options);
+CompileOptions resolveFor(CompileOptions options,
+                          mlir::switchyard::Target target);
 
 /// One module on its way through the compiler: parsed from source text,
 /// with every diagnostic (and its location) collected for the error that a

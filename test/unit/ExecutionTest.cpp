@@ -206,16 +206,16 @@ TEST(ExecutionTest, TopKEdgeCases) {
   checkTopK(scores, 7, &mask);
 }
 
-/// The expert projections' formulations: fused row kernels (the default
-/// options), and unfused, dense over all experts or grouped by expert (the
+/// The expert projections' formulations: fused row kernels, and unfused, dense over all experts or grouped by expert (the
 /// sort read on the host, or padded segments with no host reads: tiles of
 /// 4 rows, so that segments span several tiles, and of 64, the GPU's).
 std::vector<std::pair<const char *, rt::CompileOptions>> expertFormulations() {
+  using mlir::switchyard::FusionOptions;
   rt::CompileOptions fused, dense, grouped, padded4, padded64;
-  dense.fusion = grouped.fusion = padded4.fusion = padded64.fusion =
-      mlir::switchyard::FusionOptions::none();
-  grouped.groupedExperts = padded4.groupedExperts = padded64.groupedExperts =
-      true;
+  fused.fusion = FusionOptions::all(/*groupedExperts=*/false);
+  dense.fusion = FusionOptions::none(/*groupedExperts=*/false);
+  grouped.fusion = padded4.fusion = padded64.fusion =
+      FusionOptions::none(/*groupedExperts=*/true);
   padded4.groupedTileRows = 4;
   padded64.groupedTileRows = 64;
   return {{"fused", fused},

@@ -39,7 +39,10 @@ std::unique_ptr<rt::CpuProgram> compile(const std::string &source,
                                         bool fuseAttention) {
   rt::CompileOptions options;
   options.gradients = true;
-  options.fusion.attention = fuseAttention;
+  mlir::switchyard::FusionOptions fusion =
+      mlir::switchyard::FusionOptions::all(/*groupedExperts=*/false);
+  fusion.attention = fuseAttention;
+  options.fusion = fusion;
   llvm::Expected<std::unique_ptr<rt::CpuProgram>> compiled =
       rt::CpuProgram::compile(source, "fuse-attention-test.mlir", options);
   if (!compiled) {

@@ -1,7 +1,7 @@
 //===- FusionTest.cpp - fused and unfused routes compute the same ---------===//
 //
-// Each fusion (runtime::CompileOptions::fusion, the pipelines' fuse-router
-// and fuse-expert-projection options) can be switched off; this test
+// Each fusion (runtime::CompileOptions::fusion, the pipelines' `fuse`
+// option) can be switched off; this test
 // compiles the same models with the fusions on and off and compares the
 // forward outputs, the loss and every parameter gradient of SwitchHead and
 // SwitchAll models, with expert dropout (masks) in training mode. The fused
@@ -48,10 +48,13 @@ std::unique_ptr<rt::CpuProgram> compile(const std::string &source, bool fused,
                                         bool onlyExpertProjection = false) {
   rt::CompileOptions options;
   options.gradients = true;
-  options.fusion.router = fused && !onlyExpertProjection;
-  options.fusion.expertProjection = fused;
+  mlir::switchyard::FusionOptions fusion =
+      mlir::switchyard::FusionOptions::all(/*groupedExperts=*/false);
+  fusion.router = fused && !onlyExpertProjection;
+  fusion.expertProjection = fused;
   if (onlyExpertProjection)
-    options.fusion.attention = false;
+    fusion.attention = false;
+  options.fusion = fusion;
   llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
       rt::CpuProgram::compile(source, "fusion-test.mlir", options);
   if (!program) {
@@ -269,7 +272,7 @@ void checkFusedRouter(int64_t tokens, int64_t heads, int64_t experts,
 
 TEST(FusionTest, GroupedExpertsAgainstDense) {
   // The unfused expert projections in their two formulations
-  // (convert-moe-to-linalg grouped-experts, CompileOptions::groupedExperts):
+  // (convert-moe-to-linalg grouped-experts, FusionOptions::groupedExperts):
   // routes sorted by expert, one matmul per expert, against dense over all
   // experts. SwitchHead with k < E and k = E, SwitchAll with expert dropout
   // (masked experts have no routes: empty blocks), the forward, the loss and
@@ -286,9 +289,10 @@ TEST(FusionTest, GroupedExpertsAgainstDense) {
     })mlir";
   rt::CompileOptions options;
   options.gradients = true;
-  options.fusion = mlir::switchyard::FusionOptions::none();
+  options.fusion =
+      mlir::switchyard::FusionOptions::none(/*groupedExperts=*/false);
   auto dense = rt::CpuProgram::compile(model, "grouped-test.mlir", options);
-  options.groupedExperts = true;
+  options.fusion->groupedExperts = true;
   auto grouped = rt::CpuProgram::compile(model, "grouped-test.mlir", options);
   ASSERT_TRUE(static_cast<bool>(dense)) << llvm::toString(dense.takeError());
   ASSERT_TRUE(static_cast<bool>(grouped))

@@ -53,7 +53,7 @@ MLIRContext *context = nullptr;
 const char *const kFrontend = "switchyard-frontend-pipeline";
 const char *const kPipelines[] = {
     "switchyard-cpu-pipeline",
-    "switchyard-cpu-pipeline{train-step=1 fuse-expert-projection=1}",
+    "switchyard-cpu-pipeline{train-step=1 fuse=all}",
     "switchyard-gpu-pipeline{chip=sm_90a format=isa train-step=1}",
     "switchyard-gpu-pipeline{chip=sm_90a format=isa element-type=bf16}",
 };

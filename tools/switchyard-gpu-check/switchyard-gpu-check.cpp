@@ -382,8 +382,11 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (fusion == Fusion::none)
-    options.fusion = mlir::switchyard::FusionOptions::none();
+  // Both sides compute the same route: every fusion, or none with the
+  // expert projections dense (grouped with --experts grouped, below).
+  options.fusion = fusion == Fusion::none
+                       ? mlir::switchyard::FusionOptions::none(false)
+                       : mlir::switchyard::FusionOptions::all(false);
   for (const cl::opt<std::string> *type : {&elementType, &roundInputs}) {
     if (!llvm::is_contained({"f32", "bf16", "f16"}, llvm::StringRef(*type))) {
       llvm::errs() << "switchyard-gpu-check: --" << type->ArgStr
@@ -405,7 +408,7 @@ int main(int argc, char **argv) {
     }
     // Both sides grouped: the CPU's sort read on the host and one matmul
     // per expert, the GPU's padded formulation; the same factors rounded.
-    options.groupedExperts = true;
+    options.fusion->groupedExperts = true;
   }
   auto cpu = rt::CpuProgram::compileFile(input, options);
   if (!cpu)

@@ -123,17 +123,15 @@ ModelOptions::compileOptions(bool gpu) const {
     return std::move(error);
   rt::CompileOptions options;
   options.numLayers = numLayers;
-  if (experts != "default" && experts != "grouped" && experts != "dense")
-    return llvm::createStringError("--experts: expected default, grouped "
-                                   "or dense, found '" +
-                                   experts + "'");
-  options.groupedExperts = experts != "dense";
-  llvm::Expected<mlir::switchyard::FusionOptions> fusion =
-      mlir::switchyard::parseFusions(fuse, gpu);
-  if (!fusion)
+  namespace sy = mlir::switchyard;
+  if (llvm::Error error = sy::checkExpertsSetting(experts))
+    return llvm::createStringError("--experts: " +
+                                   llvm::toString(std::move(error)));
+  if (llvm::Error error = sy::checkFusionSetting(fuse))
     return llvm::createStringError("--fuse: " +
-                                   llvm::toString(fusion.takeError()));
-  options.fusion = *fusion;
+                                   llvm::toString(std::move(error)));
+  options.fusion = llvm::cantFail(sy::resolveFusions(
+      fuse, experts, gpu ? sy::Target::Gpu : sy::Target::Cpu));
   return options;
 }
 

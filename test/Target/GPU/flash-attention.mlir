@@ -13,7 +13,7 @@
 // RUN: FileCheck %s --input-file=%t.dir/flash_kernels.ptx --check-prefix=PTX
 // RUN: FileCheck %s --input-file=%t.dir/flash_kernels.ptx --check-prefix=PTXBODY
 // RUN: %ptxas -arch=sm_80 %t.dir/flash_kernels.ptx -o %t.dir/flash_kernels.cubin
-// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse-attention=false" | FileCheck %s --check-prefix=UNFUSED
+// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse=router,expert-projection experts=dense" | FileCheck %s --check-prefix=UNFUSED
 
 // CHECK-LABEL: llvm.func @flash(
 // CHECK-COUNT-4: gpu.launch_func <%{{.*}} : !llvm.ptr> @flash_kernels::@flash_kernel_{{[0-3]}} blocks in

@@ -6,13 +6,13 @@
 // PTX targets sm_80 and assembles. Unfused, the weight gradients go through the
 // dense route sums [N, H·E, F] in device memory.
 
-// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" -o %t.mlir
+// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse=all experts=dense" -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: rm -rf %t.dir && mkdir -p %t.dir
 // RUN: %python %S/Inputs/extract_ptx.py %t.mlir %t.dir
 // RUN: FileCheck %s --input-file=%t.dir/grads_kernels.ptx --check-prefix=PTX
 // RUN: %ptxas -arch=sm_80 %t.dir/grads_kernels.ptx -o %t.dir/grads_kernels.cubin
-// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse-expert-projection=false" | FileCheck %s --check-prefix=UNFUSED
+// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse=router,attention experts=dense" | FileCheck %s --check-prefix=UNFUSED
 
 // CHECK-LABEL: llvm.func @grads(
 // CHECK-COUNT-7: gpu.launch_func <%{{.*}} : !llvm.ptr> @grads_kernels::@grads_kernel_{{[0-6]}} blocks in

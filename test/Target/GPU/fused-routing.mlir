@@ -5,7 +5,7 @@
 // (and output chunk); the PTX targets sm_80 and assembles. With the fusions
 // off the same function takes eight kernels (moe-routing.mlir).
 
-// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" -o %t.mlir
+// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse=all experts=dense" -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: rm -rf %t.dir && mkdir -p %t.dir
 // RUN: %python %S/Inputs/extract_ptx.py %t.mlir %t.dir

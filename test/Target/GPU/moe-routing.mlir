@@ -5,7 +5,7 @@
 // linalg op on one stream, and one gpu.binary whose PTX targets sm_80 and
 // assembles. (fused-routing.mlir: the same with the fusions on.)
 
-// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse-router=false fuse-expert-projection=false" -o %t.mlir
+// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse=attention experts=dense" -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir --check-prefix=LOWERED
 // RUN: rm -rf %t.dir && mkdir -p %t.dir

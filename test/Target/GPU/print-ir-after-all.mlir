@@ -2,7 +2,7 @@
 // --mlir-print-ir-after-all shows every stage of the GPU target, from the
 // moe ops to NVVM and the serialised binary.
 
-// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" \
+// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse=all experts=dense" \
 // RUN:   --mlir-print-ir-after-all -o /dev/null 2>&1 | FileCheck %s
 
 // CHECK: IR Dump After MoeFuseRouterPass (moe-fuse-router)

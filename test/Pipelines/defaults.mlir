@@ -1,0 +1,36 @@
+// Every target takes its fusion and expert defaults from one place
+// (FusionOptions::targetDefault), the same the driver and the runtime use:
+// the CPU fuses nothing and groups the expert projections by expert; the
+// GPU target and its emulation fuse the router and the attention and group
+// the unfused expert projections, padded to 64-row tiles.
+// RUN: switchyard-opt %s --switchyard-cpu-pipeline --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=CPU
+// RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=GPU
+// RUN: switchyard-opt %s --switchyard-gpu-emulation-pipeline --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=GPU
+// The settings are checked when the pipeline's options are parsed.
+// RUN: not switchyard-opt %s --switchyard-cpu-pipeline="fuse=router,gate" 2>&1 | FileCheck %s --check-prefix=BAD-FUSE
+// RUN: not switchyard-opt %s --switchyard-gpu-pipeline="experts=sparse" 2>&1 | FileCheck %s --check-prefix=BAD-EXPERTS
+// An explicit setting overrides the target's default.
+// RUN: switchyard-opt %s --switchyard-cpu-pipeline="fuse=router experts=dense" --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=CPU-SET
+
+// CPU: convert-lm-to-func,
+// CPU-NOT: moe-fuse
+// CPU: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=0
+
+// GPU: convert-lm-to-func,
+// GPU-NEXT: moe-fuse-router,
+// GPU-NEXT: moe-fuse-attention,
+// GPU-NEXT: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=64
+
+// BAD-FUSE: unknown fusion 'gate'; expected default, all, none, or a comma-separated list of router, expert-projection, attention
+// BAD-EXPERTS: expected default, grouped or dense, found 'sparse'
+
+// CPU-SET: convert-lm-to-func,
+// CPU-SET-NEXT: moe-fuse-router,
+// CPU-SET-NEXT: convert-moe-to-linalg{{.*}}grouped-experts=false
+
+lm.model @m(%t: tensor<?x8xi32>) -> tensor<?x8x16xf32> {
+  %x0 = lm.embed "embed" %t {vocab = 16} : tensor<?x8xi32> -> tensor<?x8x16xf32>
+  %a0 = lm.switchhead "layers.0.att" %x0 {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<rope>} : tensor<?x8x16xf32>
+  %l = lm.output "out" %a0 {vocab = 16} : tensor<?x8x16xf32> -> tensor<?x8x16xf32>
+  lm.return %l : tensor<?x8x16xf32>
+}
