@@ -13,6 +13,7 @@
 
 #include "lib/InitSwitchyard.h"
 #include "lib/Pipelines/Pipelines.h"
+#include "lib/Target/LLVMIR/JitPreparation.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -185,7 +186,7 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   if (StringRef(SWITCHYARD_C_RUNNER_UTILS) != "")
     libraries.push_back(SWITCHYARD_C_RUNNER_UTILS);
   engineOptions.sharedLibPaths = libraries;
-  detail::prepareForExecutionEngine(compilation.module());
+  mlir::switchyard::prepareForExecutionEngine(compilation.module());
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
       mlir::ExecutionEngine::create(compilation.module(), engineOptions,
                                     std::move(jit->machine));

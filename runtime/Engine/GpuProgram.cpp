@@ -14,6 +14,7 @@
 
 #include "lib/InitSwitchyard.h"
 #include "lib/Pipelines/Pipelines.h"
+#include "lib/Target/LLVMIR/JitPreparation.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -202,7 +203,7 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.llvmModuleBuilder = buildModule;
   engineOptions.transformer = jit->transformer;
-  detail::prepareForExecutionEngine(compilation.module());
+  mlir::switchyard::prepareForExecutionEngine(compilation.module());
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
       mlir::ExecutionEngine::create(compilation.module(), engineOptions,
                                     std::move(jit->machine));

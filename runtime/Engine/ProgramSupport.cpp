@@ -11,6 +11,7 @@
 
 #include "dialect/Lm/IR/LmOps.h"
 #include "lib/Pipelines/Pipelines.h"
+#include "lib/Target/LLVMIR/JitPreparation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -21,19 +22,13 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/StringSet.h"
-#include "llvm/Analysis/ValueTracking.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
-#include "llvm/IR/IRBuilder.h"
-#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/CodeGen.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Target/TargetMachine.h"
-#include "llvm/Transforms/Utils/BasicBlockUtils.h"
-#include "llvm/Transforms/Utils/Local.h"
 
 #include <cstring>
 
@@ -507,154 +502,13 @@ Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel,
                            llvm::Module *module) -> llvm::Error {
     if (llvm::Error error = optimize(module))
       return error;
-    storeAggregatesByField(*module);
-    splitStraightLineBlocks(*module, kStraightLineBlockSize);
+    mlir::switchyard::storeAggregatesByField(*module);
+    mlir::switchyard::splitStraightLineBlocks(
+        *module, mlir::switchyard::kStraightLineBlockSize);
     return llvm::Error::success();
   };
   target.machine = std::move(*machine);
   return target;
-}
-
-void detail::storeAggregatesByField(llvm::Module &module) {
-  llvm::SmallVector<llvm::StoreInst *> stores;
-  for (llvm::Function &function : module)
-    for (llvm::Instruction &instruction : llvm::instructions(function))
-      if (auto *store = llvm::dyn_cast<llvm::StoreInst>(&instruction))
-        if (store->getValueOperand()->getType()->isAggregateType() &&
-            store->isSimple())
-          stores.push_back(store);
-  const llvm::DataLayout &layout = module.getDataLayout();
-  llvm::Type *i32 = llvm::Type::getInt32Ty(module.getContext());
-  for (llvm::StoreInst *store : stores) {
-    llvm::Value *aggregate = store->getValueOperand();
-    llvm::Type *type = aggregate->getType();
-    llvm::IRBuilder<> builder(store);
-    llvm::SmallVector<unsigned> path;
-    // Visits the scalar fields of `field`, the field at `path` of `type`.
-    std::function<void(llvm::Type *)> visit = [&](llvm::Type *field) {
-      if (field->isAggregateType()) {
-        unsigned count = field->isStructTy() ? field->getStructNumElements()
-                                             : field->getArrayNumElements();
-        for (unsigned i = 0; i < count; ++i) {
-          path.push_back(i);
-          visit(llvm::ExtractValueInst::getIndexedType(field, i));
-          path.pop_back();
-        }
-        return;
-      }
-      llvm::Value *value =
-          llvm::FindInsertedValue(aggregate, path, store->getIterator());
-      if (!value)
-        value = builder.CreateExtractValue(aggregate, path);
-      if (llvm::isa<llvm::UndefValue>(value))
-        return;
-      llvm::SmallVector<llvm::Value *> indices{llvm::ConstantInt::get(i32, 0)};
-      for (unsigned index : path)
-        indices.push_back(llvm::ConstantInt::get(i32, index));
-      llvm::Value *address =
-          builder.CreateInBoundsGEP(type, store->getPointerOperand(), indices);
-      uint64_t offset = layout.getIndexedOffsetInType(type, indices);
-      builder.CreateAlignedStore(
-          value, address, llvm::commonAlignment(store->getAlign(), offset));
-    };
-    visit(type);
-    store->eraseFromParent();
-    llvm::RecursivelyDeleteTriviallyDeadInstructions(aggregate);
-  }
-}
-
-void detail::splitStraightLineBlocks(llvm::Module &module,
-                                     unsigned maxInstructions) {
-  for (llvm::Function &function : module) {
-    if (function.isDeclaration() || !function.hasOptNone())
-      continue;
-    // Allocations of a constant size move to the entry block first, which
-    // is what keeps them static (frame slots) once they are in blocks of
-    // their own. The function has no loops: each ran once anyway.
-    llvm::BasicBlock &entry = function.getEntryBlock();
-    llvm::BasicBlock::iterator slot = entry.getFirstNonPHIOrDbgOrAlloca();
-    for (llvm::BasicBlock &block : function)
-      for (llvm::Instruction &instruction : llvm::make_early_inc_range(
-               &block == &entry ? llvm::make_range(slot, block.end())
-                                : llvm::make_range(block.begin(), block.end())))
-        if (auto *alloca = llvm::dyn_cast<llvm::AllocaInst>(&instruction))
-          if (llvm::isa<llvm::ConstantInt>(alloca->getArraySize()))
-            alloca->moveBefore(slot);
-    // The cuts are made from the block's end: a cut moves what follows it
-    // to a new block, one instruction at a time.
-    llvm::SmallVector<llvm::BasicBlock *> blocks =
-        llvm::to_vector(llvm::make_pointer_range(function));
-    for (llvm::BasicBlock *block : blocks) {
-      llvm::SmallVector<llvm::Instruction *> cuts;
-      unsigned count = 0;
-      for (llvm::Instruction &instruction :
-           llvm::make_range(block->getFirstNonPHIOrDbgOrAlloca(), block->end()))
-        if (++count > maxInstructions && !instruction.isTerminator()) {
-          cuts.push_back(&instruction);
-          count = 1;
-        }
-      for (llvm::Instruction *cut : llvm::reverse(cuts))
-        llvm::SplitBlock(block, cut);
-    }
-  }
-}
-
-namespace {
-
-/// Keeps, of each value's attributes, those of the `llvm` dialect (by name:
-/// other dialects may not be loaded); null if none is left.
-void keepLLVMAttributesOnly(mlir::ArrayAttr &perValue) {
-  if (!perValue)
-    return;
-  llvm::SmallVector<mlir::Attribute> dictionaries;
-  bool any = false;
-  for (mlir::Attribute attributes : perValue) {
-    llvm::SmallVector<mlir::NamedAttribute> kept;
-    for (mlir::NamedAttribute attribute :
-         llvm::cast<mlir::DictionaryAttr>(attributes))
-      if (attribute.getName().strref().starts_with("llvm."))
-        kept.push_back(attribute);
-    any |= !kept.empty();
-    dictionaries.push_back(
-        mlir::DictionaryAttr::get(perValue.getContext(), kept));
-  }
-  perValue = any ? mlir::ArrayAttr::get(perValue.getContext(), dictionaries)
-                 : mlir::ArrayAttr();
-}
-
-} // namespace
-
-void detail::prepareForExecutionEngine(mlir::ModuleOp module) {
-  constexpr StringRef prefix = "_mlir_ciface_";
-  llvm::StringSet<> targets;
-  for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>())
-    if (!function.isExternal() && function.getName().starts_with(prefix))
-      targets.insert(function.getName().drop_front(prefix.size()));
-  for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>()) {
-    if (!function.isExternal() && targets.contains(function.getName())) {
-      function.setLinkage(mlir::LLVM::Linkage::Internal);
-      if (mlir::ArrayAttr passthrough = function.getPassthroughAttr()) {
-        llvm::SmallVector<mlir::Attribute> kept;
-        for (mlir::Attribute attribute : passthrough) {
-          auto name = llvm::dyn_cast<mlir::StringAttr>(attribute);
-          if (!name || (name.getValue() != "noinline" &&
-                        name.getValue() != "optnone"))
-            kept.push_back(attribute);
-        }
-        if (kept.size() != passthrough.size()) {
-          function.setPassthroughAttr(
-              mlir::ArrayAttr::get(function.getContext(), kept));
-          function.setAlwaysInline(true);
-        }
-      }
-    }
-    mlir::ArrayAttr arguments = function.getArgAttrsAttr();
-    keepLLVMAttributesOnly(arguments);
-    function.setArgAttrsAttr(arguments);
-    mlir::ArrayAttr results = function.getResAttrsAttr();
-    keepLLVMAttributesOnly(results);
-    function.setResAttrsAttr(results);
-  }
 }
 
 llvm::Error detail::materialize(mlir::ExecutionEngine &engine,

@@ -123,7 +123,7 @@ struct ResultDescriptor {
 };
 
 /// How the JIT compiles `module` (in the LLVM dialect, before
-/// prepareForExecutionEngine) at `optLevel` (0-3), IR passes and code
+/// mlir::switchyard::prepareForExecutionEngine) at `optLevel` (0-3), IR passes and code
 /// generation.
 struct JitTarget {
   /// This machine, generating code at `optLevel`: pass it to
@@ -138,55 +138,12 @@ struct JitTarget {
   std::unique_ptr<llvm::TargetMachine> machine;
   /// ExecutionEngineOptions::transformer: LLVM's pipeline at `optLevel`,
   /// with `machine`'s cost models (without them, LLVM knows no vector
-  /// registers and the loop vectorizer does nothing); then
-  /// storeAggregatesByField and splitStraightLineBlocks.
+  /// registers and the loop vectorizer does nothing); then the compiler's
+  /// storeAggregatesByField and splitStraightLineBlocks
+  /// (lib/Target/LLVMIR/JitPreparation.h).
   std::function<llvm::Error(llvm::Module *)> transformer;
 };
 llvm::Expected<JitTarget> jitTarget(unsigned optLevel, mlir::ModuleOp module);
-
-/// Replaces each store of a struct or array value in `module` by stores of
-/// its scalar fields, taken from the insertvalue chain that built it where
-/// there is one (the chain is then deleted if nothing else uses it). An
-/// entry point inlined into its C interface stores its results as one
-/// aggregate of every memref descriptor; -O0 instruction selection
-/// (FastISel, which optnone functions get) cannot select such a store, and
-/// what it cannot select sends the rest of its block, here the whole
-/// function, to SelectionDAG. LLVM's own pipeline splits these stores
-/// (InstCombine) but skips optnone functions.
-void storeAggregatesByField(llvm::Module &module);
-
-/// Splits each block of the optnone functions of `module` (the straight
-/// lines of switchyard-cpu-outline-loops: the entry points) into blocks of
-/// at most `maxInstructions`, after moving their allocations of a constant
-/// size to the entry block. -O0 instruction selection goes bottom-up
-/// through a block, and an instruction it cannot select sends the rest of
-/// the block to SelectionDAG, whose scheduling time grows faster than
-/// linearly with the block: in the JIT's large code model every load of a
-/// global (a GPU program's loaded kernel module, before each launch) is
-/// such an instruction, and a training step's host code is one block of
-/// about 10^5 instructions.
-void splitStraightLineBlocks(llvm::Module &module, unsigned maxInstructions);
-/// What jitTarget's transformer splits at.
-inline constexpr unsigned kStraightLineBlockSize = 256;
-
-/// Readies `module`, in the LLVM dialect, for mlir::ExecutionEngine:
-/// - The functions that its C interfaces (`_mlir_ciface_NAME`) call become
-///   internal. ExecutionEngine gives every public function a packed
-///   wrapper and compiles them all, and the runtime calls only the C
-///   interfaces; the wrapper of a function itself loads each of its
-///   expanded memref arguments (thousands for a training step) in one
-///   block, on which LLVM's post-RA scheduler takes longer than on the rest
-///   of the entry points together.
-/// - Such a function that switchyard-cpu-outline-loops marked noinline
-///   and optnone is always-inlined into its wrapper instead (which keeps
-///   optnone): the call between them would pass every memref descriptor
-///   field as a scalar argument, thousands on the stack, and its instruction
-///   selection and register allocation would dominate code generation.
-/// - Argument and result attributes of other dialects than `llvm` (the
-///   runtime's `lm.param`, `lm.vocab`, ..., read before the lowering) are
-///   dropped: the translation to LLVM IR warns about each, with the whole
-///   function printed (tens of megabytes of text for a training step).
-void prepareForExecutionEngine(mlir::ModuleOp module);
 
 /// Generates `engine`'s native code now: ORC compiles the module on its
 /// first lookup, and a program's first call should not also be its

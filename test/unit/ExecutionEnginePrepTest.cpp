@@ -1,18 +1,19 @@
 //===- ExecutionEnginePrepTest.cpp - readying a module for the JIT --------===//
 //
-// runtime::detail::prepareForExecutionEngine, on a module in the LLVM
+// mlir::switchyard::prepareForExecutionEngine, on a module in the LLVM
 // dialect shaped like the CPU pipeline's output: the function behind a C
 // interface becomes internal (and, when switchyard-cpu-outline-loops made
 // it optnone, always-inline instead); argument and result attributes of
 // other dialects go, the llvm dialect's stay; other functions keep their
-// linkage. runtime::detail::storeAggregatesByField, on LLVM IR: stores of
+// linkage. mlir::switchyard::storeAggregatesByField, on LLVM IR: stores of
 // struct and array values become stores of their scalar fields. And
-// runtime::detail::splitStraightLineBlocks cuts an optnone function into
+// mlir::switchyard::splitStraightLineBlocks cuts an optnone function into
 // short blocks. runtime::detail::jitTarget generates code at -O0 for a module
 // whose functions are all optnone, at the asked level otherwise.
 //
 //===----------------------------------------------------------------------===//
 
+#include "lib/Target/LLVMIR/JitPreparation.h"
 #include "runtime/Engine/ProgramSupport.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -66,7 +67,7 @@ TEST(ExecutionEnginePrepTest, InternalizesCInterfaceTargetsAndDropsForeignAttrib
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kModule, &context);
   ASSERT_TRUE(module);
 
-  ::switchyard::runtime::detail::prepareForExecutionEngine(*module);
+  mlir::switchyard::prepareForExecutionEngine(*module);
   auto function = [&](StringRef name) {
     return module->lookupSymbol<LLVM::LLVMFuncOp>(name);
   };
@@ -140,7 +141,7 @@ TEST(ExecutionEnginePrepTest, StoresAggregatesFieldByField) {
   std::unique_ptr<llvm::Module> module = parseLLVM(kAggregateStores, context);
   ASSERT_TRUE(module);
 
-  ::switchyard::runtime::detail::storeAggregatesByField(*module);
+  mlir::switchyard::storeAggregatesByField(*module);
   EXPECT_FALSE(llvm::verifyModule(*module, &llvm::errs()));
 
   // Each function's stores: (offset from the destination, stored value).
@@ -219,7 +220,7 @@ TEST(ExecutionEnginePrepTest, SplitsStraightLinesIntoShortBlocks) {
   std::unique_ptr<llvm::Module> module = parseLLVM(kLongBlocks, context);
   ASSERT_TRUE(module);
 
-  ::switchyard::runtime::detail::splitStraightLineBlocks(*module, 3);
+  mlir::switchyard::splitStraightLineBlocks(*module, 3);
   EXPECT_FALSE(llvm::verifyModule(*module, &llvm::errs()));
 
   // At most 3 instructions and a terminator per block, besides the
