@@ -91,23 +91,3 @@ std::string mlir::switchyard::describeFusions(const FusionOptions &options) {
       list += (list.empty() ? "" : ",") + std::string(name);
   return list;
 }
-
-/// Parses `arg` into `value` if `check` accepts it; otherwise reports its
-/// message as an error of `option`.
-static bool parseChecked(llvm::cl::Option &option, llvm::StringRef arg,
-                         std::string &value, llvm::Error check) {
-  if (check)
-    return option.error(llvm::toString(std::move(check)));
-  value = arg.str();
-  return false;
-}
-
-bool FusionSettingParser::parse(llvm::cl::Option &option, llvm::StringRef,
-                                llvm::StringRef arg, std::string &value) {
-  return parseChecked(option, arg, value, checkFusionSetting(arg));
-}
-
-bool ExpertsSettingParser::parse(llvm::cl::Option &option, llvm::StringRef,
-                                 llvm::StringRef arg, std::string &value) {
-  return parseChecked(option, arg, value, checkExpertsSetting(arg));
-}

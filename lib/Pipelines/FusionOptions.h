@@ -87,19 +87,22 @@ llvm::Error checkExpertsSetting(llvm::StringRef experts);
 /// `all`, `none`, or the comma-separated list.
 std::string describeFusions(const FusionOptions &options);
 
-/// Command-line parsers that accept only the settings above, so that a
-/// pass pipeline's `fuse` and `experts` options are checked when they are
-/// parsed, with resolveFusions()'s message.
-struct FusionSettingParser : public llvm::cl::parser<std::string> {
+/// A command-line parser of strings that accepts only what `check`
+/// accepts, reporting its message, so that a pass pipeline's `fuse` and
+/// `experts` options are checked when they are parsed.
+template <llvm::Error (*check)(llvm::StringRef)>
+struct CheckedSettingParser : public llvm::cl::parser<std::string> {
   using llvm::cl::parser<std::string>::parser;
-  bool parse(llvm::cl::Option &option, llvm::StringRef name,
-             llvm::StringRef arg, std::string &value);
+  bool parse(llvm::cl::Option &option, llvm::StringRef, llvm::StringRef arg,
+             std::string &value) {
+    if (llvm::Error error = check(arg))
+      return option.error(llvm::toString(std::move(error)));
+    value = arg.str();
+    return false;
+  }
 };
-struct ExpertsSettingParser : public llvm::cl::parser<std::string> {
-  using llvm::cl::parser<std::string>::parser;
-  bool parse(llvm::cl::Option &option, llvm::StringRef name,
-             llvm::StringRef arg, std::string &value);
-};
+using FusionSettingParser = CheckedSettingParser<checkFusionSetting>;
+using ExpertsSettingParser = CheckedSettingParser<checkExpertsSetting>;
 
 } // namespace mlir::switchyard
 
