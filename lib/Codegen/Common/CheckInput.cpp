@@ -43,6 +43,32 @@ LogicalResult checkDimIndex(Operation *op, Value source, Value index) {
                            << shaped.getRank() - 1 << ")";
 }
 
+/// Checks that a tensor.expand_shape's static output sizes are its result
+/// type's: the tensor verifier accepts `output_shape [1, 1, 5]` with a
+/// `tensor<1x8x5xf32>` result, the memref.expand_shape that bufferization
+/// makes of it does not.
+LogicalResult checkExpandShape(tensor::ExpandShapeOp op) {
+  ArrayRef<int64_t> declared = op.getStaticOutputShape();
+  ArrayRef<int64_t> result = op.getResultType().getShape();
+  if (declared.size() != result.size())
+    return success(); // The op's verifier reports this.
+  for (auto [pos, size] : llvm::enumerate(result)) {
+    if (ShapedType::isDynamic(size) || declared[pos] == size)
+      continue;
+    LLVM_DEBUG(llvm::dbgs() << "refusing tensor.expand_shape at "
+                            << op.getLoc() << ": output size " << pos << "\n");
+    InFlightDiagnostic diag = op.emitOpError()
+                              << "output_shape gives dimension " << pos
+                              << " the size ";
+    if (ShapedType::isDynamic(declared[pos]))
+      diag << "of a value";
+    else
+      diag << declared[pos];
+    return diag << ", its result type " << op.getResultType() << " " << size;
+  }
+  return success();
+}
+
 struct SwitchyardCheckInputPass
     : public switchyard::impl::SwitchyardCheckInputPassBase<
           SwitchyardCheckInputPass> {
@@ -53,6 +79,8 @@ struct SwitchyardCheckInputPass
         ok = checkDimIndex(op, dim.getSource(), dim.getIndex());
       else if (auto dim = dyn_cast<memref::DimOp>(op))
         ok = checkDimIndex(op, dim.getSource(), dim.getIndex());
+      else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
+        ok = checkExpandShape(expand);
       return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
     });
     if (walk.wasInterrupted())

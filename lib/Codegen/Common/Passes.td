@@ -23,6 +23,9 @@ def SwitchyardCheckInputPass
     - `tensor.dim` and `memref.dim` with a constant index outside
       `[0, rank)` (upstream folds the dimension of a value it knows by
       indexing its shape with it).
+    - `tensor.expand_shape` whose static `output_shape` disagrees with its
+      result type (the tensor verifier accepts it; the `memref.expand_shape`
+      bufferization makes of it is invalid).
 
     ```mlir
     %c = arith.constant -2 : index
