@@ -108,11 +108,8 @@ std::unique_ptr<rt::Program> bench::compile(const Options &options,
                     "compile " + bufferName);
   } else {
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
-    rt::GpuCompileOptions gpu;
-    gpu.chip = options.gpuChip;
-    gpu.elementType = options.gpuElementType;
-    gpu.format = options.gpuFormat;
-    program = check(rt::GpuProgram::compile(source, bufferName, compile, gpu),
+    program = check(rt::GpuProgram::compile(source, bufferName, compile,
+                                            options.gpuTarget),
                     "compile " + bufferName + " for the GPU");
 #else
     fail("--device gpu: this switchyard-bench was built without the CUDA "
@@ -140,8 +137,9 @@ std::string bench::describeBackend(const Options &options) {
     return formatv("CPU: {0} ({1} cores; the compiled code uses one)",
                    cpuModel(), std::thread::hardware_concurrency());
   std::string kernels = formatv(
-      "{0} multiplicands ({1}), f32 accumulation", options.gpuElementType,
-      options.gpuElementType == "f32" ? "SIMT" : "tensor cores");
+      "{0} multiplicands ({1}), f32 accumulation",
+      options.gpuTarget.elementType,
+      options.gpuTarget.usesTensorCores() ? "tensor cores" : "SIMT");
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
   if (rt::cuda::Driver::available()) {
     llvm::Expected<rt::cuda::Driver &> driver = rt::cuda::Driver::get();
@@ -152,14 +150,14 @@ std::string bench::describeBackend(const Options &options) {
                    "kernels for {4}, {5}",
                    device.name, device.computeCapability,
                    device.multiprocessors, device.driverVersion,
-                   options.gpuChip.empty()
+                   options.gpuTarget.chip.empty()
                        ? rt::defaultChip(device.computeCapability)
-                       : options.gpuChip,
+                       : options.gpuTarget.chip,
                    kernels);
   }
 #endif
   return formatv("GPU: none here (compile only); kernels for {0}, {1}",
-                 options.gpuChip.empty() ? "sm_80" : options.gpuChip,
+                 options.gpuTarget.chipOrDefault(),
                  kernels);
 }
 

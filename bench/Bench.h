@@ -11,6 +11,7 @@
 #ifndef SWITCHYARD_BENCH_BENCH_H
 #define SWITCHYARD_BENCH_BENCH_H
 
+#include "lib/Pipelines/TargetOptions.h"
 #include "runtime/Program.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -35,7 +36,7 @@ struct Options {
   /// "cpu" or "gpu".
   std::string device = "cpu";
   /// GPU code generation (with device "gpu").
-  std::string gpuChip, gpuElementType = "f32", gpuFormat = "bin";
+  mlir::switchyard::GpuTargetOptions gpuTarget;
   /// Python with PyTorch; empty: no PyTorch peers.
   std::string python;
   std::string layerScript, kernelScript;
@@ -48,7 +49,9 @@ struct Options {
 
   bool gpu() const { return device == "gpu"; }
   /// Whether matmul factors are rounded to 16 bits (tensor cores).
-  bool lowPrecision() const { return gpu() && gpuElementType != "f32"; }
+  bool lowPrecision() const {
+    return gpu() && gpuTarget.elementType != "f32";
+  }
 };
 
 [[noreturn]] void fail(const llvm::Twine &message);

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "bench/Bench.h"
+#include "lib/Pipelines/OptionsBinder.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -103,22 +104,9 @@ cl::opt<std::string> device(
     cl::desc("Where Switchyard's code runs: cpu (default) or gpu (the CUDA "
              "backend, device 0; PyTorch's peers then run on cuda too)"),
     cl::init("cpu"), cl::cat(deviceCategory));
-cl::opt<std::string> gpuChip(
-    "gpu-chip",
-    cl::desc("With --device gpu: the chip to compile for, e.g. sm_90a "
-             "(default: device 0's, sm_<cc>; sm_80 without a GPU)"),
-    cl::cat(deviceCategory));
-cl::opt<std::string> gpuElementType(
-    "gpu-element-type",
-    cl::desc("With --device gpu: matmul multiplicands f32 (SIMT, default), "
-             "bf16 or f16 (tensor cores, f32 accumulation; PyTorch's peers "
-             "then use bf16 autocast and the cross-checks loosen)"),
-    cl::init("f32"), cl::cat(deviceCategory));
-cl::opt<std::string> gpuFormat(
-    "gpu-format",
-    cl::desc("With --device gpu: kernels as bin (cubin, default), fatbin or "
-             "isa (PTX)"),
-    cl::init("bin"), cl::cat(deviceCategory));
+/// The GPU target's options as --gpu-<option> (with --device gpu).
+mlir::switchyard::CommandLineBinding<mlir::switchyard::GpuTargetOptions>
+    gpuTarget("gpu-", deviceCategory);
 
 } // namespace
 
@@ -160,14 +148,18 @@ int main(int argc, char **argv) {
                  << device << "'\n";
     return 1;
   }
-  bool gpuOptionGiven = gpuChip.getNumOccurrences() ||
-                        gpuElementType.getNumOccurrences() ||
-                        gpuFormat.getNumOccurrences();
-  if (device != "gpu" && gpuOptionGiven) {
-    llvm::errs() << "switchyard-bench: error: --gpu-chip, --gpu-element-type "
-                    "and --gpu-format need --device gpu\n";
+  if (llvm::SmallVector<std::string> given = gpuTarget.given();
+      device != "gpu" && !given.empty()) {
+    llvm::errs() << "switchyard-bench: error: " << given.front()
+                 << " needs --device gpu\n";
     return 1;
   }
+  if (device == "gpu")
+    if (llvm::Error error = gpuTarget.value().verify("--gpu-")) {
+      llvm::errs() << "switchyard-bench: error: "
+                   << llvm::toString(std::move(error)) << "\n";
+      return 1;
+    }
   if (compileOnly && trainStep.empty()) {
     llvm::errs() << "switchyard-bench: error: --compile-only needs "
                     "--train-step\n";
@@ -179,9 +171,7 @@ int main(int argc, char **argv) {
   options.batch = batch;
   options.reps = reps;
   options.device = device;
-  options.gpuChip = gpuChip;
-  options.gpuElementType = gpuElementType;
-  options.gpuFormat = gpuFormat;
+  options.gpuTarget = gpuTarget.value();
   options.python = python;
   options.layerScript = layerScript;
   options.kernelScript = kernelScript;

@@ -13,6 +13,7 @@
 #define SWITCHYARD_RUNTIME_PROGRAM_H
 
 #include "lib/Pipelines/FusionOptions.h"
+#include "lib/Pipelines/TargetOptions.h"
 #include "runtime/Params.h"
 #include "runtime/TensorFile.h"
 
@@ -92,8 +93,8 @@ struct CompileOptions {
   unsigned optLevel = 2;
   /// CPU backend: round the factors of matmul-like contractions to "bf16" or
   /// "f16" ("f32": exact), as the GPU's tensor cores do with
-  /// GpuCompileOptions::elementType; a reference for those. The GPU backend
-  /// takes its element type from GpuCompileOptions instead.
+  /// GpuTargetOptions::elementType; a reference for those. The GPU backend
+  /// and the GPU emulation take their element type from their own options.
   std::string roundContractionOperands = "f32";
   /// CPU backend: round the factors of the flash attention that the GPU's
   /// tensor-core kernels take (head width at most 128) to "bf16" or "f16"
@@ -105,19 +106,12 @@ struct CompileOptions {
   /// and its emulation on it round no attention factor.
   std::string roundAttentionFactors = "f32";
   /// CPU backend: run the GPU target's kernels instead of the CPU's (the GPU
-  /// emulation, switchyard-gpu-emulation-pipeline): every kernel launch as
-  /// loops over its blocks and threads, one thread after another (between
-  /// barriers, where they cooperate), with the factors of contractions
-  /// rounded to roundContractionOperands. Slow; for testing the GPU route's
-  /// code without a GPU. The program's backend() is "gpu-emulation".
-  bool emulateGpu = false;
-  /// With emulateGpu and 16-bit roundContractionOperands: the matmuls run
-  /// as the GPU target's tensor-core kernels (ldmatrix + mma.sync, sm_80 and
-  /// newer); false: as its SIMT route with rounded factors (sm_75).
-  bool emulateTensorCores = true;
-  /// With emulateGpu: check every load and store of the kernels against its
-  /// buffer's bounds; a failing check prints the op and aborts the process.
-  bool checkBounds = false;
+  /// emulation, switchyard-gpu-emulation-pipeline, with these options):
+  /// every kernel launch as loops over its blocks and threads, one thread
+  /// after another (between barriers, where they cooperate). Slow; for
+  /// testing the GPU route's code without a GPU. The program's backend() is
+  /// then "gpu-emulation".
+  std::optional<mlir::switchyard::GpuEmulationOptions> emulateGpu;
 };
 
 /// A tensor that a backend keeps between calls, where it computes: device

@@ -123,34 +123,9 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Transforms/Passes.h"
 
-#include "llvm/ADT/StringSwitch.h"
-#include "llvm/Support/FileSystem.h"
-
-#ifndef SWITCHYARD_CUDA_TOOLKIT_DIR
-#define SWITCHYARD_CUDA_TOOLKIT_DIR "/usr/local/cuda"
-#endif
-
 using namespace mlir;
 
 namespace {
-/// The lowest PTX ISA version that `chip` needs (PTX ISA manual, "Release
-/// Notes"), or nullopt for a chip the GPU target does not support. The
-/// lowest version keeps the PTX loadable by the oldest driver that knows the
-/// chip; ptxas of CUDA 13 reads all of them.
-std::optional<StringRef> defaultPtxFeature(StringRef chip) {
-  return llvm::StringSwitch<std::optional<StringRef>>(chip)
-      .Case("sm_75", "+ptx63")
-      .Case("sm_80", "+ptx70")
-      .Case("sm_86", "+ptx71")
-      .Case("sm_87", "+ptx74")
-      .Cases({"sm_89", "sm_90"}, "+ptx78")
-      .Case("sm_90a", "+ptx80")
-      .Cases({"sm_100", "sm_100a"}, "+ptx86")
-      .Cases({"sm_120", "sm_120a"}, "+ptx87")
-      .Cases({"sm_103", "sm_103a", "sm_121", "sm_121a"}, "+ptx88")
-      .Default(std::nullopt);
-}
-
 /// A pass that only reports a bad pipeline option: pipeline builders cannot
 /// fail, so the error surfaces when the pipeline runs, naming the option.
 struct ReportPipelineErrorPass
@@ -171,59 +146,12 @@ struct ReportPipelineErrorPass
 
 /// Adds a pass reporting `error` to `pm` where there is one; returns whether
 /// it did (the pipeline is then that pass alone).
-bool addedOptionError(OpPassManager &pm, const std::string &error) {
-  if (error.empty())
+bool addedOptionError(OpPassManager &pm, llvm::Error error) {
+  if (!error)
     return false;
-  pm.addPass(std::make_unique<ReportPipelineErrorPass>(error));
+  pm.addPass(
+      std::make_unique<ReportPipelineErrorPass>(toString(std::move(error))));
   return true;
-}
-
-/// The CUDA toolkit root that `options` name.
-std::string toolkitDir(const switchyard::GpuPipelineOptions &options) {
-  return options.toolkit.empty() ? std::string(SWITCHYARD_CUDA_TOOLKIT_DIR)
-                                 : std::string(options.toolkit);
-}
-
-/// The errors of the kernel-formation options, or an empty string.
-std::string checkKernelOptions(int64_t blockSize, StringRef elementType,
-                               StringRef pipeline) {
-  std::string error;
-  llvm::raw_string_ostream os(error);
-  if (blockSize < 1 || blockSize > 1024)
-    os << pipeline << ": block-size must be 1 to 1024, found " << blockSize;
-  else if (!llvm::is_contained({"f32", "bf16", "f16"}, elementType))
-    os << pipeline << ": unsupported element-type '" << elementType
-       << "'; expected f32, bf16 or f16";
-  return error;
-}
-
-/// The option errors of `options`, or an empty string.
-std::string checkOptions(const switchyard::GpuPipelineOptions &options) {
-  std::string error =
-      checkKernelOptions(options.blockSize, options.elementType,
-                         "switchyard-gpu-pipeline");
-  if (!error.empty())
-    return error;
-  llvm::raw_string_ostream os(error);
-  if (!defaultPtxFeature(options.chip))
-    os << "switchyard-gpu-pipeline: unsupported chip '" << options.chip
-       << "'; expected one of sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, "
-          "sm_90a, sm_100, sm_100a, sm_103, sm_103a, sm_120, sm_120a, "
-          "sm_121, sm_121a";
-  else if (!llvm::is_contained({"isa", "bin", "fatbin"},
-                               StringRef(options.format)))
-    os << "switchyard-gpu-pipeline: unsupported format '" << options.format
-       << "'; expected isa, bin or fatbin";
-  else if (options.optLevel > 3)
-    os << "switchyard-gpu-pipeline: opt-level must be 0 to 3, found "
-       << options.optLevel;
-  else if (!llvm::sys::fs::is_directory(toolkitDir(options)))
-    // Checked here because gpu-module-to-binary only warns in the form of an
-    // error diagnostic and goes on without libdevice (upstream, LLVM 22).
-    os << "switchyard-gpu-pipeline: toolkit '" << toolkitDir(options)
-       << "' is not a directory; expected the CUDA toolkit root (bin/ptxas, "
-          "nvvm/libdevice)";
-  return error;
 }
 
 /// Tensors to buffers, the buffers in device memory.
@@ -232,18 +160,6 @@ void buildBufferizationStages(OpPassManager &pm) {
   switchyard::buildBufferizePipeline(pm);
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuDeviceMemoryPass());
-}
-
-/// Whether matmuls run on tensor cores: a 16-bit element type and a chip
-/// with bf16/f16 mma.sync m16n8k16 (sm_80 and newer: all but sm_75).
-bool usesTensorCores(const switchyard::GpuPipelineOptions &options) {
-  return switchyard::gpuUsesTensorCores(options.elementType, options.chip);
-}
-
-/// Whether the contractions that fit take the wgmma + TMA route: asked for,
-/// tensor cores, and sm_90a (plain sm_90 has no wgmma).
-bool usesWgmma(const switchyard::GpuPipelineOptions &options) {
-  return options.wgmma && usesTensorCores(options) && options.chip == "sm_90a";
 }
 
 /// How kernels are formed: what the GPU pipeline's options ask for, and
@@ -339,12 +255,12 @@ void buildOutliningStages(OpPassManager &pm, bool wgmma) {
 
 /// The kernels to NVVM for the chip.
 void buildDeviceStages(OpPassManager &pm,
-                       const switchyard::GpuPipelineOptions &options) {
+                       const switchyard::GpuTargetOptions &options) {
   GpuNVVMAttachTargetOptions target;
-  target.chip = options.chip;
+  target.chip = options.chipOrDefault().str();
   target.features = options.features.empty()
-                        ? defaultPtxFeature(options.chip)->str()
-                        : std::string(options.features);
+                        ? switchyard::defaultPtxFeature(target.chip)->str()
+                        : options.features;
   target.optLevel = options.optLevel;
   pm.addPass(createGpuNVVMAttachTarget(target));
 
@@ -355,7 +271,7 @@ void buildDeviceStages(OpPassManager &pm,
   kernels.addPass(memref::createExpandStridedMetadataPass());
   kernels.addPass(createLowerAffinePass());
   kernels.addPass(arith::createArithExpandOpsPass());
-  if (usesTensorCores(options))
+  if (options.usesTensorCores())
     kernels.addPass(createConvertNVGPUToNVVMPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.indexBitwidth = 64;
@@ -388,12 +304,12 @@ void buildHostStages(OpPassManager &pm) {
 } // namespace
 
 void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
-                                         const GpuPipelineOptions &options) {
-  if (addedOptionError(pm, checkOptions(options)))
+                                         const GpuTargetOptions &options) {
+  if (addedOptionError(pm, options.verify("switchyard-gpu-pipeline option ")))
     return;
   buildBufferizationStages(pm);
-  KernelFormation formation{options.elementType, usesTensorCores(options),
-                            usesWgmma(options), options.blockSize,
+  KernelFormation formation{options.elementType, options.usesTensorCores(),
+                            options.usesWgmma(), options.blockSize,
                             options.kernelReport};
   buildKernelFormationStages(pm, formation);
   buildOutliningStages(pm, formation.wgmma);
@@ -402,14 +318,9 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
 
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = options.format;
-  binary.toolkitPath = toolkitDir(options);
+  binary.toolkitPath = options.toolkitDir();
   binary.cmdOptions = options.ptxasOptions;
   pm.addPass(createGpuModuleToBinaryPass(binary));
-}
-
-bool switchyard::gpuUsesTensorCores(
-    const GpuEmulationPipelineOptions &options) {
-  return options.tensorCores && options.elementType != "f32";
 }
 
 /// The lowering options of a GPU pipeline: the GPU target's defaults; its
@@ -424,28 +335,22 @@ static switchyard::LoweringOptions gpuLowering(const Options &options,
   return lowering;
 }
 
-bool switchyard::gpuUsesTensorCores(llvm::StringRef elementType,
-                                    llvm::StringRef chip) {
-  return elementType != "f32" && chip != "sm_75";
-}
-
 void switchyard::buildGpuPipeline(OpPassManager &pm,
                                   const GpuPipelineOptions &options) {
+  GpuTargetOptions target = options.target.value();
   buildModelToLinalgPipeline(pm, options.numLayers,
-                             gpuLowering(options, usesTensorCores(options)));
-  buildGpuCodegenPipeline(pm, options);
+                             gpuLowering(options, target.usesTensorCores()));
+  buildGpuCodegenPipeline(pm, target);
 }
 
 void switchyard::buildGpuEmulationCodegenPipeline(
-    OpPassManager &pm, const GpuEmulationPipelineOptions &options) {
-  if (addedOptionError(pm, checkKernelOptions(options.blockSize,
-                                              options.elementType,
-                                              "switchyard-gpu-emulation")))
+    OpPassManager &pm, const GpuEmulationOptions &options) {
+  if (addedOptionError(
+          pm, options.verify("switchyard-gpu-emulation-pipeline option ")))
     return;
   buildBufferizationStages(pm);
   // The tensor-core route of sm_80+ (mma.sync; not wgmma), or the SIMT one.
-  KernelFormation formation{options.elementType,
-                            switchyard::gpuUsesTensorCores(options),
+  KernelFormation formation{options.elementType, options.usesTensorCores(),
                             /*wgmma=*/false, options.blockSize,
                             /*kernelReport=*/""};
   buildKernelFormationStages(pm, formation);
@@ -469,10 +374,10 @@ void switchyard::buildGpuEmulationCodegenPipeline(
 
 void switchyard::buildGpuEmulationPipeline(
     OpPassManager &pm, const GpuEmulationPipelineOptions &options) {
+  GpuEmulationOptions emulation = options.emulation.value();
   buildModelToLinalgPipeline(
-      pm, options.numLayers,
-      gpuLowering(options, switchyard::gpuUsesTensorCores(options)));
-  buildGpuEmulationCodegenPipeline(pm, options);
+      pm, options.numLayers, gpuLowering(options, emulation.usesTensorCores()));
+  buildGpuEmulationCodegenPipeline(pm, emulation);
 }
 
 void switchyard::registerGpuDialects(DialectRegistry &registry) {
@@ -517,7 +422,9 @@ void switchyard::registerGpuPipelines() {
       "switchyard-gpu-codegen-pipeline",
       "NVIDIA GPU code generation from linalg on tensors (the last stages "
       "of switchyard-gpu-pipeline; its model options are ignored)",
-      buildGpuCodegenPipeline);
+      [](OpPassManager &pm, const GpuPipelineOptions &options) {
+        buildGpuCodegenPipeline(pm, options.target.value());
+      });
   PassPipelineRegistration<GpuEmulationPipelineOptions>(
       "switchyard-gpu-emulation-pipeline",
       "The GPU target's kernels run on the host CPU, one thread after "

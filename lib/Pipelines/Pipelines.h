@@ -10,6 +10,8 @@
 #define SWITCHYARD_LIB_PIPELINES_PIPELINES_H
 
 #include "lib/Pipelines/FusionOptions.h"
+#include "lib/Pipelines/OptionsBinder.h"
+#include "lib/Pipelines/TargetOptions.h"
 
 #include "mlir/Pass/PassOptions.h"
 
@@ -57,11 +59,6 @@ struct LoweringOptions {
   /// of the GPU's bf16/f16 tensor-core route.
   std::string flashAttentionRounding = "f32";
 };
-
-/// Whether the GPU target runs matmuls (and the flash attention) on
-/// tensor cores: a 16-bit element type and a chip with bf16/f16 mma.sync
-/// m16n8k16 (sm_80 and newer: all the pipeline takes but sm_75).
-bool gpuUsesTensorCores(llvm::StringRef elementType, llvm::StringRef chip);
 
 /// The GPU targets' grouped formulation pads each expert's rows to this
 /// many: a multiple of the tensor-core kernels' 64-row block tiles.
@@ -166,66 +163,10 @@ void buildCpuLoopsToLLVMStages(OpPassManager &pm);
 /// code generation.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
-/// Options of the GPU target (NVIDIA, through NVVM).
+/// Options of the GPU target (NVIDIA, through NVVM): the model options,
+/// then GpuTargetOptions's.
 struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
-  detail::PassOptions::Option<std::string> chip{
-      *this, "chip",
-      llvm::cl::desc("Target chip: sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, "
-                     "sm_90a, sm_100, sm_100a, sm_103, sm_103a, sm_120, "
-                     "sm_120a, sm_121, sm_121a"),
-      llvm::cl::init("sm_80")};
-  detail::PassOptions::Option<std::string> features{
-      *this, "features",
-      llvm::cl::desc("NVPTX target features, e.g. +ptx80; empty picks the "
-                     "lowest PTX version that the chip needs"),
-      llvm::cl::init("")};
-  detail::PassOptions::Option<std::string> format{
-      *this, "format",
-      llvm::cl::desc("What gpu.binary holds: isa (PTX text), bin (cubin, "
-                     "through ptxas) or fatbin (through ptxas and "
-                     "fatbinary)"),
-      llvm::cl::init("bin")};
-  detail::PassOptions::Option<std::string> toolkit{
-      *this, "toolkit",
-      llvm::cl::desc("CUDA toolkit root (ptxas, fatbinary, libdevice); "
-                     "empty means the one found when Switchyard was built"),
-      llvm::cl::init("")};
-  detail::PassOptions::Option<std::string> ptxasOptions{
-      *this, "ptxas-options",
-      llvm::cl::desc("Options for ptxas (formats bin and fatbin). The "
-                     "default, --split-compile=0, optimises on every core; "
-                     "ptxas before CUDA 12.8 may not know it: set this "
-                     "empty there"),
-      llvm::cl::init("--split-compile=0")};
-  detail::PassOptions::Option<unsigned> optLevel{
-      *this, "opt-level",
-      llvm::cl::desc("LLVM optimisation level of the kernels (0-3)"),
-      llvm::cl::init(3)};
-  detail::PassOptions::Option<int64_t> blockSize{
-      *this, "block-size",
-      llvm::cl::desc("Threads per block of the SIMT fallback kernels"),
-      llvm::cl::init(256)};
-  detail::PassOptions::Option<std::string> elementType{
-      *this, "element-type",
-      llvm::cl::desc("Element type of matmul multiplicands in kernels: f32 "
-                     "(exact, SIMT), bf16 or f16 (tensor cores on sm_80 and "
-                     "newer, rounded SIMT on sm_75); accumulation is f32"),
-      llvm::cl::init("f32")};
-  detail::PassOptions::Option<bool> wgmma{
-      *this, "wgmma",
-      llvm::cl::desc("With chip=sm_90a and element-type bf16/f16: wgmma + "
-                     "TMA kernels for the contractions that fit them "
-                     "(static N, K multiples of 128, 64; no batch), "
-                     "mma.sync for the others (checked on an H200 for one "
-                     "linear layer only)"),
-      llvm::cl::init(false)};
-  detail::PassOptions::Option<std::string> kernelReport{
-      *this, "kernel-report",
-      llvm::cl::desc("Write a static table of the kernels (launches, grid, "
-                     "block, per-thread work; switchyard-gpu-kernel-report "
-                     "with its defaults: batch 16, 132 SMs) to this file "
-                     "(-: standard output) once they form; empty: none"),
-      llvm::cl::init("")};
+  PassOptionsBinding<GpuTargetOptions> target{*this};
 };
 
 /// Stages 5-6 for NVIDIA GPUs: linalg on tensors (with arith, math, scf,
@@ -233,41 +174,18 @@ struct GpuPipelineOptions : public ModelPipelineOptions<GpuPipelineOptions> {
 /// kernels (gpu.launch_func) and one gpu.binary of kernels per function.
 /// Buffers live in device memory; see lib/Pipelines/GpuPipeline.cpp.
 void buildGpuCodegenPipeline(OpPassManager &pm,
-                             const GpuPipelineOptions &options);
+                             const GpuTargetOptions &options);
 
 /// The whole GPU target: the front end, the lowering to linalg, and GPU
 /// code generation.
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &options);
 
 /// Options of the GPU emulation: the GPU target's kernels run on the
-/// host CPU (switchyard-gpu-launch-to-host-loops).
+/// host CPU (switchyard-gpu-launch-to-host-loops). The model options, then
+/// GpuEmulationOptions's.
 struct GpuEmulationPipelineOptions
     : public ModelPipelineOptions<GpuEmulationPipelineOptions> {
-  detail::PassOptions::Option<int64_t> blockSize{
-      *this, "block-size",
-      llvm::cl::desc("Threads per block, as in switchyard-gpu-pipeline"),
-      llvm::cl::init(256)};
-  detail::PassOptions::Option<std::string> elementType{
-      *this, "element-type",
-      llvm::cl::desc("Element type of matmul multiplicands: f32 (exact), "
-                     "bf16 or f16 (rounded, f32 accumulation; see "
-                     "tensor-cores)"),
-      llvm::cl::init("f32")};
-  detail::PassOptions::Option<bool> tensorCores{
-      *this, "tensor-cores",
-      llvm::cl::desc("With element-type bf16 or f16: run the matmuls' "
-                     "tensor-core kernels (ldmatrix + mma.sync, the GPU "
-                     "target's route on sm_80 and newer), their warps' "
-                     "threads serialised between barriers; false: the SIMT "
-                     "route with rounded factors (sm_75's)"),
-      llvm::cl::init(true)};
-  detail::PassOptions::Option<bool> checkBounds{
-      *this, "check-bounds",
-      llvm::cl::desc("Check every load and store of the kernels against "
-                     "its buffer's bounds when it runs "
-                     "(generate-runtime-verification); a failing check "
-                     "prints the op and its location and aborts"),
-      llvm::cl::init(false)};
+  PassOptionsBinding<GpuEmulationOptions> emulation{*this};
 };
 
 /// Stages 5-6 of the GPU target up to its kernels (bufferization into
@@ -276,14 +194,8 @@ struct GpuEmulationPipelineOptions
 /// the CPU target's last stages: host code in the LLVM dialect that runs
 /// the GPU route's kernels one thread after another. For running and
 /// testing the GPU route's code on machines without a GPU.
-void buildGpuEmulationCodegenPipeline(
-    OpPassManager &pm, const GpuEmulationPipelineOptions &options);
-
-/// Whether the GPU emulation runs the tensor-core kernels (mma.sync for
-/// matmuls and the flash attention; not wgmma): asked for, with a
-/// 16-bit element type. Its lowering to linalg must then keep the flash
-/// attention for its kernel (LoweringOptions::flashAttentionKernel).
-bool gpuUsesTensorCores(const GpuEmulationPipelineOptions &options);
+void buildGpuEmulationCodegenPipeline(OpPassManager &pm,
+                                      const GpuEmulationOptions &options);
 
 /// The front end, the lowering to linalg, and the GPU emulation.
 void buildGpuEmulationPipeline(OpPassManager &pm,

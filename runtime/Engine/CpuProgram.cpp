@@ -148,31 +148,28 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
 
   // Stages 1-4, shared with the GPU backend.
   detail::Compilation compilation(context, source, bufferName);
-  mlir::switchyard::GpuEmulationPipelineOptions emulation;
-  emulation.elementType = options.roundContractionOperands;
-  emulation.tensorCores = options.emulateTensorCores;
-  emulation.checkBounds = options.checkBounds;
+  const std::optional<mlir::switchyard::GpuEmulationOptions> &emulation =
+      options.emulateGpu;
   if (llvm::Error error = compilation.lowerToLinalg(
-          detail::resolveFor(options, options.emulateGpu
+          detail::resolveFor(options, emulation
                                           ? mlir::switchyard::Target::Gpu
                                           : mlir::switchyard::Target::Cpu),
           program->impl->params, program->impl->functions,
-          options.emulateGpu &&
-              mlir::switchyard::gpuUsesTensorCores(emulation)))
+          emulation && emulation->usesTensorCores()))
     return std::move(error);
 
   // Stages 5-6: native code.
   mlir::PassManager codegen(&context);
-  if (options.emulateGpu) {
-    mlir::switchyard::buildGpuEmulationCodegenPipeline(codegen, emulation);
+  if (emulation) {
+    mlir::switchyard::buildGpuEmulationCodegenPipeline(codegen, *emulation);
     program->impl->backend = "gpu-emulation";
   } else {
     mlir::switchyard::buildCpuCodegenPipeline(
         codegen, options.roundContractionOperands);
   }
   if (llvm::Error error = compilation.run(
-          codegen, options.emulateGpu ? "GPU emulation code generation"
-                                      : "CPU code generation"))
+          codegen, emulation ? "GPU emulation code generation"
+                             : "CPU code generation"))
     return std::move(error);
 
   // Optimised for this machine.

@@ -28,7 +28,6 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 
-#include <cstdlib>
 #include <set>
 
 using namespace switchyard::runtime;
@@ -80,7 +79,7 @@ StringRef GpuProgram::chip() const { return impl->chip; }
 
 Expected<std::unique_ptr<GpuProgram>>
 GpuProgram::compileFile(StringRef path, const CompileOptions &options,
-                        const GpuCompileOptions &gpuOptions) {
+                        const GpuTargetOptions &gpuOptions) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
       llvm::MemoryBuffer::getFile(path);
   if (!file)
@@ -121,7 +120,7 @@ llvm::Error checkWrapperDeclarations(const llvm::Module &module) {
 Expected<std::unique_ptr<GpuProgram>>
 GpuProgram::compile(StringRef source, StringRef bufferName,
                     const CompileOptions &options,
-                    const GpuCompileOptions &gpuOptions) {
+                    const GpuTargetOptions &gpuOptions) {
   static bool nativeTargetReady = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -131,17 +130,15 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
 
   std::unique_ptr<GpuProgram> program(new GpuProgram());
   Impl &impl = *program->impl;
-  impl.chip = gpuOptions.chip;
-  if (impl.chip.empty()) {
+  GpuTargetOptions target = gpuOptions;
+  if (target.chip.empty() && cuda::Driver::available()) {
     // The device's chip where there is one; compiling needs no GPU.
-    impl.chip = "sm_80";
-    if (cuda::Driver::available()) {
-      if (Expected<cuda::Driver &> driver = cuda::Driver::get())
-        impl.chip = defaultChip(driver->device().computeCapability);
-      else
-        llvm::consumeError(driver.takeError());
-    }
+    if (Expected<cuda::Driver &> driver = cuda::Driver::get())
+      target.chip = defaultChip(driver->device().computeCapability);
+    else
+      llvm::consumeError(driver.takeError());
   }
+  impl.chip = target.chipOrDefault().str();
 
   mlir::MLIRContext &context = impl.context;
   mlir::DialectRegistry registry;
@@ -155,27 +152,12 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   detail::Compilation compilation(context, source, bufferName);
   if (llvm::Error error = compilation.lowerToLinalg(
           detail::resolveFor(options, mlir::switchyard::Target::Gpu),
-          impl.params, impl.functions,
-          mlir::switchyard::gpuUsesTensorCores(gpuOptions.elementType,
-                                               impl.chip)))
+          impl.params, impl.functions, target.usesTensorCores()))
     return std::move(error);
 
   // Stages 5-6: kernels for the chip, host code in the LLVM dialect.
-  mlir::switchyard::GpuPipelineOptions pipelineOptions;
-  pipelineOptions.chip = impl.chip;
-  pipelineOptions.format = gpuOptions.format;
-  pipelineOptions.optLevel = gpuOptions.kernelOptLevel;
-  pipelineOptions.blockSize = gpuOptions.blockSize;
-  pipelineOptions.toolkit = gpuOptions.toolkit;
-  // The machine that runs the tools may keep the toolkit elsewhere than the
-  // one that built them (the device bundle, bench/gpu-check.sh --bundle).
-  if (gpuOptions.toolkit.empty())
-    if (const char *dir = std::getenv("SWITCHYARD_CUDA_TOOLKIT"))
-      pipelineOptions.toolkit = dir;
-  pipelineOptions.elementType = gpuOptions.elementType;
-  pipelineOptions.wgmma = gpuOptions.wgmma;
   mlir::PassManager codegen(&context);
-  mlir::switchyard::buildGpuCodegenPipeline(codegen, pipelineOptions);
+  mlir::switchyard::buildGpuCodegenPipeline(codegen, target);
   if (llvm::Error error = compilation.run(
           codegen, llvm::formatv("GPU code generation for {0}", impl.chip)
                        .str()))

@@ -26,42 +26,22 @@
 #ifndef SWITCHYARD_RUNTIME_ENGINE_GPUPROGRAM_H
 #define SWITCHYARD_RUNTIME_ENGINE_GPUPROGRAM_H
 
+#include "lib/Pipelines/TargetOptions.h"
 #include "runtime/Program.h"
 
 #include <memory>
 
 namespace switchyard::runtime {
 
-/// How to generate GPU code (the options of buildGpuCodegenPipeline).
-struct GpuCompileOptions {
-  /// Target chip, e.g. "sm_90"; empty: the device's compute capability
-  /// ("sm_<major><minor>") where a driver and device are present, else
-  /// "sm_80".
-  std::string chip;
-  /// What the kernels are shipped as: "bin" (cubin, assembled by ptxas
-  /// here), "fatbin" (cubin and PTX) or "isa" (PTX, JIT-compiled by the
-  /// driver when the program is first called).
-  std::string format = "bin";
-  /// LLVM optimisation level of the kernels (0-3).
-  unsigned kernelOptLevel = 3;
-  /// Threads per block of the SIMT kernels (1-1024).
-  int64_t blockSize = 256;
-  /// CUDA toolkit root; empty: $SWITCHYARD_CUDA_TOOLKIT if set, else the one
-  /// found when Switchyard was built.
-  std::string toolkit;
-  /// Element type of the matmul multiplicands in kernels: "f32" (exact,
-  /// SIMT), "bf16" or "f16" (tensor cores on sm_80 and newer, SIMT with the
-  /// factors rounded on sm_75; f32 accumulation). CompileOptions::
-  /// roundContractionOperands gives the CPU backend the same rounding, as a
-  /// reference.
-  std::string elementType = "f32";
-  /// With chip "sm_90a" and a 16-bit elementType: warpgroup MMA (wgmma)
-  /// with TMA loads for the contractions whose N and K are static multiples
-  /// of 128 and 64 (the pipeline's `wgmma` option; off by default).
-  bool wgmma = false;
-};
+/// How to generate GPU code: the GPU pipeline's options
+/// (lib/Pipelines/TargetOptions.h). An empty chip is device 0's
+/// ("sm_<major><minor>") where a driver and a device are present, else
+/// sm_80; an empty toolkit is $SWITCHYARD_CUDA_TOOLKIT if set, else the one
+/// found when Switchyard was built. CompileOptions::roundContractionOperands
+/// gives the CPU backend the element type's rounding, as a reference.
+using mlir::switchyard::GpuTargetOptions;
 
-/// The chip that GpuCompileOptions::chip defaults to where the device has
+/// The chip that an empty GpuTargetOptions::chip stands for where the device has
 /// compute capability `computeCapability` (e.g. 90 -> "sm_90").
 std::string defaultChip(int computeCapability);
 
@@ -78,12 +58,12 @@ public:
   static llvm::Expected<std::unique_ptr<GpuProgram>>
   compile(llvm::StringRef source, llvm::StringRef bufferName,
           const CompileOptions &options = {},
-          const GpuCompileOptions &gpuOptions = {});
+          const GpuTargetOptions &gpuOptions = {});
 
   /// Reads and compiles an MLIR file.
   static llvm::Expected<std::unique_ptr<GpuProgram>>
   compileFile(llvm::StringRef path, const CompileOptions &options = {},
-              const GpuCompileOptions &gpuOptions = {});
+              const GpuTargetOptions &gpuOptions = {});
 
   const std::vector<FunctionSpec> &functions() const override;
   const ParamTable &params() const override;

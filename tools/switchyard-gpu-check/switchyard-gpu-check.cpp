@@ -29,7 +29,7 @@
 // [-1e-2, 1e-2], second moments in [0, 1e-4].
 //
 // --element-type bf16|f16 compiles the GPU side with tensor-core matmuls
-// (GpuCompileOptions::elementType) and the CPU side with the same rounding
+// (GpuTargetOptions::elementType) and the CPU side with the same rounding
 // of the contraction factors (CompileOptions::roundContractionOperands,
 // switchyard-round-contraction-operands, the same code on the same linalg
 // ops), so that the two differ only in the order of the f32 accumulation.
@@ -397,7 +397,12 @@ int main(int argc, char **argv) {
   // The CPU reference rounds the factors as the tensor cores do, and those
   // of the attention the tensor-core kernels take (sm_80+) as they do.
   options.roundContractionOperands = elementType;
-  if (mlir::switchyard::gpuUsesTensorCores(elementType, chip))
+  // The GPU side's options; the emulation takes what it reads of them.
+  rt::GpuTargetOptions gpuOptions;
+  gpuOptions.chip = chip;
+  gpuOptions.toolkit = toolkit;
+  gpuOptions.elementType = elementType;
+  if (gpuOptions.usesTensorCores())
     options.roundAttentionFactors = elementType;
   if (experts == Experts::grouped) {
     if (fusion != Fusion::none) {
@@ -418,19 +423,14 @@ int main(int argc, char **argv) {
   if (emulate) {
     rt::CompileOptions emulation = options;
     emulation.roundAttentionFactors = "f32";
-    emulation.emulateGpu = true;
-    emulation.checkBounds = true;
-    emulation.emulateTensorCores = chip != "sm_75";
+    emulation.emulateGpu = gpuOptions.emulation();
+    emulation.emulateGpu->checkBounds = true;
     auto program = rt::CpuProgram::compileFile(input, emulation);
     if (!program)
       return fail(program.takeError());
     gpu = std::move(*program);
     target = "the GPU emulation";
   } else {
-    rt::GpuCompileOptions gpuOptions;
-    gpuOptions.chip = chip;
-    gpuOptions.toolkit = toolkit;
-    gpuOptions.elementType = elementType;
     auto program = rt::GpuProgram::compileFile(input, options, gpuOptions);
     if (!program)
       return fail(program.takeError());

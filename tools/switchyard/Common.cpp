@@ -34,6 +34,7 @@
 #include <chrono>
 
 using namespace mlir;
+namespace sy = mlir::switchyard;
 
 namespace switchyard::driver {
 
@@ -123,7 +124,6 @@ ModelOptions::compileOptions(bool gpu) const {
     return std::move(error);
   rt::CompileOptions options;
   options.numLayers = numLayers;
-  namespace sy = mlir::switchyard;
   if (llvm::Error error = sy::checkExpertsSetting(experts))
     return llvm::createStringError("--experts: " +
                                    llvm::toString(std::move(error)));
@@ -139,7 +139,9 @@ ModelOptions::compileOptions(bool gpu) const {
 // MLIR options and context
 //===----------------------------------------------------------------------===//
 
-void registerCommandOptions(cl::OptionCategory &category) {
+void registerCommandOptions(
+    cl::OptionCategory &category,
+    llvm::ArrayRef<const cl::OptionCategory *> moreCategories) {
   static cl::OptionCategory mlirCategory("MLIR options");
   mlir::switchyard::registerPassesAndPipelines();
   registerAsmPrinterCLOptions();
@@ -151,7 +153,10 @@ void registerCommandOptions(cl::OptionCategory &category) {
         name == "mlir-print-debuginfo" || name == "mlir-pass-statistics" ||
         name == "verify-each")
       option->addCategory(mlirCategory);
-  cl::HideUnrelatedOptions({&category, &mlirCategory});
+  llvm::SmallVector<const cl::OptionCategory *> shown = {&category,
+                                                        &mlirCategory};
+  llvm::append_range(shown, moreCategories);
+  cl::HideUnrelatedOptions(shown);
 }
 
 void setUpContext(MLIRContext &context) {
@@ -210,58 +215,34 @@ DeviceOption::DeviceOption(cl::OptionCategory &category)
                                    "CPU, one thread after another (slow; "
                                    "checks the GPU route without a GPU)")),
              cl::init(Device::cpu), cl::cat(category)),
-      gpuChip("gpu-chip",
-              cl::desc("With --device gpu: the chip to compile for, e.g. "
-                       "sm_90a (default: device 0's, sm_<cc>)"),
-              cl::value_desc("sm_XY"), cl::cat(category)),
-      gpuElementType(
-          "gpu-element-type",
-          cl::desc("With --device gpu or gpu-emulation: element type of "
-                   "the matmul multiplicands, f32 (default, exact SIMT), "
-                   "bf16 or f16 (tensor cores, mma.sync, on sm_80+ and "
-                   "in the emulation; rounded SIMT on sm_75; f32 "
-                   "accumulation)"),
-          cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(category)),
-      gpuFormat("gpu-format",
-                cl::desc("With --device gpu: how kernels are shipped, bin "
-                         "(default: cubin through ptxas), fatbin, or isa "
-                         "(PTX, JIT-compiled by the driver)"),
-                cl::value_desc("bin|fatbin|isa"), cl::init("bin"),
-                cl::cat(category)),
-      gpuToolkit("gpu-toolkit",
-                 cl::desc("With --device gpu: the CUDA toolkit root "
-                          "(bin/ptxas, nvvm/libdevice; default: "
-                          "$SWITCHYARD_CUDA_TOOLKIT, else the build's)"),
-                 cl::value_desc("dir"), cl::cat(category)) {}
+      gpuCategory("GPU code generation (--device gpu; --gpu-chip, "
+                  "--gpu-block-size and --gpu-element-type also "
+                  "gpu-emulation)"),
+      gpu("gpu-", gpuCategory) {}
 
-llvm::Expected<rt::GpuCompileOptions> DeviceOption::gpuOptions() const {
-  bool gpuOptionGiven =
-      gpuChip.getNumOccurrences() || gpuFormat.getNumOccurrences();
-  if (device != Device::gpu && gpuOptionGiven)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "--gpu-chip and --gpu-format need "
-                                   "--device gpu");
-  if (device == Device::cpu && gpuElementType.getNumOccurrences())
+llvm::Expected<sy::GpuTargetOptions> DeviceOption::gpuOptions() const {
+  // The flags the emulation reads (GpuTargetOptions::emulation).
+  const llvm::StringRef emulated[] = {"--gpu-chip", "--gpu-block-size",
+                                      "--gpu-element-type"};
+  for (const std::string &flag : gpu.given()) {
+    if (device == Device::gpu ||
+        (device == Device::gpuEmulation && llvm::is_contained(emulated, flag)))
+      continue;
+    bool emulatedFlag = llvm::is_contained(emulated, flag);
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        "--gpu-element-type needs --device gpu or gpu-emulation");
+        flag + (emulatedFlag ? " needs --device gpu or gpu-emulation"
+                             : " needs --device gpu"));
+  }
   // Checked here too (the GPU pipeline checks every option), so that a
   // typo fails before the driver is looked for.
-  if (!llvm::is_contained({"f32", "bf16", "f16"}, StringRef(gpuElementType)))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "--gpu-element-type: expected f32, bf16 or f16, found '" +
-            gpuElementType + "'");
-  if (!llvm::is_contained({"bin", "fatbin", "isa"}, StringRef(gpuFormat)))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "--gpu-format: expected bin, fatbin or isa, found '" + gpuFormat +
-            "'");
-  rt::GpuCompileOptions options;
-  options.chip = gpuChip;
-  options.elementType = gpuElementType;
-  options.format = gpuFormat;
-  options.toolkit = gpuToolkit;
+  const sy::GpuTargetOptions &options = gpu.value();
+  if (device == Device::gpu) {
+    if (llvm::Error error = options.verify("--gpu-"))
+      return std::move(error);
+  } else if (llvm::Error error = options.emulation().verify("--gpu-")) {
+    return std::move(error);
+  }
   return options;
 }
 
@@ -275,7 +256,7 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
   rt::CompileOptions options = *selected;
   options.trainStep = trainStep;
   StringRef path = model.input;
-  llvm::Expected<rt::GpuCompileOptions> gpuOptions = device.gpuOptions();
+  llvm::Expected<sy::GpuTargetOptions> gpuOptions = device.gpuOptions();
   if (!gpuOptions)
     return gpuOptions.takeError();
   // Progress on stderr (compiling a large model takes a while, longer for
@@ -292,14 +273,13 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
         .count();
   };
   if (device.device == Device::gpuEmulation) {
-    options.emulateGpu = true;
-    options.roundContractionOperands = gpuOptions->elementType;
+    options.emulateGpu = gpuOptions->emulation();
     llvm::errs() << "device: GPU emulation on this CPU (the GPU route's "
                     "kernels, one thread after another), "
                  << gpuOptions->elementType << " multiplicands"
-                 << (gpuOptions->elementType == "f32"
-                         ? ""
-                         : " on emulated tensor cores (mma.sync)")
+                 << (options.emulateGpu->usesTensorCores()
+                         ? " on emulated tensor cores (mma.sync)"
+                         : "")
                  << "\n";
   }
   if (device.device != Device::gpu) {

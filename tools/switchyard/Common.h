@@ -16,6 +16,7 @@
 #ifndef SWITCHYARD_TOOLS_SWITCHYARD_COMMON_H
 #define SWITCHYARD_TOOLS_SWITCHYARD_COMMON_H
 
+#include "lib/Pipelines/OptionsBinder.h"
 #include "runtime/Engine/GpuProgram.h"
 #include "runtime/ParamFiles.h"
 #include "runtime/Program.h"
@@ -78,8 +79,11 @@ struct ModelOptions {
 /// compile, the runtime's included) and shows them, with `category`, in
 /// --help; LLVM's many unrelated global options stay hidden. Switchyard's
 /// passes are registered, as in switchyard-opt, so that
-/// --mlir-print-ir-after=PASS can name them.
-void registerCommandOptions(cl::OptionCategory &category);
+/// --mlir-print-ir-after=PASS can name them. `moreCategories` are shown
+/// too (the GPU options of DeviceOption).
+void registerCommandOptions(
+    cl::OptionCategory &category,
+    llvm::ArrayRef<const cl::OptionCategory *> moreCategories = {});
 
 /// Sets up a context with every Switchyard dialect.
 void setUpContext(mlir::MLIRContext &context);
@@ -98,18 +102,19 @@ struct ParamFileFlags {
 };
 
 /// The --device option of the commands that run a model, with the GPU
-/// target's code generation options.
+/// target's code generation options (`--gpu-<option>`, one flag per
+/// GpuTargetOptions option).
 struct DeviceOption {
   cl::opt<Device> device;
-  cl::opt<std::string> gpuChip;
-  cl::opt<std::string> gpuElementType;
-  cl::opt<std::string> gpuFormat;
-  cl::opt<std::string> gpuToolkit;
+  cl::OptionCategory gpuCategory;
+  mlir::switchyard::CommandLineBinding<mlir::switchyard::GpuTargetOptions>
+      gpu;
   explicit DeviceOption(cl::OptionCategory &category);
 
-  /// The GPU options chosen; an error for a GPU option that the device
-  /// would ignore silently (all but the element type need --device gpu).
-  llvm::Expected<rt::GpuCompileOptions> gpuOptions() const;
+  /// The GPU options chosen, checked; an error for a GPU option that the
+  /// device would ignore silently (only --gpu-chip, --gpu-block-size and
+  /// --gpu-element-type apply to gpu-emulation, none to cpu).
+  llvm::Expected<mlir::switchyard::GpuTargetOptions> gpuOptions() const;
 };
 
 /// Compiles the model `model` names, with its --num-layers and --fuse (and

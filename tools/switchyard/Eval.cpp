@@ -38,7 +38,7 @@ int runEval(int argc, char **argv) {
       "windows", cl::desc("Validation sequences to score (64)"), cl::init(64),
       cl::cat(model.category));
   static DeviceOption device(model.category);
-  registerCommandOptions(model.category);
+  registerCommandOptions(model.category, {&device.gpuCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "switchyard eval: validation loss of a trained model, in bits per byte\n"

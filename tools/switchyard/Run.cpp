@@ -201,7 +201,7 @@ int runRun(int argc, char **argv) {
                "the only one)"),
       cl::cat(model.category));
   static DeviceOption device(model.category);
-  registerCommandOptions(model.category);
+  registerCommandOptions(model.category, {&device.gpuCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "switchyard run: compile a model and run its forward pass\n\n"

@@ -149,7 +149,7 @@ int runTrain(int argc, char **argv) {
       "curve", cl::desc("Draw the loss curve here (SVG)"),
       cl::value_desc("file.svg"), cl::cat(model.category));
   static DeviceOption device(model.category);
-  registerCommandOptions(model.category);
+  registerCommandOptions(model.category, {&device.gpuCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "switchyard train: train a language model on text, on the CPU or GPU\n\n"
