@@ -2,9 +2,9 @@
 #===- scripts/fingerprint.sh - What a behaviour-preserving change keeps ----===#
 #
 # Prints one line per artefact that a refactoring must leave byte-identical:
-# the sha256 of the tiny models' PTX for sm_80 (forward, gradients and AdamW
-# step; f32 SIMT and bf16 tensor cores, with and without the fusions; the
-# serialisation's timing property masked) and of the
+# the sha256 of the tiny models' kernels for sm_80 (every gpu.binary's name
+# and PTX: forward, gradients and AdamW step; f32 SIMT and bf16 tensor
+# cores, with and without the fusions; host code not included) and of the
 # CPU losses of a short training run of each tiny model. Run it before and
 # after a change and compare the two outputs:
 #
@@ -33,10 +33,12 @@ for model in switchhead-tiny switchhead-tiny-xl switchall-tiny dense-tiny; do
   for variant in \
       "element-type=f32 $fused" "element-type=bf16 $fused" \
       "element-type=bf16 $unfused" "element-type=bf16 $driver_default"; do
-    sum=$("$opt" "$file" \
-      --switchyard-gpu-pipeline="chip=sm_80 format=isa train-step=1 $variant" |
-      sed -E 's/LLVMIRToISATimeInMs = [0-9]+/LLVMIRToISATimeInMs = _/g' |
-      sha256sum | cut -d' ' -f1)
+    "$opt" "$file" \
+      --switchyard-gpu-pipeline="chip=sm_80 format=isa train-step=1 $variant" \
+      -o "$tmp/gpu.mlir"
+    # The kernels: each gpu.binary's name and PTX text.
+    sum=$(grep -o 'gpu\.binary @[A-Za-z0-9_]*\|assembly = "\([^"\\]\|\\.\)*"' \
+            "$tmp/gpu.mlir" | sha256sum | cut -d' ' -f1)
     echo "ptx sm_80 $model [$variant] $sum"
   done
   for fuse in none all; do

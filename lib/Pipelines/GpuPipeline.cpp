@@ -182,6 +182,10 @@ struct KernelFormation {
 /// follows (buildOutliningStages).
 void buildKernelFormationStages(OpPassManager &pm,
                                 const KernelFormation &formation) {
+  // Each distinct op formed into kernels once (a model's layers are
+  // copies), the functions in parallel; back in place once they are
+  // launches.
+  pm.addPass(switchyard::createSwitchyardOutlineOpsPass());
   if (formation.elementType != "f32") {
     switchyard::SwitchyardGpuTensorCoreMatmulPassOptions matmul;
     matmul.elementType = formation.elementType;
@@ -215,6 +219,7 @@ void buildKernelFormationStages(OpPassManager &pm,
   // No canonicalization here: it would merge the nested block and thread
   // loops back into one scf.parallel and drop their mapping.
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  pm.addPass(switchyard::createSwitchyardInlineOutlinedOpsPass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuLaunchHostComputePass());
   // Reduction loops carry their accumulators in registers.

@@ -92,6 +92,9 @@ void switchyard::buildModelToLinalgPipeline(OpPassManager &pm,
 void switchyard::buildCpuLoopsToLLVMStages(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass());
+  // The ops that switchyard-outline-ops moved into functions of their own,
+  // lowered once per distinct op, back at their calls.
+  pm.addPass(createSwitchyardInlineOutlinedOpsPass());
   // One function per loop nest: LLVM's time grows faster than linearly with
   // a function's size, and a training step is thousands of loop nests.
   pm.addPass(createSwitchyardCpuOutlineLoopsPass());
@@ -126,6 +129,9 @@ void switchyard::buildCpuLoopsToLLVMStages(OpPassManager &pm) {
 void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
                                          StringRef roundContractionOperands) {
   buildBufferizePipeline(pm);
+  // Each distinct op lowered once (a model's layers are copies), the
+  // functions in parallel; back in place before the loops are outlined.
+  pm.addPass(createSwitchyardOutlineOpsPass());
   // The reference for the GPU's bf16/f16 matmuls: the same ops rounded the
   // same way (the tensor-core pass also runs right after bufferization).
   if (roundContractionOperands != "f32") {

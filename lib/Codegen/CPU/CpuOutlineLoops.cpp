@@ -1,15 +1,14 @@
 //===- CpuOutlineLoops.cpp - one function per top-level CPU loop nest -----===//
 //
-// Implements `switchyard-cpu-outline-loops` (see Passes.td) with upstream's
-// scf::outlineSingleBlockRegion: each loop nest is wrapped in an
-// scf.execute_region, whose region is outlined, and the region op is then
-// replaced by the call it holds. A loop nest identical to one outlined
+// Implements `switchyard-cpu-outline-loops` (see Passes.td) with
+// switchyard::outlineOp (Outlining.h). A loop nest identical to one outlined
 // before (same operations, attributes and types, up to locations) calls that
 // function instead.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Codegen/CPU/Passes.h"
+#include "lib/Codegen/Common/Outlining.h"
 #include "lib/Codegen/Common/SameFunctions.h"
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -35,29 +34,6 @@ namespace mlir::switchyard {
 using namespace mlir;
 
 namespace {
-
-/// Clones the constants that `region` uses from above into its entry block,
-/// so that the outlined function keeps them (loop bounds, sizes) constant.
-/// One walk over the region's operands: replacing each constant's uses
-/// (every use in the function, for each loop nest) would take quadratic
-/// time on a training step.
-void cloneConstantsInto(RewriterBase &rewriter, Region &region) {
-  DenseMap<Value, Value> clones;
-  OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPointToStart(&region.front());
-  region.walk<WalkOrder::PreOrder>([&](Operation *op) {
-    for (OpOperand &operand : op->getOpOperands()) {
-      Value value = operand.get();
-      if (region.isAncestor(value.getParentRegion()) ||
-          !matchPattern(value, m_Constant()))
-        continue;
-      auto [clone, inserted] = clones.try_emplace(value);
-      if (inserted)
-        clone->second = rewriter.clone(*value.getDefiningOp())->getResult(0);
-      rewriter.modifyOpInPlace(op, [&] { operand.set(clone->second); });
-    }
-  });
-}
 
 /// The messages of the checks (cf.assert) in the copies of one loop nest:
 /// for each check of the function kept, in walk order, the distinct
@@ -119,55 +95,39 @@ struct SwitchyardCpuOutlineLoopsPass
     for (scf::ForOp loop : loops) {
       auto parent = loop->getParentOfType<func::FuncOp>();
       // <function>_loop<N>, the first N that names no symbol yet.
-      std::string name;
-      do {
-        name = (parent.getSymName() + "_loop" +
-                Twine(counts[parent.getSymName()]++))
-                   .str();
-      } while (SymbolTable::lookupSymbolIn(getOperation(), name));
+      unsigned &next = counts[parent.getSymName()];
+      std::string name = switchyard::uniqueSymbolName(
+          getOperation(), (parent.getSymName() + "_loop").str(), next);
       Location loc = loop.getLoc();
-      rewriter.setInsertionPoint(loop);
-      auto wrapper = scf::ExecuteRegionOp::create(rewriter, loc, TypeRange{});
-      rewriter.createBlock(&wrapper.getRegion());
-      auto yield = scf::YieldOp::create(rewriter, loc);
-      rewriter.moveOpBefore(loop, yield);
-      cloneConstantsInto(rewriter, wrapper.getRegion());
-
-      func::CallOp call;
-      FailureOr<func::FuncOp> outlined = outlineSingleBlockRegion(
-          rewriter, loc, wrapper.getRegion(), name, &call);
-      if (failed(outlined)) {
-        wrapper.emitError("cannot outline this loop nest");
+      FailureOr<switchyard::OutlinedOp> outlinedOp =
+          switchyard::outlineOp(rewriter, loop, name);
+      if (failed(outlinedOp)) {
+        emitError(loc, "cannot outline this loop nest");
         return signalPassFailure();
       }
-      outlined->setPrivate();
-      outlined->getOperation()->setAttr(
+      func::FuncOp outlined = outlinedOp->function;
+      func::CallOp call = outlinedOp->call;
+      outlined->setAttr(
           "passthrough", rewriter.getArrayAttr(rewriter.getStringAttr("noinline")));
-      SmallVector<cf::AssertOp> checks = checksOf(*outlined);
+      SmallVector<cf::AssertOp> checks = checksOf(outlined);
       SmallVector<std::string> messages;
       for (cf::AssertOp check : checks) {
         messages.push_back(check.getMsg().str());
         check.setMsg("");
       }
-      if (FunctionOpInterface same = outlinedSoFar.findOrInsert(*outlined)) {
+      if (FunctionOpInterface same = outlinedSoFar.findOrInsert(outlined)) {
         call.setCallee(same.getName());
-        rewriter.eraseOp(*outlined);
+        rewriter.eraseOp(outlined);
         --counts[parent.getSymName()];
         CheckMessages &kept = checkMessages[same];
         for (auto [distinct, message] : llvm::zip_equal(kept, messages))
           if (!llvm::is_contained(distinct, message))
             distinct.push_back(message);
       } else if (!checks.empty()) {
-        CheckMessages &kept = checkMessages[*outlined];
+        CheckMessages &kept = checkMessages[outlined];
         for (std::string &message : messages)
           kept.push_back({std::move(message)});
       }
-      // The region now holds the call and the yield: put the call in its
-      // place.
-      Block &callBlock = wrapper.getRegion().front();
-      rewriter.eraseOp(callBlock.getTerminator());
-      rewriter.inlineBlockBefore(&callBlock, wrapper);
-      rewriter.eraseOp(wrapper);
       LLVM_DEBUG(llvm::dbgs()
                  << "loop nest of @" << parent.getSymName() << " at " << loc
                  << " calls @" << call.getCallee() << "\n");

@@ -38,6 +38,102 @@ def SwitchyardCheckInputPass
   }];
 }
 
+def SwitchyardOutlineOpsPass
+    : Pass<"switchyard-outline-ops", "::mlir::ModuleOp"> {
+  let summary = "Compile each distinct kernel-forming op once: one function "
+                "per kind, called where each op was";
+  let description = [{
+    Runs on buffers, right after bufferization. A model repeats its layers
+    and a training step contains its forward pass again: most of its ops are
+    copies of others, and the function passes of code generation (matmul
+    kernels, loops, kernel formation) would lower every copy again, each
+    time in one very large function. This pass moves every kernel-forming
+    op directly in a function's body (a linalg op, an `scf.forall`,
+    `scf.parallel` or `scf.for` loop nest, a moe kernel op; without
+    results) into a private function `@<function>_op<N>` marked
+    `switchyard.outlined_op`, called in its place: the constants it uses
+    are cloned in, and the buffers and indices it uses are passed as
+    arguments, in the order of first use. An op identical to one outlined
+    before (the same operations, attributes and types, up to locations), in
+    the same function or another, calls that function instead. The function
+    passes that follow then run once per distinct op, in parallel over the
+    functions; `switchyard-inline-outlined-ops` puts the code back.
+
+    An op that uses another scalar from above (a float loaded from a buffer,
+    say) stays where it is: on the GPU such values are host code's, which
+    `switchyard-gpu-launch-host-compute` moves into kernels together with
+    their users.
+
+    Before:
+
+    ```mlir
+    func.func @step(%a: memref<4x8xf32>, %b: memref<4x8xf32>) {
+      linalg.exp ins(%a : memref<4x8xf32>) outs(%a : memref<4x8xf32>)
+      linalg.exp ins(%b : memref<4x8xf32>) outs(%b : memref<4x8xf32>)
+      return
+    }
+    ```
+
+    After:
+
+    ```mlir
+    func.func @step(%a: memref<4x8xf32>, %b: memref<4x8xf32>) {
+      call @step_op0(%a) : (memref<4x8xf32>) -> ()
+      call @step_op0(%b) : (memref<4x8xf32>) -> ()
+      return
+    }
+    func.func private @step_op0(%x: memref<4x8xf32>)
+        attributes {switchyard.outlined_op} {
+      linalg.exp ins(%x : memref<4x8xf32>) outs(%x : memref<4x8xf32>)
+      return
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def SwitchyardInlineOutlinedOpsPass
+    : Pass<"switchyard-inline-outlined-ops", "::mlir::ModuleOp"> {
+  let summary = "Put the code of switchyard-outline-ops' functions back at "
+                "their calls";
+  let description = [{
+    The inverse of `switchyard-outline-ops`, once the function passes have
+    lowered each distinct op: every call of a `switchyard.outlined_op`
+    function is replaced by a copy of its body, and those functions are
+    erased. The constants of the copies are hoisted to the start of the
+    caller and shared, as the greedy rewriter's folding would leave them.
+    What follows (host code, kernel outlining and sharing, the CPU's loop
+    outlining) then sees each function whole, as it would without the
+    outlining.
+
+    Before:
+
+    ```mlir
+    func.func @step(%a: memref<4x8xf32>) {
+      call @step_op0(%a) : (memref<4x8xf32>) -> ()
+      return
+    }
+    func.func private @step_op0(%x: memref<4x8xf32>)
+        attributes {switchyard.outlined_op} {
+      %c4 = arith.constant 4 : index
+      scf.for %i = %c0 to %c4 step %c1 { ... %x ... }
+      return
+    }
+    ```
+
+    After:
+
+    ```mlir
+    func.func @step(%a: memref<4x8xf32>) {
+      %c4 = arith.constant 4 : index
+      scf.for %i = %c0 to %c4 step %c1 { ... %a ... }
+      return
+    }
+    ```
+  }];
+}
+
 def SwitchyardLinalgToLoopsPass
     : Pass<"switchyard-linalg-to-loops", "::mlir::func::FuncOp"> {
   let summary = "Linalg ops on buffers to loops, as upstream's passes, faster";

@@ -1,0 +1,193 @@
+//===- OutlineOps.cpp - each distinct kernel-forming op compiled once -----===//
+//
+// Implements `switchyard-outline-ops` and `switchyard-inline-outlined-ops`
+// (see Passes.td). The first moves every kernel-forming op of a function
+// into a function of its own (switchyard::outlineOp), sharing one function
+// among identical ops (SameFunctions.h), so that the function passes of
+// code generation that follow run once per distinct op, in parallel over
+// the functions; the second puts each op's code back at its calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Codegen/Common/Outlining.h"
+#include "lib/Codegen/Common/Passes.h"
+#include "lib/Codegen/Common/SameFunctions.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Debug.h"
+
+namespace mlir::switchyard {
+#define GEN_PASS_DEF_SWITCHYARDOUTLINEOPSPASS
+#define GEN_PASS_DEF_SWITCHYARDINLINEOUTLINEDOPSPASS
+#include "lib/Codegen/Common/Passes.h.inc"
+} // namespace mlir::switchyard
+
+#define DEBUG_TYPE "switchyard-outline-ops"
+
+using namespace mlir;
+
+namespace {
+
+/// The attribute that marks the functions switchyard-outline-ops makes.
+constexpr llvm::StringLiteral kOutlinedAttr = "switchyard.outlined_op";
+
+/// Whether `op` is a piece of work that code generation turns into loops or
+/// a kernel of its own: a linalg op, a loop nest, or a moe kernel op, on
+/// buffers (no results).
+bool formsKernel(Operation *op) {
+  if (op->getNumResults() != 0)
+    return false;
+  if (isa<linalg::LinalgOp, scf::ForallOp, scf::ParallelOp, scf::ForOp>(op))
+    return true;
+  return op->getDialect() && op->getDialect()->getNamespace() == "moe";
+}
+
+/// Whether every value `op` uses from above is a constant (cloned into the
+/// function), a buffer or an index (passed to it). Other scalars (a
+/// learning rate loaded from a buffer, say) are host code's: on the GPU
+/// switchyard-gpu-launch-host-compute moves their computation into a kernel
+/// and its users read them from device memory, which it does for the ops
+/// of the function that computes them. Those ops stay where they are.
+bool usesOnlyBuffersIndicesAndConstants(Operation *op) {
+  WalkResult walk = op->walk([&](Operation *nested) {
+    for (Value value : nested->getOperands()) {
+      if (op->isAncestor(value.getParentRegion()->getParentOp()))
+        continue;
+      if (isa<MemRefType, IndexType>(value.getType()) ||
+          matchPattern(value, m_Constant()))
+        continue;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return !walk.wasInterrupted();
+}
+
+struct SwitchyardOutlineOpsPass
+    : public switchyard::impl::SwitchyardOutlineOpsPassBase<
+          SwitchyardOutlineOpsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<Operation *> ops;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || func->hasAttr(kOutlinedAttr))
+        continue;
+      for (Block &block : func.getBody())
+        for (Operation &op : block)
+          if (formsKernel(&op) && usesOnlyBuffersIndicesAndConstants(&op))
+            ops.push_back(&op);
+    }
+
+    IRRewriter rewriter(&getContext());
+    llvm::StringMap<unsigned> counts;
+    switchyard::SameFunctions outlinedSoFar;
+    unsigned shared = 0;
+    for (Operation *op : ops) {
+      auto parent = op->getParentOfType<func::FuncOp>();
+      unsigned &next = counts[parent.getSymName()];
+      std::string name = switchyard::uniqueSymbolName(
+          module, (parent.getSymName() + "_op").str(), next);
+      Location loc = op->getLoc();
+      FailureOr<switchyard::OutlinedOp> outlined =
+          switchyard::outlineOp(rewriter, op, name);
+      if (failed(outlined)) {
+        emitError(loc, "cannot outline this op");
+        return signalPassFailure();
+      }
+      outlined->function->setAttr(kOutlinedAttr, rewriter.getUnitAttr());
+      if (FunctionOpInterface same =
+              outlinedSoFar.findOrInsert(outlined->function)) {
+        outlined->call.setCallee(same.getName());
+        rewriter.eraseOp(outlined->function);
+        --counts[parent.getSymName()];
+        ++shared;
+      }
+    }
+    LLVM_DEBUG(llvm::dbgs() << ops.size() << " ops outlined into "
+                            << ops.size() - shared << " functions\n");
+  }
+};
+
+/// Hoists and shares the constants that inlining clones into a function:
+/// one of each at the start of its entry block.
+class EntryConstants {
+public:
+  explicit EntryConstants(func::FuncOp function) : function(function) {}
+
+  /// The function's constant equal to the one `constant` defines.
+  Value get(OpBuilder &builder, Operation *constant) {
+    Attribute value;
+    (void)matchPattern(constant->getResult(0), m_Constant(&value));
+    auto key = std::make_tuple(constant->getName().getIdentifier(), value,
+                               constant->getResult(0).getType());
+    auto [it, inserted] = constants.try_emplace(key);
+    if (inserted) {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointToStart(&function.getBody().front());
+      it->second = builder.clone(*constant)->getResult(0);
+    }
+    return it->second;
+  }
+
+private:
+  func::FuncOp function;
+  DenseMap<std::tuple<StringAttr, Attribute, Type>, Value> constants;
+};
+
+struct SwitchyardInlineOutlinedOpsPass
+    : public switchyard::impl::SwitchyardInlineOutlinedOpsPassBase<
+          SwitchyardInlineOutlinedOpsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    OpBuilder builder(&getContext());
+    unsigned inlined = 0;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || func->hasAttr(kOutlinedAttr))
+        continue;
+      SmallVector<func::CallOp> calls;
+      func.walk([&](func::CallOp call) {
+        auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+        if (callee && callee->hasAttr(kOutlinedAttr))
+          calls.push_back(call);
+      });
+      EntryConstants constants(func);
+      for (func::CallOp call : calls) {
+        auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+        if (!callee.getBody().hasOneBlock()) {
+          callee.emitError("outlined op's function is no longer one block");
+          return signalPassFailure();
+        }
+        Block &body = callee.getBody().front();
+        IRMapping mapping;
+        mapping.map(body.getArguments(), call.getOperands());
+        builder.setInsertionPoint(call);
+        for (Operation &op : body.without_terminator()) {
+          if (op.getNumOperands() == 0 && op.getNumResults() == 1 &&
+              op.getNumRegions() == 0 &&
+              matchPattern(op.getResult(0), m_Constant())) {
+            mapping.map(op.getResult(0), constants.get(builder, &op));
+            continue;
+          }
+          builder.clone(op, mapping);
+        }
+        call.erase();
+        ++inlined;
+      }
+    }
+    for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+      if (func->hasAttr(kOutlinedAttr))
+        func.erase();
+    LLVM_DEBUG(llvm::dbgs() << inlined << " calls inlined\n");
+  }
+};
+
+} // namespace

@@ -1,0 +1,87 @@
+// RUN: switchyard-opt %s --split-input-file --switchyard-outline-ops | FileCheck %s
+// RUN: switchyard-opt %s --split-input-file --switchyard-outline-ops --switchyard-inline-outlined-ops | FileCheck %s --check-prefix=BACK
+
+// Each kernel-forming op moves into a function of its own, called in its
+// place; copies of an op (a model's layers) call one function, in the
+// same function or another. Constants are cloned in, buffers and indices
+// passed in the order of first use.
+// CHECK-LABEL: func.func private @forward_op0(
+// CHECK-SAME: %[[X:.*]]: memref<4x8xf32>) attributes {switchyard.outlined_op}
+// CHECK: linalg.exp ins(%[[X]] : memref<4x8xf32>) outs(%[[X]] : memref<4x8xf32>)
+// CHECK-LABEL: func.func private @forward_op1(
+// CHECK-SAME: %[[Y:.*]]: memref<4x8xf32>, %[[M:.*]]: index) attributes {switchyard.outlined_op}
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: scf.for %[[I:.*]] = %[[C0]] to %[[M]]
+// CHECK:   memref.store %[[ONE]], %[[Y]][%[[I]], %[[C0]]]
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %[[A:[^:]*]]: memref<4x8xf32>, %[[B:[^:]*]]: memref<4x8xf32>, %[[N:[^:]*]]: index)
+// CHECK: call @forward_op0(%[[A]]) : (memref<4x8xf32>) -> ()
+// CHECK: call @forward_op0(%[[B]]) : (memref<4x8xf32>) -> ()
+// CHECK: call @forward_op1(%[[A]], %[[N]]) : (memref<4x8xf32>, index) -> ()
+// CHECK: return
+// CHECK-LABEL: func.func @backward(
+// CHECK: call @forward_op0(%{{.*}}) : (memref<4x8xf32>) -> ()
+
+// Inlined back: the code as it was, the constants at the start.
+// BACK-LABEL: func.func @forward(
+// BACK-SAME: %[[A:[^:]*]]: memref<4x8xf32>, %[[B:[^:]*]]: memref<4x8xf32>, %[[N:[^:]*]]: index)
+// BACK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// BACK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// BACK: linalg.exp ins(%[[A]] : memref<4x8xf32>) outs(%[[A]] : memref<4x8xf32>)
+// BACK: linalg.exp ins(%[[B]] : memref<4x8xf32>) outs(%[[B]] : memref<4x8xf32>)
+// BACK: scf.for %[[I:.*]] = %[[C0]] to %[[N]]
+// BACK:   memref.store %[[ONE]], %[[A]][%[[I]], %[[C0]]]
+// BACK-LABEL: func.func @backward(
+// BACK: linalg.exp
+// BACK-NOT: call
+// BACK-NOT: switchyard.outlined_op
+func.func @forward(%a: memref<4x8xf32>, %b: memref<4x8xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %one = arith.constant 1.0 : f32
+  linalg.exp ins(%a : memref<4x8xf32>) outs(%a : memref<4x8xf32>)
+  linalg.exp ins(%b : memref<4x8xf32>) outs(%b : memref<4x8xf32>)
+  scf.for %i = %c0 to %n step %c1 {
+    memref.store %one, %a[%i, %c0] : memref<4x8xf32>
+  }
+  return
+}
+func.func @backward(%a: memref<4x8xf32>) {
+  linalg.exp ins(%a : memref<4x8xf32>) outs(%a : memref<4x8xf32>)
+  return
+}
+
+// -----
+
+// Ops that differ in a constant or a type get functions of their own. An
+// op that uses a scalar computed on the host (a float from a buffer) stays,
+// and so do ops with results and what forms no kernel.
+// CHECK-LABEL: func.func private @step_op0(
+// CHECK: arith.constant 2.000000e+00 : f32
+// CHECK-LABEL: func.func private @step_op1(
+// CHECK: arith.constant 3.000000e+00 : f32
+// CHECK-LABEL: func.func @step(
+// CHECK: call @step_op0(
+// CHECK: call @step_op1(
+// CHECK: memref.load
+// CHECK: linalg.generic
+// CHECK-NOT: call
+// CHECK: memref.dealloc
+// CHECK: return
+#map = affine_map<(d0) -> (d0)>
+func.func @step(%a: memref<8xf32>, %hyper: memref<f32>) {
+  %two = arith.constant 2.0 : f32
+  %three = arith.constant 3.0 : f32
+  linalg.fill ins(%two : f32) outs(%a : memref<8xf32>)
+  linalg.fill ins(%three : f32) outs(%a : memref<8xf32>)
+  %lr = memref.load %hyper[] : memref<f32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel"]} outs(%a : memref<8xf32>) {
+  ^bb0(%x: f32):
+    %y = arith.mulf %x, %lr : f32
+    linalg.yield %y : f32
+  }
+  %t = memref.alloc() : memref<8xf32>
+  memref.dealloc %t : memref<8xf32>
+  return
+}
