@@ -12,11 +12,11 @@
 #include "dialect/Lm/IR/LmOps.h"
 #include "lib/Pipelines/Pipelines.h"
 #include "lib/Target/LLVMIR/JitPreparation.h"
+#include "lib/Target/LLVMIR/Optimize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -490,17 +490,23 @@ Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel,
       llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder)
     return builder.takeError();
-  builder->setCodeGenOptLevel(
-      allStraightLine(module) ? llvm::CodeGenOptLevel::None : *level);
+  // Straight-line code (the GPU target's host code: allocations, launches,
+  // frees) has nothing to optimise, and is large: neither LLVM's IR passes
+  // (which, run this way, do not skip optnone functions) nor its code
+  // generator optimise it.
+  bool straightLine = allStraightLine(module);
+  unsigned irOptLevel = straightLine ? 0 : optLevel;
+  builder->setCodeGenOptLevel(straightLine ? llvm::CodeGenOptLevel::None
+                                           : *level);
   Expected<std::unique_ptr<llvm::TargetMachine>> machine =
       builder->createTargetMachine();
   if (!machine)
     return machine.takeError();
   JitTarget target;
-  target.transformer = [optimize = mlir::makeOptimizingTransformer(
-                            optLevel, /*sizeLevel=*/0, machine->get())](
+  target.transformer = [irOptLevel, tm = machine->get()](
                            llvm::Module *module) -> llvm::Error {
-    if (llvm::Error error = optimize(module))
+    if (llvm::Error error =
+            mlir::switchyard::optimizeModule(*module, irOptLevel, tm))
       return error;
     mlir::switchyard::storeAggregatesByField(*module);
     mlir::switchyard::splitStraightLineBlocks(
