@@ -21,6 +21,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Debug.h"
 
@@ -50,19 +51,42 @@ bool formsKernel(Operation *op) {
   return op->getDialect() && op->getDialect()->getNamespace() == "moe";
 }
 
+/// Whether `value` is computed, within its function, from a value read from
+/// memory (a count loaded from a buffer, say); an op whose effects are not
+/// known counts as a read. Results are remembered in `known`.
+bool dependsOnMemoryRead(Value value, DenseMap<Value, bool> &known) {
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return false;
+  if (auto it = known.find(value); it != known.end())
+    return it->second;
+  bool reads = !isMemoryEffectFree(def) && !matchPattern(value, m_Constant());
+  for (Value operand : def->getOperands()) {
+    if (reads)
+      break;
+    reads = dependsOnMemoryRead(operand, known);
+  }
+  known[value] = reads;
+  return reads;
+}
+
 /// Whether every value `op` uses from above is a constant (cloned into the
-/// function), a buffer or an index (passed to it). Other scalars (a
-/// learning rate loaded from a buffer, say) are host code's: on the GPU
-/// switchyard-gpu-launch-host-compute moves their computation into a kernel
-/// and its users read them from device memory, which it does for the ops
-/// of the function that computes them. Those ops stay where they are.
-bool usesOnlyBuffersIndicesAndConstants(Operation *op) {
+/// function), a buffer, or an index that is not read from memory (passed to
+/// it). The other values are host code's: on the GPU,
+/// switchyard-gpu-launch-host-compute moves what reads a buffer (a learning
+/// rate, a count) into a kernel and its users read the result from device
+/// memory, which it can do for the ops of the function that computes them.
+/// Those ops stay where they are.
+bool usesOnlyBuffersIndicesAndConstants(Operation *op,
+                                        DenseMap<Value, bool> &known) {
   WalkResult walk = op->walk([&](Operation *nested) {
     for (Value value : nested->getOperands()) {
-      if (op->isAncestor(value.getParentRegion()->getParentOp()))
-        continue;
-      if (isa<MemRefType, IndexType>(value.getType()) ||
+      if (op->isAncestor(value.getParentRegion()->getParentOp()) ||
+          isa<MemRefType>(value.getType()) ||
           matchPattern(value, m_Constant()))
+        continue;
+      if (isa<IndexType>(value.getType()) &&
+          !dependsOnMemoryRead(value, known))
         continue;
       return WalkResult::interrupt();
     }
@@ -77,12 +101,14 @@ struct SwitchyardOutlineOpsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<Operation *> ops;
+    DenseMap<Value, bool> readsMemory;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func->hasAttr(kOutlinedAttr))
         continue;
       for (Block &block : func.getBody())
         for (Operation &op : block)
-          if (formsKernel(&op) && usesOnlyBuffersIndicesAndConstants(&op))
+          if (formsKernel(&op) &&
+              usesOnlyBuffersIndicesAndConstants(&op, readsMemory))
             ops.push_back(&op);
     }
 

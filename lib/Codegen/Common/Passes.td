@@ -59,10 +59,10 @@ def SwitchyardOutlineOpsPass
     passes that follow then run once per distinct op, in parallel over the
     functions; `switchyard-inline-outlined-ops` puts the code back.
 
-    An op that uses another scalar from above (a float loaded from a buffer,
-    say) stays where it is: on the GPU such values are host code's, which
-    `switchyard-gpu-launch-host-compute` moves into kernels together with
-    their users.
+    An op that uses another scalar from above (a float, or an index read
+    from a buffer) stays where it is: on the GPU such values are host
+    code's, which `switchyard-gpu-launch-host-compute` moves into kernels
+    together with their users.
 
     Before:
 

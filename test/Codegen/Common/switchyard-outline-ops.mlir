@@ -55,8 +55,8 @@ func.func @backward(%a: memref<4x8xf32>) {
 // -----
 
 // Ops that differ in a constant or a type get functions of their own. An
-// op that uses a scalar computed on the host (a float from a buffer) stays,
-// and so do ops with results and what forms no kernel.
+// op that uses a scalar computed on the host (a float, or an index computed
+// from one read from a buffer) stays, and so does what forms no kernel.
 // CHECK-LABEL: func.func private @step_op0(
 // CHECK: arith.constant 2.000000e+00 : f32
 // CHECK-LABEL: func.func private @step_op1(
@@ -66,11 +66,13 @@ func.func @backward(%a: memref<4x8xf32>) {
 // CHECK: call @step_op1(
 // CHECK: memref.load
 // CHECK: linalg.generic
+// CHECK: memref.load
+// CHECK: scf.for
 // CHECK-NOT: call
 // CHECK: memref.dealloc
 // CHECK: return
 #map = affine_map<(d0) -> (d0)>
-func.func @step(%a: memref<8xf32>, %hyper: memref<f32>) {
+func.func @step(%a: memref<8xf32>, %hyper: memref<f32>, %counts: memref<2xindex>) {
   %two = arith.constant 2.0 : f32
   %three = arith.constant 3.0 : f32
   linalg.fill ins(%two : f32) outs(%a : memref<8xf32>)
@@ -80,6 +82,13 @@ func.func @step(%a: memref<8xf32>, %hyper: memref<f32>) {
   ^bb0(%x: f32):
     %y = arith.mulf %x, %lr : f32
     linalg.yield %y : f32
+  }
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = memref.load %counts[%c0] : memref<2xindex>
+  %rows = arith.muli %n, %c1 : index
+  scf.for %i = %c0 to %rows step %c1 {
+    memref.store %two, %a[%i] : memref<8xf32>
   }
   %t = memref.alloc() : memref<8xf32>
   memref.dealloc %t : memref<8xf32>
