@@ -112,6 +112,12 @@ struct CompileOptions {
   /// testing the GPU route's code without a GPU. The program's backend() is
   /// then "gpu-emulation".
   std::optional<mlir::switchyard::GpuEmulationOptions> emulateGpu;
+  /// The compile cache (runtime/CompileCache.h) to read and fill: a
+  /// program compiled before with the same text and options on this
+  /// machine, by this build, is loaded from it instead of compiled; empty:
+  /// no cache. The CPU backend and the GPU emulation use it; the GPU
+  /// backend compiles every time.
+  std::string cacheDirectory;
 };
 
 /// A tensor that a backend keeps between calls, where it computes: device

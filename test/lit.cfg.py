@@ -42,6 +42,10 @@ config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py",
 
 # lit drops the environment; keep what the tools need.
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "PATH"])
+# The tools' compile cache, shared by the tests, in the build tree (never the
+# user's); tests of the cache itself set their own.
+config.environment["SWITCHYARD_CACHE_DIR"] = os.path.join(
+    config.test_exec_root, "compile-cache")
 llvm_config.use_default_substitutions()
 
 config.substitutions.append(("%switchyard_src", config.switchyard_src_root))

@@ -9,6 +9,8 @@
 
 #include "runtime/Engine/CpuProgram.h"
 #include "runtime/BufferCache.h"
+#include "runtime/CompileCache.h"
+#include "runtime/Engine/ObjectLoader.h"
 #include "runtime/Engine/ProgramSupport.h"
 
 #include "lib/InitSwitchyard.h"
@@ -22,11 +24,14 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <cstdlib>
 #include <cstdio>
@@ -94,6 +99,90 @@ extern "C" void switchyardMemrefCopy(int64_t elemSize,
     }
   }
 }
+
+/// The symbols the compiled code takes from the runtime. The compiled
+/// code's malloc and free keep its large temporaries for the next call
+/// (BufferCache.h).
+llvm::orc::SymbolMap runtimeSymbols(llvm::orc::MangleAndInterner interner) {
+  llvm::orc::SymbolMap symbols;
+  auto bind = [&](StringRef name, auto *function) {
+    symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(function),
+                               llvm::JITSymbolFlags::Exported};
+  };
+  bind("malloc", &switchyardBufferAlloc);
+  // LLVM may fold malloc + memset(0) into calloc: it must come from here
+  // too, since free is ours.
+  bind("calloc", &switchyardBufferCalloc);
+  bind("free", &switchyardBufferFree);
+  bind("puts", &switchyardFailedCheckMessage);
+  if (StringRef(SWITCHYARD_C_RUNNER_UTILS) == "")
+    bind("memrefCopy", &switchyardMemrefCopy);
+  return symbols;
+}
+
+/// The shared libraries the compiled code may call into.
+llvm::SmallVector<StringRef> sharedLibraries() {
+  llvm::SmallVector<StringRef> libraries;
+  if (StringRef(SWITCHYARD_C_RUNNER_UTILS) != "")
+    libraries.push_back(SWITCHYARD_C_RUNNER_UTILS);
+  return libraries;
+}
+
+/// A binder (lib/Pipelines/TargetOptions.h) that prints each option as
+/// `<prefix><name> <value>`.
+struct OptionPrinter {
+  llvm::raw_ostream &os;
+  StringRef prefix;
+  template <typename T> void bind(StringRef name, T &field, StringRef) {
+    os << prefix << name << " " << field;
+  }
+};
+
+/// Everything the native code of `source` compiled with `options` depends
+/// on, as text for CompileCache's key: the compiler build (LLVM's version
+/// and this executable, by size and modification time), this machine's
+/// CPU and features, the options and the text. nullopt where the
+/// executable cannot be identified (no cache then).
+std::optional<std::string> describeCompilation(StringRef source,
+                                               StringRef bufferName,
+                                               const CompileOptions &options) {
+  llvm::sys::fs::file_status executable;
+  if (llvm::sys::fs::status("/proc/self/exe", executable))
+    return std::nullopt;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "switchyard compilation 1\ncompiler: LLVM " << LLVM_VERSION_STRING
+     << ", executable of " << executable.getSize() << " bytes modified "
+     << executable.getLastModificationTime().time_since_epoch().count()
+     << "\nhost: " << llvm::sys::getHostCPUName();
+  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  std::vector<std::string> names;
+  for (const auto &feature : features)
+    names.push_back((feature.second ? "+" : "-") + feature.first().str());
+  llvm::sort(names);
+  for (const std::string &name : names)
+    os << " " << name;
+  mlir::switchyard::Target target = options.emulateGpu
+                                        ? mlir::switchyard::Target::Gpu
+                                        : mlir::switchyard::Target::Cpu;
+  mlir::switchyard::FusionOptions fusion =
+      *detail::resolveFor(options, target).fusion;
+  os << "\noptions: layers " << options.numLayers << ", gradients "
+     << options.gradients << ", train step " << options.trainStep
+     << ", fuse " << mlir::switchyard::describeFusions(fusion)
+     << ", grouped experts " << fusion.groupedExperts << ", grouped tile rows "
+     << options.groupedTileRows << ", JIT level " << options.optLevel
+     << ", contraction operands " << options.roundContractionOperands
+     << ", attention factors " << options.roundAttentionFactors;
+  if (options.emulateGpu) {
+    // Every option of the emulation, as it declares them.
+    OptionPrinter printer{os, ", emulation "};
+    mlir::switchyard::GpuEmulationOptions emulation = *options.emulateGpu;
+    emulation.bindOptions(printer);
+  }
+  os << "\nbuffer: " << bufferName << "\n" << source;
+  return text;
+}
 } // namespace
 
 struct CpuProgram::Impl {
@@ -101,8 +190,78 @@ struct CpuProgram::Impl {
   std::vector<FunctionSpec> functions;
   ParamTable params;
   std::unique_ptr<mlir::ExecutionEngine> engine;
+  /// Instead of `engine`: the program's code loaded from the compile cache.
+  std::unique_ptr<detail::LoadedObject> cached;
   std::string backend = "cpu";
+  std::string cacheReport;
+
+  Expected<detail::PackedFunction> lookup(StringRef name) {
+    std::string symbol = ("_mlir_ciface_" + name).str();
+    if (cached)
+      return cached->lookupPacked(symbol);
+    return engine->lookupPacked(symbol);
+  }
+
+  /// The program stored as `key` in `directory`, or null where it cannot
+  /// be used (the entry is then compiled and stored again).
+  static std::unique_ptr<Impl> loadCached(StringRef directory, StringRef key);
+  /// Stores the program as `key` in `directory`; what happened, for
+  /// CpuProgram::cacheReport.
+  std::string store(StringRef directory, StringRef key);
 };
+/// The program stored as `key` in `directory`, or null where it cannot be
+/// used (the entry is then compiled and stored again).
+std::unique_ptr<CpuProgram::Impl>
+CpuProgram::Impl::loadCached(StringRef directory, StringRef key) {
+  std::optional<CacheEntry> entry = readCacheEntry(directory, key);
+  if (!entry)
+    return nullptr;
+  auto impl = std::make_unique<Impl>();
+  Expected<std::unique_ptr<detail::LoadedObject>> loaded =
+      detail::LoadedObject::load(entry->object, sharedLibraries(),
+                                 runtimeSymbols);
+  if (!loaded) {
+    llvm::consumeError(loaded.takeError());
+    return nullptr;
+  }
+  impl->cached = std::move(*loaded);
+  // Every entry point resolves: the object is whole.
+  for (const FunctionSpec &function : entry->functions) {
+    Expected<detail::PackedFunction> packed = impl->lookup(function.name);
+    if (!packed) {
+      llvm::consumeError(packed.takeError());
+      return nullptr;
+    }
+  }
+  impl->functions = std::move(entry->functions);
+  impl->params = std::move(entry->params);
+  impl->backend = entry->backend;
+  impl->cacheReport = "hit " + cacheEntryPath(directory, key);
+  return impl;
+}
+
+/// Stores the object of `engine` (made with enableObjectDump) and what the
+/// program exports as `key` in `directory`; what happened, for
+/// CpuProgram::cacheReport.
+std::string CpuProgram::Impl::store(StringRef directory, StringRef key) {
+  llvm::SmallString<128> objectPath;
+  if (std::error_code error = llvm::sys::fs::createTemporaryFile(
+          "switchyard-object", "o", objectPath))
+    return "not stored: " + error.message();
+  engine->dumpToObjectFile(objectPath);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> object =
+      llvm::MemoryBuffer::getFile(objectPath, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/false);
+  llvm::sys::fs::remove(objectPath);
+  if (!object || (*object)->getBufferSize() == 0)
+    return "not stored: the JIT kept no object";
+  CacheEntry entry{functions, params, backend, (*object)->getBuffer().str()};
+  if (llvm::Error error = writeCacheEntry(directory, key, entry))
+    return "not stored: " + llvm::toString(std::move(error));
+  return "stored " + cacheEntryPath(directory, key);
+}
+
+
 
 CpuProgram::CpuProgram() : impl(std::make_unique<Impl>()) {}
 // Blocks cached for this program's calls go back to the system (another
@@ -116,6 +275,8 @@ const std::vector<FunctionSpec> &CpuProgram::functions() const {
 const ParamTable &CpuProgram::params() const { return impl->params; }
 
 StringRef CpuProgram::backend() const { return impl->backend; }
+
+StringRef CpuProgram::cacheReport() const { return impl->cacheReport; }
 
 Expected<std::unique_ptr<CpuProgram>>
 CpuProgram::compileFile(StringRef path, const CompileOptions &options) {
@@ -138,6 +299,18 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   (void)nativeTargetReady;
 
   std::unique_ptr<CpuProgram> program(new CpuProgram());
+  std::string key;
+  if (!options.cacheDirectory.empty()) {
+    if (std::optional<std::string> description =
+            describeCompilation(source, bufferName, options))
+      key = cacheKey(*description);
+    if (!key.empty())
+      if (std::unique_ptr<Impl> cached =
+              Impl::loadCached(options.cacheDirectory, key)) {
+        program->impl = std::move(cached);
+        return program;
+      }
+  }
   mlir::MLIRContext &context = program->impl->context;
   mlir::DialectRegistry registry;
   mlir::switchyard::registerDialects(registry);
@@ -179,10 +352,10 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
     return jit.takeError();
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.transformer = jit->transformer;
-  llvm::SmallVector<StringRef> libraries;
-  if (StringRef(SWITCHYARD_C_RUNNER_UTILS) != "")
-    libraries.push_back(SWITCHYARD_C_RUNNER_UTILS);
+  llvm::SmallVector<StringRef> libraries = sharedLibraries();
   engineOptions.sharedLibPaths = libraries;
+  // The compiled object, kept for the compile cache.
+  engineOptions.enableObjectDump = !key.empty();
   mlir::switchyard::prepareForExecutionEngine(compilation.module());
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
       mlir::ExecutionEngine::create(compilation.module(), engineOptions,
@@ -192,28 +365,14 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
                                  bufferName,
                                  llvm::toString(engine.takeError()),
                                  compilation.diagnostics()));
-  // The compiled code's malloc and free keep its large temporaries for the
-  // next call (BufferCache.h).
-  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
-    llvm::orc::SymbolMap symbols;
-    auto bind = [&](StringRef name, auto *function) {
-      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(function),
-                                 llvm::JITSymbolFlags::Exported};
-    };
-    bind("malloc", &switchyardBufferAlloc);
-    // LLVM may fold malloc + memset(0) into calloc: it must come from here
-    // too, since free is ours.
-    bind("calloc", &switchyardBufferCalloc);
-    bind("free", &switchyardBufferFree);
-    bind("puts", &switchyardFailedCheckMessage);
-    if (StringRef(SWITCHYARD_C_RUNNER_UTILS) == "")
-      bind("memrefCopy", &switchyardMemrefCopy);
-    return symbols;
-  });
+  (*engine)->registerSymbols(runtimeSymbols);
   program->impl->engine = std::move(*engine);
   if (llvm::Error error = detail::materialize(*program->impl->engine,
                                               program->impl->functions))
     return std::move(error);
+  if (!key.empty())
+    program->impl->cacheReport =
+        program->impl->store(options.cacheDirectory, key);
   return program;
 }
 
@@ -233,7 +392,13 @@ CpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
         detail::denseDescriptor(tensor->bytes.data(), tensor->shape));
   }
   Expected<std::vector<detail::ResultDescriptor>> results =
-      detail::invoke(*impl->engine, **function, descriptors);
+      [&]() -> Expected<std::vector<detail::ResultDescriptor>> {
+        Expected<detail::PackedFunction> entry = impl->lookup(name);
+        if (!entry)
+          return failure(llvm::formatv("calling @{0}: {1}", name,
+                                       llvm::toString(entry.takeError())));
+        return detail::invoke(*entry, **function, descriptors);
+      }();
   if (!results)
     return results.takeError();
 

@@ -51,6 +51,11 @@ public:
   /// "cpu", or "gpu-emulation" (CompileOptions::emulateGpu).
   llvm::StringRef backend() const override;
 
+  /// What the compile cache did for this program, for the tools to say:
+  /// empty without a cache (CompileOptions::cacheDirectory), else "hit
+  /// <entry>", "stored <entry>", or "not stored: <reason>".
+  llvm::StringRef cacheReport() const;
+
 private:
   CpuProgram();
   struct Impl;

@@ -533,6 +533,17 @@ llvm::Error detail::materialize(mlir::ExecutionEngine &engine,
 Expected<std::vector<ResultDescriptor>>
 detail::invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
                std::vector<std::vector<int64_t>> &arguments) {
+  Expected<void (*)(void **)> entry =
+      engine.lookupPacked("_mlir_ciface_" + function.name);
+  if (!entry)
+    return failure(llvm::formatv("calling @{0}: {1}", function.name,
+                                 llvm::toString(entry.takeError())));
+  return invoke(*entry, function, arguments);
+}
+
+Expected<std::vector<ResultDescriptor>>
+detail::invoke(void (*entry)(void **), const FunctionSpec &function,
+               std::vector<std::vector<int64_t>> &arguments) {
   // The C interface takes a pointer to the result descriptor(s) first, then
   // a pointer to each argument descriptor.
   size_t resultWords = 0;
@@ -548,13 +559,8 @@ detail::invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
     packed.push_back(&resultPointer);
   for (void *&pointer : descriptorPointers)
     packed.push_back(&pointer);
-  Expected<void (*)(void **)> entry =
-      engine.lookupPacked("_mlir_ciface_" + function.name);
-  if (!entry)
-    return failure(llvm::formatv("calling @{0}: {1}", function.name,
-                                 llvm::toString(entry.takeError())));
   // Guarded: running out of memory ends the call with an error.
-  std::string error = callGuarded(*entry, packed.data());
+  std::string error = callGuarded(entry, packed.data());
   if (!error.empty())
     return failure(
         llvm::formatv("calling @{0}: {1}", function.name, error));

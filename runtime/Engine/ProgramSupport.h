@@ -158,6 +158,12 @@ llvm::Expected<std::vector<ResultDescriptor>>
 invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
        std::vector<std::vector<int64_t>> &arguments);
 
+/// The same through the packed entry point `entry` of
+/// `_mlir_ciface_<function.name>`.
+llvm::Expected<std::vector<ResultDescriptor>>
+invoke(void (*entry)(void **), const FunctionSpec &function,
+       std::vector<std::vector<int64_t>> &arguments);
+
 /// Copies the elements of `result` into a dense HostTensor of `type`;
 /// `first` points at its first element (`aligned + offset` elements) in host
 /// memory, followed by at least spanElements() elements.

@@ -12,6 +12,7 @@
 
 #include "lib/InitSwitchyard.h"
 #include "lib/Pipelines/Pipelines.h"
+#include "runtime/CompileCache.h"
 #include "runtime/Engine/CpuProgram.h"
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
 #include "runtime/CudaDriver.h"
@@ -139,10 +140,26 @@ ModelOptions::compileOptions(bool gpu) const {
 // MLIR options and context
 //===----------------------------------------------------------------------===//
 
+/// The MLIR options the commands show (registerCommandOptions).
+static cl::OptionCategory &mlirCategory() {
+  static cl::OptionCategory category("MLIR options");
+  return category;
+}
+
+/// Whether an MLIR option (IR printing, timing, statistics) is on the
+/// command line: they report on the compile, which the cache would skip.
+static bool mlirOptionGiven() {
+  for (auto &[name, option] : cl::getRegisteredOptions())
+    if (option->getNumOccurrences() &&
+        llvm::is_contained(option->Categories, &mlirCategory()))
+      return true;
+  return false;
+}
+
 void registerCommandOptions(
     cl::OptionCategory &category,
     llvm::ArrayRef<const cl::OptionCategory *> moreCategories) {
-  static cl::OptionCategory mlirCategory("MLIR options");
+  cl::OptionCategory &mlirCategory = ::switchyard::driver::mlirCategory();
   mlir::switchyard::registerPassesAndPipelines();
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
@@ -215,6 +232,15 @@ DeviceOption::DeviceOption(cl::OptionCategory &category)
                                    "CPU, one thread after another (slow; "
                                    "checks the GPU route without a GPU)")),
              cl::init(Device::cpu), cl::cat(category)),
+      noCache("no-cache",
+              cl::desc("Compile even where the compile cache holds the "
+                       "program, and store nothing (the cache: "
+                       "$SWITCHYARD_CACHE_DIR, else "
+                       "$XDG_CACHE_HOME/switchyard or "
+                       "~/.cache/switchyard; --device cpu and gpu-emulation; "
+                       "the MLIR options, which report on a compile, imply "
+                       "it)"),
+              cl::init(false), cl::cat(category)),
       gpuCategory("GPU code generation (--device gpu; --gpu-chip, "
                   "--gpu-block-size and --gpu-element-type also "
                   "gpu-emulation)"),
@@ -283,12 +309,23 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
                  << "\n";
   }
   if (device.device != Device::gpu) {
+    // The MLIR options report on a compile: with them, there is one.
+    if (!device.noCache && !mlirOptionGiven())
+      options.cacheDirectory = rt::defaultCacheDirectory();
     announce();
     llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
         rt::CpuProgram::compileFile(path, options);
     if (!program)
       return program.takeError();
-    llvm::errs() << llvm::formatv("compiled in {0:f1} s\n", seconds());
+    StringRef cache = (*program)->cacheReport();
+    if (cache.consume_front("hit "))
+      llvm::errs() << llvm::formatv(
+          "loaded from the compile cache in {0:f1} s ({1})\n", seconds(),
+          cache);
+    else
+      llvm::errs() << llvm::formatv("compiled in {0:f1} s{1}\n", seconds(),
+                                    cache.empty() ? ""
+                                                  : "; compile cache: " + cache);
     return std::unique_ptr<rt::Program>(std::move(*program));
   }
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME

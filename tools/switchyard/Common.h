@@ -106,6 +106,7 @@ struct ParamFileFlags {
 /// GpuTargetOptions option).
 struct DeviceOption {
   cl::opt<Device> device;
+  cl::opt<bool> noCache;
   cl::OptionCategory gpuCategory;
   mlir::switchyard::CommandLineBinding<mlir::switchyard::GpuTargetOptions>
       gpu;

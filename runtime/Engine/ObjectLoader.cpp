@@ -1,0 +1,79 @@
+//===- ObjectLoader.cpp - native code from the compile cache --------------===//
+//
+// An LLJIT with the object layer mlir::ExecutionEngine uses (RTDyld with a
+// SectionMemoryManager) and its symbol resolution.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Engine/ObjectLoader.h"
+
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/SectionMemoryManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace switchyard::runtime::detail;
+
+LoadedObject::LoadedObject() = default;
+LoadedObject::~LoadedObject() = default;
+
+llvm::Expected<std::unique_ptr<LoadedObject>> LoadedObject::load(
+    llvm::StringRef object, llvm::ArrayRef<llvm::StringRef> sharedLibraries,
+    llvm::function_ref<llvm::orc::SymbolMap(llvm::orc::MangleAndInterner)>
+        symbols) {
+  llvm::Expected<llvm::orc::JITTargetMachineBuilder> machine =
+      llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!machine)
+    return machine.takeError();
+  llvm::orc::LLJITBuilder builder;
+  builder.setJITTargetMachineBuilder(std::move(*machine));
+  builder.setObjectLinkingLayerCreator(
+      [](llvm::orc::ExecutionSession &session)
+          -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+        return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+            session, [](const llvm::MemoryBuffer &) {
+              return std::make_unique<llvm::SectionMemoryManager>();
+            });
+      });
+  llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> jit = builder.create();
+  if (!jit)
+    return jit.takeError();
+
+  llvm::orc::JITDylib &dylib = (*jit)->getMainJITDylib();
+  char prefix = (*jit)->getDataLayout().getGlobalPrefix();
+  llvm::orc::MangleAndInterner interner((*jit)->getExecutionSession(),
+                                        (*jit)->getDataLayout());
+  if (llvm::Error error =
+          dylib.define(llvm::orc::absoluteSymbols(symbols(interner))))
+    return std::move(error);
+  for (llvm::StringRef library : sharedLibraries) {
+    auto generator = llvm::orc::DynamicLibrarySearchGenerator::Load(
+        library.str().c_str(), prefix);
+    if (!generator)
+      return generator.takeError();
+    dylib.addGenerator(std::move(*generator));
+  }
+  auto process =
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
+  if (!process)
+    return process.takeError();
+  dylib.addGenerator(std::move(*process));
+
+  if (llvm::Error error = (*jit)->addObjectFile(
+          llvm::MemoryBuffer::getMemBufferCopy(object, "cached-program")))
+    return std::move(error);
+  std::unique_ptr<LoadedObject> loaded(new LoadedObject());
+  loaded->jit = std::move(*jit);
+  return loaded;
+}
+
+llvm::Expected<PackedFunction>
+LoadedObject::lookupPacked(llvm::StringRef name) {
+  llvm::Expected<llvm::orc::ExecutorAddr> address =
+      jit->lookup(("_mlir_" + name).str());
+  if (!address)
+    return address.takeError();
+  return address->toPtr<PackedFunction>();
+}

@@ -1,0 +1,55 @@
+//===- ObjectLoader.h - native code from the compile cache ------*- C++ -*-===//
+//
+// Links a relocatable object that the JIT made earlier (CompileCache.h)
+// into this process, as mlir::ExecutionEngine links the code it compiles:
+// the same object layer, the same symbols (those the program registers,
+// then this process's and the shared libraries'), and the same packed
+// entry points (`_mlir_<name>`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_RUNTIME_ENGINE_OBJECTLOADER_H
+#define SWITCHYARD_RUNTIME_ENGINE_OBJECTLOADER_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ExecutionEngine/Orc/Core.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+
+namespace llvm::orc {
+class LLJIT;
+} // namespace llvm::orc
+
+namespace switchyard::runtime::detail {
+
+/// A function's packed entry point: `void f(void **arguments)`.
+using PackedFunction = void (*)(void **);
+
+/// An object linked into this process.
+class LoadedObject {
+public:
+  ~LoadedObject();
+
+  /// Links `object`. Its undefined symbols resolve to `symbols` first, then
+  /// to this process's and the libraries at `sharedLibraries`.
+  static llvm::Expected<std::unique_ptr<LoadedObject>>
+  load(llvm::StringRef object, llvm::ArrayRef<llvm::StringRef> sharedLibraries,
+       llvm::function_ref<llvm::orc::SymbolMap(llvm::orc::MangleAndInterner)>
+           symbols);
+
+  /// The packed entry point of function `name` (mlir::ExecutionEngine::
+  /// lookupPacked's).
+  llvm::Expected<PackedFunction> lookupPacked(llvm::StringRef name);
+
+private:
+  LoadedObject();
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+};
+
+} // namespace switchyard::runtime::detail
+
+#endif // SWITCHYARD_RUNTIME_ENGINE_OBJECTLOADER_H
