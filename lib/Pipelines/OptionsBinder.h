@@ -86,7 +86,9 @@ private:
 
 /// The options that `Options::bindOptions` declares, as command-line flags
 /// `--<prefix><name>` in `category`, with the struct's defaults; value()
-/// holds what was parsed.
+/// holds what was parsed. Like an llvm::cl::opt, a binding registers its
+/// flags for the life of the process: make it a static (or a member of
+/// one), as the tools do.
 template <typename Options>
 class CommandLineBinding {
 public:
