@@ -128,61 +128,6 @@ llvm::SmallVector<StringRef> sharedLibraries() {
   return libraries;
 }
 
-/// A binder (lib/Pipelines/TargetOptions.h) that prints each option as
-/// `<prefix><name> <value>`.
-struct OptionPrinter {
-  llvm::raw_ostream &os;
-  StringRef prefix;
-  template <typename T> void bind(StringRef name, T &field, StringRef) {
-    os << prefix << name << " " << field;
-  }
-};
-
-/// Everything the native code of `source` compiled with `options` depends
-/// on, as text for CompileCache's key: the compiler build (LLVM's version
-/// and this executable, by size and modification time), this machine's
-/// CPU and features, the options and the text. nullopt where the
-/// executable cannot be identified (no cache then).
-std::optional<std::string> describeCompilation(StringRef source,
-                                               StringRef bufferName,
-                                               const CompileOptions &options) {
-  llvm::sys::fs::file_status executable;
-  if (llvm::sys::fs::status("/proc/self/exe", executable))
-    return std::nullopt;
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "switchyard compilation 1\ncompiler: LLVM " << LLVM_VERSION_STRING
-     << ", executable of " << executable.getSize() << " bytes modified "
-     << executable.getLastModificationTime().time_since_epoch().count()
-     << "\nhost: " << llvm::sys::getHostCPUName();
-  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-  std::vector<std::string> names;
-  for (const auto &feature : features)
-    names.push_back((feature.second ? "+" : "-") + feature.first().str());
-  llvm::sort(names);
-  for (const std::string &name : names)
-    os << " " << name;
-  mlir::switchyard::Target target = options.emulateGpu
-                                        ? mlir::switchyard::Target::Gpu
-                                        : mlir::switchyard::Target::Cpu;
-  mlir::switchyard::FusionOptions fusion =
-      *detail::resolveFor(options, target).fusion;
-  os << "\noptions: layers " << options.numLayers << ", gradients "
-     << options.gradients << ", train step " << options.trainStep
-     << ", fuse " << mlir::switchyard::describeFusions(fusion)
-     << ", grouped experts " << fusion.groupedExperts << ", grouped tile rows "
-     << options.groupedTileRows << ", JIT level " << options.optLevel
-     << ", contraction operands " << options.roundContractionOperands
-     << ", attention factors " << options.roundAttentionFactors;
-  if (options.emulateGpu) {
-    // Every option of the emulation, as it declares them.
-    OptionPrinter printer{os, ", emulation "};
-    mlir::switchyard::GpuEmulationOptions emulation = *options.emulateGpu;
-    emulation.bindOptions(printer);
-  }
-  os << "\nbuffer: " << bufferName << "\n" << source;
-  return text;
-}
 } // namespace
 
 struct CpuProgram::Impl {
@@ -301,8 +246,8 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   std::unique_ptr<CpuProgram> program(new CpuProgram());
   std::string key;
   if (!options.cacheDirectory.empty()) {
-    if (std::optional<std::string> description =
-            describeCompilation(source, bufferName, options))
+    if (std::optional<std::string> description = detail::describeCompilation(
+            source, bufferName, options, detail::describeHostCpu()))
       key = cacheKey(*description);
     if (!key.empty())
       if (std::unique_ptr<Impl> cached =

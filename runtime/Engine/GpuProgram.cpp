@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Engine/GpuProgram.h"
+#include "runtime/CompileCache.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Engine/ProgramSupport.h"
 
@@ -16,7 +17,9 @@
 #include "lib/Pipelines/Pipelines.h"
 #include "lib/Target/LLVMIR/JitPreparation.h"
 
+#include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -24,7 +27,9 @@
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -46,6 +51,7 @@ struct GpuProgram::Impl {
   std::vector<FunctionSpec> functions;
   ParamTable params;
   std::string chip;
+  std::string cacheReport;
   std::unique_ptr<mlir::ExecutionEngine> engine;
   /// The stream argument and result copies run on; created on first call.
   cuda::Stream stream = nullptr;
@@ -76,6 +82,8 @@ const std::vector<FunctionSpec> &GpuProgram::functions() const {
 const ParamTable &GpuProgram::params() const { return impl->params; }
 
 StringRef GpuProgram::chip() const { return impl->chip; }
+
+StringRef GpuProgram::cacheReport() const { return impl->cacheReport; }
 
 Expected<std::unique_ptr<GpuProgram>>
 GpuProgram::compileFile(StringRef path, const CompileOptions &options,
@@ -115,6 +123,27 @@ llvm::Error checkWrapperDeclarations(const llvm::Module &module) {
   return llvm::Error::success();
 }
 
+/// What GPU code depends on beyond the model and the compile options, for
+/// the compile cache's key: every target option as resolved (the chip, the
+/// toolkit root), and the toolkit's ptxas by size and modification time.
+std::string describeTarget(const GpuTargetOptions &target) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "gpu bytecode";
+  GpuTargetOptions resolved = target;
+  resolved.chip = target.chipOrDefault().str();
+  resolved.toolkit = target.toolkitDir();
+  detail::OptionPrinter printer{os, ", "};
+  resolved.bindOptions(printer);
+  llvm::SmallString<256> ptxas(resolved.toolkit);
+  llvm::sys::path::append(ptxas, "bin", "ptxas");
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(ptxas, status))
+    os << ", ptxas of " << status.getSize() << " bytes modified "
+       << status.getLastModificationTime().time_since_epoch().count();
+  return text;
+}
+
 } // namespace
 
 Expected<std::unique_ptr<GpuProgram>>
@@ -147,21 +176,54 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   context.appendDialectRegistry(registry);
   context.loadAllAvailableDialects();
 
-  // Stages 1-4, shared with the CPU backend; the grouped formulation is
-  // the padded one (no host reads).
-  detail::Compilation compilation(context, source, bufferName);
-  if (llvm::Error error = compilation.lowerToLinalg(
-          detail::resolveFor(options, mlir::switchyard::Target::Gpu),
-          impl.params, impl.functions, target.usesTensorCores()))
-    return std::move(error);
+  // The compile cache keeps the GPU code generation's output (kernels
+  // assembled, host code in the LLVM dialect) as MLIR bytecode: a hit skips
+  // every stage before the JIT, whose host code then runs its global
+  // constructors (the kernels' loading) as after a compile.
+  std::string key;
+  if (!options.cacheDirectory.empty())
+    if (std::optional<std::string> description = detail::describeCompilation(
+            source, bufferName, options, describeTarget(target)))
+      key = cacheKey(*description);
+  mlir::OwningOpRef<mlir::ModuleOp> cached;
+  if (!key.empty())
+    if (std::optional<CacheEntry> entry =
+            readCacheEntry(options.cacheDirectory, key);
+        entry && entry->backend == "gpu") {
+      cached = mlir::parseSourceString<mlir::ModuleOp>(
+          entry->object, mlir::ParserConfig(&context));
+      if (cached) {
+        impl.functions = std::move(entry->functions);
+        impl.params = std::move(entry->params);
+        impl.cacheReport =
+            "hit " + cacheEntryPath(options.cacheDirectory, key);
+      }
+    }
 
-  // Stages 5-6: kernels for the chip, host code in the LLVM dialect.
-  mlir::PassManager codegen(&context);
-  mlir::switchyard::buildGpuCodegenPipeline(codegen, target);
-  if (llvm::Error error = compilation.run(
-          codegen, llvm::formatv("GPU code generation for {0}", impl.chip)
-                       .str()))
-    return std::move(error);
+  detail::Compilation compilation(context, source, bufferName);
+  std::string bytecode;
+  if (!cached) {
+    // Stages 1-4, shared with the CPU backend; the grouped formulation is
+    // the padded one (no host reads).
+    if (llvm::Error error = compilation.lowerToLinalg(
+            detail::resolveFor(options, mlir::switchyard::Target::Gpu),
+            impl.params, impl.functions, target.usesTensorCores()))
+      return std::move(error);
+
+    // Stages 5-6: kernels for the chip, host code in the LLVM dialect.
+    mlir::PassManager codegen(&context);
+    mlir::switchyard::buildGpuCodegenPipeline(codegen, target);
+    if (llvm::Error error = compilation.run(
+            codegen, llvm::formatv("GPU code generation for {0}", impl.chip)
+                         .str()))
+      return std::move(error);
+    if (!key.empty()) {
+      llvm::raw_string_ostream os(bytecode);
+      if (mlir::failed(mlir::writeBytecodeToFile(compilation.module(), os)))
+        bytecode.clear();
+    }
+  }
+  mlir::ModuleOp module = cached ? *cached : compilation.module();
 
   // The host code, JIT-compiled; its kernel launches and device allocations
   // call the runtime's mgpu* wrappers.
@@ -179,15 +241,15 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
     return module;
   };
   Expected<detail::JitTarget> jit =
-      detail::jitTarget(options.optLevel, compilation.module());
+      detail::jitTarget(options.optLevel, module);
   if (!jit)
     return jit.takeError();
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.llvmModuleBuilder = buildModule;
   engineOptions.transformer = jit->transformer;
-  mlir::switchyard::prepareForExecutionEngine(compilation.module());
+  mlir::switchyard::prepareForExecutionEngine(module);
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
-      mlir::ExecutionEngine::create(compilation.module(), engineOptions,
+      mlir::ExecutionEngine::create(module, engineOptions,
                                     std::move(jit->machine));
   if (!engine) {
     std::string reason = llvm::toString(engine.takeError());
@@ -208,6 +270,18 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   impl.engine = std::move(*engine);
   if (llvm::Error error = detail::materialize(*impl.engine, impl.functions))
     return std::move(error);
+  if (!key.empty() && !cached) {
+    if (bytecode.empty()) {
+      impl.cacheReport = "not stored: the module has no bytecode form";
+    } else if (llvm::Error error = writeCacheEntry(
+                   options.cacheDirectory, key,
+                   CacheEntry{impl.functions, impl.params, "gpu", bytecode})) {
+      impl.cacheReport = "not stored: " + llvm::toString(std::move(error));
+    } else {
+      impl.cacheReport =
+          "stored " + cacheEntryPath(options.cacheDirectory, key);
+    }
+  }
   return program;
 }
 

@@ -90,6 +90,11 @@ public:
   /// The chip the kernels were compiled for.
   llvm::StringRef chip() const;
 
+  /// What the compile cache did for this program (CpuProgram::cacheReport):
+  /// a hit skips the compiler's stages and ptxas; the host code is still
+  /// JIT-compiled.
+  llvm::StringRef cacheReport() const;
+
 private:
   GpuProgram();
   struct Impl;

@@ -22,7 +22,10 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/CodeGen.h"
 #include "llvm/Support/CommandLine.h"
@@ -478,6 +481,54 @@ bool allStraightLine(mlir::ModuleOp module) {
 }
 
 } // namespace
+
+std::string detail::describeHostCpu() {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "host " << llvm::sys::getHostCPUName();
+  std::vector<std::string> names;
+  for (const auto &feature : llvm::sys::getHostCPUFeatures())
+    names.push_back((feature.second ? "+" : "-") + feature.first().str());
+  llvm::sort(names);
+  for (const std::string &name : names)
+    os << " " << name;
+  return text;
+}
+
+std::optional<std::string>
+detail::describeCompilation(StringRef source, StringRef bufferName,
+                            const CompileOptions &options, StringRef backend) {
+  llvm::sys::fs::file_status executable;
+  if (llvm::sys::fs::status("/proc/self/exe", executable))
+    return std::nullopt;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "switchyard compilation 1\ncompiler: LLVM " << LLVM_VERSION_STRING
+     << ", executable of " << executable.getSize() << " bytes modified "
+     << executable.getLastModificationTime().time_since_epoch().count()
+     << "\nbackend: " << backend;
+  mlir::switchyard::Target target = options.emulateGpu
+                                        ? mlir::switchyard::Target::Gpu
+                                        : mlir::switchyard::Target::Cpu;
+  if (backend.starts_with("gpu "))
+    target = mlir::switchyard::Target::Gpu;
+  mlir::switchyard::FusionOptions fusion = *resolveFor(options, target).fusion;
+  os << "\noptions: layers " << options.numLayers << ", gradients "
+     << options.gradients << ", train step " << options.trainStep
+     << ", fuse " << mlir::switchyard::describeFusions(fusion)
+     << ", grouped experts " << fusion.groupedExperts << ", grouped tile rows "
+     << options.groupedTileRows << ", JIT level " << options.optLevel
+     << ", contraction operands " << options.roundContractionOperands
+     << ", attention factors " << options.roundAttentionFactors;
+  if (options.emulateGpu) {
+    // Every option of the emulation, as it declares them.
+    OptionPrinter printer{os, ", emulation "};
+    mlir::switchyard::GpuEmulationOptions emulation = *options.emulateGpu;
+    emulation.bindOptions(printer);
+  }
+  os << "\nbuffer: " << bufferName << "\n" << source;
+  return text;
+}
 
 Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel,
                                               mlir::ModuleOp module) {

@@ -17,9 +17,12 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace llvm {
 class Module;
@@ -163,6 +166,31 @@ invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
 llvm::Expected<std::vector<ResultDescriptor>>
 invoke(void (*entry)(void **), const FunctionSpec &function,
        std::vector<std::vector<int64_t>> &arguments);
+
+/// A binder (lib/Pipelines/TargetOptions.h) that prints each option as
+/// `<prefix><name> <value>`.
+struct OptionPrinter {
+  llvm::raw_ostream &os;
+  llvm::StringRef prefix;
+  template <typename T> void bind(llvm::StringRef name, T &field,
+                                  llvm::StringRef) {
+    os << prefix << name << " " << field;
+  }
+};
+
+/// This machine's CPU and its features, for a compile cache key of native
+/// code.
+std::string describeHostCpu();
+
+/// Everything a program compiled from `source` with `options` depends on,
+/// as text for CompileCache's key: the compiler build (LLVM's version and
+/// this executable, by size and modification time), the options, the text,
+/// and `backend` (the backend's own options and targets). nullopt where the
+/// executable cannot be identified (no cache then).
+std::optional<std::string> describeCompilation(llvm::StringRef source,
+                                               llvm::StringRef bufferName,
+                                               const CompileOptions &options,
+                                               llvm::StringRef backend);
 
 /// Copies the elements of `result` into a dense HostTensor of `type`;
 /// `first` points at its first element (`aligned + offset` elements) in host

@@ -20,6 +20,8 @@
 #include "runtime/Engine/GpuProgram.h"
 #include "runtime/Training.h"
 
+#include "llvm/Support/FileSystem.h"
+
 #include "gtest/gtest.h"
 
 #include <cstdlib>
@@ -103,6 +105,63 @@ const char *kAdd = R"mlir(
   func.func @same(%a: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
     return %a, %a : tensor<3xf32>, tensor<3xf32>
   })mlir";
+
+// The compile cache keeps the GPU code generation's output: a hit loads
+// the same functions and parameters for the same chip; another chip is
+// another entry; on a GPU, a program from the cache computes what the
+// compiled one does.
+TEST(GpuProgramTest, ProgramsLoadFromTheCompileCache) {
+  llvm::SmallString<128> directory;
+  ASSERT_FALSE(
+      llvm::sys::fs::createUniqueDirectory("sy-gpu-cache-test", directory));
+  rt::CompileOptions options;
+  options.trainStep = true;
+  options.optLevel = 0;
+  options.cacheDirectory = std::string(directory);
+  rt::GpuTargetOptions gpuOptions;
+  gpuOptions.chip = "sm_80";
+  gpuOptions.optLevel = 0;
+  llvm::Expected<std::unique_ptr<rt::GpuProgram>> cold =
+      rt::GpuProgram::compileFile(kModel, options, gpuOptions);
+  ASSERT_TRUE(static_cast<bool>(cold)) << llvm::toString(cold.takeError());
+  EXPECT_TRUE((*cold)->cacheReport().starts_with("stored "))
+      << (*cold)->cacheReport().str();
+  llvm::Expected<std::unique_ptr<rt::GpuProgram>> hit =
+      rt::GpuProgram::compileFile(kModel, options, gpuOptions);
+  ASSERT_TRUE(static_cast<bool>(hit)) << llvm::toString(hit.takeError());
+  EXPECT_TRUE((*hit)->cacheReport().starts_with("hit "))
+      << (*hit)->cacheReport().str();
+  EXPECT_EQ((*hit)->chip(), "sm_80");
+  EXPECT_EQ((*hit)->params().params.size(), (*cold)->params().params.size());
+  expectSameSignatures(**cold, **hit);
+  // Another chip is another entry.
+  gpuOptions.chip = "sm_90";
+  llvm::Expected<std::unique_ptr<rt::GpuProgram>> other =
+      rt::GpuProgram::compileFile(kModel, options, gpuOptions);
+  ASSERT_TRUE(static_cast<bool>(other)) << llvm::toString(other.takeError());
+  EXPECT_TRUE((*other)->cacheReport().starts_with("stored "));
+
+  if (cuda::Driver::available()) {
+    rt::CompileOptions plain;
+    plain.cacheDirectory = std::string(directory);
+    auto first = rt::GpuProgram::compile(kAdd, "add.mlir", plain);
+    auto second = rt::GpuProgram::compile(kAdd, "add.mlir", plain);
+    ASSERT_TRUE(static_cast<bool>(first)) << llvm::toString(first.takeError());
+    ASSERT_TRUE(static_cast<bool>(second))
+        << llvm::toString(second.takeError());
+    EXPECT_TRUE((*second)->cacheReport().starts_with("hit "));
+    rt::HostTensor a = rt::HostTensor::fromValues<float>(
+        "", rt::ElementType::f32, {5}, {1, 2, 3, 4, 5});
+    auto expected = (*first)->call("add", {&a, &a});
+    auto actual = (*second)->call("add", {&a, &a});
+    ASSERT_TRUE(static_cast<bool>(expected))
+        << llvm::toString(expected.takeError());
+    ASSERT_TRUE(static_cast<bool>(actual)) << llvm::toString(actual.takeError());
+    EXPECT_EQ((*actual)[0].bytes, (*expected)[0].bytes);
+  }
+  (void)llvm::sys::fs::remove_directories(directory);
+  llvm::consumeError(cuda::takeDeferredError());
+}
 
 TEST(GpuProgramTest, CallsFailCleanlyWithoutADriver) {
   if (cuda::Driver::available())

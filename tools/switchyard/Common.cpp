@@ -237,9 +237,10 @@ DeviceOption::DeviceOption(cl::OptionCategory &category)
                        "program, and store nothing (the cache: "
                        "$SWITCHYARD_CACHE_DIR, else "
                        "$XDG_CACHE_HOME/switchyard or "
-                       "~/.cache/switchyard; --device cpu and gpu-emulation; "
-                       "the MLIR options, which report on a compile, imply "
-                       "it)"),
+                       "~/.cache/switchyard; on the GPU a hit skips the "
+                       "compiler and ptxas, and the host code is still "
+                       "JIT-compiled; the MLIR options, which report on a "
+                       "compile, imply it)"),
               cl::init(false), cl::cat(category)),
       gpuCategory("GPU code generation (--device gpu; --gpu-chip, "
                   "--gpu-block-size and --gpu-element-type also "
@@ -308,24 +309,27 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
                          : "")
                  << "\n";
   }
+  // The MLIR options report on a compile: with them, there is one.
+  if (!device.noCache && !mlirOptionGiven())
+    options.cacheDirectory = rt::defaultCacheDirectory();
+  // "compiled in ..." or "loaded from the compile cache in ...".
+  auto report = [&](StringRef cache, StringRef details) {
+    if (cache.consume_front("hit "))
+      llvm::errs() << llvm::formatv(
+          "loaded from the compile cache in {0:f1} s{1} ({2})\n", seconds(),
+          details, cache);
+    else
+      llvm::errs() << llvm::formatv(
+          "compiled in {0:f1} s{1}{2}\n", seconds(), details,
+          cache.empty() ? "" : "; compile cache: " + cache);
+  };
   if (device.device != Device::gpu) {
-    // The MLIR options report on a compile: with them, there is one.
-    if (!device.noCache && !mlirOptionGiven())
-      options.cacheDirectory = rt::defaultCacheDirectory();
     announce();
     llvm::Expected<std::unique_ptr<rt::CpuProgram>> program =
         rt::CpuProgram::compileFile(path, options);
     if (!program)
       return program.takeError();
-    StringRef cache = (*program)->cacheReport();
-    if (cache.consume_front("hit "))
-      llvm::errs() << llvm::formatv(
-          "loaded from the compile cache in {0:f1} s ({1})\n", seconds(),
-          cache);
-    else
-      llvm::errs() << llvm::formatv("compiled in {0:f1} s{1}\n", seconds(),
-                                    cache.empty() ? ""
-                                                  : "; compile cache: " + cache);
+    report((*program)->cacheReport(), "");
     return std::unique_ptr<rt::Program>(std::move(*program));
   }
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
@@ -345,9 +349,10 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
       rt::GpuProgram::compileFile(path, options, *gpuOptions);
   if (!program)
     return program.takeError();
-  llvm::errs() << llvm::formatv(
-      "compiled in {0:f1} s for {1}, {2} multiplicands, {3}\n", seconds(),
-      (*program)->chip(), gpuOptions->elementType, gpuOptions->format);
+  report((*program)->cacheReport(),
+         llvm::formatv(" for {0}, {1} multiplicands, {2}", (*program)->chip(),
+                       gpuOptions->elementType, gpuOptions->format)
+             .str());
   return std::unique_ptr<rt::Program>(std::move(*program));
 #else
   return llvm::createStringError(
