@@ -24,14 +24,12 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
-#include "llvm/TargetParser/Host.h"
 
 #include <cstdlib>
 #include <cstdio>
@@ -244,10 +242,15 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   (void)nativeTargetReady;
 
   std::unique_ptr<CpuProgram> program(new CpuProgram());
+  const std::optional<mlir::switchyard::GpuEmulationOptions> &emulation =
+      options.emulateGpu;
+  CompileOptions resolved = detail::resolveFor(
+      options, emulation ? mlir::switchyard::Target::Gpu
+                         : mlir::switchyard::Target::Cpu);
   std::string key;
   if (!options.cacheDirectory.empty()) {
     if (std::optional<std::string> description = detail::describeCompilation(
-            source, bufferName, options, detail::describeHostCpu()))
+            source, bufferName, resolved, detail::describeHostCpu()))
       key = cacheKey(*description);
     if (!key.empty())
       if (std::unique_ptr<Impl> cached =
@@ -266,13 +269,8 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
 
   // Stages 1-4, shared with the GPU backend.
   detail::Compilation compilation(context, source, bufferName);
-  const std::optional<mlir::switchyard::GpuEmulationOptions> &emulation =
-      options.emulateGpu;
   if (llvm::Error error = compilation.lowerToLinalg(
-          detail::resolveFor(options, emulation
-                                          ? mlir::switchyard::Target::Gpu
-                                          : mlir::switchyard::Target::Cpu),
-          program->impl->params, program->impl->functions,
+          resolved, program->impl->params, program->impl->functions,
           emulation && emulation->usesTensorCores()))
     return std::move(error);
 

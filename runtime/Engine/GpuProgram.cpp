@@ -180,10 +180,12 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   // assembled, host code in the LLVM dialect) as MLIR bytecode: a hit skips
   // every stage before the JIT, whose host code then runs its global
   // constructors (the kernels' loading) as after a compile.
+  CompileOptions resolved =
+      detail::resolveFor(options, mlir::switchyard::Target::Gpu);
   std::string key;
   if (!options.cacheDirectory.empty())
     if (std::optional<std::string> description = detail::describeCompilation(
-            source, bufferName, options, describeTarget(target)))
+            source, bufferName, resolved, describeTarget(target)))
       key = cacheKey(*description);
   mlir::OwningOpRef<mlir::ModuleOp> cached;
   if (!key.empty())
@@ -206,8 +208,7 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
     // Stages 1-4, shared with the CPU backend; the grouped formulation is
     // the padded one (no host reads).
     if (llvm::Error error = compilation.lowerToLinalg(
-            detail::resolveFor(options, mlir::switchyard::Target::Gpu),
-            impl.params, impl.functions, target.usesTensorCores()))
+            resolved, impl.params, impl.functions, target.usesTensorCores()))
       return std::move(error);
 
     // Stages 5-6: kernels for the chip, host code in the LLVM dialect.

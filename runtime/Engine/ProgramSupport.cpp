@@ -33,6 +33,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Target/TargetMachine.h"
 
+#include <cassert>
 #include <cstring>
 
 using namespace switchyard::runtime;
@@ -507,12 +508,8 @@ detail::describeCompilation(StringRef source, StringRef bufferName,
      << ", executable of " << executable.getSize() << " bytes modified "
      << executable.getLastModificationTime().time_since_epoch().count()
      << "\nbackend: " << backend;
-  mlir::switchyard::Target target = options.emulateGpu
-                                        ? mlir::switchyard::Target::Gpu
-                                        : mlir::switchyard::Target::Cpu;
-  if (backend.starts_with("gpu "))
-    target = mlir::switchyard::Target::Gpu;
-  mlir::switchyard::FusionOptions fusion = *resolveFor(options, target).fusion;
+  assert(options.fusion && "describing options that are not resolved");
+  const mlir::switchyard::FusionOptions &fusion = *options.fusion;
   os << "\noptions: layers " << options.numLayers << ", gradients "
      << options.gradients << ", train step " << options.trainStep
      << ", fuse " << mlir::switchyard::describeFusions(fusion)

@@ -182,11 +182,12 @@ struct OptionPrinter {
 /// code.
 std::string describeHostCpu();
 
-/// Everything a program compiled from `source` with `options` depends on,
-/// as text for CompileCache's key: the compiler build (LLVM's version and
-/// this executable, by size and modification time), the options, the text,
-/// and `backend` (the backend's own options and targets). nullopt where the
-/// executable cannot be identified (no cache then).
+/// Everything a program compiled from `source` with `options` (resolved
+/// for its target: resolveFor) depends on, as text for CompileCache's key:
+/// the compiler build (LLVM's version and this executable, by size and
+/// modification time), the options, the text, and `backend` (the backend's
+/// own options and targets). nullopt where the executable cannot be
+/// identified (no cache then).
 std::optional<std::string> describeCompilation(llvm::StringRef source,
                                                llvm::StringRef bufferName,
                                                const CompileOptions &options,

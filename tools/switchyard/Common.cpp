@@ -252,10 +252,10 @@ llvm::Expected<sy::GpuTargetOptions> DeviceOption::gpuOptions() const {
   const llvm::StringRef emulated[] = {"--gpu-chip", "--gpu-block-size",
                                       "--gpu-element-type"};
   for (const std::string &flag : gpu.given()) {
-    if (device == Device::gpu ||
-        (device == Device::gpuEmulation && llvm::is_contained(emulated, flag)))
-      continue;
     bool emulatedFlag = llvm::is_contained(emulated, flag);
+    if (device == Device::gpu ||
+        (device == Device::gpuEmulation && emulatedFlag))
+      continue;
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         flag + (emulatedFlag ? " needs --device gpu or gpu-emulation"

@@ -22,6 +22,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/FoldUtils.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Debug.h"
 
@@ -142,32 +143,6 @@ struct SwitchyardOutlineOpsPass
   }
 };
 
-/// Hoists and shares the constants that inlining clones into a function:
-/// one of each at the start of its entry block.
-class EntryConstants {
-public:
-  explicit EntryConstants(func::FuncOp function) : function(function) {}
-
-  /// The function's constant equal to the one `constant` defines.
-  Value get(OpBuilder &builder, Operation *constant) {
-    Attribute value;
-    (void)matchPattern(constant->getResult(0), m_Constant(&value));
-    auto key = std::make_tuple(constant->getName().getIdentifier(), value,
-                               constant->getResult(0).getType());
-    auto [it, inserted] = constants.try_emplace(key);
-    if (inserted) {
-      OpBuilder::InsertionGuard guard(builder);
-      builder.setInsertionPointToStart(&function.getBody().front());
-      it->second = builder.clone(*constant)->getResult(0);
-    }
-    return it->second;
-  }
-
-private:
-  func::FuncOp function;
-  DenseMap<std::tuple<StringAttr, Attribute, Type>, Value> constants;
-};
-
 struct SwitchyardInlineOutlinedOpsPass
     : public switchyard::impl::SwitchyardInlineOutlinedOpsPassBase<
           SwitchyardInlineOutlinedOpsPass> {
@@ -185,7 +160,10 @@ struct SwitchyardInlineOutlinedOpsPass
         if (callee && callee->hasAttr(kOutlinedAttr))
           calls.push_back(call);
       });
-      EntryConstants constants(func);
+      // The copies' constants hoisted to the start of the caller and shared,
+      // as the greedy rewriter's folding leaves them.
+      OperationFolder constants(&getContext());
+      Block &entry = func.getBody().front();
       for (func::CallOp call : calls) {
         auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
         if (!callee.getBody().hasOneBlock()) {
@@ -197,11 +175,15 @@ struct SwitchyardInlineOutlinedOpsPass
         mapping.map(body.getArguments(), call.getOperands());
         builder.setInsertionPoint(call);
         for (Operation &op : body.without_terminator()) {
+          Attribute value;
           if (op.getNumOperands() == 0 && op.getNumResults() == 1 &&
               op.getNumRegions() == 0 &&
-              matchPattern(op.getResult(0), m_Constant())) {
-            mapping.map(op.getResult(0), constants.get(builder, &op));
-            continue;
+              matchPattern(op.getResult(0), m_Constant(&value))) {
+            if (Value hoisted = constants.getOrCreateConstant(
+                    &entry, op.getDialect(), value, op.getResult(0).getType())) {
+              mapping.map(op.getResult(0), hoisted);
+              continue;
+            }
           }
           builder.clone(op, mapping);
         }
