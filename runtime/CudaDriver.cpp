@@ -575,8 +575,15 @@ extern "C" void mgpuModuleUnload(void *module) {
 
 extern "C" void *mgpuModuleGetFunction(void *module, const char *name) {
   Driver *driver = driverOrDefer();
-  if (!driver || !module)
+  if (!driver)
     return nullptr;
+  if (!module) {
+    // The host code's global constructors did not run, or the load failed
+    // (that error came first).
+    defer(llvm::createStringError(llvm::formatv(
+        "kernel '{0}': its module is not loaded", name)));
+    return nullptr;
+  }
   Expected<Function> function = driver->getFunction(module, name);
   if (!function) {
     defer(function.takeError());
@@ -593,8 +600,13 @@ extern "C" void mgpuLaunchKernel(void *function, intptr_t gridX,
                                  void *stream, void **params, void **,
                                  size_t) {
   Driver *driver = driverOrDefer();
-  if (!driver || !function)
+  if (!driver)
     return;
+  if (!function) {
+    defer(llvm::createStringError("a kernel launch without a kernel (its "
+                                  "lookup failed)"));
+    return;
+  }
   uint32_t grid[3] = {uint32_t(gridX), uint32_t(gridY), uint32_t(gridZ)};
   uint32_t block[3] = {uint32_t(blockX), uint32_t(blockY), uint32_t(blockZ)};
   defer(driver->launch(function, grid, block, uint32_t(sharedBytes), stream,

@@ -419,6 +419,14 @@ GpuProgram::callResident(StringRef name,
   // What a wrapper deferred outside any call (a module unload at a
   // program's destruction) is not this call's error.
   llvm::consumeError(cuda::takeDeferredError());
+  // The host code's global constructors load the kernel modules
+  // (mgpuModuleLoad); ExecutionEngine runs them once, here, with the driver
+  // in place. A module that does not load is this call's error.
+  impl->engine->initialize();
+  if (llvm::Error error = cuda::takeDeferredError())
+    return failure(llvm::formatv("calling @{0} on the GPU: loading the "
+                                 "kernels: {1}",
+                                 name, llvm::toString(std::move(error))));
 
   // Device copies of the host arguments, returned to the pool on every
   // path; handles stay their owners'.

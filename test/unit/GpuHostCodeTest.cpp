@@ -1,0 +1,192 @@
+//===- GpuHostCodeTest.cpp - the GPU backend's host code, without a GPU ---===//
+//
+// Runs the GPU backend's JIT-compiled host code against the fake driver of
+// FakeCudaDriver.cpp (ctest puts it first on LD_LIBRARY_PATH as
+// libcuda.so.1): kernels are not run, but everything around them is, on any
+// machine. A call loads the kernel modules (the host code's global
+// constructors), launches kernels the modules contain, and returns; a
+// training step launches the same kernels on every call, and a program
+// from the compile cache launches what the freshly compiled one does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/CudaDriver.h"
+#include "runtime/Engine/GpuProgram.h"
+#include "runtime/Training.h"
+
+#include "llvm/Support/FileSystem.h"
+
+#include "gtest/gtest.h"
+
+#include <dlfcn.h>
+
+#include <string>
+#include <vector>
+
+namespace rt = switchyard::runtime;
+namespace cuda = switchyard::runtime::cuda;
+
+namespace {
+
+/// The fake driver's record (FakeCudaDriver.cpp), from the library the
+/// runtime opened.
+struct FakeDriver {
+  size_t (*launchCount)() = nullptr;
+  const char *(*launchName)(size_t) = nullptr;
+  size_t (*modulesLoaded)() = nullptr;
+  void (*resetLaunches)() = nullptr;
+
+  static FakeDriver *get() {
+    static FakeDriver driver;
+    static bool found = [] {
+      void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+      if (!library)
+        library = dlopen("libcuda.so.1", RTLD_NOW);
+      if (!library)
+        return false;
+      auto find = [&](const char *name) { return dlsym(library, name); };
+      driver.launchCount =
+          reinterpret_cast<size_t (*)()>(find("switchyardFakeLaunchCount"));
+      driver.launchName = reinterpret_cast<const char *(*)(size_t)>(
+          find("switchyardFakeLaunchName"));
+      driver.modulesLoaded =
+          reinterpret_cast<size_t (*)()>(find("switchyardFakeModulesLoaded"));
+      driver.resetLaunches =
+          reinterpret_cast<void (*)()>(find("switchyardFakeResetLaunches"));
+      return driver.launchCount && driver.launchName &&
+             driver.modulesLoaded && driver.resetLaunches;
+    }();
+    return found ? &driver : nullptr;
+  }
+
+  std::vector<std::string> launches() const {
+    std::vector<std::string> names;
+    for (size_t i = 0, e = launchCount(); i < e; ++i)
+      names.push_back(launchName(i));
+    return names;
+  }
+};
+
+/// The fake driver, or a fatal failure: these tests exist to run there.
+FakeDriver *fakeDriver() {
+  FakeDriver *fake = FakeDriver::get();
+  EXPECT_TRUE(fake) << "libcuda.so.1 is not the fake driver of "
+                       "FakeCudaDriver.cpp (run these tests through ctest)";
+  return fake;
+}
+
+const char *kModel = R"mlir(
+  lm.model @small(%t: tensor<?x8xi32>) -> tensor<?x8x256xf32> {
+    %x0 = lm.embed "embed" %t {vocab = 256} : tensor<?x8xi32> -> tensor<?x8x8xf32>
+    %a0 = lm.switchhead "att" %x0 {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<rope>} : tensor<?x8x8xf32>
+    %h = lm.layer_norm "norm" %a0 : tensor<?x8x8xf32>
+    %l = lm.output "out" %h {vocab = 256} : tensor<?x8x8xf32> -> tensor<?x8x256xf32>
+    lm.return %l : tensor<?x8x256xf32>
+  })mlir";
+
+/// A few training steps of `program` on a small byte corpus.
+llvm::Expected<rt::TrainSummary> trainBriefly(rt::Program &program) {
+  std::string text;
+  for (int i = 0; i < 40; ++i)
+    text += "the cat sat on the mat; the dog sat on the log. ";
+  rt::ByteCorpus bytes;
+  bytes.train.assign(text.begin(), text.end() - 400);
+  bytes.valid.assign(text.end() - 400, text.end());
+  rt::TokenCorpus corpus = rt::TokenCorpus::fromBytes(bytes);
+  rt::TrainConfig config;
+  config.steps = 2;
+  config.batch = 2;
+  config.warmup = 1;
+  config.evalEvery = 0;
+  config.evalBatches = 1;
+  return rt::train(program, corpus, config, [](const rt::StepRecord &) {},
+                   [](const rt::EvalRecord &) {});
+}
+
+TEST(GpuHostCodeTest, ACallLoadsTheKernelsAndLaunchesThem) {
+  FakeDriver *fake = fakeDriver();
+  ASSERT_TRUE(fake);
+  llvm::Expected<cuda::Driver &> driver = cuda::Driver::get();
+  ASSERT_TRUE(static_cast<bool>(driver)) << llvm::toString(driver.takeError());
+  EXPECT_EQ(driver->device().computeCapability, 90);
+  const char *source = R"mlir(
+    func.func @relu(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
+      %y = moe.relu %x : tensor<4x5xf32>
+      return %y : tensor<4x5xf32>
+    })mlir";
+  auto gpu = rt::GpuProgram::compile(source, "relu.mlir");
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  EXPECT_EQ((*gpu)->chip(), "sm_90");
+  size_t modulesBefore = fake->modulesLoaded();
+  fake->resetLaunches();
+  rt::HostTensor x = rt::HostTensor::fromValues<float>(
+      "x", rt::ElementType::f32, {4, 5}, std::vector<float>(20, -1.0f));
+  for (int repeat = 1; repeat <= 2; ++repeat) {
+    auto result = (*gpu)->call("relu", {&x});
+    ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+    ASSERT_EQ(result->size(), 1u);
+    EXPECT_EQ((*result)[0].shape, (std::vector<int64_t>{4, 5}));
+    // One elementwise kernel per call, found in the module by name.
+    EXPECT_EQ(fake->launches(), std::vector<std::string>(
+                                    size_t(repeat), "relu_kernel_0"));
+  }
+  // The module was loaded once, by the first call.
+  EXPECT_EQ(fake->modulesLoaded(), modulesBefore + 1);
+}
+
+TEST(GpuHostCodeTest, TrainingStepsLaunchTheSameKernelsEachStep) {
+  FakeDriver *fake = fakeDriver();
+  ASSERT_TRUE(fake);
+  rt::CompileOptions options;
+  options.trainStep = true;
+  options.optLevel = 0;
+  auto gpu = rt::GpuProgram::compile(kModel, "small.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  fake->resetLaunches();
+  auto first = trainBriefly(**gpu);
+  ASSERT_TRUE(static_cast<bool>(first)) << llvm::toString(first.takeError());
+  std::vector<std::string> once = fake->launches();
+  // Dozens of kernels per step (forward, gradients, AdamW), each launch of
+  // a kernel its module holds (the fake driver refuses any other).
+  EXPECT_GT(once.size(), 40u);
+  fake->resetLaunches();
+  auto second = trainBriefly(**gpu);
+  ASSERT_TRUE(static_cast<bool>(second)) << llvm::toString(second.takeError());
+  EXPECT_EQ(fake->launches(), once);
+}
+
+TEST(GpuHostCodeTest, AProgramFromTheCacheLaunchesWhatTheCompiledOneDoes) {
+  FakeDriver *fake = fakeDriver();
+  ASSERT_TRUE(fake);
+  llvm::SmallString<128> directory;
+  ASSERT_FALSE(
+      llvm::sys::fs::createUniqueDirectory("sy-host-code-test", directory));
+  rt::CompileOptions options;
+  options.trainStep = true;
+  options.optLevel = 0;
+  options.cacheDirectory = std::string(directory);
+  auto compiled = rt::GpuProgram::compile(kModel, "small.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(compiled))
+      << llvm::toString(compiled.takeError());
+  ASSERT_TRUE((*compiled)->cacheReport().starts_with("stored "))
+      << (*compiled)->cacheReport().str();
+  auto cached = rt::GpuProgram::compile(kModel, "small.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(cached)) << llvm::toString(cached.takeError());
+  ASSERT_TRUE((*cached)->cacheReport().starts_with("hit "))
+      << (*cached)->cacheReport().str();
+
+  fake->resetLaunches();
+  auto fromCompiled = trainBriefly(**compiled);
+  ASSERT_TRUE(static_cast<bool>(fromCompiled))
+      << llvm::toString(fromCompiled.takeError());
+  std::vector<std::string> expected = fake->launches();
+  fake->resetLaunches();
+  auto fromCache = trainBriefly(**cached);
+  ASSERT_TRUE(static_cast<bool>(fromCache))
+      << llvm::toString(fromCache.takeError());
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(fake->launches(), expected);
+  (void)llvm::sys::fs::remove_directories(directory);
+}
+
+} // namespace
