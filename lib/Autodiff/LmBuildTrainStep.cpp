@@ -15,7 +15,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/IRMapping.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
@@ -124,25 +123,20 @@ struct LmBuildTrainStepPass
       step->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
     Block *body = step.addEntryBlock();
 
-    // The forward and backward computation, cloned from _grad.
-    IRMapping mapping;
-    for (unsigned i = 0; i < grad.getNumArguments(); ++i)
-      mapping.map(grad.getArgument(i), body->getArgument(i));
+    // The forward and backward computation: a call of _grad, which is
+    // compiled once for both (a copy of its body here would double the code
+    // that every later stage lowers).
     OpBuilder inner = OpBuilder::atBlockEnd(body);
-    auto gradReturn =
-        cast<func::ReturnOp>(grad.getBody().front().getTerminator());
-    for (Operation &op : grad.getBody().front().without_terminator())
-      inner.clone(op, mapping);
-    Value loss = mapping.lookup(gradReturn.getOperand(0));
+    auto call = func::CallOp::create(
+        inner, loc, grad,
+        ValueRange(body->getArguments().take_front(grad.getNumArguments())));
+    Value loss = call.getResult(0);
     unsigned numParams = paramArgs.size();
     LLVM_DEBUG(llvm::dbgs()
                << "building @" << step.getName() << " from @" << grad.getName()
                << ": " << numParams << " parameters\n");
-    SmallVector<Value> gradients, state;
-    for (Value g : gradReturn.getOperands().slice(1, numParams))
-      gradients.push_back(mapping.lookup(g));
-    for (Value v : gradReturn.getOperands().drop_front(1 + numParams))
-      state.push_back(mapping.lookup(v));
+    SmallVector<Value> gradients(call.getResults().slice(1, numParams));
+    SmallVector<Value> state(call.getResults().drop_front(1 + numParams));
 
     ImplicitLocOpBuilder b(loc, inner);
     Value hyper = body->getArguments().back();
@@ -233,11 +227,25 @@ struct LmBuildTrainStepPass
 
     Value normTensor = tensor::FromElementsOp::create(
         b, RankedTensorType::get({}, f32), ValueRange{norm});
-    SmallVector<Value> results = {loss, normTensor};
+    // The loss and the state are returned in buffers of their own, not in
+    // those of the call: the call's results may alias each other as far as
+    // buffer deallocation can tell, and freeing the gradients while
+    // returning another of the call's buffers would need run-time alias
+    // checks on the host (which the GPU's host code cannot make).
+    Value lossOut = tensor::FromElementsOp::create(
+        b, RankedTensorType::get({}, f32),
+        ValueRange{tensor::ExtractOp::create(b, loss, ValueRange{})});
+    SmallVector<Value> results = {lossOut, normTensor};
     llvm::append_range(results, newParams);
     llvm::append_range(results, newM);
     llvm::append_range(results, newV);
-    llvm::append_range(results, state);
+    for (Value value : state) {
+      auto type = cast<RankedTensorType>(value.getType());
+      Value init = tensor::EmptyOp::create(b, sizesOf(b, value),
+                                           type.getElementType());
+      results.push_back(
+          linalg::CopyOp::create(b, value, init).getResult(0));
+    }
     func::ReturnOp::create(b, results);
     step.setFunctionType(builder.getFunctionType(
         inputs, TypeRange(ValueRange(results))));

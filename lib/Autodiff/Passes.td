@@ -71,7 +71,8 @@ def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
     (the runtime computes the schedule and the bias corrections per step).
     It returns the loss, the global gradient norm before clipping, then the
     new parameters, moments `m` and moments `v`, then `_grad`'s results
-    after the gradients (XL memories).
+    after the gradients (XL memories). The loss and the gradients come from
+    a call of `<name>_grad`, so that its code exists once in the module.
 
     The step: `g ← g · min(1, clip / ‖g‖)` over all parameters together
     when `clip > 0`; `m ← β1·m + (1-β1)·g`; `v ← β2·v + (1-β2)·g²`;
@@ -83,7 +84,13 @@ def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
     func.func @m_train_step(%t: tensor<?x4xi32>, %w: tensor<16x8xf32> {lm.param = "w"},
                             %targets: tensor<?x4xi32>, %m_w: tensor<16x8xf32>,
                             %v_w: tensor<16x8xf32>, %hyper: tensor<8xf32>)
-        -> (tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>)
+        -> (tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) {
+      %loss, %g = call @m_grad(%t, %w, %targets)
+          : (tensor<?x4xi32>, tensor<16x8xf32>, tensor<?x4xi32>) -> (tensor<f32>, tensor<16x8xf32>)
+      // ‖g‖, the clipping factor, then one linalg.generic per parameter
+      // computing its new value and moments.
+      ...
+    }
     ```
   }];
   let dependentDialects = [

@@ -11,7 +11,10 @@
 // CHECK-SAME: %{{.*}}: tensor<4x6xf32> {lm.adam_v = "x"}, %{{.*}}: tensor<6xf32> {lm.adam_v = "b"},
 // CHECK-SAME: %[[HYPER:.*]]: tensor<8xf32> {lm.hyper})
 // CHECK-SAME: -> (tensor<f32>, tensor<f32>, tensor<4x6xf32>, tensor<6xf32>, tensor<4x6xf32>, tensor<6xf32>, tensor<4x6xf32>, tensor<6xf32>)
-// The global norm, then one fused update per parameter.
+// The loss and gradients from a call of _grad (its code exists once), the
+// global norm, then one fused update per parameter; the loss is returned in
+// a tensor of its own.
+// CHECK: %[[G:.*]]:3 = call @f_grad(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<4x6xf32>, tensor<6xf32>, tensor<1x4xi32>) -> (tensor<f32>, tensor<4x6xf32>, tensor<6xf32>)
 // CHECK: math.sqrt
 // CHECK: arith.minimumf
 // CHECK: %[[X:.*]]:3 = linalg.generic {{.*}} outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>)

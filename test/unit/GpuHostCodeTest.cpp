@@ -5,8 +5,9 @@
 // libcuda.so.1): kernels are not run, but everything around them is, on any
 // machine. A call loads the kernel modules (the host code's global
 // constructors), launches kernels the modules contain, and returns; a
-// training step launches the same kernels on every call, and a program
-// from the compile cache launches what the freshly compiled one does.
+// training step launches the same kernels on every call, as many as the
+// kernel report counts, and a program from the compile cache launches what
+// the freshly compiled one does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 #include "runtime/Training.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include "gtest/gtest.h"
 
@@ -153,6 +155,48 @@ TEST(GpuHostCodeTest, TrainingStepsLaunchTheSameKernelsEachStep) {
   auto second = trainBriefly(**gpu);
   ASSERT_TRUE(static_cast<bool>(second)) << llvm::toString(second.takeError());
   EXPECT_EQ(fake->launches(), once);
+}
+
+TEST(GpuHostCodeTest, TheKernelReportCountsTheLaunchesOfAStep) {
+  FakeDriver *fake = fakeDriver();
+  ASSERT_TRUE(fake);
+  llvm::SmallString<128> report;
+  ASSERT_FALSE(
+      llvm::sys::fs::createTemporaryFile("sy-kernel-report", "txt", report));
+  rt::CompileOptions options;
+  options.trainStep = true;
+  options.optLevel = 0;
+  rt::GpuTargetOptions target;
+  target.kernelReport = std::string(report);
+  auto gpu = rt::GpuProgram::compile(kModel, "small.mlir", options, target);
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  auto text = llvm::MemoryBuffer::getFile(report);
+  ASSERT_TRUE(static_cast<bool>(text));
+  (void)llvm::sys::fs::remove(report);
+  // "launches per call: @small N, @small_grad M, @small_train_step K"
+  llvm::StringRef all = (*text)->getBuffer();
+  auto perCall = [&](llvm::StringRef function) {
+    llvm::StringRef line = all.substr(all.find("launches per call:"));
+    std::string key = ("@" + function + " ").str();
+    size_t at = line.find(key);
+    size_t count = 0;
+    if (at == llvm::StringRef::npos ||
+        line.substr(at + key.size()).consumeInteger(10, count))
+      ADD_FAILURE() << "no count for @" << function.str() << " in\n"
+                    << all.str();
+    return count;
+  };
+  size_t step = perCall("small_train_step"), forward = perCall("small");
+  EXPECT_GT(step, perCall("small_grad"));
+
+  fake->resetLaunches();
+  auto trained = trainBriefly(**gpu);
+  ASSERT_TRUE(static_cast<bool>(trained))
+      << llvm::toString(trained.takeError());
+  // The steps, then the evaluation at the end (one batch: one call of the
+  // forward function).
+  ASSERT_EQ(trained->evals.size(), 1u);
+  EXPECT_EQ(fake->launchCount(), step * trained->steps.size() + forward);
 }
 
 TEST(GpuHostCodeTest, AProgramFromTheCacheLaunchesWhatTheCompiledOneDoes) {

@@ -137,22 +137,31 @@ struct SwitchyardCpuOutlineLoopsPass
            llvm::zip_equal(checksOf(cast<func::FuncOp>(function)), messages))
         check.setMsg(joinMessages(distinct));
 
-    // What remains of an entry point (a public function that nothing in
-    // the module calls) without loops is straight-line code that runs once
-    // per call (allocations, calls to its loop nests, frees): nothing to
-    // optimise, but thousands of instructions in one block, on which LLVM's
-    // instruction selection and schedulers take longer than on all the loops
-    // together. It and its C interface wrapper (which func-to-llvm gives the
-    // same passthrough) get LLVM's code generation at -O0 (optnone), and no
-    // implicit vector code (noimplicitfloat): mlir::ExecutionEngine's IR
-    // pipeline ignores optnone, and its SLP vectorizer, which
-    // noimplicitfloat turns off, would spend most of a GPU model's compile on
-    // the kernel-argument stores of its host code's one block. A function that
-    // is called may be called from a loop: it stays as it is.
-    for (auto func : getOperation().getOps<func::FuncOp>())
+    // What remains of an entry point (a public function that nothing in the
+    // module calls, or that only other such functions call: a training step
+    // calls its gradient function) without loops is straight-line code that
+    // runs once per call (allocations, calls to its loop nests, frees):
+    // nothing to optimise, but thousands of instructions in one block, on
+    // which LLVM's instruction selection and schedulers take longer than on
+    // all the loops together. It and its C interface wrapper (which
+    // func-to-llvm gives the same passthrough) get LLVM's code generation at
+    // -O0 and none of its IR passes (optnone), and no implicit vector code
+    // (noimplicitfloat): the SLP vectorizer would otherwise spend most of a
+    // GPU model's compile on the kernel-argument stores of its host code's
+    // one block. A function called from a loop stays as it is.
+    ModuleOp module = getOperation();
+    auto calledOnlyFromStraightLine = [&](func::FuncOp func) {
+      std::optional<SymbolTable::UseRange> uses =
+          SymbolTable::getSymbolUses(func, module);
+      return uses && llvm::all_of(*uses, [](const SymbolTable::SymbolUse &use) {
+               auto caller = dyn_cast<func::FuncOp>(use.getUser()->getParentOp());
+               return isa<func::CallOp>(use.getUser()) && caller &&
+                      isStraightLine(caller);
+             });
+    };
+    for (auto func : module.getOps<func::FuncOp>())
       if (func.isPublic() && !func.isExternal() && isStraightLine(func) &&
-          !func->hasAttr("passthrough") &&
-          SymbolTable::symbolKnownUseEmpty(func, getOperation())) {
+          !func->hasAttr("passthrough") && calledOnlyFromStraightLine(func)) {
         LLVM_DEBUG(llvm::dbgs() << "entry point @" << func.getSymName()
                                 << " is straight-line: optnone\n");
         func->setAttr("passthrough",

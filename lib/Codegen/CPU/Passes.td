@@ -137,21 +137,20 @@ def SwitchyardCpuOutlineLoopsPass
     messages of all the copies it stands for. In the GPU emulation, the
     tiny SwitchHead model's bf16 gradient's 598 nests become 85 functions.
 
-    An entry point (a public function that nothing in the module calls)
-    left without loops, straight-line code that runs once per call
-    (allocations, calls to its loop nests, frees), and its C interface
-    wrapper are then marked `noinline` and `optnone`, so that LLVM's code
-    generation handles them as at -O0: its instruction selection and
+    An entry point (a public function that nothing in the module calls,
+    or that only such straight-line functions call, as a training step
+    calls its gradient function) left without loops, straight-line code
+    that runs once per call (allocations, calls to its loop nests, frees),
+    and its C interface wrapper are then marked `noinline` and `optnone`,
+    so that LLVM handles them as at -O0: its instruction selection and
     schedulers take longer on one block of thousands of instructions than
-    on all the loop nests together, and optimising them buys nothing.
-    (mlir::ExecutionEngine's IR pipeline, which has no pass
-    instrumentation, still optimises them; the runtime inlines an entry
-    point into its C interface wrapper there.) They are also marked
-    `noimplicitfloat`, which turns off the SLP vectorizer: on the kernel
-    argument stores of a GPU model's host code, one block, it takes most of
-    the compile time.
-    Functions that keep a loop, and functions that are called, which may be
-    called from loops, keep their optimisations.
+    on all the loop nests together, and optimising them buys nothing (the
+    runtime's IR pipeline skips optnone functions, as clang's does). They
+    are also marked `noimplicitfloat`, which turns off the SLP vectorizer:
+    on the kernel argument stores of a GPU model's host code, one block, it
+    takes most of the compile time.
+    Functions that keep a loop, and functions called from one that does,
+    keep their optimisations.
 
     Before:
 

@@ -93,6 +93,56 @@ def SwitchyardOutlineOpsPass
                            "::mlir::scf::SCFDialect"];
 }
 
+def SwitchyardSplitDeallocsPass
+    : Pass<"switchyard-split-deallocs", "::mlir::ModuleOp"> {
+  let summary = "Split bufferization.dealloc ops by the buffers that fresh "
+                "allocations prove distinct";
+  let description = [{
+    Runs between `ownership-based-buffer-deallocation` and upstream's
+    `buffer-deallocation-simplification`, with a rule that upstream's alias
+    analysis lacks: a *fresh* buffer, one that `memref.alloc` returns or
+    that a call returns from a function whose every result is a distinct
+    `memref.alloc` of its own (through views), is a new allocation, so it
+    is not the same allocation as any buffer that exists at that point,
+    nor as another result of the same call. The operands of one dealloc
+    are all alive until it (freed there if owned, or retained), so two of
+    them are distinct when one is fresh after the other's root (through
+    views and `memref.extract_strided_metadata`) is defined.
+
+    Each freed buffer distinct from all the others gets a dealloc of its
+    own; each dealloc then retains only the buffers it may alias, the
+    others' results being false; a retained buffer's result is the
+    disjunction of its results in the new deallocs, as
+    `bufferization.dealloc` defines it.
+
+    A function that frees a call's results while returning fresh buffers
+    (a training step calling its gradient function) otherwise keeps one
+    dealloc whose lowering compares base pointers at run time through lists
+    in memory: code the GPU target's host code cannot run, since its
+    buffers live in device memory.
+
+    Before:
+
+    ```mlir
+    %g:2 = call @grad(%x) : (memref<4xf32>) -> (memref<4xf32>, memref<4xf32>)
+    %new = memref.alloc() : memref<4xf32>
+    ...
+    %r = bufferization.dealloc (%g#0, %g#1 : memref<4xf32>, memref<4xf32>)
+        if (%true, %true) retain (%new : memref<4xf32>)
+    return %new : memref<4xf32>
+    ```
+
+    After (`@grad` returning two distinct allocations):
+
+    ```mlir
+    bufferization.dealloc (%g#0 : memref<4xf32>) if (%true)
+    bufferization.dealloc (%g#1 : memref<4xf32>) if (%true)
+    return %new : memref<4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def SwitchyardInlineOutlinedOpsPass
     : Pass<"switchyard-inline-outlined-ops", "::mlir::ModuleOp"> {
   let summary = "Put the code of switchyard-outline-ops' functions back at "

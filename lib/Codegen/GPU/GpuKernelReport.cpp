@@ -19,18 +19,23 @@
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <functional>
 
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUKERNELREPORTPASS
@@ -336,6 +341,14 @@ std::string compact(double value) {
   return text;
 }
 
+/// The kernel launches of one call of a function: how many, and whether
+/// that is a lower bound (a launch in a loop of unknown trip count, or a
+/// call in a loop).
+struct CallLaunches {
+  int64_t count = 0;
+  bool lowerBound = false;
+};
+
 struct SwitchyardGpuKernelReportPass
     : public switchyard::impl::SwitchyardGpuKernelReportPassBase<
           SwitchyardGpuKernelReportPass> {
@@ -349,10 +362,18 @@ struct SwitchyardGpuKernelReportPass
       return signalPassFailure();
     }
     std::vector<KernelRow> rows;
+    // Launches per call of each function: its own, then those of the
+    // functions it calls (a training step calls its gradient function).
+    llvm::MapVector<func::FuncOp, CallLaunches> perCall;
     getOperation().walk([&](func::FuncOp func) {
       SizeEvaluator sizes(dynamicSize);
+      CallLaunches &own = perCall[func];
       func.walk([&](gpu::LaunchOp launch) {
         rows.push_back(describe(launch, sizes, rows.size()));
+        if (rows.back().launches)
+          own.count += *rows.back().launches;
+        else
+          own.lowerBound = true;
       });
     });
     std::string error;
@@ -364,6 +385,7 @@ struct SwitchyardGpuKernelReportPass
       return signalPassFailure();
     }
     print(rows, file->os());
+    printLaunchesPerCall(perCall, file->os());
     file->keep();
     markAllAnalysesPreserved();
   }
@@ -414,6 +436,46 @@ struct SwitchyardGpuKernelReportPass
                                                   : std::string("unknown"))
                             << "\n");
     return row;
+  }
+
+  /// One line: the launches of one call of each public function, the
+  /// launches of the functions it calls included.
+  void printLaunchesPerCall(
+      const llvm::MapVector<func::FuncOp, CallLaunches> &own,
+      raw_ostream &os) {
+    llvm::DenseMap<func::FuncOp, CallLaunches> total;
+    std::function<CallLaunches(func::FuncOp)> totalOf =
+        [&](func::FuncOp func) -> CallLaunches {
+      if (auto known = total.find(func); known != total.end())
+        return known->second;
+      // A recursive call counts nothing more.
+      total[func] = CallLaunches{0, true};
+      CallLaunches sum = own.lookup(func);
+      func.walk([&](func::CallOp call) {
+        auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+            call, call.getCalleeAttr());
+        if (!callee || callee.isDeclaration())
+          return;
+        CallLaunches inner = totalOf(callee);
+        sum.count += inner.count;
+        sum.lowerBound |= inner.lowerBound ||
+                          !isa<func::FuncOp>(call->getParentOp());
+      });
+      total[func] = sum;
+      return sum;
+    };
+    os << "launches per call:";
+    bool first = true;
+    for (const auto &entry : own) {
+      func::FuncOp func = entry.first;
+      if (!func.isPublic() || func.isDeclaration())
+        continue;
+      CallLaunches launches = totalOf(func);
+      os << (first ? " @" : ", @") << func.getSymName() << " "
+         << launches.count << (launches.lowerBound ? "+" : "");
+      first = false;
+    }
+    os << (first ? " (no public function)\n" : "\n");
   }
 
   void print(std::vector<KernelRow> &rows, raw_ostream &os) {

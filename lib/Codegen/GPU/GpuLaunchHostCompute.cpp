@@ -13,6 +13,7 @@
 #include "lib/Codegen/GPU/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -38,6 +39,17 @@ bool isHostOnly(Operation *op) {
              gpu::MemsetOp, gpu::WaitOp, gpu::LaunchFuncOp, CallOpInterface>(
              op) ||
          op->hasTrait<OpTrait::IsTerminator>();
+}
+
+/// Whether `op` calls a function of its module that has a body (rather
+/// than a declaration, whose memory accesses are unknown).
+bool callsFunctionWithBody(Operation *op) {
+  auto call = dyn_cast<func::CallOp>(op);
+  if (!call)
+    return false;
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      call, call.getCalleeAttr());
+  return callee && !callee.isDeclaration();
 }
 
 /// Whether host code may move past `op` without changing memory order: it
@@ -108,9 +120,12 @@ struct SwitchyardGpuLaunchHostComputePass
       if (isa<scf::ParallelOp>(op))
         return op.emitOpError() << "was not mapped to blocks and threads; run "
                                    "convert-parallel-loops-to-gpu first";
-      // Kernel bodies run on the device already.
+      // Kernel bodies run on the device already; a function of the module
+      // that this op calls gets its own kernels (this pass runs on it too),
+      // so the call only passes buffers on.
       bool touches = op.walk<WalkOrder::PreOrder>([](Operation *nested) {
-                         if (isa<gpu::LaunchOp>(nested))
+                         if (isa<gpu::LaunchOp>(nested) ||
+                             callsFunctionWithBody(nested))
                            return WalkResult::skip();
                          return readsOrWritesMemory(nested)
                                     ? WalkResult::interrupt()

@@ -222,8 +222,10 @@ def SwitchyardGpuLaunchHostComputePass
     that uses it.
 
     Host ops without memory effects (constants, `memref.dim`, index
-    arithmetic) stay on the host; any other host op (a launch, a
-    deallocation) ends a run, so memory order is kept. A device value that
+    arithmetic) stay on the host, and so does a call of a function of the
+    module, which only passes buffers on (this pass gives the callee's
+    accesses kernels of their own); any other host op (a launch, a
+    deallocation, a call) ends a run, so memory order is kept. A device value that
     only the host could use (a grid size, an allocation size) is an error.
 
     Before:
@@ -350,9 +352,15 @@ def SwitchyardGpuKernelReportPass
     estimate = launches x waves x work per thread (operations + memory accesses, loops by trip count); static, not a time
       share launch   threads  grid            block         shared    ops/thr    mem/thr  kernel
       99.9%      1         1  1x1x1           1x1x1              0   2.04e+06   1.02e+06  f_kernel_2
+    ?: unknown; +: a loop of unknown trip count counted once
+    launches per call: @f 3
     ```
 
-    The table goes to `output` (`-`: standard output). The IR is unchanged.
+    The last line counts the launches of one call of each public function,
+    those of the functions it calls included (a training step calls its
+    gradient function); `+` marks a lower bound (a launch or a call in a
+    loop of unknown trip count). The table goes to `output` (`-`: standard
+    output). The IR is unchanged.
   }];
   let options = [
     Option<"dynamicSize", "dynamic-size", "int64_t", /*default=*/"16",

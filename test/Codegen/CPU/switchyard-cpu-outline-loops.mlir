@@ -50,7 +50,7 @@ func.func @step(%a: memref<64xf32>, %b: memref<64xf32>, %n: index) -> f32 {
 
 // A name that is taken is skipped. An entry point left without loops
 // (straight-line code, run once per call) gets code generation at -O0;
-// a private function, or one that is called (maybe from a loop), does not.
+// a private function, or one that is called from a loop, does not.
 // CHECK-LABEL: func.func private @taken_loop0(
 // CHECK-NOT: passthrough
 // CHECK-LABEL: func.func private @taken_loop1(
@@ -73,15 +73,32 @@ func.func @taken(%a: memref<64xf32>) {
 
 // -----
 
+// A function that only straight-line entry points call (a training step
+// calling its gradient function) is one too; one called from a loop is not.
 // CHECK-LABEL: func.func @called(
-// CHECK-NOT: passthrough
+// CHECK-SAME: attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]}
 // CHECK-LABEL: func.func @caller(
 // CHECK-SAME: attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]}
+// CHECK-LABEL: func.func @called_in_a_loop(
+// CHECK-NOT: passthrough
+// CHECK-LABEL: func.func private @looping_caller_loop0(
 func.func @called(%a: memref<64xf32>) {
   return
 }
 func.func @caller(%a: memref<64xf32>) {
   call @called(%a) : (memref<64xf32>) -> ()
+  return
+}
+func.func @called_in_a_loop(%a: memref<64xf32>) {
+  return
+}
+func.func @looping_caller(%a: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    func.call @called_in_a_loop(%a) : (memref<64xf32>) -> ()
+  }
   return
 }
 

@@ -24,6 +24,8 @@
 // A loop bounded by a loaded value: counted once, marked +.
 // CHECK-NEXT:    0.0%      1      4096  16x1x1          256x1x1          128         1+         3+  f_kernel_2
 // CHECK-NEXT: ?: unknown; +: a loop of unknown trip count counted once
+// The launches of one call of each public function: 3 + 1 + 1 + 1.
+// CHECK-NEXT: launches per call: @f 6{{$}}
 
 // TOP: kernel report: 4 launches in the IR; dynamic sizes 1024, 1 SMs x 2048 threads
 // With a batch of 1024 and one multiprocessor, f_kernel_1's threads sum

@@ -88,3 +88,28 @@ func.func @unmapped(%x: memref<4xf32>) {
   }
   return
 }
+
+// -----
+
+// A call of a function of the module only passes buffers on (the callee's
+// own memory accesses become its kernels): it stays on the host. A call of
+// a declaration, whose accesses are unknown, cannot.
+// CHECK-LABEL: func.func @caller(
+// CHECK-NEXT: call @callee(%{{.*}}) : (memref<4xf32>) -> memref<4xf32>
+// CHECK-NEXT: return
+func.func @callee(%x: memref<4xf32>) -> memref<4xf32> {
+  return %x : memref<4xf32>
+}
+func.func @caller(%x: memref<4xf32>) -> memref<4xf32> {
+  %y = call @callee(%x) : (memref<4xf32>) -> memref<4xf32>
+  return %y : memref<4xf32>
+}
+
+// -----
+
+func.func private @opaque(memref<4xf32>)
+func.func @declared(%x: memref<4xf32>) {
+  // expected-error @below {{'func.call' op runs on the host but needs a value that only the device can compute or read (buffers live in device memory)}}
+  call @opaque(%x) : (memref<4xf32>) -> ()
+  return
+}
