@@ -59,6 +59,17 @@ constexpr const char *kModule = R"mlir(
     llvm.return %a : i64
   }
   llvm.func @external(!llvm.ptr)
+  llvm.func @grad(%a: !llvm.ptr) attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
+    llvm.return
+  }
+  llvm.func @_mlir_ciface_grad(%a: !llvm.ptr) attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
+    llvm.call @grad(%a) : (!llvm.ptr) -> ()
+    llvm.return
+  }
+  llvm.func @train_step(%a: !llvm.ptr) attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
+    llvm.call @grad(%a) : (!llvm.ptr) -> ()
+    llvm.return
+  }
 )mlir";
 
 TEST(ExecutionEnginePrepTest, InternalizesCInterfaceTargetsAndDropsForeignAttributes) {
@@ -103,6 +114,13 @@ TEST(ExecutionEnginePrepTest, InternalizesCInterfaceTargetsAndDropsForeignAttrib
 
   // Functions without a C interface keep their linkage.
   EXPECT_EQ(function("helper").getLinkage(), LLVM::Linkage::External);
+
+  // An entry point that other code calls too (a training step calls its
+  // gradient function) stays a function of its own, optnone.
+  LLVM::LLVMFuncOp grad = function("grad");
+  EXPECT_EQ(grad.getLinkage(), LLVM::Linkage::Internal);
+  EXPECT_FALSE(grad.getAlwaysInline());
+  EXPECT_EQ(grad.getPassthroughAttr().size(), 3u);
   EXPECT_EQ(function("external").getLinkage(), LLVM::Linkage::External);
   EXPECT_TRUE(succeeded(mlir::verify(*module)));
 }

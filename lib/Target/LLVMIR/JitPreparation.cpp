@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/IRBuilder.h"
@@ -140,7 +141,15 @@ void mlir::switchyard::prepareForExecutionEngine(mlir::ModuleOp module) {
   for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>()) {
     if (!function.isExternal() && targets.contains(function.getName())) {
       function.setLinkage(mlir::LLVM::Linkage::Internal);
-      if (mlir::ArrayAttr passthrough = function.getPassthroughAttr()) {
+      // Inlined only where its wrapper is its one caller: a function that
+      // other code calls too (a training step calls its gradient function)
+      // would be copied into each caller.
+      std::optional<mlir::SymbolTable::UseRange> uses =
+          mlir::SymbolTable::getSymbolUses(function, module);
+      bool wrapperOnly =
+          uses && std::distance(uses->begin(), uses->end()) == 1;
+      if (mlir::ArrayAttr passthrough = function.getPassthroughAttr();
+          passthrough && wrapperOnly) {
         llvm::SmallVector<mlir::Attribute> kept;
         for (mlir::Attribute attribute : passthrough) {
           auto name = llvm::dyn_cast<mlir::StringAttr>(attribute);

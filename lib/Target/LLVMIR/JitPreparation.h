@@ -54,10 +54,13 @@ inline constexpr unsigned kStraightLineBlockSize = 256;
 ///   block, on which LLVM's post-RA scheduler takes longer than on the rest
 ///   of the entry points together.
 /// - Such a function that switchyard-cpu-outline-loops marked noinline
-///   and optnone is always-inlined into its wrapper instead (which keeps
-///   optnone): the call between them would pass every memref descriptor
-///   field as a scalar argument, thousands on the stack, and its instruction
-///   selection and register allocation would dominate code generation.
+///   and optnone, and that nothing but its wrapper calls, is always-inlined
+///   into its wrapper instead (which keeps optnone): the call between them
+///   would pass every memref descriptor field as a scalar argument,
+///   thousands on the stack, and its instruction selection and register
+///   allocation would dominate code generation. One that other code calls
+///   too (a gradient function that its training step calls) stays a
+///   function: inlining would copy it into every caller.
 /// - Argument and result attributes of other dialects than `llvm` (the
 ///   runtime's `lm.param`, `lm.vocab`, ..., read before the lowering) are
 ///   dropped: the translation to LLVM IR warns about each, with the whole
