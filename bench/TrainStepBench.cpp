@@ -167,8 +167,7 @@ int bench::runTrainSteps(const Options &options,
       "\nratio: the row's step time over the first row's; above 1, the first "
       "row's model trains\nfaster. compile ms: definition to callable code "
       "(forward, _grad and _train_step), without\nthe compile cache; cached "
-      "ms (--compile-only): the same from the compile cache (on the GPU,\n"
-      "the host code's JIT compile).\n");
+      "ms (--compile-only): the same from the compile cache.\n");
   if (!options.jsonOut.empty()) {
     llvm::json::Array entries;
     for (const StepRow &row : rows)

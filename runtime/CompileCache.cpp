@@ -2,8 +2,9 @@
 //
 // An entry is one file, `<key>.syc`:
 //
-//   switchyard-compile-cache 1 <metadata bytes> <object bytes> <checksum>\n
-//   <metadata: JSON of the functions, parameters and backend>
+//   switchyard-compile-cache 2 <metadata bytes> <object bytes> <checksum>\n
+//   <metadata: JSON of the functions, parameters, backend, and the
+//              object's constructors and destructors>
 //   <object>
 //
 // the checksum being the xxh3 128-bit hash of the metadata and the object,
@@ -30,7 +31,7 @@ namespace json = llvm::json;
 
 namespace {
 
-constexpr llvm::StringLiteral kMagic = "switchyard-compile-cache 1";
+constexpr llvm::StringLiteral kMagic = "switchyard-compile-cache 2";
 
 std::string checksum(llvm::StringRef metadata, llvm::StringRef object) {
   llvm::XXH128_hash_t hash =
@@ -79,9 +80,12 @@ json::Value metadataToJSON(const CacheEntry &entry) {
                                   {"init", int64_t(param.init)},
                                   {"std", param.std},
                                   {"alias", param.alias}});
-  return json::Object{{"backend", entry.backend},
-                      {"functions", std::move(functions)},
-                      {"params", std::move(params)}};
+  return json::Object{
+      {"backend", entry.backend},
+      {"functions", std::move(functions)},
+      {"params", std::move(params)},
+      {"constructors", json::Array(entry.constructors)},
+      {"destructors", json::Array(entry.destructors)}};
 }
 
 /// Reads an enum stored as its integer, at most `last`.
@@ -153,6 +157,18 @@ bool readMetadata(llvm::StringRef text, CacheEntry &entry) {
   if (!backend || !functions || !params)
     return false;
   entry.backend = backend->str();
+  for (auto [key, names] : {std::pair{"constructors", &entry.constructors},
+                            std::pair{"destructors", &entry.destructors}}) {
+    const json::Array *array = root->getArray(key);
+    if (!array)
+      return false;
+    for (const json::Value &value : *array) {
+      std::optional<llvm::StringRef> name = value.getAsString();
+      if (!name)
+        return false;
+      names->push_back(name->str());
+    }
+  }
   for (const json::Value &value : *functions) {
     const json::Object *object = value.getAsObject();
     if (!object)

@@ -40,6 +40,9 @@ struct CacheEntry {
   std::string backend;
   /// Its native code: the relocatable object the JIT made.
   std::string object;
+  /// The functions of `object` that run before its first call and after its
+  /// last, in order (the GPU host code's kernel module loads and unloads).
+  std::vector<std::string> constructors, destructors;
 };
 
 /// The name of the entry for `description`, a text that covers everything

@@ -187,18 +187,10 @@ CpuProgram::Impl::loadCached(StringRef directory, StringRef key) {
 /// program exports as `key` in `directory`; what happened, for
 /// CpuProgram::cacheReport.
 std::string CpuProgram::Impl::store(StringRef directory, StringRef key) {
-  llvm::SmallString<128> objectPath;
-  if (std::error_code error = llvm::sys::fs::createTemporaryFile(
-          "switchyard-object", "o", objectPath))
-    return "not stored: " + error.message();
-  engine->dumpToObjectFile(objectPath);
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> object =
-      llvm::MemoryBuffer::getFile(objectPath, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  llvm::sys::fs::remove(objectPath);
-  if (!object || (*object)->getBufferSize() == 0)
-    return "not stored: the JIT kept no object";
-  CacheEntry entry{functions, params, backend, (*object)->getBuffer().str()};
+  Expected<std::string> object = detail::dumpObject(*engine);
+  if (!object)
+    return "not stored: " + llvm::toString(object.takeError());
+  CacheEntry entry{functions, params, backend, std::move(*object), {}, {}};
   if (llvm::Error error = writeCacheEntry(directory, key, entry))
     return "not stored: " + llvm::toString(std::move(error));
   return "stored " + cacheEntryPath(directory, key);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Engine/GpuProgram.h"
+#include "runtime/Engine/ObjectLoader.h"
 #include "runtime/CompileCache.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Engine/ProgramSupport.h"
@@ -17,9 +18,7 @@
 #include "lib/Pipelines/Pipelines.h"
 #include "lib/Target/LLVMIR/JitPreparation.h"
 
-#include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -52,20 +51,59 @@ struct GpuProgram::Impl {
   ParamTable params;
   std::string chip;
   std::string cacheReport;
+  /// The host code: JIT-compiled, or its object loaded from the compile
+  /// cache.
   std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::unique_ptr<detail::LoadedObject> cached;
+  /// The host code's constructors (kernel module loads), run before the
+  /// first call, and destructors (unloads), run when the program goes.
+  mlir::switchyard::Structors structors;
+  bool constructed = false;
   /// The stream argument and result copies run on; created on first call.
   cuda::Stream stream = nullptr;
+
+  /// A function of the host code without arguments.
+  Expected<void (*)()> lookupFunction(StringRef name) {
+    if (cached)
+      return cached->lookupFunction(name);
+    Expected<void *> address = engine->lookup(name);
+    if (!address)
+      return address.takeError();
+    return reinterpret_cast<void (*)()>(*address);
+  }
+
+  /// Runs the host code's constructors once.
+  llvm::Error construct() {
+    if (constructed)
+      return llvm::Error::success();
+    constructed = true;
+    for (const std::string &name : structors.constructors) {
+      Expected<void (*)()> function = lookupFunction(name);
+      if (!function)
+        return function.takeError();
+      (*function)();
+    }
+    return llvm::Error::success();
+  }
 };
 
 GpuProgram::GpuProgram() : impl(std::make_unique<Impl>()) {}
 
 GpuProgram::~GpuProgram() {
-  // Destroying the engine runs the host code's global destructors, which
-  // unload the kernel modules (mgpuModuleUnload). Where the program was never
-  // called there is no module, and without a driver the wrappers defer a
-  // "no CUDA driver" error: neither is this program's caller's business.
+  // The host code's destructors unload the kernel modules that its
+  // constructors loaded at the first call (mgpuModuleUnload); an error they
+  // defer is not this program's caller's business.
   bool called = impl->stream != nullptr;
+  if (impl->constructed)
+    for (const std::string &name : impl->structors.destructors) {
+      Expected<void (*)()> function = impl->lookupFunction(name);
+      if (function)
+        (*function)();
+      else
+        llvm::consumeError(function.takeError());
+    }
   impl->engine.reset();
+  impl->cached.reset();
   if (called) {
     if (Expected<cuda::Driver &> driver = cuda::Driver::get())
       llvm::consumeError(driver->destroyStream(impl->stream));
@@ -129,7 +167,7 @@ llvm::Error checkWrapperDeclarations(const llvm::Module &module) {
 std::string describeTarget(const GpuTargetOptions &target) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << "gpu bytecode";
+  os << "gpu host object";
   GpuTargetOptions resolved = target;
   resolved.chip = target.chipOrDefault().str();
   resolved.toolkit = target.toolkitDir();
@@ -176,10 +214,10 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   context.appendDialectRegistry(registry);
   context.loadAllAvailableDialects();
 
-  // The compile cache keeps the GPU code generation's output (kernels
-  // assembled, host code in the LLVM dialect) as MLIR bytecode: a hit skips
-  // every stage before the JIT, whose host code then runs its global
-  // constructors (the kernels' loading) as after a compile.
+  // The compile cache keeps the host code's object (the kernels are in it,
+  // as the constants its constructors load) and the names of its
+  // constructors and destructors: a hit skips the compiler, ptxas and the
+  // JIT.
   CompileOptions resolved =
       detail::resolveFor(options, mlir::switchyard::Target::Gpu);
   std::string key;
@@ -187,47 +225,52 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
     if (std::optional<std::string> description = detail::describeCompilation(
             source, bufferName, resolved, describeTarget(target)))
       key = cacheKey(*description);
-  mlir::OwningOpRef<mlir::ModuleOp> cached;
+  auto mgpuSymbols = [](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    for (const auto &[name, address] : cuda::mgpuSymbols())
+      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                 llvm::JITSymbolFlags::Exported};
+    return symbols;
+  };
   if (!key.empty())
     if (std::optional<CacheEntry> entry =
             readCacheEntry(options.cacheDirectory, key);
         entry && entry->backend == "gpu") {
-      cached = mlir::parseSourceString<mlir::ModuleOp>(
-          entry->object, mlir::ParserConfig(&context));
-      if (cached) {
+      Expected<std::unique_ptr<detail::LoadedObject>> loaded =
+          detail::LoadedObject::load(entry->object, {}, mgpuSymbols);
+      if (loaded) {
+        impl.cached = std::move(*loaded);
         impl.functions = std::move(entry->functions);
         impl.params = std::move(entry->params);
+        impl.structors.constructors = std::move(entry->constructors);
+        impl.structors.destructors = std::move(entry->destructors);
         impl.cacheReport =
             "hit " + cacheEntryPath(options.cacheDirectory, key);
+        return program;
       }
+      llvm::consumeError(loaded.takeError());
     }
 
   detail::Compilation compilation(context, source, bufferName);
-  std::string bytecode;
-  if (!cached) {
-    // Stages 1-4, shared with the CPU backend; the grouped formulation is
-    // the padded one (no host reads).
-    if (llvm::Error error = compilation.lowerToLinalg(
-            resolved, impl.params, impl.functions, target.usesTensorCores()))
-      return std::move(error);
+  // Stages 1-4, shared with the CPU backend; the grouped formulation is
+  // the padded one (no host reads).
+  if (llvm::Error error = compilation.lowerToLinalg(
+          resolved, impl.params, impl.functions, target.usesTensorCores()))
+    return std::move(error);
 
-    // Stages 5-6: kernels for the chip, host code in the LLVM dialect.
-    mlir::PassManager codegen(&context);
-    mlir::switchyard::buildGpuCodegenPipeline(codegen, target);
-    if (llvm::Error error = compilation.run(
-            codegen, llvm::formatv("GPU code generation for {0}", impl.chip)
-                         .str()))
-      return std::move(error);
-    if (!key.empty()) {
-      llvm::raw_string_ostream os(bytecode);
-      if (mlir::failed(mlir::writeBytecodeToFile(compilation.module(), os)))
-        bytecode.clear();
-    }
-  }
-  mlir::ModuleOp module = cached ? *cached : compilation.module();
+  // Stages 5-6: kernels for the chip, host code in the LLVM dialect.
+  mlir::PassManager codegen(&context);
+  mlir::switchyard::buildGpuCodegenPipeline(codegen, target);
+  if (llvm::Error error = compilation.run(
+          codegen,
+          llvm::formatv("GPU code generation for {0}", impl.chip).str()))
+    return std::move(error);
+  mlir::ModuleOp module = compilation.module();
 
   // The host code, JIT-compiled; its kernel launches and device allocations
-  // call the runtime's mgpu* wrappers.
+  // call the runtime's mgpu* wrappers. Its constructors and destructors
+  // (the kernel modules' loads and unloads) are run by this program, as
+  // for an object from the cache.
   std::string wrapperError;
   auto buildModule = [&](mlir::Operation *op, llvm::LLVMContext &llvmContext)
       -> std::unique_ptr<llvm::Module> {
@@ -239,6 +282,7 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
       wrapperError = llvm::toString(std::move(error));
       return nullptr;
     }
+    impl.structors = mlir::switchyard::detachStructors(*module);
     return module;
   };
   Expected<detail::JitTarget> jit =
@@ -248,6 +292,8 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   mlir::ExecutionEngineOptions engineOptions;
   engineOptions.llvmModuleBuilder = buildModule;
   engineOptions.transformer = jit->transformer;
+  // The compiled object, kept for the compile cache.
+  engineOptions.enableObjectDump = !key.empty();
   mlir::switchyard::prepareForExecutionEngine(module);
   Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
       mlir::ExecutionEngine::create(module, engineOptions,
@@ -261,22 +307,20 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
                                  bufferName, reason,
                                  compilation.diagnostics()));
   }
-  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
-    llvm::orc::SymbolMap symbols;
-    for (const auto &[name, address] : cuda::mgpuSymbols())
-      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
-                                 llvm::JITSymbolFlags::Exported};
-    return symbols;
-  });
+  (*engine)->registerSymbols(mgpuSymbols);
   impl.engine = std::move(*engine);
   if (llvm::Error error = detail::materialize(*impl.engine, impl.functions))
     return std::move(error);
-  if (!key.empty() && !cached) {
-    if (bytecode.empty()) {
-      impl.cacheReport = "not stored: the module has no bytecode form";
+  if (!key.empty()) {
+    Expected<std::string> object = detail::dumpObject(*impl.engine);
+    if (!object) {
+      impl.cacheReport =
+          "not stored: " + llvm::toString(object.takeError());
     } else if (llvm::Error error = writeCacheEntry(
                    options.cacheDirectory, key,
-                   CacheEntry{impl.functions, impl.params, "gpu", bytecode})) {
+                   CacheEntry{impl.functions, impl.params, "gpu", *object,
+                              impl.structors.constructors,
+                              impl.structors.destructors})) {
       impl.cacheReport = "not stored: " + llvm::toString(std::move(error));
     } else {
       impl.cacheReport =
@@ -419,14 +463,22 @@ GpuProgram::callResident(StringRef name,
   // What a wrapper deferred outside any call (a module unload at a
   // program's destruction) is not this call's error.
   llvm::consumeError(cuda::takeDeferredError());
-  // The host code's global constructors load the kernel modules
-  // (mgpuModuleLoad); ExecutionEngine runs them once, here, with the driver
-  // in place. A module that does not load is this call's error.
-  impl->engine->initialize();
-  if (llvm::Error error = cuda::takeDeferredError())
+  // The host code's constructors load the kernel modules (mgpuModuleLoad);
+  // they run once, here, with the driver in place. A module that does not
+  // load is this call's error.
+  llvm::Error constructed = impl->construct();
+  if (!constructed)
+    constructed = cuda::takeDeferredError();
+  if (constructed)
     return failure(llvm::formatv("calling @{0} on the GPU: loading the "
                                  "kernels: {1}",
-                                 name, llvm::toString(std::move(error))));
+                                 name, llvm::toString(std::move(constructed))));
+  Expected<detail::PackedFunction> entry =
+      impl->cached ? impl->cached->lookupPacked("_mlir_ciface_" + name.str())
+                   : impl->engine->lookupPacked("_mlir_ciface_" + name.str());
+  if (!entry)
+    return failure(llvm::formatv("calling @{0} on the GPU: {1}", name,
+                                 llvm::toString(entry.takeError())));
 
   // Device copies of the host arguments, returned to the pool on every
   // path; handles stay their owners'.
@@ -481,7 +533,7 @@ GpuProgram::callResident(StringRef name,
     return fail(std::move(error));
 
   Expected<std::vector<detail::ResultDescriptor>> results =
-      detail::invoke(*impl->engine, function, descriptors);
+      detail::invoke(*entry, function, descriptors);
   if (!results)
     return fail(results.takeError());
   // Results are device buffers from mgpuMemAlloc that the caller owns,

@@ -77,3 +77,11 @@ LoadedObject::lookupPacked(llvm::StringRef name) {
     return address.takeError();
   return address->toPtr<PackedFunction>();
 }
+
+llvm::Expected<void (*)()>
+LoadedObject::lookupFunction(llvm::StringRef name) {
+  llvm::Expected<llvm::orc::ExecutorAddr> address = jit->lookup(name);
+  if (!address)
+    return address.takeError();
+  return address->toPtr<void (*)()>();
+}

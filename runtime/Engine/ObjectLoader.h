@@ -45,6 +45,10 @@ public:
   /// lookupPacked's).
   llvm::Expected<PackedFunction> lookupPacked(llvm::StringRef name);
 
+  /// The address of symbol `name` (a function without arguments: a kernel
+  /// module's loader, say).
+  llvm::Expected<void (*)()> lookupFunction(llvm::StringRef name);
+
 private:
   LoadedObject();
   std::unique_ptr<llvm::orc::LLJIT> jit;

@@ -578,6 +578,21 @@ llvm::Error detail::materialize(mlir::ExecutionEngine &engine,
   return llvm::Error::success();
 }
 
+Expected<std::string> detail::dumpObject(mlir::ExecutionEngine &engine) {
+  llvm::SmallString<128> path;
+  if (std::error_code error = llvm::sys::fs::createTemporaryFile(
+          "switchyard-object", "o", path))
+    return failure(error.message());
+  engine.dumpToObjectFile(path);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> object =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/false);
+  llvm::sys::fs::remove(path);
+  if (!object || (*object)->getBufferSize() == 0)
+    return failure("the JIT kept no object");
+  return (*object)->getBuffer().str();
+}
+
 Expected<std::vector<ResultDescriptor>>
 detail::invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
                std::vector<std::vector<int64_t>> &arguments) {

@@ -155,6 +155,10 @@ llvm::Expected<JitTarget> jitTarget(unsigned optLevel, mlir::ModuleOp module);
 llvm::Error materialize(mlir::ExecutionEngine &engine,
                         llvm::ArrayRef<FunctionSpec> functions);
 
+/// The relocatable object of `engine`'s code (it must have been created
+/// with enableObjectDump), for the compile cache.
+llvm::Expected<std::string> dumpObject(mlir::ExecutionEngine &engine);
+
 /// Calls `_mlir_ciface_<function.name>` in `engine` with one descriptor per
 /// argument, and decodes the descriptors it returns.
 llvm::Expected<std::vector<ResultDescriptor>>

@@ -58,6 +58,8 @@ rt::CacheEntry sampleEntry(char fill) {
   entry.params.params.push_back(param);
   entry.backend = "cpu";
   entry.object = std::string(100000, fill);
+  entry.constructors = {"m_kernels_load", "f_kernels_load"};
+  entry.destructors = {"f_kernels_unload"};
   return entry;
 }
 
@@ -90,6 +92,8 @@ TEST(CompileCacheTest, EntriesRoundTrip) {
   EXPECT_EQ(param.init, rt::InitKind::normal);
   EXPECT_EQ(param.std, 0.02);
   EXPECT_EQ(param.alias, "layers.0.w");
+  EXPECT_EQ(read->constructors, expected.constructors);
+  EXPECT_EQ(read->destructors, expected.destructors);
 }
 
 /// Rewrites the entry's file with `edit` applied to its bytes.

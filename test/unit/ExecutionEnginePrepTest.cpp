@@ -154,6 +154,38 @@ constexpr const char *kAggregateStores = R"ll(
   }
 )ll";
 
+// The GPU host code's kernel module loads and unloads, as the GPU
+// dialect's translation registers them (internal functions).
+constexpr const char *kStructors = R"ll(
+  @llvm.global_ctors = appending global [2 x { i32, ptr, ptr }] [{ i32, ptr, ptr } { i32 200, ptr @late_load, ptr null }, { i32, ptr, ptr } { i32 123, ptr @early_load, ptr null }]
+  @llvm.global_dtors = appending global [2 x { i32, ptr, ptr }] [{ i32, ptr, ptr } { i32 123, ptr @early_unload, ptr null }, { i32, ptr, ptr } { i32 200, ptr @late_unload, ptr null }]
+  define internal void @early_load() { ret void }
+  define internal void @late_load() { ret void }
+  define internal void @early_unload() { ret void }
+  define internal void @late_unload() { ret void }
+)ll";
+
+TEST(ExecutionEnginePrepTest, DetachesConstructorsAndDestructorsInTheirOrder) {
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module = parseLLVM(kStructors, context);
+  ASSERT_TRUE(module);
+  mlir::switchyard::Structors structors =
+      mlir::switchyard::detachStructors(*module);
+  // Constructors by ascending priority, destructors by descending.
+  EXPECT_EQ(structors.constructors,
+            (std::vector<std::string>{"early_load", "late_load"}));
+  EXPECT_EQ(structors.destructors,
+            (std::vector<std::string>{"late_unload", "early_unload"}));
+  // The lists are gone (nothing else runs them); the functions are
+  // external, to be looked up by name.
+  EXPECT_FALSE(module->getGlobalVariable("llvm.global_ctors"));
+  EXPECT_FALSE(module->getGlobalVariable("llvm.global_dtors"));
+  for (const char *name :
+       {"early_load", "late_load", "early_unload", "late_unload"})
+    EXPECT_TRUE(module->getFunction(name)->hasExternalLinkage()) << name;
+  EXPECT_FALSE(llvm::verifyModule(*module, &llvm::errs()));
+}
+
 TEST(ExecutionEnginePrepTest, StoresAggregatesFieldByField) {
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module = parseLLVM(kAggregateStores, context);

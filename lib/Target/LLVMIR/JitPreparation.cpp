@@ -15,12 +15,14 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Analysis/ValueTracking.h"
+#include "llvm/IR/Constants.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Transforms/Utils/BasicBlockUtils.h"
 #include "llvm/Transforms/Utils/Local.h"
 
+#include <algorithm>
 #include <functional>
 
 void mlir::switchyard::storeAggregatesByField(llvm::Module &module) {
@@ -171,4 +173,52 @@ void mlir::switchyard::prepareForExecutionEngine(mlir::ModuleOp module) {
     keepLLVMAttributesOnly(results);
     function.setResAttrsAttr(results);
   }
+}
+
+namespace {
+
+/// The functions of the structor list `name` in the order they run
+/// (ascending priority, then list order); the list is erased.
+std::vector<std::string> takeStructorList(llvm::Module &module,
+                                          llvm::StringRef name) {
+  llvm::GlobalVariable *list = module.getGlobalVariable(name);
+  if (!list)
+    return {};
+  std::vector<std::pair<uint64_t, std::string>> entries;
+  if (auto *array = llvm::dyn_cast_or_null<llvm::ConstantArray>(
+          list->hasInitializer() ? list->getInitializer() : nullptr)) {
+    for (llvm::Value *element : array->operands()) {
+      auto *entry = llvm::dyn_cast<llvm::ConstantStruct>(element);
+      if (!entry || entry->getNumOperands() < 2)
+        continue;
+      auto *priority = llvm::dyn_cast<llvm::ConstantInt>(entry->getOperand(0));
+      auto *function = llvm::dyn_cast<llvm::Function>(
+          entry->getOperand(1)->stripPointerCasts());
+      if (!priority || !function)
+        continue;
+      // Looked up by name later: external, and kept.
+      function->setLinkage(llvm::GlobalValue::ExternalLinkage);
+      function->setVisibility(llvm::GlobalValue::DefaultVisibility);
+      entries.emplace_back(priority->getZExtValue(), function->getName().str());
+    }
+  }
+  list->eraseFromParent();
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  std::vector<std::string> names;
+  for (auto &[priority, function] : entries)
+    names.push_back(std::move(function));
+  return names;
+}
+
+} // namespace
+
+mlir::switchyard::Structors
+mlir::switchyard::detachStructors(llvm::Module &module) {
+  Structors structors;
+  structors.constructors = takeStructorList(module, "llvm.global_ctors");
+  structors.destructors = takeStructorList(module, "llvm.global_dtors");
+  // Destructors run in the reverse order of their priorities.
+  std::reverse(structors.destructors.begin(), structors.destructors.end());
+  return structors;
 }

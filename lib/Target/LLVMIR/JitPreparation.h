@@ -10,6 +10,9 @@
 #ifndef SWITCHYARD_LIB_TARGET_LLVMIR_JITPREPARATION_H
 #define SWITCHYARD_LIB_TARGET_LLVMIR_JITPREPARATION_H
 
+#include <string>
+#include <vector>
+
 namespace llvm {
 class Module;
 } // namespace llvm
@@ -66,6 +69,19 @@ inline constexpr unsigned kStraightLineBlockSize = 256;
 ///   dropped: the translation to LLVM IR warns about each, with the whole
 ///   function printed (tens of megabytes of text for a training step).
 void prepareForExecutionEngine(ModuleOp module);
+
+/// The functions of `module`'s global constructors and destructors
+/// (`llvm.global_ctors`, `llvm.global_dtors`), each list in the order they
+/// run (by priority); the lists are removed from the module and the
+/// functions made external, so that the caller runs them itself, by name,
+/// in the code it JIT-compiles now or in the object it loads later from
+/// the compile cache (where nothing else would run them). The GPU target's
+/// host code loads its kernel modules in constructors and unloads them in
+/// destructors.
+struct Structors {
+  std::vector<std::string> constructors, destructors;
+};
+Structors detachStructors(llvm::Module &module);
 
 } // namespace mlir::switchyard
 
