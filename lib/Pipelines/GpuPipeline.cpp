@@ -67,8 +67,9 @@
 //      kernels; buildOutliningStages: one gpu.module per function.
 //   3. buildDeviceStages: gpu.module to NVVM for the chip (nvgpu first).
 //   4. buildHostStages: host code to the LLVM dialect.
-//   5. gpu-module-to-binary: PTX (LLVM's NVPTX backend), then ptxas /
-//      fatbinary from the CUDA toolkit for bin / fatbin.
+//   5. switchyard-gpu-module-to-binary: PTX (LLVM's NVPTX backend), then ptxas /
+//      fatbinary from the CUDA toolkit for bin / fatbin, the modules in
+//      parallel.
 //
 // The GPU emulation (switchyard-gpu-emulation-pipeline) shares stages 1 and
 // 2 up to outlining, then runs each launch as loops on the host
@@ -321,11 +322,12 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
   buildDeviceStages(pm, options);
   buildHostStages(pm);
 
-  GpuModuleToBinaryPassOptions binary;
+  // The modules (one per host function) serialized in parallel.
+  switchyard::SwitchyardGpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = options.format;
   binary.toolkitPath = options.toolkitDir();
   binary.cmdOptions = options.ptxasOptions;
-  pm.addPass(createGpuModuleToBinaryPass(binary));
+  pm.addPass(switchyard::createSwitchyardGpuModuleToBinaryPass(binary));
 }
 
 /// The lowering options of a GPU pipeline: the GPU target's defaults; its

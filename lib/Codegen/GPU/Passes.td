@@ -420,6 +420,44 @@ def SwitchyardGpuSinkIndexComputationsPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def SwitchyardGpuModuleToBinaryPass
+    : Pass<"switchyard-gpu-module-to-binary", "::mlir::ModuleOp"> {
+  let summary = "Compile the gpu.modules to gpu.binary ops, the modules in "
+                "parallel";
+  let description = [{
+    Upstream's `gpu-module-to-binary`, with the gpu.modules serialized
+    concurrently on MLIR's thread pool: each one's translation to LLVM IR,
+    LLVM's NVPTX back end (one thread per module) and ptxas are independent
+    of the others'. A training step has a module per host function
+    (forward, gradient, optimizer), and the NVPTX back end is most of the
+    serialization's time. The objects, and the `gpu.binary` ops that replace
+    the modules in their order, are what upstream's pass makes.
+
+    Before:
+
+    ```mlir
+    gpu.module @f_kernels [#nvvm.target<chip = "sm_90">] { gpu.func @k(...) kernel { ... } }
+    gpu.module @g_kernels [#nvvm.target<chip = "sm_90">] { ... }
+    ```
+
+    After (`format=bin`):
+
+    ```mlir
+    gpu.binary @f_kernels [#gpu.object<#nvvm.target<chip = "sm_90">, bin = "...">]
+    gpu.binary @g_kernels [#gpu.object<#nvvm.target<chip = "sm_90">, bin = "...">]
+    ```
+  }];
+  let options = [
+    Option<"toolkitPath", "toolkit", "std::string", /*default=*/"\"\"",
+           "The CUDA toolkit's root (ptxas, libdevice)">,
+    Option<"compilationTarget", "format", "std::string", /*default=*/"\"fatbin\"",
+           "What each module becomes: llvm (offload), isa (PTX), bin (cubin) "
+           "or fatbin">,
+    Option<"cmdOptions", "opts", "std::string", /*default=*/"\"\"",
+           "Options for the target's tools (ptxas)">
+  ];
+}
+
 def SwitchyardGpuShareKernelsPass
     : Pass<"switchyard-gpu-share-kernels", "::mlir::ModuleOp"> {
   let summary = "Launch one kernel for all the identical kernels of the outlined gpu.modules";

@@ -26,7 +26,7 @@
 // CHECK: nvvm.read.ptx.sreg.ctaid.x
 // CHECK: IR Dump After GpuToLLVMConversionPass (gpu-to-llvm)
 // CHECK: llvm.call @mgpuStreamCreate
-// CHECK: IR Dump After GpuModuleToBinaryPass (gpu-module-to-binary)
+// CHECK: IR Dump After SwitchyardGpuModuleToBinaryPass (switchyard-gpu-module-to-binary)
 // CHECK: gpu.binary @route_kernels
 // CHECK-SAME: .target sm_80
 
