@@ -156,26 +156,11 @@ struct CpuProgram::Impl {
 /// used (the entry is then compiled and stored again).
 std::unique_ptr<CpuProgram::Impl>
 CpuProgram::Impl::loadCached(StringRef directory, StringRef key) {
-  std::optional<CacheEntry> entry = readCacheEntry(directory, key);
+  auto impl = std::make_unique<Impl>();
+  std::optional<CacheEntry> entry = detail::loadCachedProgram(
+      directory, key, sharedLibraries(), runtimeSymbols, impl->cached);
   if (!entry)
     return nullptr;
-  auto impl = std::make_unique<Impl>();
-  Expected<std::unique_ptr<detail::LoadedObject>> loaded =
-      detail::LoadedObject::load(entry->object, sharedLibraries(),
-                                 runtimeSymbols);
-  if (!loaded) {
-    llvm::consumeError(loaded.takeError());
-    return nullptr;
-  }
-  impl->cached = std::move(*loaded);
-  // Every entry point resolves: the object is whole.
-  for (const FunctionSpec &function : entry->functions) {
-    Expected<detail::PackedFunction> packed = impl->lookup(function.name);
-    if (!packed) {
-      llvm::consumeError(packed.takeError());
-      return nullptr;
-    }
-  }
   impl->functions = std::move(entry->functions);
   impl->params = std::move(entry->params);
   impl->backend = entry->backend;
@@ -187,16 +172,9 @@ CpuProgram::Impl::loadCached(StringRef directory, StringRef key) {
 /// program exports as `key` in `directory`; what happened, for
 /// CpuProgram::cacheReport.
 std::string CpuProgram::Impl::store(StringRef directory, StringRef key) {
-  Expected<std::string> object = detail::dumpObject(*engine);
-  if (!object)
-    return "not stored: " + llvm::toString(object.takeError());
-  CacheEntry entry{functions, params, backend, std::move(*object), {}, {}};
-  if (llvm::Error error = writeCacheEntry(directory, key, entry))
-    return "not stored: " + llvm::toString(std::move(error));
-  return "stored " + cacheEntryPath(directory, key);
+  return detail::storeProgram(*engine, directory, key,
+                              CacheEntry{functions, params, backend, {}, {}, {}});
 }
-
-
 
 CpuProgram::CpuProgram() : impl(std::make_unique<Impl>()) {}
 // Blocks cached for this program's calls go back to the system (another

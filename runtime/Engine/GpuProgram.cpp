@@ -233,23 +233,17 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
     return symbols;
   };
   if (!key.empty())
-    if (std::optional<CacheEntry> entry =
-            readCacheEntry(options.cacheDirectory, key);
+    if (std::optional<CacheEntry> entry = detail::loadCachedProgram(
+            options.cacheDirectory, key, {}, mgpuSymbols, impl.cached);
         entry && entry->backend == "gpu") {
-      Expected<std::unique_ptr<detail::LoadedObject>> loaded =
-          detail::LoadedObject::load(entry->object, {}, mgpuSymbols);
-      if (loaded) {
-        impl.cached = std::move(*loaded);
-        impl.functions = std::move(entry->functions);
-        impl.params = std::move(entry->params);
-        impl.structors.constructors = std::move(entry->constructors);
-        impl.structors.destructors = std::move(entry->destructors);
-        impl.cacheReport =
-            "hit " + cacheEntryPath(options.cacheDirectory, key);
-        return program;
-      }
-      llvm::consumeError(loaded.takeError());
+      impl.functions = std::move(entry->functions);
+      impl.params = std::move(entry->params);
+      impl.structors.constructors = std::move(entry->constructors);
+      impl.structors.destructors = std::move(entry->destructors);
+      impl.cacheReport = "hit " + cacheEntryPath(options.cacheDirectory, key);
+      return program;
     }
+  impl.cached.reset(); // Another backend's entry under this key.
 
   detail::Compilation compilation(context, source, bufferName);
   // Stages 1-4, shared with the CPU backend; the grouped formulation is
@@ -311,22 +305,11 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   impl.engine = std::move(*engine);
   if (llvm::Error error = detail::materialize(*impl.engine, impl.functions))
     return std::move(error);
-  if (!key.empty()) {
-    Expected<std::string> object = detail::dumpObject(*impl.engine);
-    if (!object) {
-      impl.cacheReport =
-          "not stored: " + llvm::toString(object.takeError());
-    } else if (llvm::Error error = writeCacheEntry(
-                   options.cacheDirectory, key,
-                   CacheEntry{impl.functions, impl.params, "gpu", *object,
-                              impl.structors.constructors,
-                              impl.structors.destructors})) {
-      impl.cacheReport = "not stored: " + llvm::toString(std::move(error));
-    } else {
-      impl.cacheReport =
-          "stored " + cacheEntryPath(options.cacheDirectory, key);
-    }
-  }
+  if (!key.empty())
+    impl.cacheReport = detail::storeProgram(
+        *impl.engine, options.cacheDirectory, key,
+        CacheEntry{impl.functions, impl.params, "gpu", {},
+                   impl.structors.constructors, impl.structors.destructors});
   return program;
 }
 

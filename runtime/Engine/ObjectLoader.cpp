@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Engine/ObjectLoader.h"
+#include "runtime/Engine/ProgramSupport.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
 
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -84,4 +87,45 @@ LoadedObject::lookupFunction(llvm::StringRef name) {
   if (!address)
     return address.takeError();
   return address->toPtr<void (*)()>();
+}
+
+std::optional<switchyard::runtime::CacheEntry>
+switchyard::runtime::detail::loadCachedProgram(
+    llvm::StringRef directory, llvm::StringRef key,
+    llvm::ArrayRef<llvm::StringRef> sharedLibraries,
+    llvm::function_ref<llvm::orc::SymbolMap(llvm::orc::MangleAndInterner)>
+        symbols,
+    std::unique_ptr<LoadedObject> &object) {
+  std::optional<CacheEntry> entry = readCacheEntry(directory, key);
+  if (!entry)
+    return std::nullopt;
+  llvm::Expected<std::unique_ptr<LoadedObject>> loaded =
+      LoadedObject::load(entry->object, sharedLibraries, symbols);
+  if (!loaded) {
+    llvm::consumeError(loaded.takeError());
+    return std::nullopt;
+  }
+  // Every entry point resolves: the object is whole.
+  for (const FunctionSpec &function : entry->functions) {
+    llvm::Expected<PackedFunction> packed =
+        (*loaded)->lookupPacked("_mlir_ciface_" + function.name);
+    if (!packed) {
+      llvm::consumeError(packed.takeError());
+      return std::nullopt;
+    }
+  }
+  object = std::move(*loaded);
+  return entry;
+}
+
+std::string switchyard::runtime::detail::storeProgram(
+    mlir::ExecutionEngine &engine, llvm::StringRef directory,
+    llvm::StringRef key, CacheEntry entry) {
+  llvm::Expected<std::string> object = dumpObject(engine);
+  if (!object)
+    return "not stored: " + llvm::toString(object.takeError());
+  entry.object = std::move(*object);
+  if (llvm::Error error = writeCacheEntry(directory, key, entry))
+    return "not stored: " + llvm::toString(std::move(error));
+  return "stored " + cacheEntryPath(directory, key);
 }

@@ -14,6 +14,7 @@
 #include "runtime/CudaDriver.h"
 #include "runtime/Engine/GpuProgram.h"
 #include "runtime/Training.h"
+#include "test/unit/SmallTraining.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -77,24 +78,11 @@ FakeDriver *fakeDriver() {
   return fake;
 }
 
-const char *kModel = R"mlir(
-  lm.model @small(%t: tensor<?x8xi32>) -> tensor<?x8x256xf32> {
-    %x0 = lm.embed "embed" %t {vocab = 256} : tensor<?x8xi32> -> tensor<?x8x8xf32>
-    %a0 = lm.switchhead "att" %x0 {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<rope>} : tensor<?x8x8xf32>
-    %h = lm.layer_norm "norm" %a0 : tensor<?x8x8xf32>
-    %l = lm.output "out" %h {vocab = 256} : tensor<?x8x8xf32> -> tensor<?x8x256xf32>
-    lm.return %l : tensor<?x8x256xf32>
-  })mlir";
+using switchyard::test::kSmallModel;
 
 /// A few training steps of `program` on a small byte corpus.
 llvm::Expected<rt::TrainSummary> trainBriefly(rt::Program &program) {
-  std::string text;
-  for (int i = 0; i < 40; ++i)
-    text += "the cat sat on the mat; the dog sat on the log. ";
-  rt::ByteCorpus bytes;
-  bytes.train.assign(text.begin(), text.end() - 400);
-  bytes.valid.assign(text.end() - 400, text.end());
-  rt::TokenCorpus corpus = rt::TokenCorpus::fromBytes(bytes);
+  rt::TokenCorpus corpus = switchyard::test::smallCorpus(40, 400);
   rt::TrainConfig config;
   config.steps = 2;
   config.batch = 2;
@@ -142,7 +130,7 @@ TEST(GpuHostCodeTest, TrainingStepsLaunchTheSameKernelsEachStep) {
   rt::CompileOptions options;
   options.trainStep = true;
   options.optLevel = 0;
-  auto gpu = rt::GpuProgram::compile(kModel, "small.mlir", options);
+  auto gpu = rt::GpuProgram::compile(kSmallModel, "small.mlir", options);
   ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
   fake->resetLaunches();
   auto first = trainBriefly(**gpu);
@@ -168,7 +156,7 @@ TEST(GpuHostCodeTest, TheKernelReportCountsTheLaunchesOfAStep) {
   options.optLevel = 0;
   rt::GpuTargetOptions target;
   target.kernelReport = std::string(report);
-  auto gpu = rt::GpuProgram::compile(kModel, "small.mlir", options, target);
+  auto gpu = rt::GpuProgram::compile(kSmallModel, "small.mlir", options, target);
   ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
   auto text = llvm::MemoryBuffer::getFile(report);
   ASSERT_TRUE(static_cast<bool>(text));
@@ -209,12 +197,12 @@ TEST(GpuHostCodeTest, AProgramFromTheCacheLaunchesWhatTheCompiledOneDoes) {
   options.trainStep = true;
   options.optLevel = 0;
   options.cacheDirectory = std::string(directory);
-  auto compiled = rt::GpuProgram::compile(kModel, "small.mlir", options);
+  auto compiled = rt::GpuProgram::compile(kSmallModel, "small.mlir", options);
   ASSERT_TRUE(static_cast<bool>(compiled))
       << llvm::toString(compiled.takeError());
   ASSERT_TRUE((*compiled)->cacheReport().starts_with("stored "))
       << (*compiled)->cacheReport().str();
-  auto cached = rt::GpuProgram::compile(kModel, "small.mlir", options);
+  auto cached = rt::GpuProgram::compile(kSmallModel, "small.mlir", options);
   ASSERT_TRUE(static_cast<bool>(cached)) << llvm::toString(cached.takeError());
   ASSERT_TRUE((*cached)->cacheReport().starts_with("hit "))
       << (*cached)->cacheReport().str();

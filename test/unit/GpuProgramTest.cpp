@@ -19,6 +19,7 @@
 #include "runtime/CudaDriver.h"
 #include "runtime/Engine/GpuProgram.h"
 #include "runtime/Training.h"
+#include "test/unit/SmallTraining.h"
 
 #include "llvm/Support/FileSystem.h"
 
@@ -401,27 +402,15 @@ TEST(GpuProgramTest, TrainingKeepsTheStateOnTheDevice) {
   llvm::Expected<cuda::Driver &> driver = cuda::Driver::get();
   if (!driver)
     GTEST_SKIP() << llvm::toString(driver.takeError());
-  const char *model = R"mlir(
-    lm.model @small(%t: tensor<?x8xi32>) -> tensor<?x8x256xf32> {
-      %x0 = lm.embed "embed" %t {vocab = 256} : tensor<?x8xi32> -> tensor<?x8x8xf32>
-      %a0 = lm.switchhead "att" %x0 {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<rope>} : tensor<?x8x8xf32>
-      %h = lm.layer_norm "norm" %a0 : tensor<?x8x8xf32>
-      %l = lm.output "out" %h {vocab = 256} : tensor<?x8x8xf32> -> tensor<?x8x256xf32>
-      lm.return %l : tensor<?x8x256xf32>
-    })mlir";
   rt::CompileOptions options;
   options.trainStep = true;
-  auto cpu = rt::CpuProgram::compile(model, "small.mlir", options);
+  auto cpu = rt::CpuProgram::compile(switchyard::test::kSmallModel,
+                                     "small.mlir", options);
   ASSERT_TRUE(static_cast<bool>(cpu)) << llvm::toString(cpu.takeError());
-  auto gpu = rt::GpuProgram::compile(model, "small.mlir", options);
+  auto gpu = rt::GpuProgram::compile(switchyard::test::kSmallModel,
+                                     "small.mlir", options);
   ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
-  std::string text;
-  for (int i = 0; i < 60; ++i)
-    text += "the cat sat on the mat; the dog sat on the log. ";
-  rt::ByteCorpus bytes;
-  bytes.train.assign(text.begin(), text.end() - 600);
-  bytes.valid.assign(text.end() - 600, text.end());
-  rt::TokenCorpus corpus = rt::TokenCorpus::fromBytes(bytes);
+  rt::TokenCorpus corpus = switchyard::test::smallCorpus(60, 600);
   rt::TrainConfig config;
   config.steps = 4;
   config.batch = 2;
