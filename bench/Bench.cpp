@@ -60,6 +60,7 @@ rt::CompileOptions bench::compileOptions(const Options &options,
                                          llvm::StringRef fuse) {
   rt::CompileOptions compile;
   compile.gradients = true;
+  compile.outlineLayers = !options.inlineLayers;
   // The setting as switchyard's --fuse and --experts: the CPU's unfused
   // expert projections are grouped by expert (its default) unless the
   // setting is `dense`; the GPU's only with `grouped` (its `none` row is

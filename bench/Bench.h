@@ -44,6 +44,10 @@ struct Options {
   bool skipReference = false;
   /// Only compile (the train-step benchmark: compile times without a GPU).
   bool compileOnly = false;
+  /// Every layer compiled inline rather than once per distinct block
+  /// (CompileOptions::outlineLayers off): the program structure before
+  /// lm-outline-layers, for comparison.
+  bool inlineLayers = false;
   std::vector<std::string> fusions;
   std::string jsonOut;
 

@@ -56,6 +56,12 @@ cl::opt<bool> compileOnly(
     cl::desc("With --train-step: only compile, and report the compile times "
              "(for --device gpu this needs no GPU, only the CUDA toolkit)"),
     cl::init(false), cl::cat(category));
+cl::opt<bool> inlineLayers(
+    "inline-layers",
+    cl::desc("Compile every layer inline instead of each distinct block once "
+             "(lm-outline-layers off): the program structure it replaced, "
+             "for comparison"),
+    cl::init(false), cl::cat(category));
 cl::list<std::string> fuse(
     "fuse", cl::CommaSeparated,
     cl::desc("With --kernels or --train-step: the fusion settings to measure, "
@@ -178,6 +184,7 @@ int main(int argc, char **argv) {
   options.torchThreads.assign(torchThreads.begin(), torchThreads.end());
   options.skipReference = skipReference;
   options.compileOnly = compileOnly;
+  options.inlineLayers = inlineLayers;
   options.fusions.assign(fuse.begin(), fuse.end());
   options.jsonOut = jsonOut;
   if (options.fusions.empty()) {

@@ -77,6 +77,9 @@ struct CompileOptions {
   /// Also compile each model's AdamW step `<model>_train_step` (see
   /// lm-build-train-step); implies `gradients`.
   bool trainStep = false;
+  /// Each distinct block compiled once, as a function called per layer
+  /// (lm-outline-layers); off: every layer inline, as one straight line.
+  bool outlineLayers = true;
   /// The fusions and the expert grouping; unset: the target's defaults
   /// (FusionOptions::targetDefault: the GPU's for the GPU backend and the
   /// GPU emulation, the CPU's otherwise). On the CPU backend the grouped

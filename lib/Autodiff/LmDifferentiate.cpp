@@ -25,6 +25,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
@@ -48,10 +49,131 @@ bool isFloatTensor(Value value) {
   return type && isa<FloatType>(type.getElementType());
 }
 
+/// Whether `op` calls a block function (`lm-outline-layers`).
+func::FuncOp blockCallee(Operation *op) {
+  auto call = dyn_cast<func::CallOp>(op);
+  if (!call)
+    return {};
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      call, call.getCalleeAttr());
+  return callee && callee->hasAttr("lm.layer") ? callee : func::FuncOp();
+}
+
+/// The unseeded dropout masks of a function, in program order.
+SmallVector<moe::DropoutMaskOp> unseededMasks(func::FuncOp func) {
+  SmallVector<moe::DropoutMaskOp> masks;
+  func.walk([&](moe::DropoutMaskOp mask) {
+    if (!mask.getSeed())
+      masks.push_back(mask);
+  });
+  return masks;
+}
+
+/// Training mode: `masks` draw from `seed`, streams `0, 1, ...`.
+void seedMasks(ArrayRef<moe::DropoutMaskOp> masks, Value seed) {
+  for (auto [stream, mask] : llvm::enumerate(masks)) {
+    moe::DropoutMaskOp op = mask;
+    op.getSeedMutable().assign(seed);
+    op.setStream(int64_t(stream));
+  }
+}
+
+/// Appends the step's seed argument `tensor<i64>` to `func`.
+Value addSeedArgument(func::FuncOp func, DictionaryAttr attrs) {
+  auto seedType = RankedTensorType::get({}, IntegerType::get(func.getContext(), 64));
+  (void)func.insertArgument(func.getNumArguments(), seedType, attrs,
+                            func.getLoc());
+  return func.getArguments().back();
+}
+
+/// Records `value`'s float results as active when an operand is.
+void propagateActivity(Operation *op, llvm::DenseSet<Value> &active) {
+  if (llvm::any_of(op->getOperands(),
+                   [&](Value v) { return active.contains(v); }))
+    for (Value result : op->getResults())
+      if (isFloatTensor(result))
+        active.insert(result);
+}
+
+/// The gradient functions of one block function, for one pattern of active
+/// arguments.
+struct BlockGradient {
+  /// The block in training mode: its arguments, then the seed if it has
+  /// dropout; its results.
+  func::FuncOp forward;
+  /// The vector-Jacobian product: `forward`'s arguments, then one adjoint
+  /// per result; returns `forward`'s results (recomputed), then the
+  /// adjoints of the active arguments.
+  func::FuncOp vjp;
+  /// The arguments whose adjoints `vjp` returns, in order.
+  SmallVector<unsigned> activeArgs;
+  /// How many dropout masks the block draws (the streams it uses).
+  unsigned numMasks = 0;
+};
+
+/// Builds the adjoint of every active operand by a reverse sweep over
+/// `ops`, from the adjoints of their results already in `adjoints`.
+/// `callRule`, if set, builds the adjoints of ops it recognises (returning
+/// failure for the others).
+LogicalResult reverseSweep(
+    ImplicitLocOpBuilder &b, ArrayRef<Operation *> ops,
+    const llvm::DenseSet<Value> &active, DenseMap<Value, Value> &adjoints,
+    StringRef functionName,
+    function_ref<FailureOr<SmallVector<Value>>(Operation *, ValueRange)>
+        callRule = nullptr) {
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<Value> resultAdjoints;
+    bool any = false;
+    for (Value result : op->getResults()) {
+      resultAdjoints.push_back(adjoints.lookup(result));
+      any |= static_cast<bool>(resultAdjoints.back());
+    }
+    if (!any)
+      continue;
+    b.setLoc(op->getLoc());
+    SmallVector<Value> operandAdjoints;
+    if (FailureOr<SmallVector<Value>> called =
+            callRule ? callRule(op, resultAdjoints)
+                     : FailureOr<SmallVector<Value>>(failure());
+        succeeded(called)) {
+      operandAdjoints = std::move(*called);
+    } else {
+      auto rule = dyn_cast<moe::DifferentiableOpInterface>(op);
+      if (!rule)
+        return op->emitOpError()
+               << "lies between a parameter and the loss of @" << functionName
+               << " but has no gradient rule";
+      LLVM_DEBUG(llvm::dbgs() << "  gradient rule of " << op->getName()
+                              << " at " << op->getLoc() << "\n");
+      operandAdjoints = rule.buildAdjoints(b, resultAdjoints);
+    }
+    for (auto [operand, adjoint] :
+         llvm::zip(op->getOperands(), operandAdjoints)) {
+      if (!adjoint || !active.contains(operand))
+        continue;
+      Value &slot = adjoints[operand];
+      slot = slot ? arith::AddFOp::create(b, slot, adjoint).getResult()
+                  : adjoint;
+    }
+  }
+  return success();
+}
+
+/// The adjoint of `value`, or zeros of its type.
+Value adjointOrZeros(ImplicitLocOpBuilder &b, DenseMap<Value, Value> &adjoints,
+                     Value value) {
+  if (Value adjoint = adjoints.lookup(value))
+    return adjoint;
+  return switchyard::filled(
+      b, switchyard::sizesOf(b, value),
+      cast<RankedTensorType>(value.getType()).getElementType(), 0.0);
+}
+
 struct LmDifferentiatePass
     : public switchyard::impl::LmDifferentiatePassBase<LmDifferentiatePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    blockGradients.clear();
     SmallVector<func::FuncOp> functions;
     SymbolTable symbols(module);
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
@@ -66,11 +188,87 @@ struct LmDifferentiatePass
         }
     }
     for (func::FuncOp func : functions)
-      if (failed(differentiate(func)))
+      if (failed(differentiate(func, symbols)))
         return signalPassFailure();
   }
 
-  LogicalResult differentiate(func::FuncOp forward) {
+  /// The training forward and vector-Jacobian product of block function
+  /// `callee` with `activeArgs` active, built once.
+  FailureOr<BlockGradient *> blockGradient(func::FuncOp callee,
+                                           ArrayRef<unsigned> activeArgs,
+                                           SymbolTable &symbols) {
+    std::string key = callee.getName().str();
+    for (unsigned i : activeArgs)
+      key += "," + std::to_string(i);
+    auto [slot, inserted] = blockGradients.try_emplace(key);
+    if (!inserted)
+      return &slot->second;
+    BlockGradient *gradient = &slot->second;
+    gradient->activeArgs.assign(activeArgs.begin(), activeArgs.end());
+
+    // The forward function in training mode.
+    OpBuilder builder(callee);
+    auto forward = cast<func::FuncOp>(builder.clone(*callee));
+    forward.setName((callee.getName() + "_train").str());
+    forward->setAttr("lm.generated", builder.getUnitAttr());
+    SmallVector<moe::DropoutMaskOp> masks = unseededMasks(forward);
+    gradient->numMasks = masks.size();
+    if (!masks.empty())
+      seedMasks(masks, addSeedArgument(forward, DictionaryAttr()));
+    symbols.insert(forward, Block::iterator(callee));
+    gradient->forward = forward;
+
+    // The vector-Jacobian product: the forward body, then the reverse sweep
+    // from one adjoint argument per result.
+    auto vjp = cast<func::FuncOp>(builder.clone(*forward));
+    vjp.setName((callee.getName() + "_vjp").str());
+    symbols.insert(vjp, Block::iterator(callee));
+    gradient->vjp = vjp;
+    Block &body = vjp.getBody().front();
+    auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+    unsigned numInputs = vjp.getNumArguments();
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    llvm::DenseSet<Value> active;
+    for (unsigned i : activeArgs)
+      active.insert(body.getArgument(i));
+    for (Operation *op : ops)
+      propagateActivity(op, active);
+    DenseMap<Value, Value> adjoints;
+    for (Value result : returnOp.getOperands()) {
+      (void)vjp.insertArgument(vjp.getNumArguments(), result.getType(),
+                               DictionaryAttr(), vjp.getLoc());
+      if (isFloatTensor(result) && !adjoints.count(result))
+        adjoints[result] = body.getArguments().back();
+    }
+    ImplicitLocOpBuilder b(returnOp.getLoc(), returnOp);
+    if (failed(reverseSweep(b, ops, active, adjoints, callee.getName())))
+      return failure();
+    SmallVector<Value> results(returnOp.getOperands());
+    b.setLoc(returnOp.getLoc());
+    for (unsigned i : activeArgs)
+      results.push_back(adjointOrZeros(b, adjoints, body.getArgument(i)));
+    func::ReturnOp::create(b, results);
+    returnOp.erase();
+    vjp.setFunctionType(b.getFunctionType(vjp.getArgumentTypes(),
+                                          TypeRange(ValueRange(results))));
+    // The split into a forward that keeps what the sweep reads and a
+    // backward that reads it (lm-split-block-gradients, after the fusions).
+    vjp->setAttr("lm.vjp",
+                 b.getDictionaryAttr(
+                     {b.getNamedAttr("forward",
+                                     FlatSymbolRefAttr::get(forward)),
+                      b.getNamedAttr("inputs", b.getI64IntegerAttr(numInputs)),
+                      b.getNamedAttr("results", b.getI64IntegerAttr(
+                                                    forward.getNumResults()))}));
+    LLVM_DEBUG(llvm::dbgs() << "block @" << callee.getName() << ": @"
+                            << forward.getName() << " and @" << vjp.getName()
+                            << ", " << gradient->numMasks << " masks\n");
+    return gradient;
+  }
+
+  LogicalResult differentiate(func::FuncOp forward, SymbolTable &symbols) {
     if (forward.getNumResults() == 0 || !forward.getBody().hasOneBlock())
       return forward.emitOpError(
           "cannot be differentiated: expected a single block returning the "
@@ -126,94 +324,128 @@ struct LmDifferentiatePass
     }
 
     // Training mode: dropout masks draw from a per-step seed argument, each
-    // mask from its own stream.
+    // mask from its own stream, in program order; a block function's masks
+    // take the streams from its call's position on (its seed argument is
+    // the step's seed plus that offset).
     SmallVector<moe::DropoutMaskOp> masks;
-    grad.walk([&](moe::DropoutMaskOp mask) {
-      if (!mask.getSeed())
-        masks.push_back(mask);
-    });
-    if (!masks.empty()) {
-      auto seedType = RankedTensorType::get({}, b.getI64Type());
-      (void)grad.insertArgument(
-          grad.getNumArguments(), seedType,
-          b.getDictionaryAttr(b.getNamedAttr("lm.seed", b.getUnitAttr())),
-          grad.getLoc());
-      for (auto [stream, mask] : llvm::enumerate(masks)) {
-        mask.getSeedMutable().assign(body.getArguments().back());
-        mask.setStream(int64_t(stream));
+    DenseMap<Operation *, unsigned> streamBase;
+    unsigned numStreams = 0;
+    for (Operation &op : body.without_terminator()) {
+      if (func::FuncOp callee = blockCallee(&op)) {
+        streamBase[&op] = numStreams;
+        numStreams += unseededMasks(callee).size();
+      }
+      op.walk([&](moe::DropoutMaskOp mask) {
+        if (!mask.getSeed()) {
+          masks.push_back(mask);
+          ++numStreams;
+        }
+      });
+    }
+    Value seed;
+    if (numStreams) {
+      seed = addSeedArgument(
+          grad, b.getDictionaryAttr(b.getNamedAttr("lm.seed", b.getUnitAttr())));
+      unsigned next = 0;
+      for (Operation &op : body.without_terminator()) {
+        if (auto it = streamBase.find(&op); it != streamBase.end())
+          next = it->second + unseededMasks(blockCallee(&op)).size();
+        op.walk([&](moe::DropoutMaskOp mask) {
+          if (!mask.getSeed()) {
+            mask.getSeedMutable().assign(seed);
+            mask.setStream(int64_t(next++));
+          }
+        });
       }
     }
 
-    // Activity: values that depend on a parameter.
+    // Activity: values that depend on a parameter. A block call with active
+    // operands becomes a call of its training forward function.
     llvm::DenseSet<Value> active;
     for (unsigned i = 0; i < grad.getNumArguments(); ++i)
       if (isParam(grad, i))
         active.insert(body.getArgument(i));
     SmallVector<Operation *> ops;
-    for (Operation &op : body.without_terminator()) {
-      ops.push_back(&op);
-      if (llvm::any_of(op.getOperands(),
-                       [&](Value v) { return active.contains(v); }))
-        for (Value result : op.getResults())
-          if (isFloatTensor(result))
-            active.insert(result);
+    DenseMap<Operation *, BlockGradient *> blockCalls;
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+      func::FuncOp callee = blockCallee(&op);
+      SmallVector<unsigned> activeArgs;
+      for (auto [i, operand] : llvm::enumerate(op.getOperands()))
+        if (active.contains(operand))
+          activeArgs.push_back(i);
+      if (!callee || activeArgs.empty()) {
+        ops.push_back(&op);
+        propagateActivity(&op, active);
+        continue;
+      }
+      FailureOr<BlockGradient *> gradient =
+          blockGradient(callee, activeArgs, symbols);
+      if (failed(gradient))
+        return failure();
+      OpBuilder at(&op);
+      SmallVector<Value> operands(op.getOperands());
+      if ((*gradient)->numMasks) {
+        Value callSeed = seed;
+        if (unsigned base = streamBase.lookup(&op)) {
+          // seed + base, as a scalar: a constant tensor would be a global
+          // that the GPU's host code cannot have.
+          Location loc = op.getLoc();
+          Value sum = arith::AddIOp::create(
+              at, loc, tensor::ExtractOp::create(at, loc, seed, ValueRange{}),
+              arith::ConstantOp::create(at, loc, at.getI64IntegerAttr(base)));
+          callSeed = tensor::FromElementsOp::create(at, loc, seed.getType(),
+                                                    ValueRange{sum});
+        }
+        operands.push_back(callSeed);
+      }
+      auto call = func::CallOp::create(at, op.getLoc(),
+                                       (*gradient)->forward, operands);
+      op.replaceAllUsesWith(call.getResults());
+      op.erase();
+      ops.push_back(call);
+      blockCalls[call] = *gradient;
+      propagateActivity(call, active);
     }
 
     LLVM_DEBUG(llvm::dbgs() << "differentiating @" << forward.getName()
                             << " into @" << grad.getName() << ": " << ops.size()
                             << " ops, " << active.size() << " active values, "
-                            << masks.size() << " dropout masks seeded\n");
+                            << numStreams << " dropout masks seeded\n");
 
-    // The reverse sweep, emitted before the return.
+    // The reverse sweep, emitted before the return; a block call's adjoints
+    // come from its vector-Jacobian product.
     DenseMap<Value, Value> adjoints;
     Value one = arith::ConstantOp::create(
         b, DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
                                   b.getF32FloatAttr(1.0f)));
     adjoints[lossValue] = one;
-    for (Operation *op : llvm::reverse(ops)) {
-      SmallVector<Value> resultAdjoints;
-      bool any = false;
-      for (Value result : op->getResults()) {
-        resultAdjoints.push_back(adjoints.lookup(result));
-        any |= static_cast<bool>(resultAdjoints.back());
-      }
-      if (!any)
-        continue;
-      auto rule = dyn_cast<moe::DifferentiableOpInterface>(op);
-      if (!rule)
-        return op->emitOpError()
-               << "lies between a parameter and the loss of @"
-               << forward.getName() << " but has no gradient rule";
-      LLVM_DEBUG(llvm::dbgs() << "  gradient rule of " << op->getName()
-                              << " at " << op->getLoc() << "\n");
-      b.setLoc(op->getLoc());
-      SmallVector<Value> operandAdjoints =
-          rule.buildAdjoints(b, resultAdjoints);
-      for (auto [operand, adjoint] :
-           llvm::zip(op->getOperands(), operandAdjoints)) {
-        if (!adjoint || !active.contains(operand))
-          continue;
-        Value &slot = adjoints[operand];
-        slot = slot ? arith::AddFOp::create(b, slot, adjoint).getResult()
-                    : adjoint;
-      }
-    }
+    auto callRule =
+        [&](Operation *op,
+            ValueRange resultAdjoints) -> FailureOr<SmallVector<Value>> {
+      BlockGradient *gradient = blockCalls.lookup(op);
+      if (!gradient)
+        return failure();
+      SmallVector<Value> operands(op->getOperands());
+      for (auto [result, adjoint] :
+           llvm::zip(op->getResults(), resultAdjoints))
+        operands.push_back(adjoint ? adjoint
+                                   : adjointOrZeros(b, adjoints, result));
+      auto vjp = func::CallOp::create(b, gradient->vjp, operands);
+      SmallVector<Value> operandAdjoints(op->getNumOperands(), Value());
+      for (auto [i, arg] : llvm::enumerate(gradient->activeArgs))
+        operandAdjoints[arg] = vjp.getResult(op->getNumResults() + i);
+      return operandAdjoints;
+    };
+    if (failed(reverseSweep(b, ops, active, adjoints, forward.getName(),
+                            callRule)))
+      return failure();
 
     // Return the loss, one gradient per parameter, then the forward
     // function's other results (XL memories for the next segment).
     SmallVector<Value> results = {lossValue};
-    for (unsigned i = 0; i < grad.getNumArguments(); ++i) {
-      if (!isParam(grad, i))
-        continue;
-      Value param = body.getArgument(i);
-      Value gradient = adjoints.lookup(param);
-      if (!gradient)
-        gradient = switchyard::filled(b, switchyard::sizesOf(b, param),
-                                      cast<RankedTensorType>(param.getType())
-                                          .getElementType(),
-                                      0.0);
-      results.push_back(gradient);
-    }
+    for (unsigned i = 0; i < grad.getNumArguments(); ++i)
+      if (isParam(grad, i))
+        results.push_back(adjointOrZeros(b, adjoints, body.getArgument(i)));
     llvm::append_range(results, returnOp.getOperands().drop_front());
     func::ReturnOp::create(b, results);
     returnOp.erase();
@@ -222,6 +454,10 @@ struct LmDifferentiatePass
     grad.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
     return success();
   }
+
+  /// The gradient functions of the block functions, by callee and active
+  /// arguments.
+  llvm::StringMap<BlockGradient> blockGradients;
 };
 
 } // namespace

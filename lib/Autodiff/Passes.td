@@ -60,6 +60,41 @@ def LmDifferentiatePass : Pass<"lm-differentiate", "ModuleOp"> {
   ];
 }
 
+def LmSplitBlockGradientsPass : Pass<"lm-split-block-gradients", "ModuleOp"> {
+  let summary = "Make each block's backward pass read its forward pass's values";
+  let description = [{
+    `lm-differentiate` differentiates each block function once: a training
+    forward function `<block>_train`, called in the forward sweep, and a
+    vector-Jacobian product `<block>_vjp` (marked `lm.vjp`), called in the
+    reverse sweep, which recomputes the block's forward pass before its
+    backward sweep. That is correct at every stage, and lets the fusions see
+    each forward op next to the gradient that reads it (moe-fuse-attention
+    hands the flash attention's logsumexp to its gradient).
+
+    This pass, run after the fusions, splits every `_vjp` in two. Its
+    forward part (the ops its results need) replaces the body of
+    `<block>_train`, which now also returns the residuals: the values the
+    backward part reads, except constants, shapes, empty tensors and
+    reshapes, which the backward part recomputes. The backward part becomes
+    `<block>_bwd`, taking the block's inputs, the forward call's results
+    and residuals, then the adjoints of its results. Every call of the
+    `_vjp` passes what the call of `_train` with the same inputs returned. A
+    `_vjp` with a call that has no such forward call is left as it is.
+
+    ```mlir
+    // Before
+    %y = call @m__ffn_train(%x, %w, %seed) : (...) -> tensor<?x8x16xf32>
+    ...
+    %y2, %dx, %dw = call @m__ffn_vjp(%x, %w, %seed, %dy) : (...) -> (...)
+    // After
+    %y, %r0, %r1 = call @m__ffn_train(%x, %w, %seed) : (...) -> (...)
+    ...
+    %dx, %dw = call @m__ffn_bwd(%x, %w, %seed, %y, %r0, %r1, %dy) : (...) -> (...)
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
   let summary = "Add the optimizer: one AdamW train step per model";
   let description = [{

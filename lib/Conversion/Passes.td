@@ -10,6 +10,57 @@
 
 include "mlir/Pass/PassBase.td"
 
+def LmOutlineLayersPass : Pass<"lm-outline-layers", "ModuleOp"> {
+  let summary = "Move each distinct block of a model into a function of its own";
+  let description = [{
+    A model's blocks are mostly copies: the 47M SwitchHead model is 16
+    attention blocks and 16 feed-forward blocks of two kinds. This pass gives
+    each distinct block (same op, attributes and types; the layer name does
+    not count) one private `func.func` holding that block, and replaces every
+    block of the model by a `func.call` of it with the block's operands and
+    its own parameters (`lm.get_param`). Everything after, decomposition,
+    differentiation and code generation, then handles each kind once instead
+    of once per layer, and the host code is a short sequence of calls.
+
+    The function is named `<model>__<op>` (`<model>__<op>_<n>` for further
+    distinct blocks of one op), marked `lm.layer`; its arguments are the
+    block's operands, then its parameters in declaration order, each marked
+    `lm.layer_param = "<suffix>"` (the parameter's name without the layer
+    name). `lm-decompose-layers` decomposes the block inside the function,
+    reading parameters from these arguments; `lm-differentiate`
+    differentiates each function once. Embeddings, final norms and output
+    heads occur once per model and stay in place.
+
+    ```mlir
+    // Before
+    lm.model @m(%t: tensor<?x8xi32>) -> tensor<?x8x64xf32> {
+      ...
+      %x1 = lm.ffn "layers.0.ffn" %x0 {d_ff = 64} : tensor<?x8x16xf32>
+      %x2 = lm.ffn "layers.1.ffn" %x1 {d_ff = 64} : tensor<?x8x16xf32>
+      ...
+    }
+    // After
+    func.func private @m__ffn(%x: tensor<?x8x16xf32>,
+        %norm_w: tensor<16xf32> {lm.layer_param = "norm.weight"}, ...)
+        -> tensor<?x8x16xf32> attributes {lm.layer} {
+      %y = lm.ffn "layers.0.ffn" %x {d_ff = 64} : tensor<?x8x16xf32>
+      return %y : tensor<?x8x16xf32>
+    }
+    lm.model @m(%t: tensor<?x8xi32>) -> tensor<?x8x64xf32> {
+      ...
+      %w0 = lm.get_param @layers.0.ffn.norm.weight : tensor<16xf32>
+      ...
+      %x1 = func.call @m__ffn(%x0, %w0, ...) : (...) -> tensor<?x8x16xf32>
+      %w1 = lm.get_param @layers.1.ffn.norm.weight : tensor<16xf32>
+      ...
+      %x2 = func.call @m__ffn(%x1, %w1, ...) : (...) -> tensor<?x8x16xf32>
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def LmDecomposeLayersPass : Pass<"lm-decompose-layers", "ModuleOp"> {
   let summary = "Decompose lm layers into moe routing ops and linalg";
   let description = [{

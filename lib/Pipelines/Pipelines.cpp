@@ -41,6 +41,8 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
 void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
                                             const LoweringOptions &options) {
   pm.addPass(createSwitchyardCheckInputPass());
+  if (options.outlineLayers)
+    pm.addPass(createLmOutlineLayersPass());
   pm.addPass(createLmDecomposeLayersPass());
   pm.addPass(createConvertLmToFuncPass());
   if (options.gradients || options.trainStep)
@@ -63,6 +65,14 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
   pm.addPass(createConvertMoeToLinalgPass(toLinalg));
   // Residual additions are arith ops on tensors.
   pm.addPass(createConvertElementwiseToLinalgPass());
+  // Each block's backward pass reads the values of its forward call: after
+  // the fusions, which pair forward ops with their gradients, and after
+  // CSE, which merges the gradient rules' recomputations (layer norm
+  // statistics, rotations) with the forward pass's own.
+  if (options.gradients || options.trainStep) {
+    pm.addPass(createCSEPass());
+    pm.addPass(createLmSplitBlockGradientsPass());
+  }
 }
 
 void switchyard::buildBufferizePipeline(OpPassManager &pm) {

@@ -43,6 +43,9 @@ struct LoweringOptions {
   bool gradients = false;
   /// Also each model's AdamW step `<model>_train_step` (implies gradients).
   bool trainStep = false;
+  /// Each distinct block of a model in a function of its own, called once
+  /// per layer (lm-outline-layers): compile time independent of the depth.
+  bool outlineLayers = true;
   /// The fusions and the expert grouping (convert-moe-to-linalg
   /// `grouped-experts`).
   FusionOptions fusion;
@@ -84,6 +87,12 @@ struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
       llvm::cl::desc("Also build each model's AdamW train step "
                      "(<model>_train_step; implies gradients)"),
       llvm::cl::init(false)};
+  detail::PassOptions::Option<bool> outlineLayers{
+      *this, "outline-layers",
+      llvm::cl::desc("Compile each distinct block once, as a function called "
+                     "per layer (lm-outline-layers); off: every layer "
+                     "inline"),
+      llvm::cl::init(true)};
   detail::PassOptions::Option<std::string, FusionSettingParser> fuse{
       *this, "fuse",
       llvm::cl::desc("Fusions to apply: default (the target's, "
@@ -108,6 +117,7 @@ struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
     LoweringOptions result;
     result.gradients = gradients;
     result.trainStep = trainStep;
+    result.outlineLayers = outlineLayers;
     // The option parsers accepted both settings.
     result.fusion = llvm::cantFail(resolveFusions(fuse, experts, target));
     return result;

@@ -207,6 +207,7 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
   mlir::switchyard::LoweringOptions loweringOptions;
   loweringOptions.gradients = options.gradients;
   loweringOptions.trainStep = options.trainStep;
+  loweringOptions.outlineLayers = options.outlineLayers;
   assert(options.fusion && "options not resolved for a target");
   loweringOptions.fusion = *options.fusion;
   loweringOptions.groupedTileRows = options.groupedTileRows;
@@ -512,6 +513,7 @@ detail::describeCompilation(StringRef source, StringRef bufferName,
   const mlir::switchyard::FusionOptions &fusion = *options.fusion;
   os << "\noptions: layers " << options.numLayers << ", gradients "
      << options.gradients << ", train step " << options.trainStep
+     << ", outlined layers " << options.outlineLayers
      << ", fuse " << mlir::switchyard::describeFusions(fusion)
      << ", grouped experts " << fusion.groupedExperts << ", grouped tile rows "
      << options.groupedTileRows << ", JIT level " << options.optLevel

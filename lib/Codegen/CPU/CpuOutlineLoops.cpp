@@ -139,7 +139,8 @@ struct SwitchyardCpuOutlineLoopsPass
 
     // What remains of an entry point (a public function that nothing in the
     // module calls, or that only other such functions call: a training step
-    // calls its gradient function) without loops is straight-line code that
+    // calls its gradient function, which calls the forward and backward
+    // functions of each block) without loops is straight-line code that
     // runs once per call (allocations, calls to its loop nests, frees):
     // nothing to optimise, but thousands of instructions in one block, on
     // which LLVM's instruction selection and schedulers take longer than on
@@ -160,7 +161,7 @@ struct SwitchyardCpuOutlineLoopsPass
              });
     };
     for (auto func : module.getOps<func::FuncOp>())
-      if (func.isPublic() && !func.isExternal() && isStraightLine(func) &&
+      if (!func.isExternal() && isStraightLine(func) &&
           !func->hasAttr("passthrough") && calledOnlyFromStraightLine(func)) {
         LLVM_DEBUG(llvm::dbgs() << "entry point @" << func.getSymName()
                                 << " is straight-line: optnone\n");

@@ -137,9 +137,10 @@ def SwitchyardCpuOutlineLoopsPass
     messages of all the copies it stands for. In the GPU emulation, the
     tiny SwitchHead model's bf16 gradient's 598 nests become 85 functions.
 
-    An entry point (a public function that nothing in the module calls,
-    or that only such straight-line functions call, as a training step
-    calls its gradient function) left without loops, straight-line code
+    A function that nothing in the module calls, or that only such
+    straight-line functions call (an entry point; a training step calls its
+    gradient function, which calls each block's forward and backward
+    functions), left without loops, straight-line code
     that runs once per call (allocations, calls to its loop nests, frees),
     and its C interface wrapper are then marked `noinline` and `optnone`,
     so that LLVM handles them as at -O0: its instruction selection and

@@ -48,9 +48,18 @@ Value rootOf(Value value) {
   return value;
 }
 
-/// Whether every result of `func` is a view of a memref.alloc of its own:
-/// a call's results are then new allocations, distinct from each other.
-bool returnsFreshBuffers(func::FuncOp func) {
+/// Whether `op` makes a new buffer: memref.alloc, or bufferization.clone
+/// (a new allocation holding a copy).
+bool isAllocation(Operation *op) {
+  return isa_and_present<memref::AllocOp, bufferization::CloneOp>(op);
+}
+
+/// Whether every result of `func` is a view of a new buffer of its own: an
+/// allocation, or a result of a call of a function in `fresh` (different
+/// calls, and different results of one call, are different buffers). A
+/// call's results are then new allocations, distinct from each other.
+bool returnsFreshBuffers(func::FuncOp func,
+                         const llvm::DenseSet<Operation *> &fresh) {
   if (func.isDeclaration() || !func.getBody().hasOneBlock())
     return false;
   auto ret = dyn_cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -58,11 +67,31 @@ bool returnsFreshBuffers(func::FuncOp func) {
     return false;
   llvm::DenseSet<Value> roots;
   for (Value operand : ret.getOperands()) {
+    if (!isa<BaseMemRefType>(operand.getType()))
+      continue;
     Value root = rootOf(operand);
-    if (!root.getDefiningOp<memref::AllocOp>() || !roots.insert(root).second)
+    bool isNew = isAllocation(root.getDefiningOp());
+    if (auto call = root.getDefiningOp<func::CallOp>())
+      isNew = fresh.contains(SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr()));
+    if (!isNew || !roots.insert(root).second)
       return false;
   }
   return true;
+}
+
+/// The functions that return fresh buffers, callees before their callers.
+llvm::DenseSet<Operation *> freshFunctionsOf(ModuleOp module) {
+  llvm::DenseSet<Operation *> fresh;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (func::FuncOp func : module.getOps<func::FuncOp>())
+      if (!fresh.contains(func) && returnsFreshBuffers(func, fresh)) {
+        fresh.insert(func);
+        changed = true;
+      }
+  }
+  return fresh;
 }
 
 /// Where a dealloc operand's buffer comes from, as seen from the dealloc's
@@ -85,10 +114,7 @@ struct SwitchyardSplitDeallocsPass
           SwitchyardSplitDeallocsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    llvm::DenseSet<Operation *> freshFunctions;
-    for (func::FuncOp func : module.getOps<func::FuncOp>())
-      if (returnsFreshBuffers(func))
-        freshFunctions.insert(func);
+    llvm::DenseSet<Operation *> freshFunctions = freshFunctionsOf(module);
     unsigned split = 0, dropped = 0;
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
       SmallVector<bufferization::DeallocOp> deallocs;
@@ -133,7 +159,7 @@ struct SwitchyardSplitDeallocsPass
       origin.known = region->isProperAncestor(block->getParent());
       return origin;
     }
-    if (isa<memref::AllocOp>(def)) {
+    if (isAllocation(def)) {
       origin.fresh = def->getBlock() == block;
     } else if (auto call = dyn_cast<func::CallOp>(def)) {
       auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(

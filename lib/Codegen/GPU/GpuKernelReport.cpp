@@ -5,8 +5,13 @@
 // gpu.launch: how often the host code launches it, its grid and block, and
 // the work of one thread (operations and memory accesses, loops counted by
 // their trip counts). Sizes are evaluated from the IR (constants, arith and
-// affine index arithmetic, memref.dim of allocations), every dynamic size of
-// a function argument taken as `dynamic-size`. The ranking estimate is
+// affine index arithmetic, memref.dim of allocations), the arguments of a
+// function that public functions call traced to its first call and the
+// results of calls to what the callee returns, and every
+// dynamic size of a public function's argument taken as `dynamic-size`. A
+// kernel of a function called several times per call of the public
+// functions (a block of a model's layers) counts as that many launches. The
+// ranking estimate is
 // launches x waves x work per thread: a kernel whose threads run long loops
 // in few waves (a reduction with no parallel dimension, one thread for the
 // whole GPU) stands out, whatever the chip. It models neither memory
@@ -48,12 +53,15 @@ using namespace mlir;
 
 namespace {
 /// Evaluates index and integer values of host and kernel code where their
-/// operands are known, every dynamic size of a function argument being
-/// `dynamicSize`. Results are memoised; thread and block ids, loaded values
-/// and loop induction variables are unknown.
+/// operands are known: an argument of a function with a call in `callers`
+/// is that call's operand, every other dynamic size of a function argument
+/// is `dynamicSize`. Results are memoised; thread and block ids, loaded
+/// values and loop induction variables are unknown.
 class SizeEvaluator {
 public:
-  explicit SizeEvaluator(int64_t dynamicSize) : dynamicSize(dynamicSize) {}
+  SizeEvaluator(int64_t dynamicSize,
+                const DenseMap<Operation *, func::CallOp> &callers)
+      : dynamicSize(dynamicSize), callers(callers) {}
 
   std::optional<int64_t> operator()(Value value) {
     auto it = known.find(value);
@@ -75,10 +83,47 @@ public:
   }
 
 private:
+  /// The operand of the first call that `value`, an argument of a
+  /// function's entry block, receives; null if none is known.
+  Value callOperand(Value value) {
+    auto arg = dyn_cast<BlockArgument>(value);
+    if (!arg || !arg.getOwner()->isEntryBlock())
+      return {};
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    if (!func)
+      return {};
+    func::CallOp call = callers.lookup(func);
+    if (!call || arg.getArgNumber() >= call.getNumOperands())
+      return {};
+    return call.getOperand(arg.getArgNumber());
+  }
+
+  /// What the callee returns as `value`, a result of a func.call; null
+  /// if the callee is not known.
+  static Value returnedValue(Value value) {
+    auto call = value.getDefiningOp<func::CallOp>();
+    if (!call)
+      return {};
+    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        call, call.getCalleeAttr());
+    if (!callee || !callee.getBody().hasOneBlock())
+      return {};
+    auto ret =
+        dyn_cast<func::ReturnOp>(callee.getBody().front().getTerminator());
+    unsigned index = cast<OpResult>(value).getResultNumber();
+    return ret && index < ret.getNumOperands() ? ret.getOperand(index)
+                                               : Value();
+  }
+
   std::optional<int64_t> evaluate(Value value) {
     Operation *def = value.getDefiningOp();
-    if (!def)
+    if (!def) {
+      if (Value operand = callOperand(value))
+        return (*this)(operand);
       return std::nullopt;
+    }
+    if (Value returned = returnedValue(value))
+      return (*this)(returned);
     IntegerAttr attr;
     if (matchPattern(value, m_Constant(&attr)))
       return attr.getValue().getSExtValue();
@@ -147,8 +192,13 @@ private:
     if (!type.isDynamicDim(index))
       return type.getDimSize(index);
     Operation *def = memref.getDefiningOp();
-    if (!def)
-      return dynamicSize; // a function argument
+    if (!def) {
+      if (Value operand = callOperand(memref))
+        return memrefSize(operand, index);
+      return dynamicSize; // a public function's argument
+    }
+    if (Value returned = returnedValue(memref))
+      return memrefSize(returned, index);
     unsigned operand = type.getDynamicDimIndex(index);
     if (auto alloc = dyn_cast<gpu::AllocOp>(def))
       return (*this)(alloc.getDynamicSizes()[operand]);
@@ -216,6 +266,7 @@ private:
   }
 
   int64_t dynamicSize;
+  const DenseMap<Operation *, func::CallOp> &callers;
   DenseMap<Value, std::optional<int64_t>> known;
 };
 
@@ -362,18 +413,49 @@ struct SwitchyardGpuKernelReportPass
       return signalPassFailure();
     }
     std::vector<KernelRow> rows;
+    // The first call of each function that is not public, and how many
+    // times one call of the public functions calls it.
+    DenseMap<Operation *, func::CallOp> callers;
+    getOperation().walk([&](func::CallOp call) {
+      if (auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+              call, call.getCalleeAttr());
+          callee && !callee.isPublic())
+        callers.try_emplace(callee, call);
+    });
+    DenseMap<Operation *, int64_t> calls;
+    std::function<int64_t(func::FuncOp)> callsOf = [&](func::FuncOp func) {
+      if (func.isPublic())
+        return int64_t(1);
+      if (auto known = calls.find(func); known != calls.end())
+        return known->second;
+      calls[func] = 0; // a recursive call counts nothing more
+      int64_t count = 0;
+      std::optional<SymbolTable::UseRange> uses =
+          SymbolTable::getSymbolUses(func, getOperation());
+      if (uses)
+        for (const SymbolTable::SymbolUse &use : *uses)
+          if (auto caller = use.getUser()->getParentOfType<func::FuncOp>())
+            count += callsOf(caller);
+      return calls[func] = count;
+    };
     // Launches per call of each function: its own, then those of the
     // functions it calls (a training step calls its gradient function).
     llvm::MapVector<func::FuncOp, CallLaunches> perCall;
     getOperation().walk([&](func::FuncOp func) {
-      SizeEvaluator sizes(dynamicSize);
+      SizeEvaluator sizes(dynamicSize, callers);
       CallLaunches &own = perCall[func];
+      int64_t weight = callsOf(func);
       func.walk([&](gpu::LaunchOp launch) {
-        rows.push_back(describe(launch, sizes, rows.size()));
-        if (rows.back().launches)
-          own.count += *rows.back().launches;
+        KernelRow row = describe(launch, sizes, rows.size());
+        if (row.launches)
+          own.count += *row.launches;
         else
           own.lowerBound = true;
+        // The table counts the launches of one call of the public functions.
+        if (row.launches)
+          row.launches = *row.launches * weight;
+        row.estimate *= weight;
+        rows.push_back(std::move(row));
       });
     });
     std::string error;

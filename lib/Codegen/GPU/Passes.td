@@ -336,8 +336,13 @@ def SwitchyardGpuKernelReportPass
     and memory accesses (loads, stores, nvgpu ops) with every loop counted
     by its trip count and the longer branch of every `scf.if`. Sizes are
     evaluated from the IR (constants, arith and affine index arithmetic,
-    `memref.dim` of allocations); every dynamic dimension of a function
-    argument (the batch) is taken as `dynamic-size`.
+    `memref.dim` of allocations); the arguments of a function that is not
+    public are those of its first call, a call's results what its callee
+    returns; every dynamic dimension of a public
+    function's argument (the batch) is taken as `dynamic-size`. The
+    launches of a function that is not public count once per call of it
+    from one call of the public functions (a model's block functions: once
+    per layer).
 
     Rows are sorted by an estimate: launches x waves x work per thread,
     waves being how many times `sm-count` x `threads-per-sm` resident

@@ -18,6 +18,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -47,6 +48,12 @@ namespace {
 /// exp(-ln(10000)·2i/width).
 const double kNegLogBase = -std::log(10000.0);
 
+/// The block function (`lm-outline-layers`) a layer is in, if any.
+func::FuncOp layerFunction(Operation *layer) {
+  auto func = dyn_cast<func::FuncOp>(layer->getParentOp());
+  return func && func->hasAttr("lm.layer") ? func : func::FuncOp();
+}
+
 /// The helpers every layer decomposition uses, bound to one layer.
 class LayerBuilder {
 public:
@@ -55,8 +62,18 @@ public:
     layer.getParams(params, /*numLayers=*/1);
   }
 
-  /// Reads parameter `<layer>.<suffix>` (declared: the pass checked).
+  /// Reads parameter `<layer>.<suffix>` (declared: the pass checked); in a
+  /// block function (`lm-outline-layers`), the argument marked with the
+  /// suffix.
   Value param(StringRef suffix) {
+    if (auto func = layerFunction(layer)) {
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (auto marked =
+                func.getArgAttrOfType<StringAttr>(i, "lm.layer_param");
+            marked && marked.getValue() == suffix)
+          return func.getArgument(i);
+      llvm_unreachable("block functions take every parameter of the block");
+    }
     std::string name = (layer.getLayerName() + "." + suffix).str();
     for (const ParamDecl &decl : params)
       if (decl.name == name)
@@ -471,7 +488,8 @@ struct LmDecomposeLayersPass
     ModuleOp module = getOperation();
     SymbolTableCollection symbols;
     WalkResult walk = module.walk([&](ParamOwnerOpInterface layer) {
-      if (!layer->getParentOfType<ModelOp>()) {
+      func::FuncOp function = layerFunction(layer);
+      if (!function && !layer->getParentOfType<ModelOp>()) {
         layer->emitOpError("is outside an lm.model: only the layers of a "
                            "model own declared parameters");
         return WalkResult::interrupt();
@@ -498,6 +516,25 @@ struct LmDecomposeLayersPass
       SmallVector<ParamDecl> params;
       layer.getParams(params, /*numLayers=*/1);
       for (const ParamDecl &param : params) {
+        if (function) {
+          // Each parameter an argument of the function, by its suffix.
+          StringRef suffix = StringRef(param.name).drop_front(
+              layer.getLayerName().size() + 1);
+          bool found = false;
+          for (unsigned i = 0; i < function.getNumArguments(); ++i)
+            if (auto marked = function.getArgAttrOfType<StringAttr>(
+                    i, "lm.layer_param"))
+              found |= marked.getValue() == suffix &&
+                       function.getArgumentTypes()[i] == param.type;
+          if (!found) {
+            layer->emitOpError()
+                << "is in block function @" << function.getName()
+                << ", which takes no argument marked lm.layer_param = \""
+                << suffix << "\" of type " << param.type;
+            return WalkResult::interrupt();
+          }
+          continue;
+        }
         auto decl = symbols.lookupNearestSymbolFrom<ParamOp>(
             layer, StringAttr::get(&getContext(), param.name));
         if (!decl || decl.getType() != param.type) {

@@ -48,12 +48,13 @@ func.func @step(%a: memref<64xf32>, %b: memref<64xf32>, %n: index) -> f32 {
 
 // -----
 
-// A name that is taken is skipped. An entry point left without loops
-// (straight-line code, run once per call) gets code generation at -O0;
-// a private function, or one that is called from a loop, does not.
+// A name that is taken is skipped. A function left without loops
+// (straight-line code, run once per call) that nothing calls gets code
+// generation at -O0, a private one too; a loop nest's does not.
 // CHECK-LABEL: func.func private @taken_loop0(
-// CHECK-NOT: passthrough
+// CHECK-SAME: attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]}
 // CHECK-LABEL: func.func private @taken_loop1(
+// CHECK-SAME: attributes {passthrough = ["noinline"]}
 // CHECK-LABEL: func.func @taken(
 // CHECK-SAME: attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]}
 // CHECK: call @taken_loop1(
@@ -73,8 +74,12 @@ func.func @taken(%a: memref<64xf32>) {
 
 // -----
 
-// A function that only straight-line entry points call (a training step
-// calling its gradient function) is one too; one called from a loop is not.
+// A function that only straight-line functions call (a training step
+// calling its gradient function, which calls the blocks' forward and
+// backward functions) is one too, private or not; one called from a loop
+// is not.
+// CHECK-LABEL: func.func private @called_privately(
+// CHECK-SAME: attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]}
 // CHECK-LABEL: func.func @called(
 // CHECK-SAME: attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]}
 // CHECK-LABEL: func.func @caller(
@@ -82,7 +87,11 @@ func.func @taken(%a: memref<64xf32>) {
 // CHECK-LABEL: func.func @called_in_a_loop(
 // CHECK-NOT: passthrough
 // CHECK-LABEL: func.func private @looping_caller_loop0(
+func.func private @called_privately(%a: memref<64xf32>) {
+  return
+}
 func.func @called(%a: memref<64xf32>) {
+  call @called_privately(%a) : (memref<64xf32>) -> ()
   return
 }
 func.func @caller(%a: memref<64xf32>) {

@@ -1,0 +1,58 @@
+// RUN: switchyard-opt %s -lm-materialize-params -lm-outline-layers -lm-decompose-layers -convert-lm-to-func -lm-differentiate | FileCheck %s
+// RUN: switchyard-opt %s -lm-materialize-params -lm-outline-layers -lm-decompose-layers -convert-lm-to-func -lm-differentiate -cse -lm-split-block-gradients | FileCheck %s --check-prefix=SPLIT
+
+// A model whose blocks are functions (lm-outline-layers): each block
+// function is differentiated once. Its training forward function draws
+// its dropout masks from a seed argument, streams 0, 1, ... in program
+// order; each call passes the step's seed plus the number of masks drawn
+// before it, so that every mask keeps the stream it has with the layers
+// inline. The vector-Jacobian product recomputes the forward pass, then
+// returns the block's result and the adjoints of its active arguments.
+// CHECK-LABEL: func.func private @m__ffn_train(
+// CHECK-SAME: %[[SEED:[a-z0-9]+]]: tensor<i64>) -> tensor<?x4x16xf32>
+// CHECK-SAME: lm.generated
+// CHECK: moe.dropout_mask %{{.*}} seed(%[[SEED]]) {rate = 1.000000e-01 : f64}
+// CHECK-LABEL: func.func private @m__ffn_vjp(
+// CHECK-SAME: tensor<i64>, %{{.*}}: tensor<?x4x16xf32>) -> (tensor<?x4x16xf32>, tensor<?x4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<32x16xf32>, tensor<16x32xf32>)
+// CHECK-SAME: lm.vjp = {forward = @m__ffn_train, inputs = 6 : i64, results = 1 : i64}
+// The inference function keeps its unseeded masks.
+// CHECK-LABEL: func.func private @m__ffn(
+// CHECK: moe.dropout_mask %{{.*}} {rate = 1.000000e-01 : f64} : tensor<?x4x16xf32> -> tensor<?x4x16xi1>
+// CHECK-LABEL: func.func @m_grad(
+// CHECK-SAME: %[[STEP:[a-z0-9]+]]: tensor<i64> {lm.seed})
+// CHECK: %[[X1:.*]] = call @m__ffn_train(%[[X0:[a-z0-9]+]], {{.*}}, %[[STEP]])
+// CHECK: %[[S:.*]] = tensor.extract %[[STEP]][] : tensor<i64>
+// CHECK: %[[S1:.*]] = arith.addi %[[S]], %c1_i64 : i64
+// CHECK: %[[SEED1:.*]] = tensor.from_elements %[[S1]] : tensor<i64>
+// CHECK: call @m__ffn_train(%[[X1]], {{.*}}, %[[SEED1]])
+// The reverse sweep: the last block's product first, its input's adjoint
+// into the one before.
+// CHECK: %[[D1:.*]]:6 = call @m__ffn_vjp(%[[X1]], {{.*}}, %[[SEED1]], %{{.*}})
+// CHECK: call @m__ffn_vjp(%[[X0]], {{.*}}, %[[STEP]], %[[D1]]#1)
+
+// After the split, the training forward function returns its result and
+// the residuals (the dropout mask, the hidden layer before and after the
+// ReLU, the normalised input); the backward function takes the block's
+// inputs, the forward call's results, then the adjoint of its result, and
+// returns the adjoints. Each backward call reads its layer's forward call.
+// SPLIT-LABEL: func.func private @m__ffn_train(
+// SPLIT-SAME: -> (tensor<?x4x16xf32>, tensor<?x4x16xi1>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?x4x16xf32>)
+// SPLIT-LABEL: func.func private @m__ffn_bwd(
+// SPLIT-SAME: tensor<i64>, %{{.*}}: tensor<?x4x16xf32>, %{{.*}}: tensor<?x4x16xi1>, %{{.*}}: tensor<?x32xf32>, %{{.*}}: tensor<?x32xf32>, %{{.*}}: tensor<?x4x16xf32>, %{{.*}}: tensor<?x4x16xf32>)
+// SPLIT-SAME: -> (tensor<?x4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<32x16xf32>, tensor<16x32xf32>)
+// The dropout gradient applies the mask it receives.
+// SPLIT-NOT: moe.dropout_mask
+// SPLIT: linalg.generic {{.*}} ins(%arg11, %arg7 : tensor<?x4x16xf32>, tensor<?x4x16xi1>)
+// SPLIT-LABEL: func.func @m_grad(
+// SPLIT: %[[F0:.*]]:5 = call @m__ffn_train(
+// SPLIT: %[[F1:.*]]:5 = call @m__ffn_train(%[[F0]]#0,
+// SPLIT: %[[B1:.*]]:5 = call @m__ffn_bwd(%[[F0]]#0, {{.*}}, %[[F1]]#0, %[[F1]]#1, %[[F1]]#2, %[[F1]]#3, %[[F1]]#4, %{{.*}})
+// SPLIT: call @m__ffn_bwd({{.*}}, %[[F0]]#0, %[[F0]]#1, %[[F0]]#2, %[[F0]]#3, %[[F0]]#4, %[[B1]]#0)
+// SPLIT-NOT: _vjp
+lm.model @m(%t: tensor<?x4xi32>) -> tensor<?x4x64xf32> {
+  %x0 = lm.embed "embed" %t {vocab = 64} : tensor<?x4xi32> -> tensor<?x4x16xf32>
+  %x1 = lm.ffn "layers.0.ffn" %x0 {d_ff = 32, dropout = 0.1} : tensor<?x4x16xf32>
+  %x2 = lm.ffn "layers.1.ffn" %x1 {d_ff = 32, dropout = 0.1} : tensor<?x4x16xf32>
+  %l = lm.output "out" %x2 {vocab = 64} : tensor<?x4x16xf32> -> tensor<?x4x64xf32>
+  lm.return %l : tensor<?x4x64xf32>
+}
