@@ -15,6 +15,9 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
@@ -42,10 +45,96 @@ enum Hyper : int64_t {
   kNumHyper
 };
 
+/// The AdamW hyperparameters, read from the `hyper` tensor.
+struct AdamScalars {
+  Value lr, beta1, beta2, eps, decay, correction1, correction2;
+
+  static AdamScalars read(ImplicitLocOpBuilder &b, Value hyper) {
+    auto at = [&](int64_t index) -> Value {
+      return tensor::ExtractOp::create(b, hyper,
+                                       ValueRange{indexConstant(b, index)});
+    };
+    return {at(kLr),          at(kBeta1),       at(kBeta2),
+            at(kEps),         at(kWeightDecay), at(kCorrection1),
+            at(kCorrection2)};
+  }
+};
+
+/// Σ g² over a gradient, as a tensor<f32>.
+Value sumOfSquares(ImplicitLocOpBuilder &b, Value g) {
+  unsigned rank = cast<RankedTensorType>(g.getType()).getRank();
+  return generic(
+      b, {g}, filled(b, {}, b.getF32Type(), 0.0),
+      {b.getMultiDimIdentityMap(rank),
+       AffineMap::get(rank, 0, {}, b.getContext())},
+      iterators(0, rank), [](ImplicitLocOpBuilder &b, ValueRange args) {
+        Value v = toF32(b, args[0]);
+        return arith::AddFOp::create(b, args[1],
+                                     arith::MulFOp::create(b, v, v));
+      });
+}
+
+/// One AdamW update of a parameter and its moments, the gradient scaled by
+/// `factor` (clipping): a linalg.generic whose results are the new
+/// parameter, m and v.
+linalg::GenericOp adamW(ImplicitLocOpBuilder &b, const AdamScalars &h,
+                        Value factor, Value param, Value gradient, Value m,
+                        Value v) {
+  auto type = cast<RankedTensorType>(param.getType());
+  unsigned rank = type.getRank();
+  bool decays = rank >= 2;
+  AffineMap id = b.getMultiDimIdentityMap(rank);
+  SmallVector<OpFoldResult> sizes = sizesOf(b, param);
+  Type element = type.getElementType();
+  Value initP = tensor::EmptyOp::create(b, sizes, element);
+  Value initM = tensor::EmptyOp::create(b, sizes, element);
+  Value initV = tensor::EmptyOp::create(b, sizes, element);
+  Value one = f32Constant(b, 1.0);
+  return linalg::GenericOp::create(
+      b, TypeRange{type, type, type}, ValueRange{param, gradient, m, v},
+      ValueRange{initP, initM, initV}, SmallVector<AffineMap>(7, id),
+      iterators(rank),
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+        ImplicitLocOpBuilder b(nestedLoc, nested);
+        Value pv = toF32(b, args[0]);
+        Value g = arith::MulFOp::create(b, toF32(b, args[1]), factor);
+        Value mNew = arith::AddFOp::create(
+            b, arith::MulFOp::create(b, h.beta1, toF32(b, args[2])),
+            arith::MulFOp::create(b, arith::SubFOp::create(b, one, h.beta1),
+                                  g));
+        Value vNew = arith::AddFOp::create(
+            b, arith::MulFOp::create(b, h.beta2, toF32(b, args[3])),
+            arith::MulFOp::create(b, arith::SubFOp::create(b, one, h.beta2),
+                                  arith::MulFOp::create(b, g, g)));
+        Value mHat = arith::DivFOp::create(b, mNew, h.correction1);
+        Value vHat = arith::DivFOp::create(b, vNew, h.correction2);
+        Value direction = arith::DivFOp::create(
+            b, mHat,
+            arith::AddFOp::create(b, math::SqrtOp::create(b, vHat), h.eps));
+        if (decays)
+          direction = arith::AddFOp::create(
+              b, direction, arith::MulFOp::create(b, h.decay, pv));
+        Value pNew = arith::SubFOp::create(
+            b, pv, arith::MulFOp::create(b, h.lr, direction));
+        linalg::YieldOp::create(b, ValueRange{fromF32(b, pNew, element),
+                                              fromF32(b, mNew, element),
+                                              fromF32(b, vNew, element)});
+      });
+}
+
+/// The parameters one call of a block function reads (indices into the
+/// gradient function's parameters, in the call's operand order), and that
+/// block function.
+struct ParamGroup {
+  func::FuncOp block;
+  SmallVector<unsigned> params;
+};
+
 struct LmBuildTrainStepPass
     : public switchyard::impl::LmBuildTrainStepPassBase<LmBuildTrainStepPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    optimizerFunctions.clear();
     SmallVector<func::FuncOp> grads;
     // The gradient functions lm-differentiate made (marked lm.generated);
     // a function of the user's that only ends in _grad is not one.
@@ -86,10 +175,151 @@ struct LmBuildTrainStepPass
     return success();
   }
 
+  /// The parameters of `grad` (positions `paramArgs`) that calls of block
+  /// forward functions (`lm.block_forward`, from lm-differentiate) read, one
+  /// group per call; a parameter that two such calls read, or one call
+  /// twice, or anything but block functions, belongs to none.
+  SmallVector<ParamGroup> paramGroups(func::FuncOp grad,
+                                      ArrayRef<unsigned> paramArgs) {
+    Block &body = grad.getBody().front();
+    DenseMap<unsigned, unsigned> paramOfArg;
+    for (auto [p, arg] : llvm::enumerate(paramArgs))
+      paramOfArg[arg] = p;
+    SmallVector<ParamGroup> groups;
+    DenseMap<unsigned, unsigned> uses;
+    grad.walk([&](func::CallOp call) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      if (!callee || !callee->hasAttr("lm.block_forward"))
+        return;
+      ParamGroup group{callee, {}};
+      for (Value operand : call.getOperands())
+        if (auto arg = dyn_cast<BlockArgument>(operand);
+            arg && arg.getOwner() == &body &&
+            paramOfArg.count(arg.getArgNumber())) {
+          unsigned p = paramOfArg[arg.getArgNumber()];
+          group.params.push_back(p);
+          ++uses[p];
+        }
+      if (!group.params.empty())
+        groups.push_back(std::move(group));
+    });
+    // Parameters read elsewhere than by block functions (the forward
+    // functions above, their vector-Jacobian products) stay with the step.
+    for (auto &[arg, p] : paramOfArg)
+      for (OpOperand &use : body.getArgument(arg).getUses()) {
+        auto call = dyn_cast<func::CallOp>(use.getOwner());
+        auto callee =
+            call ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+                       call, call.getCalleeAttr())
+                 : func::FuncOp();
+        if (!callee || !callee->hasAttr("lm.layer"))
+          uses[p] += 2;
+      }
+    for (ParamGroup &group : groups)
+      llvm::erase_if(group.params, [&](unsigned p) { return uses[p] != 1; });
+    llvm::erase_if(groups,
+                   [](const ParamGroup &g) { return g.params.empty(); });
+    return groups;
+  }
+
+  /// The types of `group`'s parameters in `grad`'s step `step`.
+  static SmallVector<Type> groupTypes(const ParamGroup &group,
+                                      func::FuncOp step,
+                                      ArrayRef<unsigned> paramArgs) {
+    return llvm::map_to_vector(group.params, [&](unsigned p) {
+      return step.getArgumentTypes()[paramArgs[p]];
+    });
+  }
+
+  /// A private function of the optimizer, before `step`, named after the
+  /// group's block; each distinct one built once by `fill`.
+  func::FuncOp optimizerFunction(
+      const ParamGroup &group, func::FuncOp step, StringRef suffix,
+      ArrayRef<Type> inputs, ArrayRef<Type> results,
+      function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, ValueRange)>
+          fill) {
+    StringRef base = func::FuncOp(group.block).getName();
+    base.consume_back("_train");
+    std::string name = (base + suffix).str();
+    // The same block may have its parameters in another pattern (a
+    // parameter shared with another call): the types tell them apart.
+    std::string key = name;
+    llvm::raw_string_ostream os(key);
+    llvm::interleaveComma(inputs, os);
+    if (func::FuncOp known = optimizerFunctions.lookup(key))
+      return known;
+    OpBuilder builder(step);
+    auto func = func::FuncOp::create(builder, step.getLoc(), name,
+                                     builder.getFunctionType(inputs, results));
+    func.setPrivate();
+    func->setAttr("lm.generated", builder.getUnitAttr());
+    SymbolTable(step->getParentOfType<ModuleOp>())
+        .insert(func, Block::iterator(step));
+    Block *entry = func.addEntryBlock();
+    ImplicitLocOpBuilder b(step.getLoc(), OpBuilder::atBlockEnd(entry));
+    SmallVector<Value> values = fill(b, entry->getArguments());
+    func::ReturnOp::create(b, values);
+    optimizerFunctions[key] = func;
+    return func;
+  }
+
+  /// `<block>_sum_squares(g...) -> (Σ g², ...)`.
+  func::FuncOp sumSquaresFunction(const ParamGroup &group, func::FuncOp step,
+                                  ArrayRef<unsigned> paramArgs) {
+    SmallVector<Type> types = groupTypes(group, step, paramArgs);
+    SmallVector<Type> results(
+        types.size(), RankedTensorType::get({}, Float32Type::get(&getContext())));
+    return optimizerFunction(
+        group, step, "_sum_squares", types, results,
+        [](ImplicitLocOpBuilder &b, ValueRange gradients) {
+          return llvm::map_to_vector(gradients, [&](Value g) {
+            return sumOfSquares(b, g);
+          });
+        });
+  }
+
+  /// `<block>_adamw(hyper, factor, p..., g..., m..., v...) -> (p'...,
+  /// m'..., v'...)`.
+  func::FuncOp adamWFunction(const ParamGroup &group, func::FuncOp step,
+                             ArrayRef<unsigned> paramArgs) {
+    SmallVector<Type> types = groupTypes(group, step, paramArgs);
+    Type f32 = Float32Type::get(&getContext());
+    SmallVector<Type> inputs = {RankedTensorType::get({kNumHyper}, f32),
+                                RankedTensorType::get({}, f32)};
+    for (int i = 0; i < 4; ++i)
+      llvm::append_range(inputs, types);
+    SmallVector<Type> results;
+    for (int i = 0; i < 3; ++i)
+      llvm::append_range(results, types);
+    unsigned k = types.size();
+    return optimizerFunction(
+        group, step, "_adamw", inputs, results,
+        [k](ImplicitLocOpBuilder &b, ValueRange args) {
+          AdamScalars scalars = AdamScalars::read(b, args[0]);
+          Value factor = tensor::ExtractOp::create(b, args[1], ValueRange{});
+          SmallVector<Value> p, m, v;
+          for (unsigned i = 0; i < k; ++i) {
+            auto update = adamW(b, scalars, factor, args[2 + i],
+                                args[2 + k + i], args[2 + 2 * k + i],
+                                args[2 + 3 * k + i]);
+            p.push_back(update.getResult(0));
+            m.push_back(update.getResult(1));
+            v.push_back(update.getResult(2));
+          }
+          SmallVector<Value> results(p);
+          llvm::append_range(results, m);
+          llvm::append_range(results, v);
+          return results;
+        });
+  }
+
+  /// The optimizer functions built so far, by name and argument types.
+  llvm::StringMap<func::FuncOp> optimizerFunctions;
+
   void build(func::FuncOp grad) {
     OpBuilder builder(grad);
     builder.setInsertionPointAfter(grad);
-    MLIRContext *ctx = &getContext();
     Location loc = grad.getLoc();
     StringRef base = grad.getName().drop_back(strlen("_grad"));
 
@@ -123,45 +353,81 @@ struct LmBuildTrainStepPass
       step->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
     Block *body = step.addEntryBlock();
 
-    // The forward and backward computation: a call of _grad, which is
-    // compiled once for both (a copy of its body here would double the code
-    // that every later stage lowers).
+    // The forward and backward computation. Where _grad calls its blocks'
+    // functions (lm-outline-layers), its body is a short sequence of calls,
+    // copied here: a call of _grad would pass hundreds of tensors and
+    // return hundreds (a structure of thousands of fields once lowered, on
+    // which LLVM's instruction selection takes longer than on all the
+    // kernels). Otherwise its body is every layer's code, called rather than
+    // copied, so that it is lowered once.
     OpBuilder inner = OpBuilder::atBlockEnd(body);
-    auto call = func::CallOp::create(
-        inner, loc, grad,
-        ValueRange(body->getArguments().take_front(grad.getNumArguments())));
-    Value loss = call.getResult(0);
+    ValueRange gradArgs =
+        body->getArguments().take_front(grad.getNumArguments());
+    bool callsBlocks = false;
+    grad.walk([&](func::CallOp call) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      callsBlocks |= callee && callee->hasAttr("lm.layer");
+    });
+    SmallVector<Value> gradResults;
+    if (callsBlocks) {
+      IRMapping mapping;
+      mapping.map(grad.getArguments(), gradArgs);
+      Block &gradBody = grad.getBody().front();
+      for (Operation &op : gradBody.without_terminator())
+        inner.clone(op, mapping);
+      for (Value value : gradBody.getTerminator()->getOperands())
+        gradResults.push_back(mapping.lookupOrDefault(value));
+    } else {
+      llvm::append_range(gradResults,
+                         func::CallOp::create(inner, loc, grad, gradArgs)
+                             .getResults());
+    }
+    Value loss = gradResults[0];
     unsigned numParams = paramArgs.size();
     LLVM_DEBUG(llvm::dbgs()
                << "building @" << step.getName() << " from @" << grad.getName()
                << ": " << numParams << " parameters\n");
-    SmallVector<Value> gradients(call.getResults().slice(1, numParams));
-    SmallVector<Value> state(call.getResults().drop_front(1 + numParams));
+    SmallVector<Value> gradients(
+        ArrayRef<Value>(gradResults).slice(1, numParams));
+    SmallVector<Value> state(
+        ArrayRef<Value>(gradResults).drop_front(1 + numParams));
 
     ImplicitLocOpBuilder b(loc, inner);
     Value hyper = body->getArguments().back();
-    auto hyperAt = [&](int64_t index) -> Value {
-      return tensor::ExtractOp::create(b, hyper,
-                                       ValueRange{indexConstant(b, index)});
+
+    // Parameters that one block call reads (lm-outline-layers) are updated
+    // by that block's optimizer functions, called once per layer; the
+    // others here.
+    SmallVector<ParamGroup> groups = paramGroups(grad, paramArgs);
+    SmallVector<int> groupOf(numParams, -1);
+    for (auto [index, group] : llvm::enumerate(groups))
+      for (unsigned p : group.params)
+        groupOf[p] = int(index);
+    auto ofGroup = [&](const ParamGroup &group, ValueRange values) {
+      return llvm::map_to_vector(group.params,
+                                 [&](unsigned p) { return values[p]; });
     };
 
-    // Global gradient norm and the clipping factor.
+    // Global gradient norm and the clipping factor: the squares of each
+    // parameter's gradient summed, then the sums added in parameter order.
+    SmallVector<Value> partials(numParams);
+    for (const ParamGroup &group : groups) {
+      auto call = func::CallOp::create(b, sumSquaresFunction(group, step, paramArgs),
+                                       ofGroup(group, gradients));
+      for (auto [p, partial] : llvm::zip(group.params, call.getResults()))
+        partials[p] = partial;
+    }
+    for (unsigned p = 0; p < numParams; ++p)
+      if (groupOf[p] < 0)
+        partials[p] = sumOfSquares(b, gradients[p]);
     Value sumSquares = f32Constant(b, 0.0);
-    for (Value g : gradients) {
-      unsigned rank = cast<RankedTensorType>(g.getType()).getRank();
-      Value partial = generic(
-          b, {g}, filled(b, {}, f32, 0.0),
-          {b.getMultiDimIdentityMap(rank), AffineMap::get(rank, 0, {}, ctx)},
-          iterators(0, rank), [](ImplicitLocOpBuilder &b, ValueRange args) {
-            Value v = toF32(b, args[0]);
-            return arith::AddFOp::create(b, args[1],
-                                         arith::MulFOp::create(b, v, v));
-          });
+    for (Value partial : partials)
       sumSquares = arith::AddFOp::create(
           b, sumSquares, tensor::ExtractOp::create(b, partial, ValueRange{}));
-    }
     Value norm = math::SqrtOp::create(b, sumSquares);
-    Value clip = hyperAt(kClip);
+    Value clip = tensor::ExtractOp::create(
+        b, hyper, ValueRange{indexConstant(b, kClip)});
     Value limited = arith::DivFOp::create(
         b, clip, arith::MaximumFOp::create(b, norm, f32Constant(b, 1e-12)));
     Value factor = arith::MinimumFOp::create(b, f32Constant(b, 1.0), limited);
@@ -169,60 +435,40 @@ struct LmBuildTrainStepPass
                                            f32Constant(b, 0.0));
     factor = arith::SelectOp::create(b, clipping, factor, f32Constant(b, 1.0));
 
-    Value lr = hyperAt(kLr), beta1 = hyperAt(kBeta1), beta2 = hyperAt(kBeta2);
-    Value eps = hyperAt(kEps), decay = hyperAt(kWeightDecay);
-    Value correction1 = hyperAt(kCorrection1),
-          correction2 = hyperAt(kCorrection2);
-    Value one = f32Constant(b, 1.0);
-
-    SmallVector<Value> newParams, newM, newV;
+    SmallVector<Value> params, ms, vs;
     for (unsigned p = 0; p < numParams; ++p) {
-      Value param = body->getArgument(paramArgs[p]);
-      Value m = body->getArgument(grad.getNumArguments() + p);
-      Value v = body->getArgument(grad.getNumArguments() + numParams + p);
-      auto type = cast<RankedTensorType>(param.getType());
-      unsigned rank = type.getRank();
-      bool decays = rank >= 2;
-      AffineMap id = b.getMultiDimIdentityMap(rank);
-      SmallVector<OpFoldResult> sizes = sizesOf(b, param);
-      Type element = type.getElementType();
-      Value initP = tensor::EmptyOp::create(b, sizes, element);
-      Value initM = tensor::EmptyOp::create(b, sizes, element);
-      Value initV = tensor::EmptyOp::create(b, sizes, element);
-      auto update = linalg::GenericOp::create(
-          b, TypeRange{type, type, type}, ValueRange{param, gradients[p], m, v},
-          ValueRange{initP, initM, initV},
-          SmallVector<AffineMap>(7, id), iterators(rank),
-          [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
-            ImplicitLocOpBuilder b(nestedLoc, nested);
-            Value pv = toF32(b, args[0]);
-            Value g = arith::MulFOp::create(b, toF32(b, args[1]), factor);
-            Value mNew = arith::AddFOp::create(
-                b, arith::MulFOp::create(b, beta1, toF32(b, args[2])),
-                arith::MulFOp::create(b, arith::SubFOp::create(b, one, beta1),
-                                      g));
-            Value vNew = arith::AddFOp::create(
-                b, arith::MulFOp::create(b, beta2, toF32(b, args[3])),
-                arith::MulFOp::create(b, arith::SubFOp::create(b, one, beta2),
-                                      arith::MulFOp::create(b, g, g)));
-            Value mHat = arith::DivFOp::create(b, mNew, correction1);
-            Value vHat = arith::DivFOp::create(b, vNew, correction2);
-            Value direction = arith::DivFOp::create(
-                b, mHat,
-                arith::AddFOp::create(b, math::SqrtOp::create(b, vHat), eps));
-            if (decays)
-              direction = arith::AddFOp::create(
-                  b, direction, arith::MulFOp::create(b, decay, pv));
-            Value pNew = arith::SubFOp::create(
-                b, pv, arith::MulFOp::create(b, lr, direction));
-            linalg::YieldOp::create(
-                b, ValueRange{fromF32(b, pNew, element),
-                              fromF32(b, mNew, element),
-                              fromF32(b, vNew, element)});
-          });
-      newParams.push_back(update.getResult(0));
-      newM.push_back(update.getResult(1));
-      newV.push_back(update.getResult(2));
+      params.push_back(body->getArgument(paramArgs[p]));
+      ms.push_back(body->getArgument(grad.getNumArguments() + p));
+      vs.push_back(body->getArgument(grad.getNumArguments() + numParams + p));
+    }
+    SmallVector<Value> newParams(numParams), newM(numParams), newV(numParams);
+    if (!groups.empty()) {
+      Value factorTensor = tensor::FromElementsOp::create(
+          b, RankedTensorType::get({}, f32), ValueRange{factor});
+      for (const ParamGroup &group : groups) {
+        SmallVector<Value> operands = {hyper, factorTensor};
+        for (ValueRange values : {ValueRange(params), ValueRange(gradients),
+                                  ValueRange(ms), ValueRange(vs)})
+          llvm::append_range(operands, ofGroup(group, values));
+        auto call =
+            func::CallOp::create(b, adamWFunction(group, step, paramArgs), operands);
+        unsigned k = group.params.size();
+        for (auto [i, p] : llvm::enumerate(group.params)) {
+          newParams[p] = call.getResult(i);
+          newM[p] = call.getResult(k + i);
+          newV[p] = call.getResult(2 * k + i);
+        }
+      }
+    }
+    AdamScalars scalars = AdamScalars::read(b, hyper);
+    for (unsigned p = 0; p < numParams; ++p) {
+      if (groupOf[p] >= 0)
+        continue;
+      auto update = adamW(b, scalars, factor, params[p], gradients[p], ms[p],
+                          vs[p]);
+      newParams[p] = update.getResult(0);
+      newM[p] = update.getResult(1);
+      newV[p] = update.getResult(2);
     }
 
     Value normTensor = tensor::FromElementsOp::create(

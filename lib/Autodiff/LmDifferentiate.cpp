@@ -211,6 +211,7 @@ struct LmDifferentiatePass
     auto forward = cast<func::FuncOp>(builder.clone(*callee));
     forward.setName((callee.getName() + "_train").str());
     forward->setAttr("lm.generated", builder.getUnitAttr());
+    forward->setAttr("lm.block_forward", builder.getUnitAttr());
     SmallVector<moe::DropoutMaskOp> masks = unseededMasks(forward);
     gradient->numMasks = masks.size();
     if (!masks.empty())
@@ -221,6 +222,7 @@ struct LmDifferentiatePass
     // The vector-Jacobian product: the forward body, then the reverse sweep
     // from one adjoint argument per result.
     auto vjp = cast<func::FuncOp>(builder.clone(*forward));
+    vjp->removeAttr("lm.block_forward");
     vjp.setName((callee.getName() + "_vjp").str());
     symbols.insert(vjp, Block::iterator(callee));
     gradient->vjp = vjp;

@@ -107,7 +107,20 @@ def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
     It returns the loss, the global gradient norm before clipping, then the
     new parameters, moments `m` and moments `v`, then `_grad`'s results
     after the gradients (XL memories). The loss and the gradients come from
-    a call of `<name>_grad`, so that its code exists once in the module.
+    a call of `<name>_grad`, so that its code exists once in the module; where
+    `_grad` calls block functions (`lm-outline-layers`) its body, a short
+    sequence of calls, is copied instead (a call would pass and return
+    hundreds of tensors, which LLVM lowers slowly).
+
+    The parameters that one call of a block's training forward function
+    reads (`lm.block_forward`, from `lm-differentiate`) are updated by that
+    block's optimizer functions, built once per block and called once per
+    layer: `<block>_sum_squares` (each gradient's Σ g²) and `<block>_adamw`
+    (`hyper`, the clipping factor as a `tensor<f32>`, then the parameters,
+    gradients, m and v; returns the new parameters, m and v). The other
+    parameters (embedding, final norm, output) are updated in the step
+    itself. The norm adds every parameter's Σ g² in parameter order either
+    way, so the results do not depend on the grouping.
 
     The step: `g ← g · min(1, clip / ‖g‖)` over all parameters together
     when `clip > 0`; `m ← β1·m + (1-β1)·g`; `v ← β2·v + (1-β2)·g²`;

@@ -61,6 +61,33 @@ def LmOutlineLayersPass : Pass<"lm-outline-layers", "ModuleOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def LmHoistBlockInvariantsPass : Pass<"lm-hoist-block-invariants", "ModuleOp"> {
+  let summary = "Pass what every call of a block function computes alike as an argument";
+  let description = [{
+    A block function (`lm-outline-layers`, marked `lm.layer`) may compute
+    tensors from constants alone: the Transformer-XL sinusoids of the
+    relative positions, the same for every layer. Inline, CSE kept one copy
+    per model; in a function called per layer, each call would compute them
+    again. This pass makes each such tensor that the rest of the block reads
+    an argument (marked `lm.invariant`, after the others) and computes it
+    before each call instead, where CSE merges the copies of all the calls
+    of one caller. Constants, empty tensors and reshapes stay in the block.
+
+    ```mlir
+    // Before
+    func.func private @m__switchhead(%x: tensor<?x4x16xf32>, ...) attributes {lm.layer} {
+      %pe = linalg.generic ... outs(%init : tensor<8x16xf32>) { sin, cos }
+      ...
+    }
+    // After
+    func.func private @m__switchhead(%x: tensor<?x4x16xf32>, ...,
+        %pe: tensor<8x16xf32> {lm.invariant}) attributes {lm.layer} { ... }
+    // and before each call: the generic computing %pe, passed last
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def LmDecomposeLayersPass : Pass<"lm-decompose-layers", "ModuleOp"> {
   let summary = "Decompose lm layers into moe routing ops and linalg";
   let description = [{

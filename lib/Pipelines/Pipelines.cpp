@@ -45,6 +45,8 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
     pm.addPass(createLmOutlineLayersPass());
   pm.addPass(createLmDecomposeLayersPass());
   pm.addPass(createConvertLmToFuncPass());
+  if (options.outlineLayers)
+    pm.addPass(createLmHoistBlockInvariantsPass());
   if (options.gradients || options.trainStep)
     pm.addPass(createLmDifferentiatePass());
   if (options.trainStep)

@@ -1,5 +1,6 @@
 // RUN: switchyard-opt %s -lm-materialize-params -lm-outline-layers -lm-decompose-layers -convert-lm-to-func -lm-differentiate | FileCheck %s
 // RUN: switchyard-opt %s -lm-materialize-params -lm-outline-layers -lm-decompose-layers -convert-lm-to-func -lm-differentiate -cse -lm-split-block-gradients | FileCheck %s --check-prefix=SPLIT
+// RUN: switchyard-opt %s -lm-materialize-params -lm-outline-layers -lm-decompose-layers -convert-lm-to-func -lm-differentiate -lm-build-train-step | FileCheck %s --check-prefix=STEP
 
 // A model whose blocks are functions (lm-outline-layers): each block
 // function is differentiated once. Its training forward function draws
@@ -19,16 +20,16 @@
 // CHECK-LABEL: func.func private @m__ffn(
 // CHECK: moe.dropout_mask %{{.*}} {rate = 1.000000e-01 : f64} : tensor<?x4x16xf32> -> tensor<?x4x16xi1>
 // CHECK-LABEL: func.func @m_grad(
-// CHECK-SAME: %[[STEP:[a-z0-9]+]]: tensor<i64> {lm.seed})
-// CHECK: %[[X1:.*]] = call @m__ffn_train(%[[X0:[a-z0-9]+]], {{.*}}, %[[STEP]])
-// CHECK: %[[S:.*]] = tensor.extract %[[STEP]][] : tensor<i64>
+// CHECK-SAME: %[[SEEDARG:[a-z0-9]+]]: tensor<i64> {lm.seed})
+// CHECK: %[[X1:.*]] = call @m__ffn_train(%[[X0:[a-z0-9]+]], {{.*}}, %[[SEEDARG]])
+// CHECK: %[[S:.*]] = tensor.extract %[[SEEDARG]][] : tensor<i64>
 // CHECK: %[[S1:.*]] = arith.addi %[[S]], %c1_i64 : i64
 // CHECK: %[[SEED1:.*]] = tensor.from_elements %[[S1]] : tensor<i64>
 // CHECK: call @m__ffn_train(%[[X1]], {{.*}}, %[[SEED1]])
 // The reverse sweep: the last block's product first, its input's adjoint
 // into the one before.
 // CHECK: %[[D1:.*]]:6 = call @m__ffn_vjp(%[[X1]], {{.*}}, %[[SEED1]], %{{.*}})
-// CHECK: call @m__ffn_vjp(%[[X0]], {{.*}}, %[[STEP]], %[[D1]]#1)
+// CHECK: call @m__ffn_vjp(%[[X0]], {{.*}}, %[[SEEDARG]], %[[D1]]#1)
 
 // After the split, the training forward function returns its result and
 // the residuals (the dropout mask, the hidden layer before and after the
@@ -49,6 +50,28 @@
 // SPLIT: %[[B1:.*]]:5 = call @m__ffn_bwd(%[[F0]]#0, {{.*}}, %[[F1]]#0, %[[F1]]#1, %[[F1]]#2, %[[F1]]#3, %[[F1]]#4, %{{.*}})
 // SPLIT: call @m__ffn_bwd({{.*}}, %[[F0]]#0, %[[F0]]#1, %[[F0]]#2, %[[F0]]#3, %[[F0]]#4, %[[B1]]#0)
 // SPLIT-NOT: _vjp
+
+// The training step copies the gradient function's body (block calls) and
+// updates each layer's parameters with its block's optimizer functions:
+// each gradient's sum of squares, added in parameter order; then AdamW
+// with the clipping factor. The embedding and output stay in the step.
+// STEP-LABEL: func.func private @m__ffn_sum_squares(
+// STEP-SAME: (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>)
+// STEP-LABEL: func.func private @m__ffn_adamw(
+// STEP-SAME: %{{.*}}: tensor<8xf32>, %{{.*}}: tensor<f32>,
+// STEP-COUNT-4: linalg.generic
+// STEP-LABEL: func.func @m_train_step(
+// STEP-NOT: call @m_grad(
+// STEP: call @m__ffn_train(
+// STEP: call @m__ffn_vjp(
+// STEP: %[[S1:.*]]:4 = call @m__ffn_sum_squares(%[[G1:[0-9]+]]#2,
+// STEP: %[[S0:.*]]:4 = call @m__ffn_sum_squares(%[[G0:[0-9]+]]#2,
+// STEP: tensor.extract %[[S1]]#0
+// STEP: tensor.extract %[[S1]]#3
+// STEP: tensor.extract %[[S0]]#0
+// STEP: math.sqrt
+// STEP: call @m__ffn_adamw(%{{.*}}, %{{.*}}, %arg2, %arg3, %arg4, %arg5, %[[G1]]#2,
+// STEP: call @m__ffn_adamw(%{{.*}}, %{{.*}}, %arg6, %arg7, %arg8, %arg9, %[[G0]]#2,
 lm.model @m(%t: tensor<?x4xi32>) -> tensor<?x4x64xf32> {
   %x0 = lm.embed "embed" %t {vocab = 64} : tensor<?x4xi32> -> tensor<?x4x16xf32>
   %x1 = lm.ffn "layers.0.ffn" %x0 {d_ff = 32, dropout = 0.1} : tensor<?x4x16xf32>

@@ -17,6 +17,7 @@
 // CPU: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=0
 
 // GPU: convert-lm-to-func,
+// GPU-NEXT: lm-hoist-block-invariants,
 // GPU-NEXT: moe-fuse-router,
 // GPU-NEXT: moe-fuse-attention,
 // GPU-NEXT: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=64
@@ -25,6 +26,7 @@
 // BAD-EXPERTS: expected default, grouped or dense, found 'sparse'
 
 // CPU-SET: convert-lm-to-func,
+// CPU-SET-NEXT: lm-hoist-block-invariants,
 // CPU-SET-NEXT: moe-fuse-router,
 // CPU-SET-NEXT: convert-moe-to-linalg{{.*}}grouped-experts=false
 

@@ -17,6 +17,7 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Passes/StandardInstrumentations.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Transforms/IPO/AlwaysInliner.h"
 
 llvm::Error mlir::switchyard::optimizeModule(llvm::Module &module,
                                              unsigned optLevel,
@@ -62,10 +63,25 @@ llvm::Error mlir::switchyard::optimizeModule(llvm::Module &module,
   builder.registerLoopAnalyses(loops);
   builder.crossRegisterProxies(loops, functions, cgscc, modules);
 
-  llvm::ModulePassManager pipeline =
-      level == llvm::OptimizationLevel::O0
-          ? builder.buildO0DefaultPipeline(level)
-          : builder.buildPerModuleDefaultPipeline(level);
+  llvm::ModulePassManager pipeline;
+  if (level == llvm::OptimizationLevel::O0) {
+    pipeline = builder.buildO0DefaultPipeline(level);
+  } else {
+    // The default pipeline without its interprocedural simplification: the
+    // functions of a compiled model are loop nests that nothing inlines
+    // (noinline) and straight-line code that nothing optimises (optnone),
+    // linked by calls with thousands of arguments, on which passes such as
+    // called-value propagation take as long as all the loop nests' code.
+    // Each function is simplified, then the module optimised (vectorizers,
+    // unrolling) as at that level.
+    pipeline.addPass(llvm::AlwaysInlinerPass(
+        /*InsertLifetimeIntrinsics=*/false));
+    pipeline.addPass(llvm::createModuleToFunctionPassAdaptor(
+        builder.buildFunctionSimplificationPipeline(
+            level, llvm::ThinOrFullLTOPhase::None)));
+    pipeline.addPass(builder.buildModuleOptimizationPipeline(
+        level, llvm::ThinOrFullLTOPhase::None));
+  }
   pipeline.run(module, modules);
   return llvm::Error::success();
 }
