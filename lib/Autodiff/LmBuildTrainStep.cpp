@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lib/Autodiff/BlockFunctions.h"
 #include "lib/Autodiff/Passes.h"
 #include "lib/Support/TensorBuilders.h"
 
@@ -188,8 +189,7 @@ struct LmBuildTrainStepPass
     SmallVector<ParamGroup> groups;
     DenseMap<unsigned, unsigned> uses;
     grad.walk([&](func::CallOp call) {
-      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-          call, call.getCalleeAttr());
+      func::FuncOp callee = blockCallee(call);
       if (!callee || !callee->hasAttr("lm.block_forward"))
         return;
       ParamGroup group{callee, {}};
@@ -207,15 +207,9 @@ struct LmBuildTrainStepPass
     // Parameters read elsewhere than by block functions (the forward
     // functions above, their vector-Jacobian products) stay with the step.
     for (auto &[arg, p] : paramOfArg)
-      for (OpOperand &use : body.getArgument(arg).getUses()) {
-        auto call = dyn_cast<func::CallOp>(use.getOwner());
-        auto callee =
-            call ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-                       call, call.getCalleeAttr())
-                 : func::FuncOp();
-        if (!callee || !callee->hasAttr("lm.layer"))
+      for (OpOperand &use : body.getArgument(arg).getUses())
+        if (!blockCallee(use.getOwner()))
           uses[p] += 2;
-      }
     for (ParamGroup &group : groups)
       llvm::erase_if(group.params, [&](unsigned p) { return uses[p] != 1; });
     llvm::erase_if(groups,
@@ -363,11 +357,8 @@ struct LmBuildTrainStepPass
     OpBuilder inner = OpBuilder::atBlockEnd(body);
     ValueRange gradArgs =
         body->getArguments().take_front(grad.getNumArguments());
-    bool callsBlocks = false;
-    grad.walk([&](func::CallOp call) {
-      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-          call, call.getCalleeAttr());
-      callsBlocks |= callee && callee->hasAttr("lm.layer");
+    bool callsBlocks = llvm::any_of(grad.getBody().front(), [](Operation &op) {
+      return static_cast<bool>(blockCallee(&op));
     });
     SmallVector<Value> gradResults;
     if (callsBlocks) {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/Lm/IR/LmOps.h"
+#include "lib/Autodiff/BlockFunctions.h"
 #include "lib/Autodiff/Passes.h"
 #include "dialect/Moe/IR/MoeInterfaces.h"
 #include "dialect/Moe/IR/MoeOps.h"
@@ -37,6 +38,7 @@ namespace mlir::switchyard {
 
 using namespace mlir;
 using namespace mlir::lm;
+using mlir::switchyard::blockCallee;
 
 namespace {
 
@@ -47,16 +49,6 @@ bool isParam(func::FuncOp func, unsigned index) {
 bool isFloatTensor(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   return type && isa<FloatType>(type.getElementType());
-}
-
-/// Whether `op` calls a block function (`lm-outline-layers`).
-func::FuncOp blockCallee(Operation *op) {
-  auto call = dyn_cast<func::CallOp>(op);
-  if (!call)
-    return {};
-  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-      call, call.getCalleeAttr());
-  return callee && callee->hasAttr("lm.layer") ? callee : func::FuncOp();
 }
 
 /// The unseeded dropout masks of a function, in program order.
@@ -329,7 +321,7 @@ struct LmDifferentiatePass
     // mask from its own stream, in program order; a block function's masks
     // take the streams from its call's position on (its seed argument is
     // the step's seed plus that offset).
-    SmallVector<moe::DropoutMaskOp> masks;
+    SmallVector<std::pair<moe::DropoutMaskOp, unsigned>> maskStreams;
     DenseMap<Operation *, unsigned> streamBase;
     unsigned numStreams = 0;
     for (Operation &op : body.without_terminator()) {
@@ -338,27 +330,17 @@ struct LmDifferentiatePass
         numStreams += unseededMasks(callee).size();
       }
       op.walk([&](moe::DropoutMaskOp mask) {
-        if (!mask.getSeed()) {
-          masks.push_back(mask);
-          ++numStreams;
-        }
+        if (!mask.getSeed())
+          maskStreams.emplace_back(mask, numStreams++);
       });
     }
     Value seed;
-    if (numStreams) {
+    if (numStreams)
       seed = addSeedArgument(
           grad, b.getDictionaryAttr(b.getNamedAttr("lm.seed", b.getUnitAttr())));
-      unsigned next = 0;
-      for (Operation &op : body.without_terminator()) {
-        if (auto it = streamBase.find(&op); it != streamBase.end())
-          next = it->second + unseededMasks(blockCallee(&op)).size();
-        op.walk([&](moe::DropoutMaskOp mask) {
-          if (!mask.getSeed()) {
-            mask.getSeedMutable().assign(seed);
-            mask.setStream(int64_t(next++));
-          }
-        });
-      }
+    for (auto [mask, stream] : maskStreams) {
+      mask.getSeedMutable().assign(seed);
+      mask.setStream(int64_t(stream));
     }
 
     // Activity: values that depend on a parameter. A block call with active

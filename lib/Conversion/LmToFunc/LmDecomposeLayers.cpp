@@ -54,6 +54,16 @@ func::FuncOp layerFunction(Operation *layer) {
   return func && func->hasAttr("lm.layer") ? func : func::FuncOp();
 }
 
+/// The argument of block function `func` marked `lm.layer_param = suffix`,
+/// if any.
+BlockArgument layerParamArgument(func::FuncOp func, StringRef suffix) {
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto marked = func.getArgAttrOfType<StringAttr>(i, "lm.layer_param");
+        marked && marked.getValue() == suffix)
+      return func.getArgument(i);
+  return {};
+}
+
 /// The helpers every layer decomposition uses, bound to one layer.
 class LayerBuilder {
 public:
@@ -67,12 +77,9 @@ public:
   /// suffix.
   Value param(StringRef suffix) {
     if (auto func = layerFunction(layer)) {
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        if (auto marked =
-                func.getArgAttrOfType<StringAttr>(i, "lm.layer_param");
-            marked && marked.getValue() == suffix)
-          return func.getArgument(i);
-      llvm_unreachable("block functions take every parameter of the block");
+      BlockArgument arg = layerParamArgument(func, suffix);
+      assert(arg && "block functions take every parameter of the block");
+      return arg;
     }
     std::string name = (layer.getLayerName() + "." + suffix).str();
     for (const ParamDecl &decl : params)
@@ -520,13 +527,8 @@ struct LmDecomposeLayersPass
           // Each parameter an argument of the function, by its suffix.
           StringRef suffix = StringRef(param.name).drop_front(
               layer.getLayerName().size() + 1);
-          bool found = false;
-          for (unsigned i = 0; i < function.getNumArguments(); ++i)
-            if (auto marked = function.getArgAttrOfType<StringAttr>(
-                    i, "lm.layer_param"))
-              found |= marked.getValue() == suffix &&
-                       function.getArgumentTypes()[i] == param.type;
-          if (!found) {
+          BlockArgument arg = layerParamArgument(function, suffix);
+          if (!arg || arg.getType() != param.type) {
             layer->emitOpError()
                 << "is in block function @" << function.getName()
                 << ", which takes no argument marked lm.layer_param = \""

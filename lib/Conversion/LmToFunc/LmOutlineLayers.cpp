@@ -50,8 +50,11 @@ paramSuffixes(ParamOwnerOpInterface layer) {
 }
 
 /// What makes two blocks the same function: the op, its attributes without
-/// the layer name, its operand and result types, and its parameters.
-std::string blockKey(ParamOwnerOpInterface layer) {
+/// the layer name, its operand and result types, and its parameters
+/// (`suffixes`).
+std::string blockKey(
+    ParamOwnerOpInterface layer,
+    ArrayRef<std::pair<std::string, RankedTensorType>> suffixes) {
   Operation *op = layer.getOperation();
   std::string key;
   llvm::raw_string_ostream os(key);
@@ -64,7 +67,7 @@ std::string blockKey(ParamOwnerOpInterface layer) {
   os << "|";
   llvm::interleaveComma(op->getResultTypes(), os);
   os << "|";
-  for (auto &[suffix, type] : paramSuffixes(layer))
+  for (auto &[suffix, type] : suffixes)
     os << suffix << ":" << type << ";";
   return key;
 }
@@ -90,7 +93,7 @@ struct LmOutlineLayersPass
     for (ParamOwnerOpInterface layer : blocks) {
       Operation *op = layer.getOperation();
       auto suffixes = paramSuffixes(layer);
-      func::FuncOp &callee = functions[blockKey(layer)];
+      func::FuncOp &callee = functions[blockKey(layer, suffixes)];
       if (!callee)
         callee = createFunction(model, layer, suffixes, perOp, symbols);
 
