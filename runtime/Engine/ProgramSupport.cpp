@@ -558,7 +558,10 @@ Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel,
     if (llvm::Error error =
             mlir::switchyard::optimizeModule(*module, irOptLevel, tm))
       return error;
+    mlir::switchyard::passArgumentsInMemory(
+        *module, mlir::switchyard::kMaxRegisterArguments);
     mlir::switchyard::storeAggregatesByField(*module);
+    mlir::switchyard::readAggregatesByField(*module);
     mlir::switchyard::splitStraightLineBlocks(
         *module, mlir::switchyard::kStraightLineBlockSize);
     return llvm::Error::success();

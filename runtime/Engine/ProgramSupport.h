@@ -142,8 +142,8 @@ struct JitTarget {
   /// ExecutionEngineOptions::transformer: LLVM's pipeline at `optLevel`,
   /// with `machine`'s cost models (without them, LLVM knows no vector
   /// registers and the loop vectorizer does nothing); then the compiler's
-  /// storeAggregatesByField and splitStraightLineBlocks
-  /// (lib/Target/LLVMIR/JitPreparation.h).
+  /// passArgumentsInMemory, storeAggregatesByField, readAggregatesByField
+  /// and splitStraightLineBlocks (lib/Target/LLVMIR/JitPreparation.h).
   std::function<llvm::Error(llvm::Module *)> transformer;
 };
 llvm::Expected<JitTarget> jitTarget(unsigned optLevel, mlir::ModuleOp module);

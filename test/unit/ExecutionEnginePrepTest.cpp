@@ -22,6 +22,8 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/AsmParser/Parser.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Instructions.h"
@@ -59,6 +61,10 @@ constexpr const char *kModule = R"mlir(
     llvm.return %a : i64
   }
   llvm.func @external(!llvm.ptr)
+  llvm.mlir.global_ctors ctors = [@load_kernels], priorities = [0 : i32], data = [#llvm.zero]
+  llvm.func @load_kernels() {
+    llvm.return
+  }
   llvm.func @grad(%a: !llvm.ptr) attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
     llvm.return
   }
@@ -112,8 +118,14 @@ TEST(ExecutionEnginePrepTest, InternalizesCInterfaceTargetsAndDropsForeignAttrib
   EXPECT_FALSE(plain.getAlwaysInline());
   EXPECT_EQ(plain.getPassthroughAttr().size(), 1u);
 
-  // Functions without a C interface keep their linkage.
-  EXPECT_EQ(function("helper").getLinkage(), LLVM::Linkage::External);
+  // Every other definition becomes internal (the runtime calls C
+  // interfaces only; ExecutionEngine would give a public one a packed
+  // wrapper), but for the global constructors, run by name; declarations
+  // stay external.
+  EXPECT_EQ(function("helper").getLinkage(), LLVM::Linkage::Internal);
+  EXPECT_EQ(function("train_step").getLinkage(), LLVM::Linkage::Internal);
+  EXPECT_EQ(function("load_kernels").getLinkage(), LLVM::Linkage::External);
+  EXPECT_EQ(function("external").getLinkage(), LLVM::Linkage::External);
 
   // An entry point that other code calls too (a training step calls its
   // gradient function) stays a function of its own, optnone.
@@ -237,6 +249,150 @@ TEST(ExecutionEnginePrepTest, StoresAggregatesFieldByField) {
     EXPECT_EQ(store.first, int64_t(4 * index));
     EXPECT_TRUE(llvm::isa<llvm::ExtractValueInst>(store.second));
   }
+}
+
+/// Runs `name`, a `void (ptr, i64, ptr)` of `module`, with LLVM's JIT.
+void runFunction(std::unique_ptr<llvm::Module> module,
+                 std::unique_ptr<llvm::LLVMContext> context,
+                 llvm::StringRef name, void *a, int64_t n, int64_t *out) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> jit =
+      llvm::orc::LLJITBuilder().create();
+  ASSERT_TRUE(bool(jit)) << llvm::toString(jit.takeError());
+  llvm::cantFail((*jit)->addIRModule(
+      llvm::orc::ThreadSafeModule(std::move(module), std::move(context))));
+  llvm::Expected<llvm::orc::ExecutorAddr> address = (*jit)->lookup(name);
+  ASSERT_TRUE(bool(address)) << llvm::toString(address.takeError());
+  address->toPtr<void (*)(void *, int64_t, int64_t *)>()(a, n, out);
+}
+
+// A layer block called twice from a straight line: it takes more than two
+// arguments and returns an aggregate, built with insertvalue; a small
+// function that does neither; the caller extracts fields of the results,
+// the second call's arguments among them.
+constexpr const char *kBlockCalls = R"ll(
+  define internal { ptr, i64 } @block(ptr %a, i64 %n, i64 %k) {
+    %p = getelementptr i8, ptr %a, i64 8
+    %m = mul i64 %n, %k
+    %r0 = insertvalue { ptr, i64 } poison, ptr %p, 0
+    %r1 = insertvalue { ptr, i64 } %r0, i64 %m, 1
+    ret { ptr, i64 } %r1
+  }
+  define internal i64 @small(i64 %n) {
+    %m = add i64 %n, 1
+    ret i64 %m
+  }
+  define void @caller(ptr %a, i64 %n, ptr %out) #0 {
+    %r = call { ptr, i64 } @block(ptr %a, i64 %n, i64 3)
+    %p = extractvalue { ptr, i64 } %r, 0
+    %m = extractvalue { ptr, i64 } %r, 1
+    %s = call { ptr, i64 } @block(ptr %p, i64 %m, i64 4)
+    %q = extractvalue { ptr, i64 } %s, 0
+    %t = extractvalue { ptr, i64 } %s, 1
+    %u = call i64 @small(i64 %t)
+    store i64 %u, ptr %out
+    %out1 = getelementptr i64, ptr %out, i64 1
+    store ptr %q, ptr %out1
+    ret void
+  }
+  attributes #0 = { noinline optnone }
+)ll";
+
+TEST(ExecutionEnginePrepTest, PassesLongArgumentListsAndAggregatesInMemory) {
+  auto context = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module = parseLLVM(kBlockCalls, *context);
+  ASSERT_TRUE(module);
+
+  mlir::switchyard::passArgumentsInMemory(*module, /*maxArguments=*/2);
+  ASSERT_FALSE(llvm::verifyModule(*module, &llvm::errs()));
+
+  // The block takes its frame; the small function is as it was.
+  llvm::Function *block = module->getFunction("block");
+  ASSERT_TRUE(block);
+  EXPECT_TRUE(block->getReturnType()->isVoidTy());
+  ASSERT_EQ(block->arg_size(), 1u);
+  EXPECT_TRUE(block->getArg(0)->getType()->isPointerTy());
+  EXPECT_EQ(module->getFunction("small")->arg_size(), 1u);
+  // Both calls pass the caller's one frame, which nothing else gets.
+  llvm::Function *caller = module->getFunction("caller");
+  llvm::SmallVector<llvm::AllocaInst *> frames;
+  llvm::SmallVector<llvm::CallInst *> blockCalls;
+  for (llvm::Instruction &instruction : llvm::instructions(*caller)) {
+    if (auto *alloca = llvm::dyn_cast<llvm::AllocaInst>(&instruction))
+      frames.push_back(alloca);
+    if (auto *call = llvm::dyn_cast<llvm::CallInst>(&instruction))
+      if (call->getCalledFunction() == block)
+        blockCalls.push_back(call);
+  }
+  ASSERT_EQ(frames.size(), 1u);
+  ASSERT_EQ(blockCalls.size(), 2u);
+  for (llvm::CallInst *call : blockCalls)
+    EXPECT_EQ(call->getArgOperand(0), frames.front());
+
+  // It computes what it did: out = {3 * 4 * n + 1, a + 16}.
+  int64_t out[2] = {0, 0};
+  char bytes[32];
+  runFunction(std::move(module), std::move(context), "caller", bytes, 5, out);
+  EXPECT_EQ(out[0], 61);
+  EXPECT_EQ(reinterpret_cast<char *>(out[1]), bytes + 16);
+}
+
+// A C interface's reads: descriptors loaded whole, a descriptor rebuilt
+// with insertvalue (one field changed), fields extracted from both, in a
+// straight line and in a function that is optimised.
+constexpr const char *kAggregateReads = R"ll(
+  define void @line(ptr %a, i64 %n, ptr %out) #0 {
+    %d = load { ptr, i64, [2 x i64] }, ptr %a, align 8
+    %e = insertvalue { ptr, i64, [2 x i64] } %d, i64 %n, 2, 1
+    %size = extractvalue { ptr, i64, [2 x i64] } %e, 2
+    %s0 = extractvalue [2 x i64] %size, 0
+    %s1 = extractvalue [2 x i64] %size, 1
+    %offset = extractvalue { ptr, i64, [2 x i64] } %d, 1
+    %sum = add i64 %s0, %s1
+    %total = add i64 %sum, %offset
+    store i64 %total, ptr %out
+    ret void
+  }
+  define void @optimised(ptr %a, i64 %n, ptr %out) {
+    %d = load { ptr, i64, [2 x i64] }, ptr %a, align 8
+    %offset = extractvalue { ptr, i64, [2 x i64] } %d, 1
+    store i64 %offset, ptr %out
+    ret void
+  }
+  attributes #0 = { noinline optnone }
+)ll";
+
+TEST(ExecutionEnginePrepTest, ReadsAggregatesFieldByField) {
+  auto context = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module = parseLLVM(kAggregateReads, *context);
+  ASSERT_TRUE(module);
+
+  mlir::switchyard::readAggregatesByField(*module);
+  ASSERT_FALSE(llvm::verifyModule(*module, &llvm::errs()));
+
+  // No aggregate is built or loaded in the straight line; the optimised
+  // function is left to LLVM's own passes.
+  for (llvm::Instruction &instruction :
+       llvm::instructions(*module->getFunction("line"))) {
+    EXPECT_FALSE(llvm::isa<llvm::InsertValueInst>(instruction) ||
+                 llvm::isa<llvm::ExtractValueInst>(instruction))
+        << "an aggregate instruction is left";
+    if (auto *load = llvm::dyn_cast<llvm::LoadInst>(&instruction))
+      EXPECT_FALSE(load->getType()->isAggregateType());
+  }
+  EXPECT_TRUE(llvm::any_of(
+      llvm::instructions(*module->getFunction("optimised")),
+      [](llvm::Instruction &instruction) {
+        return llvm::isa<llvm::ExtractValueInst>(instruction);
+      }));
+
+  // The same sum: size 0 (read) + size 1 (replaced by n) + offset.
+  int64_t descriptor[4] = {0, 100, 20, 3000};
+  int64_t out[1] = {0};
+  runFunction(std::move(module), std::move(context), "line", descriptor, 7,
+              out);
+  EXPECT_EQ(out[0], 127);
 }
 
 // A straight line (optnone) with an allocation after its start, and the

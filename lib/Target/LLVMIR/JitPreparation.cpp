@@ -73,6 +73,182 @@ void mlir::switchyard::storeAggregatesByField(llvm::Module &module) {
   }
 }
 
+namespace {
+
+/// Whether every use of `function` calls it directly, with its own type.
+bool onlyCalledDirectly(llvm::Function &function) {
+  for (llvm::Use &use : function.uses()) {
+    auto *call = llvm::dyn_cast<llvm::CallInst>(use.getUser());
+    if (!call || !call->isCallee(&use) ||
+        call->getFunctionType() != function.getFunctionType())
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
+void mlir::switchyard::passArgumentsInMemory(llvm::Module &module,
+                                            unsigned maxArguments) {
+  llvm::SmallVector<llvm::Function *> functions;
+  for (llvm::Function &function : module)
+    if (!function.isDeclaration() && function.hasLocalLinkage() &&
+        !function.isVarArg() &&
+        (function.getReturnType()->isAggregateType() ||
+         function.arg_size() > maxArguments) &&
+        onlyCalledDirectly(function))
+      functions.push_back(&function);
+  llvm::LLVMContext &context = module.getContext();
+  llvm::Type *pointer = llvm::PointerType::getUnqual(context);
+  llvm::Type *i32 = llvm::Type::getInt32Ty(context);
+  for (llvm::Function *function : functions) {
+    // The frame: the arguments, then the result.
+    llvm::SmallVector<llvm::Type *> fields(function->getFunctionType()->params());
+    llvm::Type *result = function->getReturnType();
+    unsigned resultField = fields.size();
+    if (!result->isVoidTy())
+      fields.push_back(result);
+    llvm::StructType *frameType = llvm::StructType::get(context, fields);
+    auto field = [&](llvm::IRBuilder<> &builder, llvm::Value *frame,
+                     unsigned index) {
+      return builder.CreateInBoundsGEP(
+          frameType, frame,
+          {llvm::ConstantInt::get(i32, 0), llvm::ConstantInt::get(i32, index)});
+    };
+
+    // The function, taking its frame.
+    llvm::Function *packed = llvm::Function::Create(
+        llvm::FunctionType::get(llvm::Type::getVoidTy(context), {pointer},
+                                /*isVarArg=*/false),
+        function->getLinkage(), function->getAddressSpace(), "", &module);
+    packed->takeName(function);
+    packed->setAttributes(llvm::AttributeList::get(
+        context, llvm::AttributeList::FunctionIndex,
+        function->getAttributes().getFnAttrs()));
+    packed->splice(packed->begin(), function);
+    llvm::Value *frame = packed->getArg(0);
+    {
+      llvm::IRBuilder<> builder(&*packed->getEntryBlock().getFirstInsertionPt());
+      for (llvm::Argument &argument : function->args())
+        argument.replaceAllUsesWith(builder.CreateLoad(
+            argument.getType(), field(builder, frame, argument.getArgNo())));
+    }
+    for (llvm::BasicBlock &block : *packed)
+      if (auto *ret = llvm::dyn_cast<llvm::ReturnInst>(block.getTerminator())) {
+        llvm::IRBuilder<> builder(ret);
+        if (llvm::Value *value = ret->getReturnValue())
+          builder.CreateStore(value, field(builder, frame, resultField));
+        builder.CreateRetVoid();
+        ret->eraseFromParent();
+      }
+
+    // Each call, through one frame per calling function.
+    llvm::DenseMap<llvm::Function *, llvm::AllocaInst *> frames;
+    for (llvm::User *user : llvm::make_early_inc_range(function->users())) {
+      auto *call = llvm::cast<llvm::CallInst>(user);
+      llvm::Function *caller = call->getFunction();
+      llvm::AllocaInst *&callFrame = frames[caller];
+      if (!callFrame) {
+        llvm::IRBuilder<> entry(
+            &*caller->getEntryBlock().getFirstInsertionPt());
+        callFrame = entry.CreateAlloca(frameType);
+      }
+      llvm::IRBuilder<> builder(call);
+      for (auto [index, argument] : llvm::enumerate(call->args()))
+        builder.CreateStore(argument, field(builder, callFrame, index));
+      llvm::CallInst *packedCall = builder.CreateCall(packed, {callFrame});
+      packedCall->setCallingConv(call->getCallingConv());
+      if (!result->isVoidTy()) {
+        builder.SetInsertPoint(packedCall->getNextNode());
+        call->replaceAllUsesWith(builder.CreateLoad(
+            result, field(builder, callFrame, resultField)));
+      }
+      call->eraseFromParent();
+    }
+    function->eraseFromParent();
+  }
+}
+
+namespace {
+
+/// The scalar field at `indices` of `aggregate`, found through the
+/// insertvalue and extractvalue chains that built it, or loaded on its own
+/// where the aggregate is a load (from the same memory, just before it);
+/// null where neither gives it.
+llvm::Value *scalarField(llvm::Value *aggregate,
+                         llvm::SmallVector<unsigned> indices) {
+  for (;;) {
+    if (auto *insert = llvm::dyn_cast<llvm::InsertValueInst>(aggregate)) {
+      llvm::ArrayRef<unsigned> at = insert->getIndices();
+      size_t common = std::min(at.size(), indices.size());
+      if (!llvm::equal(at.take_front(common),
+                       llvm::ArrayRef(indices).take_front(common))) {
+        aggregate = insert->getAggregateOperand();
+        continue;
+      }
+      // The field is inside what was inserted (the scalar itself where the
+      // paths are equal: a scalar has no fields of its own).
+      aggregate = insert->getInsertedValueOperand();
+      indices.erase(indices.begin(), indices.begin() + at.size());
+      if (indices.empty())
+        return aggregate;
+      continue;
+    }
+    if (auto *extract = llvm::dyn_cast<llvm::ExtractValueInst>(aggregate)) {
+      indices.insert(indices.begin(), extract->idx_begin(), extract->idx_end());
+      aggregate = extract->getAggregateOperand();
+      continue;
+    }
+    if (auto *load = llvm::dyn_cast<llvm::LoadInst>(aggregate);
+        load && load->isSimple() && !indices.empty()) {
+      llvm::IRBuilder<> builder(load);
+      llvm::Type *i32 = builder.getInt32Ty();
+      llvm::SmallVector<llvm::Value *> gep{llvm::ConstantInt::get(i32, 0)};
+      for (unsigned index : indices)
+        gep.push_back(llvm::ConstantInt::get(i32, index));
+      return builder.CreateLoad(
+          llvm::ExtractValueInst::getIndexedType(load->getType(), indices),
+          builder.CreateInBoundsGEP(load->getType(), load->getPointerOperand(),
+                                    gep));
+    }
+    if (llvm::isa<llvm::UndefValue>(aggregate) && !indices.empty())
+      return llvm::PoisonValue::get(
+          llvm::ExtractValueInst::getIndexedType(aggregate->getType(), indices));
+    return nullptr;
+  }
+}
+
+} // namespace
+
+void mlir::switchyard::readAggregatesByField(llvm::Module &module) {
+  for (llvm::Function &function : module) {
+    if (function.isDeclaration() || !function.hasOptNone())
+      continue;
+    for (llvm::Instruction &instruction :
+         llvm::make_early_inc_range(llvm::instructions(function))) {
+      auto *extract = llvm::dyn_cast<llvm::ExtractValueInst>(&instruction);
+      if (!extract || extract->getType()->isAggregateType())
+        continue;
+      if (llvm::Value *field =
+              scalarField(extract->getAggregateOperand(),
+                          llvm::to_vector(extract->getIndices())))
+        extract->replaceAllUsesWith(field);
+    }
+    // What built or read the aggregates is dead now, unless something
+    // other than an extractvalue uses it.
+    llvm::SmallVector<llvm::Instruction *> dead;
+    for (llvm::Instruction &instruction : llvm::instructions(function))
+      if (llvm::isa<llvm::ExtractValueInst, llvm::InsertValueInst,
+                    llvm::LoadInst>(instruction) &&
+          instruction.getType()->isAggregateType() ||
+          llvm::isa<llvm::ExtractValueInst>(instruction))
+        dead.push_back(&instruction);
+    for (llvm::Instruction *instruction : llvm::reverse(dead))
+      if (llvm::isInstructionTriviallyDead(instruction))
+        instruction->eraseFromParent();
+  }
+}
+
 void mlir::switchyard::splitStraightLineBlocks(llvm::Module &module,
                                               unsigned maxInstructions) {
   for (llvm::Function &function : module) {
@@ -140,7 +316,20 @@ void mlir::switchyard::prepareForExecutionEngine(mlir::ModuleOp module) {
   for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>())
     if (!function.isExternal() && function.getName().starts_with(prefix))
       targets.insert(function.getName().drop_front(prefix.size()));
+  // Run by name, not through a C interface.
+  llvm::StringSet<> structors;
+  auto addStructors = [&](mlir::ArrayAttr symbols) {
+    for (auto symbol : symbols.getAsRange<mlir::FlatSymbolRefAttr>())
+      structors.insert(symbol.getValue());
+  };
+  for (auto list : module.getOps<mlir::LLVM::GlobalCtorsOp>())
+    addStructors(list.getCtors());
+  for (auto list : module.getOps<mlir::LLVM::GlobalDtorsOp>())
+    addStructors(list.getDtors());
   for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>()) {
+    if (!function.isExternal() && !function.getName().starts_with(prefix) &&
+        !structors.contains(function.getName()))
+      function.setLinkage(mlir::LLVM::Linkage::Internal);
     if (!function.isExternal() && targets.contains(function.getName())) {
       function.setLinkage(mlir::LLVM::Linkage::Internal);
       // Inlined only where its wrapper is its one caller: a function that

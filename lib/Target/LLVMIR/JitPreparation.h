@@ -34,6 +34,31 @@ namespace mlir::switchyard {
 /// (InstCombine) but skips optnone functions.
 void storeAggregatesByField(llvm::Module &module);
 
+/// In the optnone functions of `module`, replaces each extractvalue of an
+/// insertvalue chain by the inserted value, and each load of an aggregate
+/// whose users extract its fields by loads of those fields: -O0 instruction
+/// selection (FastISel) selects neither insertvalue nor an aggregate load,
+/// and what it cannot select sends the rest of its block to SelectionDAG.
+/// The translation from the LLVM dialect builds each memref descriptor with
+/// insertvalue and reads a C interface's arguments as aggregate loads.
+void readAggregatesByField(llvm::Module &module);
+
+/// Passes the arguments and the result of each internal function of
+/// `module` that returns an aggregate or takes more than `maxArguments`
+/// arguments through a frame in the caller's memory: the function takes one
+/// pointer, loads its arguments from the frame and stores its result there;
+/// each caller stores the arguments before the call and loads the result's
+/// fields after it, from one frame per callee (calls do not overlap). A
+/// training step calls each layer's block functions with hundreds of
+/// memref descriptor fields and gets an aggregate of descriptors back:
+/// -O0 instruction selection (FastISel) cannot lower such a call, and
+/// SelectionDAG, which then lowers it, takes far longer on it than on all
+/// the loads and stores that replace it.
+void passArgumentsInMemory(llvm::Module &module, unsigned maxArguments);
+/// The argument count above which the engine's JIT passes arguments in
+/// memory.
+inline constexpr unsigned kMaxRegisterArguments = 32;
+
 /// Splits each block of the optnone functions of `module` (the straight
 /// lines of switchyard-cpu-outline-loops: the entry points) into blocks of
 /// at most `maxInstructions`, after moving their allocations of a constant
@@ -49,13 +74,15 @@ void splitStraightLineBlocks(llvm::Module &module, unsigned maxInstructions);
 inline constexpr unsigned kStraightLineBlockSize = 256;
 
 /// Readies `module`, in the LLVM dialect, for mlir::ExecutionEngine:
-/// - The functions that its C interfaces (`_mlir_ciface_NAME`) call become
-///   internal. ExecutionEngine gives every public function a packed
-///   wrapper and compiles them all, and the runtime calls only the C
-///   interfaces; the wrapper of a function itself loads each of its
-///   expanded memref arguments (thousands for a training step) in one
-///   block, on which LLVM's post-RA scheduler takes longer than on the rest
-///   of the entry points together.
+/// - Every function but the C interfaces (`_mlir_ciface_NAME`) and the
+///   global constructors and destructors becomes internal. ExecutionEngine
+///   gives every public function a packed wrapper and compiles them all,
+///   and the runtime calls only the C interfaces: the wrappers of the
+///   outlined loop nests and layer blocks would be dead code, and the
+///   wrapper of an entry point itself loads each of its expanded memref
+///   arguments (thousands for a training step) in one block, on which
+///   LLVM's post-RA scheduler takes longer than on the rest of the entry
+///   points together.
 /// - Such a function that switchyard-cpu-outline-loops marked noinline
 ///   and optnone, and that nothing but its wrapper calls, is always-inlined
 ///   into its wrapper instead (which keeps optnone): the call between them
