@@ -2,13 +2,13 @@
 //
 // An entry is one file, `<key>.syc`:
 //
-//   switchyard-compile-cache 2 <metadata bytes> <object bytes> <checksum>\n
-//   <metadata: JSON of the functions, parameters, backend, and the
-//              object's constructors and destructors>
-//   <object>
+//   switchyard-compile-cache 3 <metadata bytes> <object bytes> <checksum>\n
+//   <metadata: JSON of the functions, parameters, backend, the objects'
+//              constructors and destructors, and each object's size>
+//   <objects, one after the other>
 //
-// the checksum being the xxh3 128-bit hash of the metadata and the object,
-// in hexadecimal. Anything else is a miss.
+// the checksum being the xxh3 128-bit hash of the metadata and the
+// objects, in hexadecimal. Anything else is a miss.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,7 +31,7 @@ namespace json = llvm::json;
 
 namespace {
 
-constexpr llvm::StringLiteral kMagic = "switchyard-compile-cache 2";
+constexpr llvm::StringLiteral kMagic = "switchyard-compile-cache 3";
 
 std::string checksum(llvm::StringRef metadata, llvm::StringRef object) {
   llvm::XXH128_hash_t hash =
@@ -72,6 +72,9 @@ json::Value metadataToJSON(const CacheEntry &entry) {
                                      {"arguments", std::move(arguments)},
                                      {"results", std::move(results)}});
   }
+  json::Array objectSizes;
+  for (const std::string &object : entry.objects)
+    objectSizes.push_back(int64_t(object.size()));
   json::Array params;
   for (const ParamSpec &param : entry.params.params)
     params.push_back(json::Object{{"name", param.name},
@@ -85,7 +88,8 @@ json::Value metadataToJSON(const CacheEntry &entry) {
       {"functions", std::move(functions)},
       {"params", std::move(params)},
       {"constructors", json::Array(entry.constructors)},
-      {"destructors", json::Array(entry.destructors)}};
+      {"destructors", json::Array(entry.destructors)},
+      {"objects", std::move(objectSizes)}};
 }
 
 /// Reads an enum stored as its integer, at most `last`.
@@ -142,7 +146,8 @@ bool readTensors(const json::Object &object, llvm::StringRef key,
   return true;
 }
 
-bool readMetadata(llvm::StringRef text, CacheEntry &entry) {
+bool readMetadata(llvm::StringRef text, CacheEntry &entry,
+                  std::vector<uint64_t> &objectSizes) {
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed) {
     llvm::consumeError(parsed.takeError());
@@ -157,6 +162,15 @@ bool readMetadata(llvm::StringRef text, CacheEntry &entry) {
   if (!backend || !functions || !params)
     return false;
   entry.backend = backend->str();
+  const json::Array *sizes = root->getArray("objects");
+  if (!sizes)
+    return false;
+  for (const json::Value &value : *sizes) {
+    std::optional<int64_t> size = value.getAsInteger();
+    if (!size || *size < 0)
+      return false;
+    objectSizes.push_back(uint64_t(*size));
+  }
   for (auto [key, names] : {std::pair{"constructors", &entry.constructors},
                             std::pair{"destructors", &entry.destructors}}) {
     const json::Array *array = root->getArray(key);
@@ -252,9 +266,17 @@ switchyard::runtime::readCacheEntry(llvm::StringRef directory,
   if (fields[4] != checksum(metadata, object))
     return std::nullopt;
   CacheEntry entry;
-  if (!readMetadata(metadata, entry))
+  std::vector<uint64_t> objectSizes;
+  if (!readMetadata(metadata, entry, objectSizes))
     return std::nullopt;
-  entry.object = object.str();
+  for (uint64_t size : objectSizes) {
+    if (size > object.size())
+      return std::nullopt;
+    entry.objects.push_back(object.take_front(size).str());
+    object = object.drop_front(size);
+  }
+  if (!object.empty())
+    return std::nullopt;
   return entry;
 }
 
@@ -267,10 +289,13 @@ llvm::Error switchyard::runtime::writeCacheEntry(llvm::StringRef directory,
                              error.message()));
   std::string metadata;
   llvm::raw_string_ostream(metadata) << metadataToJSON(entry);
+  std::string objects;
+  for (const std::string &object : entry.objects)
+    objects += object;
   std::string header =
       llvm::formatv("{0} {1} {2} {3}\n", kMagic, metadata.size(),
-                    entry.object.size(), checksum(metadata, entry.object))
+                    objects.size(), checksum(metadata, objects))
           .str();
   return tensorfile::writeFileAtomically(cacheEntryPath(directory, key),
-                                         {header, metadata, entry.object});
+                                         {header, metadata, objects});
 }

@@ -2,7 +2,7 @@
 //
 // A persistent cache of compiled programs, as Triton keeps one of its
 // kernels: an entry holds a program's native code (the JIT's relocatable
-// object) and what the runtime needs to call it (its functions and
+// objects) and what the runtime needs to call it (its functions and
 // parameters), under a key that hashes everything the code depends on
 // (the model's text, the compile options, the compiler build, this
 // machine's CPU). Entries are written atomically, so that processes
@@ -38,9 +38,10 @@ struct CacheEntry {
   ParamTable params;
   /// Program::backend() of the program.
   std::string backend;
-  /// Its native code: the relocatable object the JIT made.
-  std::string object;
-  /// The functions of `object` that run before its first call and after its
+  /// Its native code: the relocatable objects the JIT made (they link with
+  /// each other).
+  std::vector<std::string> objects;
+  /// The functions of `objects` that run before its first call and after its
   /// last, in order (the GPU host code's kernel module loads and unloads).
   std::vector<std::string> constructors, destructors;
 };

@@ -1,15 +1,17 @@
 //===- CpuProgram.cpp - compiled programs on the CPU ----------------------===//
 //
 // Compiles a module with the Switchyard pipeline builders (up to linalg
-// through the shared runtime/Engine/ProgramSupport.h, then the CPU code generation
-// pipeline), and runs it with MLIR's ExecutionEngine through the C
-// interfaces (memref descriptors of the HostTensors' own bytes).
+// through the shared runtime/Engine/ProgramSupport.h, then the CPU code
+// generation pipeline and NativeCode.h's objects), and runs the linked code
+// through the C interfaces (memref descriptors of the HostTensors' own
+// bytes).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Engine/CpuProgram.h"
 #include "runtime/BufferCache.h"
 #include "runtime/CompileCache.h"
+#include "runtime/Engine/NativeCode.h"
 #include "runtime/Engine/ObjectLoader.h"
 #include "runtime/Engine/ProgramSupport.h"
 
@@ -18,7 +20,6 @@
 #include "lib/Target/LLVMIR/JitPreparation.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -132,25 +133,19 @@ struct CpuProgram::Impl {
   mlir::MLIRContext context;
   std::vector<FunctionSpec> functions;
   ParamTable params;
-  std::unique_ptr<mlir::ExecutionEngine> engine;
-  /// Instead of `engine`: the program's code loaded from the compile cache.
-  std::unique_ptr<detail::LoadedObject> cached;
+  /// The program's native code, compiled now or loaded from the compile
+  /// cache.
+  std::unique_ptr<detail::LoadedCode> code;
   std::string backend = "cpu";
   std::string cacheReport;
 
   Expected<detail::PackedFunction> lookup(StringRef name) {
-    std::string symbol = ("_mlir_ciface_" + name).str();
-    if (cached)
-      return cached->lookupPacked(symbol);
-    return engine->lookupPacked(symbol);
+    return code->lookupPacked(("_mlir_ciface_" + name).str());
   }
 
   /// The program stored as `key` in `directory`, or null where it cannot
   /// be used (the entry is then compiled and stored again).
   static std::unique_ptr<Impl> loadCached(StringRef directory, StringRef key);
-  /// Stores the program as `key` in `directory`; what happened, for
-  /// CpuProgram::cacheReport.
-  std::string store(StringRef directory, StringRef key);
 };
 /// The program stored as `key` in `directory`, or null where it cannot be
 /// used (the entry is then compiled and stored again).
@@ -158,7 +153,7 @@ std::unique_ptr<CpuProgram::Impl>
 CpuProgram::Impl::loadCached(StringRef directory, StringRef key) {
   auto impl = std::make_unique<Impl>();
   std::optional<CacheEntry> entry = detail::loadCachedProgram(
-      directory, key, sharedLibraries(), runtimeSymbols, impl->cached);
+      directory, key, sharedLibraries(), runtimeSymbols, impl->code);
   if (!entry)
     return nullptr;
   impl->functions = std::move(entry->functions);
@@ -166,14 +161,6 @@ CpuProgram::Impl::loadCached(StringRef directory, StringRef key) {
   impl->backend = entry->backend;
   impl->cacheReport = "hit " + cacheEntryPath(directory, key);
   return impl;
-}
-
-/// Stores the object of `engine` (made with enableObjectDump) and what the
-/// program exports as `key` in `directory`; what happened, for
-/// CpuProgram::cacheReport.
-std::string CpuProgram::Impl::store(StringRef directory, StringRef key) {
-  return detail::storeProgram(*engine, directory, key,
-                              CacheEntry{functions, params, backend, {}, {}, {}});
 }
 
 CpuProgram::CpuProgram() : impl(std::make_unique<Impl>()) {}
@@ -258,34 +245,29 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
                              : "CPU code generation"))
     return std::move(error);
 
-  // Optimised for this machine.
-  Expected<detail::JitTarget> jit =
-      detail::jitTarget(options.optLevel, compilation.module());
-  if (!jit)
-    return jit.takeError();
-  mlir::ExecutionEngineOptions engineOptions;
-  engineOptions.transformer = jit->transformer;
-  llvm::SmallVector<StringRef> libraries = sharedLibraries();
-  engineOptions.sharedLibPaths = libraries;
-  // The compiled object, kept for the compile cache.
-  engineOptions.enableObjectDump = !key.empty();
-  mlir::switchyard::prepareForExecutionEngine(compilation.module());
-  Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
-      mlir::ExecutionEngine::create(compilation.module(), engineOptions,
-                                    std::move(jit->machine));
-  if (!engine)
+  // Native code for this machine, linked into this process.
+  mlir::switchyard::prepareForJit(compilation.module());
+  detail::NativeCodeOptions native;
+  native.optLevel = options.optLevel;
+  Expected<std::vector<std::string>> objects =
+      detail::generateObjects(compilation.module(), native);
+  if (!objects)
     return failure(llvm::formatv("{0}: JIT compilation failed: {1}\n{2}",
                                  bufferName,
-                                 llvm::toString(engine.takeError()),
+                                 llvm::toString(objects.takeError()),
                                  compilation.diagnostics()));
-  (*engine)->registerSymbols(runtimeSymbols);
-  program->impl->engine = std::move(*engine);
-  if (llvm::Error error = detail::materialize(*program->impl->engine,
-                                              program->impl->functions))
-    return std::move(error);
+  Expected<std::unique_ptr<detail::LoadedCode>> code =
+      detail::LoadedCode::load(*objects, sharedLibraries(), runtimeSymbols,
+                               program->impl->functions);
+  if (!code)
+    return failure(llvm::formatv("{0}: linking the compiled code failed: {1}",
+                                 bufferName, llvm::toString(code.takeError())));
+  program->impl->code = std::move(*code);
   if (!key.empty())
-    program->impl->cacheReport =
-        program->impl->store(options.cacheDirectory, key);
+    program->impl->cacheReport = detail::storeProgram(
+        options.cacheDirectory, key,
+        CacheEntry{program->impl->functions, program->impl->params,
+                   program->impl->backend, std::move(*objects), {}, {}});
   return program;
 }
 

@@ -1,14 +1,15 @@
 //===- GpuProgram.cpp - compiled programs on an NVIDIA GPU ----------------===//
 //
 // Compiles a module up to linalg with the code the CPU backend uses
-// (runtime/Engine/ProgramSupport.h), then with buildGpuCodegenPipeline; JIT-compiles
-// the host code with MLIR's ExecutionEngine, whose `mgpu*` calls resolve to
+// (runtime/Engine/ProgramSupport.h), then with buildGpuCodegenPipeline;
+// JIT-compiles the host code (NativeCode.h), whose `mgpu*` calls resolve to
 // the runtime's driver layer (runtime/CudaDriver.h). Calls move arguments
 // and results between HostTensors and device memory.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Engine/GpuProgram.h"
+#include "runtime/Engine/NativeCode.h"
 #include "runtime/Engine/ObjectLoader.h"
 #include "runtime/CompileCache.h"
 #include "runtime/CudaDriver.h"
@@ -18,7 +19,6 @@
 #include "lib/Pipelines/Pipelines.h"
 #include "lib/Target/LLVMIR/JitPreparation.h"
 
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -53,8 +53,7 @@ struct GpuProgram::Impl {
   std::string cacheReport;
   /// The host code: JIT-compiled, or its object loaded from the compile
   /// cache.
-  std::unique_ptr<mlir::ExecutionEngine> engine;
-  std::unique_ptr<detail::LoadedObject> cached;
+  std::unique_ptr<detail::LoadedCode> code;
   /// The host code's constructors (kernel module loads), run before the
   /// first call, and destructors (unloads), run when the program goes.
   mlir::switchyard::Structors structors;
@@ -64,12 +63,7 @@ struct GpuProgram::Impl {
 
   /// A function of the host code without arguments.
   Expected<void (*)()> lookupFunction(StringRef name) {
-    if (cached)
-      return cached->lookupFunction(name);
-    Expected<void *> address = engine->lookup(name);
-    if (!address)
-      return address.takeError();
-    return reinterpret_cast<void (*)()>(*address);
+    return code->lookupFunction(name);
   }
 
   /// Runs the host code's constructors once.
@@ -102,8 +96,7 @@ GpuProgram::~GpuProgram() {
       else
         llvm::consumeError(function.takeError());
     }
-  impl->engine.reset();
-  impl->cached.reset();
+  impl->code.reset();
   if (called) {
     if (Expected<cuda::Driver &> driver = cuda::Driver::get())
       llvm::consumeError(driver->destroyStream(impl->stream));
@@ -234,7 +227,7 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   };
   if (!key.empty())
     if (std::optional<CacheEntry> entry = detail::loadCachedProgram(
-            options.cacheDirectory, key, {}, mgpuSymbols, impl.cached);
+            options.cacheDirectory, key, {}, mgpuSymbols, impl.code);
         entry && entry->backend == "gpu") {
       impl.functions = std::move(entry->functions);
       impl.params = std::move(entry->params);
@@ -243,7 +236,7 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
       impl.cacheReport = "hit " + cacheEntryPath(options.cacheDirectory, key);
       return program;
     }
-  impl.cached.reset(); // Another backend's entry under this key.
+  impl.code.reset(); // Another backend's entry under this key.
 
   detail::Compilation compilation(context, source, bufferName);
   // Stages 1-4, shared with the CPU backend; the grouped formulation is
@@ -265,50 +258,33 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   // call the runtime's mgpu* wrappers. Its constructors and destructors
   // (the kernel modules' loads and unloads) are run by this program, as
   // for an object from the cache.
-  std::string wrapperError;
-  auto buildModule = [&](mlir::Operation *op, llvm::LLVMContext &llvmContext)
-      -> std::unique_ptr<llvm::Module> {
-    std::unique_ptr<llvm::Module> module =
-        mlir::translateModuleToLLVMIR(op, llvmContext);
-    if (!module)
-      return nullptr;
-    if (llvm::Error error = checkWrapperDeclarations(*module)) {
-      wrapperError = llvm::toString(std::move(error));
-      return nullptr;
-    }
-    impl.structors = mlir::switchyard::detachStructors(*module);
-    return module;
+  mlir::switchyard::prepareForJit(module);
+  detail::NativeCodeOptions native;
+  native.optLevel = options.optLevel;
+  native.afterTranslation = [&](llvm::Module &llvmModule) -> llvm::Error {
+    if (llvm::Error error = checkWrapperDeclarations(llvmModule))
+      return error;
+    impl.structors = mlir::switchyard::detachStructors(llvmModule);
+    return llvm::Error::success();
   };
-  Expected<detail::JitTarget> jit =
-      detail::jitTarget(options.optLevel, module);
-  if (!jit)
-    return jit.takeError();
-  mlir::ExecutionEngineOptions engineOptions;
-  engineOptions.llvmModuleBuilder = buildModule;
-  engineOptions.transformer = jit->transformer;
-  // The compiled object, kept for the compile cache.
-  engineOptions.enableObjectDump = !key.empty();
-  mlir::switchyard::prepareForExecutionEngine(module);
-  Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
-      mlir::ExecutionEngine::create(module, engineOptions,
-                                    std::move(jit->machine));
-  if (!engine) {
-    std::string reason = llvm::toString(engine.takeError());
-    if (!wrapperError.empty())
-      reason = wrapperError;
+  Expected<std::vector<std::string>> objects =
+      detail::generateObjects(module, native);
+  if (!objects)
     return failure(llvm::formatv("{0}: JIT compilation of the GPU host code "
                                  "failed: {1}\n{2}",
-                                 bufferName, reason,
+                                 bufferName,
+                                 llvm::toString(objects.takeError()),
                                  compilation.diagnostics()));
-  }
-  (*engine)->registerSymbols(mgpuSymbols);
-  impl.engine = std::move(*engine);
-  if (llvm::Error error = detail::materialize(*impl.engine, impl.functions))
-    return std::move(error);
+  Expected<std::unique_ptr<detail::LoadedCode>> code =
+      detail::LoadedCode::load(*objects, {}, mgpuSymbols, impl.functions);
+  if (!code)
+    return failure(llvm::formatv("{0}: linking the GPU host code failed: {1}",
+                                 bufferName, llvm::toString(code.takeError())));
+  impl.code = std::move(*code);
   if (!key.empty())
     impl.cacheReport = detail::storeProgram(
-        *impl.engine, options.cacheDirectory, key,
-        CacheEntry{impl.functions, impl.params, "gpu", {},
+        options.cacheDirectory, key,
+        CacheEntry{impl.functions, impl.params, "gpu", std::move(*objects),
                    impl.structors.constructors, impl.structors.destructors});
   return program;
 }
@@ -457,8 +433,7 @@ GpuProgram::callResident(StringRef name,
                                  "kernels: {1}",
                                  name, llvm::toString(std::move(constructed))));
   Expected<detail::PackedFunction> entry =
-      impl->cached ? impl->cached->lookupPacked("_mlir_ciface_" + name.str())
-                   : impl->engine->lookupPacked("_mlir_ciface_" + name.str());
+      impl->code->lookupPacked("_mlir_ciface_" + name.str());
   if (!entry)
     return failure(llvm::formatv("calling @{0} on the GPU: {1}", name,
                                  llvm::toString(entry.takeError())));

@@ -5,7 +5,7 @@
 // CPU backend (runtime/Engine/ProgramSupport.h), then the pipeline builder of
 // `switchyard-opt --switchyard-gpu-codegen-pipeline` (kernels as a cubin for
 // one chip, host code in the LLVM dialect), with the host code JIT-compiled
-// by MLIR's ExecutionEngine and linked against the runtime's `mgpu*`
+// (runtime/Engine/NativeCode.h) and linked against the runtime's `mgpu*`
 // wrappers (runtime/CudaDriver.h).
 //
 // Compiling needs no GPU (only the CUDA toolkit's ptxas); calling needs the

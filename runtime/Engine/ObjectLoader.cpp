@@ -1,14 +1,12 @@
-//===- ObjectLoader.cpp - native code from the compile cache --------------===//
+//===- ObjectLoader.cpp - native code linked into this process ------------===//
 //
-// An LLJIT with the object layer mlir::ExecutionEngine uses (RTDyld with a
-// SectionMemoryManager) and its symbol resolution.
+// An LLJIT with an RTDyld object layer (a SectionMemoryManager per object)
+// and the program's symbol resolution.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Engine/ObjectLoader.h"
 #include "runtime/Engine/ProgramSupport.h"
-
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -19,13 +17,15 @@
 
 using namespace switchyard::runtime::detail;
 
-LoadedObject::LoadedObject() = default;
-LoadedObject::~LoadedObject() = default;
+LoadedCode::LoadedCode() = default;
+LoadedCode::~LoadedCode() = default;
 
-llvm::Expected<std::unique_ptr<LoadedObject>> LoadedObject::load(
-    llvm::StringRef object, llvm::ArrayRef<llvm::StringRef> sharedLibraries,
+llvm::Expected<std::unique_ptr<LoadedCode>> LoadedCode::load(
+    llvm::ArrayRef<std::string> objects,
+    llvm::ArrayRef<llvm::StringRef> sharedLibraries,
     llvm::function_ref<llvm::orc::SymbolMap(llvm::orc::MangleAndInterner)>
-        symbols) {
+        symbols,
+    llvm::ArrayRef<FunctionSpec> entryPoints) {
   llvm::Expected<llvm::orc::JITTargetMachineBuilder> machine =
       llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!machine)
@@ -64,16 +64,23 @@ llvm::Expected<std::unique_ptr<LoadedObject>> LoadedObject::load(
     return process.takeError();
   dylib.addGenerator(std::move(*process));
 
-  if (llvm::Error error = (*jit)->addObjectFile(
-          llvm::MemoryBuffer::getMemBufferCopy(object, "cached-program")))
-    return std::move(error);
-  std::unique_ptr<LoadedObject> loaded(new LoadedObject());
+  for (const std::string &object : objects)
+    if (llvm::Error error = (*jit)->addObjectFile(
+            llvm::MemoryBuffer::getMemBufferCopy(object, "program")))
+      return std::move(error);
+  std::unique_ptr<LoadedCode> loaded(new LoadedCode());
   loaded->jit = std::move(*jit);
+  for (const FunctionSpec &function : entryPoints) {
+    llvm::Expected<PackedFunction> packed =
+        loaded->lookupPacked("_mlir_ciface_" + function.name);
+    if (!packed)
+      return packed.takeError();
+  }
   return loaded;
 }
 
 llvm::Expected<PackedFunction>
-LoadedObject::lookupPacked(llvm::StringRef name) {
+LoadedCode::lookupPacked(llvm::StringRef name) {
   llvm::Expected<llvm::orc::ExecutorAddr> address =
       jit->lookup(("_mlir_" + name).str());
   if (!address)
@@ -82,7 +89,7 @@ LoadedObject::lookupPacked(llvm::StringRef name) {
 }
 
 llvm::Expected<void (*)()>
-LoadedObject::lookupFunction(llvm::StringRef name) {
+LoadedCode::lookupFunction(llvm::StringRef name) {
   llvm::Expected<llvm::orc::ExecutorAddr> address = jit->lookup(name);
   if (!address)
     return address.takeError();
@@ -95,36 +102,24 @@ switchyard::runtime::detail::loadCachedProgram(
     llvm::ArrayRef<llvm::StringRef> sharedLibraries,
     llvm::function_ref<llvm::orc::SymbolMap(llvm::orc::MangleAndInterner)>
         symbols,
-    std::unique_ptr<LoadedObject> &object) {
+    std::unique_ptr<LoadedCode> &code) {
   std::optional<CacheEntry> entry = readCacheEntry(directory, key);
   if (!entry)
     return std::nullopt;
-  llvm::Expected<std::unique_ptr<LoadedObject>> loaded =
-      LoadedObject::load(entry->object, sharedLibraries, symbols);
+  // Every entry point resolves, or the entry is not whole.
+  llvm::Expected<std::unique_ptr<LoadedCode>> loaded = LoadedCode::load(
+      entry->objects, sharedLibraries, symbols, entry->functions);
   if (!loaded) {
     llvm::consumeError(loaded.takeError());
     return std::nullopt;
   }
-  // Every entry point resolves: the object is whole.
-  for (const FunctionSpec &function : entry->functions) {
-    llvm::Expected<PackedFunction> packed =
-        (*loaded)->lookupPacked("_mlir_ciface_" + function.name);
-    if (!packed) {
-      llvm::consumeError(packed.takeError());
-      return std::nullopt;
-    }
-  }
-  object = std::move(*loaded);
+  code = std::move(*loaded);
   return entry;
 }
 
-std::string switchyard::runtime::detail::storeProgram(
-    mlir::ExecutionEngine &engine, llvm::StringRef directory,
-    llvm::StringRef key, CacheEntry entry) {
-  llvm::Expected<std::string> object = dumpObject(engine);
-  if (!object)
-    return "not stored: " + llvm::toString(object.takeError());
-  entry.object = std::move(*object);
+std::string switchyard::runtime::detail::storeProgram(llvm::StringRef directory,
+                                                      llvm::StringRef key,
+                                                      const CacheEntry &entry) {
   if (llvm::Error error = writeCacheEntry(directory, key, entry))
     return "not stored: " + llvm::toString(std::move(error));
   return "stored " + cacheEntryPath(directory, key);

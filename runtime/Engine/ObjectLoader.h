@@ -1,11 +1,11 @@
-//===- ObjectLoader.h - native code from the compile cache ------*- C++ -*-===//
+//===- ObjectLoader.h - native code linked into this process ----*- C++ -*-===//
 //
-// Links a relocatable object that the JIT made earlier (CompileCache.h)
-// into this process, as mlir::ExecutionEngine links the code it compiles:
-// the same object layer, the same symbols (those the program registers,
-// then this process's and the shared libraries'), and the same packed
-// entry points (`_mlir_<name>`); and a program's store into and load from
-// the compile cache, which both backends share.
+// Links the relocatable objects of a program (NativeCode.h made them now,
+// or earlier and the compile cache kept them) into this process: ORC's
+// RTDyld object layer, the symbols the program registers, then this
+// process's and the shared libraries'; the packed entry points
+// (`_mlir_<name>`) looked up. And a program's store into and load from the
+// compile cache, which both backends share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,29 +29,30 @@ namespace llvm::orc {
 class LLJIT;
 } // namespace llvm::orc
 
-namespace mlir {
-class ExecutionEngine;
-} // namespace mlir
-
 namespace switchyard::runtime::detail {
 
 /// A function's packed entry point: `void f(void **arguments)`.
 using PackedFunction = void (*)(void **);
 
-/// An object linked into this process.
-class LoadedObject {
+/// A program's objects linked into this process.
+class LoadedCode {
 public:
-  ~LoadedObject();
+  ~LoadedCode();
 
-  /// Links `object`. Its undefined symbols resolve to `symbols` first, then
-  /// to this process's and the libraries at `sharedLibraries`.
-  static llvm::Expected<std::unique_ptr<LoadedObject>>
-  load(llvm::StringRef object, llvm::ArrayRef<llvm::StringRef> sharedLibraries,
+  /// Links `objects`, which may refer to each other's symbols. Other
+  /// undefined symbols resolve to `symbols` first, then to this process's
+  /// and the libraries at `sharedLibraries`. The objects are linked on the
+  /// first lookup; `entryPoints`, the C interfaces the program exports, are
+  /// looked up here, so that the linking happens now and finds every one.
+  static llvm::Expected<std::unique_ptr<LoadedCode>>
+  load(llvm::ArrayRef<std::string> objects,
+       llvm::ArrayRef<llvm::StringRef> sharedLibraries,
        llvm::function_ref<llvm::orc::SymbolMap(llvm::orc::MangleAndInterner)>
-           symbols);
+           symbols,
+       llvm::ArrayRef<FunctionSpec> entryPoints);
 
-  /// The packed entry point of function `name` (mlir::ExecutionEngine::
-  /// lookupPacked's).
+  /// The packed entry point `_mlir_<name>` of function `name`
+  /// (addPackedEntryPoints, lib/Target/LLVMIR/JitPreparation.h).
   llvm::Expected<PackedFunction> lookupPacked(llvm::StringRef name);
 
   /// The address of symbol `name` (a function without arguments: a kernel
@@ -59,27 +60,24 @@ public:
   llvm::Expected<void (*)()> lookupFunction(llvm::StringRef name);
 
 private:
-  LoadedObject();
+  LoadedCode();
   std::unique_ptr<llvm::orc::LLJIT> jit;
 };
 
-/// Entry `key` of the compile cache in `directory` with its object linked
-/// into `object` (as LoadedObject::load links it) and the C interface of
-/// every function it lists resolved; nullopt where there is none or it
+/// Entry `key` of the compile cache in `directory` with its objects linked
+/// into `code` (LoadedCode::load); nullopt where there is none or it
 /// cannot be used (the program is then compiled and stored again).
 std::optional<CacheEntry> loadCachedProgram(
     llvm::StringRef directory, llvm::StringRef key,
     llvm::ArrayRef<llvm::StringRef> sharedLibraries,
     llvm::function_ref<llvm::orc::SymbolMap(llvm::orc::MangleAndInterner)>
         symbols,
-    std::unique_ptr<LoadedObject> &object);
+    std::unique_ptr<LoadedCode> &code);
 
-/// Stores `entry` with the object of `engine` (created with
-/// enableObjectDump) as `key` in `directory`; what happened, for a
-/// program's cacheReport().
-std::string storeProgram(mlir::ExecutionEngine &engine,
-                         llvm::StringRef directory, llvm::StringRef key,
-                         CacheEntry entry);
+/// Stores `entry` (with its objects) as `key` in `directory`; what
+/// happened, for a program's cacheReport().
+std::string storeProgram(llvm::StringRef directory, llvm::StringRef key,
+                         const CacheEntry &entry);
 
 } // namespace switchyard::runtime::detail
 

@@ -11,27 +11,21 @@
 
 #include "dialect/Lm/IR/LmOps.h"
 #include "lib/Pipelines/Pipelines.h"
-#include "lib/Target/LLVMIR/JitPreparation.h"
-#include "lib/Target/LLVMIR/Optimize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Config/llvm-config.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/IR/Module.h"
-#include "llvm/Support/CodeGen.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Target/TargetMachine.h"
 
 #include <cassert>
 #include <cstring>
@@ -463,27 +457,6 @@ bool ResultDescriptor::isDense() const {
   return true;
 }
 
-namespace {
-
-/// Whether every function of `module` with a body is marked optnone.
-bool allStraightLine(mlir::ModuleOp module) {
-  bool any = false;
-  for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>()) {
-    if (function.isExternal())
-      continue;
-    mlir::ArrayAttr passthrough = function.getPassthroughAttr();
-    if (!passthrough ||
-        !llvm::is_contained(
-            passthrough.getValue(),
-            mlir::StringAttr::get(module.getContext(), "optnone")))
-      return false;
-    any = true;
-  }
-  return any;
-}
-
-} // namespace
-
 std::string detail::describeHostCpu() {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -527,86 +500,6 @@ detail::describeCompilation(StringRef source, StringRef bufferName,
   }
   os << "\nbuffer: " << bufferName << "\n" << source;
   return text;
-}
-
-Expected<detail::JitTarget> detail::jitTarget(unsigned optLevel,
-                                              mlir::ModuleOp module) {
-  std::optional<llvm::CodeGenOptLevel> level =
-      llvm::CodeGenOpt::getLevel(static_cast<int>(optLevel));
-  if (!level)
-    return failure(llvm::formatv(
-        "JIT optimisation level {0}: expected 0 to 3", optLevel));
-  Expected<llvm::orc::JITTargetMachineBuilder> builder =
-      llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!builder)
-    return builder.takeError();
-  // Straight-line code (the GPU target's host code: allocations, launches,
-  // frees) has nothing to optimise, and is large: neither LLVM's IR passes
-  // (which, run this way, do not skip optnone functions) nor its code
-  // generator optimise it.
-  bool straightLine = allStraightLine(module);
-  unsigned irOptLevel = straightLine ? 0 : optLevel;
-  builder->setCodeGenOptLevel(straightLine ? llvm::CodeGenOptLevel::None
-                                           : *level);
-  Expected<std::unique_ptr<llvm::TargetMachine>> machine =
-      builder->createTargetMachine();
-  if (!machine)
-    return machine.takeError();
-  JitTarget target;
-  target.transformer = [irOptLevel, tm = machine->get()](
-                           llvm::Module *module) -> llvm::Error {
-    if (llvm::Error error =
-            mlir::switchyard::optimizeModule(*module, irOptLevel, tm))
-      return error;
-    mlir::switchyard::passArgumentsInMemory(
-        *module, mlir::switchyard::kMaxRegisterArguments);
-    mlir::switchyard::storeAggregatesByField(*module);
-    mlir::switchyard::readAggregatesByField(*module);
-    mlir::switchyard::splitStraightLineBlocks(
-        *module, mlir::switchyard::kStraightLineBlockSize);
-    return llvm::Error::success();
-  };
-  target.machine = std::move(*machine);
-  return target;
-}
-
-llvm::Error detail::materialize(mlir::ExecutionEngine &engine,
-                                llvm::ArrayRef<FunctionSpec> functions) {
-  // The module is one materialization unit: one lookup compiles it all.
-  if (functions.empty())
-    return llvm::Error::success();
-  Expected<void (*)(void **)> function =
-      engine.lookupPacked("_mlir_ciface_" + functions.front().name);
-  if (!function)
-    return failure(llvm::formatv("generating native code: {0}",
-                                 llvm::toString(function.takeError())));
-  return llvm::Error::success();
-}
-
-Expected<std::string> detail::dumpObject(mlir::ExecutionEngine &engine) {
-  llvm::SmallString<128> path;
-  if (std::error_code error = llvm::sys::fs::createTemporaryFile(
-          "switchyard-object", "o", path))
-    return failure(error.message());
-  engine.dumpToObjectFile(path);
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> object =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  llvm::sys::fs::remove(path);
-  if (!object || (*object)->getBufferSize() == 0)
-    return failure("the JIT kept no object");
-  return (*object)->getBuffer().str();
-}
-
-Expected<std::vector<ResultDescriptor>>
-detail::invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
-               std::vector<std::vector<int64_t>> &arguments) {
-  Expected<void (*)(void **)> entry =
-      engine.lookupPacked("_mlir_ciface_" + function.name);
-  if (!entry)
-    return failure(llvm::formatv("calling @{0}: {1}", function.name,
-                                 llvm::toString(entry.takeError())));
-  return invoke(*entry, function, arguments);
 }
 
 Expected<std::vector<ResultDescriptor>>

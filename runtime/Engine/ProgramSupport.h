@@ -24,13 +24,7 @@
 #include <optional>
 #include <string>
 
-namespace llvm {
-class Module;
-class TargetMachine;
-} // namespace llvm
-
 namespace mlir {
-class ExecutionEngine;
 class MLIRContext;
 class PassManager;
 class SourceMgrDiagnosticHandler;
@@ -125,48 +119,9 @@ struct ResultDescriptor {
   bool isDense() const;
 };
 
-/// How the JIT compiles `module` (in the LLVM dialect, before
-/// mlir::switchyard::prepareForExecutionEngine) at `optLevel` (0-3), IR passes and code
-/// generation.
-struct JitTarget {
-  /// This machine, generating code at `optLevel`: pass it to
-  /// mlir::ExecutionEngine::create (ExecutionEngineOptions::
-  /// jitCodeGenOptLevel alone does not reach the TargetMachine that
-  /// ExecutionEngine builds itself). When every function of the module
-  /// with a body is marked optnone (switchyard-cpu-outline-loops' straight
-  /// lines: a GPU program's host code, its allocations and launches), it
-  /// generates code at level 0 instead: LLVM's per-function optnone picks
-  /// -O0 instruction selection but not the fast register allocator, and the
-  /// greedy one would take most of a GPU model's host compile.
-  std::unique_ptr<llvm::TargetMachine> machine;
-  /// ExecutionEngineOptions::transformer: LLVM's pipeline at `optLevel`,
-  /// with `machine`'s cost models (without them, LLVM knows no vector
-  /// registers and the loop vectorizer does nothing); then the compiler's
-  /// passArgumentsInMemory, storeAggregatesByField, readAggregatesByField
-  /// and splitStraightLineBlocks (lib/Target/LLVMIR/JitPreparation.h).
-  std::function<llvm::Error(llvm::Module *)> transformer;
-};
-llvm::Expected<JitTarget> jitTarget(unsigned optLevel, mlir::ModuleOp module);
-
-/// Generates `engine`'s native code now: ORC compiles the module on its
-/// first lookup, and a program's first call should not also be its
-/// compilation (a training run's first step would report the compile time
-/// as its own).
-llvm::Error materialize(mlir::ExecutionEngine &engine,
-                        llvm::ArrayRef<FunctionSpec> functions);
-
-/// The relocatable object of `engine`'s code (it must have been created
-/// with enableObjectDump), for the compile cache.
-llvm::Expected<std::string> dumpObject(mlir::ExecutionEngine &engine);
-
-/// Calls `_mlir_ciface_<function.name>` in `engine` with one descriptor per
-/// argument, and decodes the descriptors it returns.
-llvm::Expected<std::vector<ResultDescriptor>>
-invoke(mlir::ExecutionEngine &engine, const FunctionSpec &function,
-       std::vector<std::vector<int64_t>> &arguments);
-
-/// The same through the packed entry point `entry` of
-/// `_mlir_ciface_<function.name>`.
+/// Calls the packed entry point `entry` of `_mlir_ciface_<function.name>`
+/// with one descriptor per argument, and decodes the descriptors it
+/// returns.
 llvm::Expected<std::vector<ResultDescriptor>>
 invoke(void (*entry)(void **), const FunctionSpec &function,
        std::vector<std::vector<int64_t>> &arguments);

@@ -57,7 +57,7 @@ rt::CacheEntry sampleEntry(char fill) {
   param.alias = "layers.0.w";
   entry.params.params.push_back(param);
   entry.backend = "cpu";
-  entry.object = std::string(100000, fill);
+  entry.objects = {std::string(100000, fill), std::string(3000, fill), ""};
   entry.constructors = {"m_kernels_load", "f_kernels_load"};
   entry.destructors = {"f_kernels_unload"};
   return entry;
@@ -74,7 +74,7 @@ TEST(CompileCacheTest, EntriesRoundTrip) {
   std::optional<rt::CacheEntry> read = rt::readCacheEntry(dir.path, key);
   ASSERT_TRUE(read);
   rt::CacheEntry expected = sampleEntry('x');
-  EXPECT_EQ(read->object, expected.object);
+  EXPECT_EQ(read->objects, expected.objects);
   EXPECT_EQ(read->backend, "cpu");
   ASSERT_EQ(read->functions.size(), 1u);
   const rt::FunctionSpec &function = read->functions[0];
@@ -143,8 +143,8 @@ TEST(CompileCacheTest, ConcurrentWritersLeaveOneWholeEntry) {
         // A reader sees a whole entry of one writer, never a mix.
         if (std::optional<rt::CacheEntry> read =
                 rt::readCacheEntry(dir.path, key))
-          if (read->object.find_first_not_of(read->object[0]) !=
-              std::string::npos)
+          if (read->objects.front().find_first_not_of(
+                  read->objects.front()[0]) != std::string::npos)
             torn = true;
       }
     });

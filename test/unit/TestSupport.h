@@ -1,7 +1,8 @@
 //===- TestSupport.h - helpers shared by the unit tests ---------*- C++ -*-===//
 //
 // Calling compiled functions from GoogleTest (a failed call is a test
-// failure with the runtime's message), and seeded random inputs.
+// failure with the runtime's message), seeded random inputs, LLVM IR from
+// text.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,11 +11,28 @@
 
 #include "runtime/Engine/CpuProgram.h"
 
+#include "llvm/AsmParser/Parser.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/SourceMgr.h"
+
 #include "gtest/gtest.h"
 
+#include <memory>
 #include <random>
 
 namespace switchyard::test {
+
+/// `source` parsed as LLVM IR; null (and a test failure) if it does not
+/// parse.
+inline std::unique_ptr<llvm::Module> parseLLVM(const char *source,
+                                               llvm::LLVMContext &context) {
+  llvm::SMDiagnostic error;
+  std::unique_ptr<llvm::Module> module =
+      llvm::parseAssemblyString(source, error, context);
+  if (!module)
+    ADD_FAILURE() << error.getMessage().str();
+  return module;
+}
 
 /// Calls `name` with `arguments`; on an error, fails the test and returns
 /// no results.

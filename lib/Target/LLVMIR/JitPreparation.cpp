@@ -1,10 +1,11 @@
 //===- JitPreparation.cpp - readying compiled modules for the JIT ---------===//
 //
-// The rewrites between Switchyard's LLVM-dialect output and MLIR's
-// ExecutionEngine: the entry points' linkage and attributes in the LLVM
-// dialect, and, on the translated LLVM IR, aggregate stores split by field
-// and straight-line blocks cut short, so that -O0 instruction selection
-// stays fast.
+// The rewrites between Switchyard's LLVM-dialect output and the JIT's code
+// generation: the entry points' linkage and attributes in the LLVM dialect;
+// on the translated LLVM IR, the packed entry points, and, so that -O0
+// instruction selection (FastISel) handles the straight lines itself,
+// block calls through frames, aggregates stored and read by field, and
+// blocks cut short.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,6 +74,38 @@ void mlir::switchyard::storeAggregatesByField(llvm::Module &module) {
   }
 }
 
+void mlir::switchyard::addPackedEntryPoints(llvm::Module &module) {
+  constexpr llvm::StringLiteral prefix = "_mlir_ciface_";
+  llvm::SmallVector<llvm::Function *> interfaces;
+  for (llvm::Function &function : module)
+    if (!function.isDeclaration() && function.getName().starts_with(prefix))
+      interfaces.push_back(&function);
+  llvm::LLVMContext &context = module.getContext();
+  llvm::Type *pointer = llvm::PointerType::getUnqual(context);
+  for (llvm::Function *function : interfaces) {
+    llvm::Function *packed = llvm::Function::Create(
+        llvm::FunctionType::get(llvm::Type::getVoidTy(context), {pointer},
+                                /*isVarArg=*/false),
+        llvm::GlobalValue::ExternalLinkage, "_mlir_" + function->getName(),
+        module);
+    llvm::IRBuilder<> builder(
+        llvm::BasicBlock::Create(context, "entry", packed));
+    llvm::Value *slots = packed->getArg(0);
+    auto slot = [&](unsigned index) {
+      return builder.CreateLoad(
+          pointer, builder.CreateConstInBoundsGEP1_64(pointer, slots, index));
+    };
+    llvm::SmallVector<llvm::Value *> arguments;
+    for (llvm::Argument &argument : function->args())
+      arguments.push_back(
+          builder.CreateLoad(argument.getType(), slot(argument.getArgNo())));
+    llvm::CallInst *call = builder.CreateCall(function, arguments);
+    if (!call->getType()->isVoidTy())
+      builder.CreateStore(call, slot(function->arg_size()));
+    builder.CreateRetVoid();
+  }
+}
+
 namespace {
 
 /// Whether every use of `function` calls it directly, with its own type.
@@ -93,7 +126,7 @@ void mlir::switchyard::passArgumentsInMemory(llvm::Module &module,
   llvm::SmallVector<llvm::Function *> functions;
   for (llvm::Function &function : module)
     if (!function.isDeclaration() && function.hasLocalLinkage() &&
-        !function.isVarArg() &&
+        function.hasOptNone() && !function.isVarArg() &&
         (function.getReturnType()->isAggregateType() ||
          function.arg_size() > maxArguments) &&
         onlyCalledDirectly(function))
@@ -234,14 +267,13 @@ void mlir::switchyard::readAggregatesByField(llvm::Module &module) {
                           llvm::to_vector(extract->getIndices())))
         extract->replaceAllUsesWith(field);
     }
-    // What built or read the aggregates is dead now, unless something
-    // other than an extractvalue uses it.
+    // The extracts, and what built or read the aggregates, are dead now
+    // unless something else uses them.
     llvm::SmallVector<llvm::Instruction *> dead;
     for (llvm::Instruction &instruction : llvm::instructions(function))
-      if (llvm::isa<llvm::ExtractValueInst, llvm::InsertValueInst,
-                    llvm::LoadInst>(instruction) &&
-          instruction.getType()->isAggregateType() ||
-          llvm::isa<llvm::ExtractValueInst>(instruction))
+      if (llvm::isa<llvm::ExtractValueInst>(instruction) ||
+          (llvm::isa<llvm::InsertValueInst, llvm::LoadInst>(instruction) &&
+           instruction.getType()->isAggregateType()))
         dead.push_back(&instruction);
     for (llvm::Instruction *instruction : llvm::reverse(dead))
       if (llvm::isInstructionTriviallyDead(instruction))
@@ -310,7 +342,7 @@ void keepLLVMAttributesOnly(mlir::ArrayAttr &perValue) {
 
 } // namespace
 
-void mlir::switchyard::prepareForExecutionEngine(mlir::ModuleOp module) {
+void mlir::switchyard::prepareForJit(mlir::ModuleOp module) {
   constexpr llvm::StringRef prefix = "_mlir_ciface_";
   llvm::StringSet<> targets;
   for (auto function : module.getOps<mlir::LLVM::LLVMFuncOp>())

@@ -1,8 +1,8 @@
 //===- JitPreparation.h - readying compiled modules for the JIT -*- C++ -*-===//
 //
 // What the compiler does to its LLVM-dialect output, and to the LLVM IR
-// translated from it, before MLIR's ExecutionEngine generates code: the
-// engine (runtime/Engine) calls these between translation and code
+// translated from it, before the JIT generates code: the runtime's engine
+// (runtime/Engine/NativeCode.h) calls these between translation and code
 // generation.
 //
 //===----------------------------------------------------------------------===//
@@ -34,6 +34,13 @@ namespace mlir::switchyard {
 /// (InstCombine) but skips optnone functions.
 void storeAggregatesByField(llvm::Module &module);
 
+/// Adds to `module` the packed entry point `_mlir_NAME` of each C
+/// interface NAME (`_mlir_ciface_...`) it defines: `void (ptr arguments)`,
+/// `arguments` pointing at one pointer per argument, to its value, then one
+/// to where the result goes (the convention of mlir::ExecutionEngine's
+/// packed functions); the runtime calls these.
+void addPackedEntryPoints(llvm::Module &module);
+
 /// In the optnone functions of `module`, replaces each extractvalue of an
 /// insertvalue chain by the inserted value, and each load of an aggregate
 /// whose users extract its fields by loads of those fields: -O0 instruction
@@ -43,7 +50,7 @@ void storeAggregatesByField(llvm::Module &module);
 /// insertvalue and reads a C interface's arguments as aggregate loads.
 void readAggregatesByField(llvm::Module &module);
 
-/// Passes the arguments and the result of each internal function of
+/// Passes the arguments and the result of each internal optnone function of
 /// `module` that returns an aggregate or takes more than `maxArguments`
 /// arguments through a frame in the caller's memory: the function takes one
 /// pointer, loads its arguments from the frame and stores its result there;
@@ -73,16 +80,12 @@ void splitStraightLineBlocks(llvm::Module &module, unsigned maxInstructions);
 /// The block length the engine's JIT cuts straight lines at.
 inline constexpr unsigned kStraightLineBlockSize = 256;
 
-/// Readies `module`, in the LLVM dialect, for mlir::ExecutionEngine:
+/// Readies `module`, in the LLVM dialect, for the JIT:
 /// - Every function but the C interfaces (`_mlir_ciface_NAME`) and the
-///   global constructors and destructors becomes internal. ExecutionEngine
-///   gives every public function a packed wrapper and compiles them all,
-///   and the runtime calls only the C interfaces: the wrappers of the
-///   outlined loop nests and layer blocks would be dead code, and the
-///   wrapper of an entry point itself loads each of its expanded memref
-///   arguments (thousands for a training step) in one block, on which
-///   LLVM's post-RA scheduler takes longer than on the rest of the entry
-///   points together.
+///   global constructors and destructors becomes internal: the runtime
+///   calls only the C interfaces (through their packed entry points,
+///   addPackedEntryPoints), and what nothing calls any more (an entry
+///   point inlined into its C interface) is deleted instead of compiled.
 /// - Such a function that switchyard-cpu-outline-loops marked noinline
 ///   and optnone, and that nothing but its wrapper calls, is always-inlined
 ///   into its wrapper instead (which keeps optnone): the call between them
@@ -95,7 +98,7 @@ inline constexpr unsigned kStraightLineBlockSize = 256;
 ///   runtime's `lm.param`, `lm.vocab`, ..., read before the lowering) are
 ///   dropped: the translation to LLVM IR warns about each, with the whole
 ///   function printed (tens of megabytes of text for a training step).
-void prepareForExecutionEngine(ModuleOp module);
+void prepareForJit(ModuleOp module);
 
 /// The functions of `module`'s global constructors and destructors
 /// (`llvm.global_ctors`, `llvm.global_dtors`), each list in the order they

@@ -1,20 +1,20 @@
-//===- ExecutionEnginePrepTest.cpp - readying a module for the JIT --------===//
+//===- JitPreparationTest.cpp - readying a module for the JIT --------===//
 //
-// mlir::switchyard::prepareForExecutionEngine, on a module in the LLVM
-// dialect shaped like the CPU pipeline's output: the function behind a C
-// interface becomes internal (and, when switchyard-cpu-outline-loops made
-// it optnone, always-inline instead); argument and result attributes of
-// other dialects go, the llvm dialect's stay; other functions keep their
-// linkage. mlir::switchyard::storeAggregatesByField, on LLVM IR: stores of
-// struct and array values become stores of their scalar fields. And
-// mlir::switchyard::splitStraightLineBlocks cuts an optnone function into
-// short blocks. runtime::detail::jitTarget generates code at -O0 for a module
-// whose functions are all optnone, at the asked level otherwise.
+// mlir::switchyard::prepareForJit, on a module in the LLVM
+// dialect shaped like the CPU pipeline's output: every definition but the C
+// interfaces and constructors becomes internal (the function behind a C
+// interface, when switchyard-cpu-outline-loops made it optnone,
+// always-inline instead); argument and result attributes of other dialects
+// go, the llvm dialect's stay. On LLVM IR: structors detached in order;
+// stores of aggregates split by field (storeAggregatesByField), reads of
+// them too (readAggregatesByField); block calls through frames
+// (passArgumentsInMemory), run with ORC to check they compute the same;
+// optnone functions cut into short blocks (splitStraightLineBlocks).
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Target/LLVMIR/JitPreparation.h"
-#include "runtime/Engine/ProgramSupport.h"
+#include "test/unit/TestSupport.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -37,6 +37,7 @@
 #include "gtest/gtest.h"
 
 using namespace mlir;
+using ::switchyard::test::parseLLVM;
 
 namespace {
 
@@ -78,13 +79,13 @@ constexpr const char *kModule = R"mlir(
   }
 )mlir";
 
-TEST(ExecutionEnginePrepTest, InternalizesCInterfaceTargetsAndDropsForeignAttributes) {
+TEST(JitPreparationTest, InternalizesCInterfaceTargetsAndDropsForeignAttributes) {
   MLIRContext context;
   context.loadDialect<LLVM::LLVMDialect>();
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kModule, &context);
   ASSERT_TRUE(module);
 
-  mlir::switchyard::prepareForExecutionEngine(*module);
+  mlir::switchyard::prepareForJit(*module);
   auto function = [&](StringRef name) {
     return module->lookupSymbol<LLVM::LLVMFuncOp>(name);
   };
@@ -137,18 +138,6 @@ TEST(ExecutionEnginePrepTest, InternalizesCInterfaceTargetsAndDropsForeignAttrib
   EXPECT_TRUE(succeeded(mlir::verify(*module)));
 }
 
-/// `source` parsed as LLVM IR; null (and a test failure) if it does not
-/// parse.
-std::unique_ptr<llvm::Module> parseLLVM(const char *source,
-                                        llvm::LLVMContext &context) {
-  llvm::SMDiagnostic error;
-  std::unique_ptr<llvm::Module> module =
-      llvm::parseAssemblyString(source, error, context);
-  if (!module)
-    ADD_FAILURE() << error.getMessage().str();
-  return module;
-}
-
 // A C interface's results, built field by field and stored as one value
 // (what an inlined entry point leaves), and an aggregate loaded whole.
 constexpr const char *kAggregateStores = R"ll(
@@ -177,7 +166,7 @@ constexpr const char *kStructors = R"ll(
   define internal void @late_unload() { ret void }
 )ll";
 
-TEST(ExecutionEnginePrepTest, DetachesConstructorsAndDestructorsInTheirOrder) {
+TEST(JitPreparationTest, DetachesConstructorsAndDestructorsInTheirOrder) {
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module = parseLLVM(kStructors, context);
   ASSERT_TRUE(module);
@@ -198,7 +187,7 @@ TEST(ExecutionEnginePrepTest, DetachesConstructorsAndDestructorsInTheirOrder) {
   EXPECT_FALSE(llvm::verifyModule(*module, &llvm::errs()));
 }
 
-TEST(ExecutionEnginePrepTest, StoresAggregatesFieldByField) {
+TEST(JitPreparationTest, StoresAggregatesFieldByField) {
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module = parseLLVM(kAggregateStores, context);
   ASSERT_TRUE(module);
@@ -267,12 +256,12 @@ void runFunction(std::unique_ptr<llvm::Module> module,
   address->toPtr<void (*)(void *, int64_t, int64_t *)>()(a, n, out);
 }
 
-// A layer block called twice from a straight line: it takes more than two
-// arguments and returns an aggregate, built with insertvalue; a small
-// function that does neither; the caller extracts fields of the results,
+// A layer block (optnone) called twice from a straight line: it takes more
+// than two arguments and returns an aggregate, built with insertvalue; a
+// small function that does neither; the caller extracts fields of the results,
 // the second call's arguments among them.
 constexpr const char *kBlockCalls = R"ll(
-  define internal { ptr, i64 } @block(ptr %a, i64 %n, i64 %k) {
+  define internal { ptr, i64 } @block(ptr %a, i64 %n, i64 %k) #0 {
     %p = getelementptr i8, ptr %a, i64 8
     %m = mul i64 %n, %k
     %r0 = insertvalue { ptr, i64 } poison, ptr %p, 0
@@ -299,7 +288,7 @@ constexpr const char *kBlockCalls = R"ll(
   attributes #0 = { noinline optnone }
 )ll";
 
-TEST(ExecutionEnginePrepTest, PassesLongArgumentListsAndAggregatesInMemory) {
+TEST(JitPreparationTest, PassesLongArgumentListsAndAggregatesInMemory) {
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> module = parseLLVM(kBlockCalls, *context);
   ASSERT_TRUE(module);
@@ -363,7 +352,7 @@ constexpr const char *kAggregateReads = R"ll(
   attributes #0 = { noinline optnone }
 )ll";
 
-TEST(ExecutionEnginePrepTest, ReadsAggregatesFieldByField) {
+TEST(JitPreparationTest, ReadsAggregatesFieldByField) {
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> module = parseLLVM(kAggregateReads, *context);
   ASSERT_TRUE(module);
@@ -421,7 +410,7 @@ constexpr const char *kLongBlocks = R"ll(
   attributes #0 = { noinline optnone }
 )ll";
 
-TEST(ExecutionEnginePrepTest, SplitsStraightLinesIntoShortBlocks) {
+TEST(JitPreparationTest, SplitsStraightLinesIntoShortBlocks) {
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module = parseLLVM(kLongBlocks, context);
   ASSERT_TRUE(module);
@@ -453,48 +442,6 @@ TEST(ExecutionEnginePrepTest, SplitsStraightLinesIntoShortBlocks) {
                                              "call", "d", "call", "ret"}));
   // A function that is not optnone keeps its one block.
   EXPECT_EQ(module->getFunction("optimised")->size(), 1u);
-}
-
-constexpr const char *kStraightLine = R"mlir(
-  llvm.func @step(%n: i64) -> i64
-      attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
-    llvm.return %n : i64
-  }
-  llvm.func @external(!llvm.ptr)
-)mlir";
-
-constexpr const char *kWithLoops = R"mlir(
-  llvm.func @step(%n: i64) -> i64
-      attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
-    %r = llvm.call @nest(%n) : (i64) -> i64
-    llvm.return %r : i64
-  }
-  llvm.func @nest(%n: i64) -> i64 {
-    llvm.return %n : i64
-  }
-)mlir";
-
-TEST(ExecutionEnginePrepTest, StraightLineModulesGenerateCodeAtLevelZero) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  MLIRContext context;
-  context.loadDialect<LLVM::LLVMDialect>();
-  auto levelFor = [&](const char *source, unsigned optLevel) {
-    OwningOpRef<ModuleOp> module =
-        parseSourceString<ModuleOp>(source, &context);
-    EXPECT_TRUE(module);
-    llvm::Expected<::switchyard::runtime::detail::JitTarget> target =
-        ::switchyard::runtime::detail::jitTarget(optLevel, *module);
-    if (!target) {
-      ADD_FAILURE() << llvm::toString(target.takeError());
-      return llvm::CodeGenOptLevel::Aggressive;
-    }
-    return target->machine->getOptLevel();
-  };
-  EXPECT_EQ(levelFor(kStraightLine, 2), llvm::CodeGenOptLevel::None);
-  EXPECT_EQ(levelFor(kWithLoops, 2), llvm::CodeGenOptLevel::Default);
-  EXPECT_EQ(levelFor(kWithLoops, 3), llvm::CodeGenOptLevel::Aggressive);
-  EXPECT_EQ(levelFor(kWithLoops, 0), llvm::CodeGenOptLevel::None);
 }
 
 } // namespace

@@ -1,0 +1,52 @@
+//===- NativeCode.h - a compiled module's objects, in parallel --*- C++ -*-===//
+//
+// The JIT's code generation: a module in the LLVM dialect becomes
+// relocatable objects for this machine, which ObjectLoader.h links into the
+// process (and the compile cache keeps). The straight lines (entry points,
+// layer blocks, a GPU program's host code) are compiled at level 0 on the
+// calling thread; the loop nests, in parts, are optimised and compiled at
+// the requested level on other threads meanwhile.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SWITCHYARD_RUNTIME_ENGINE_NATIVECODE_H
+#define SWITCHYARD_RUNTIME_ENGINE_NATIVECODE_H
+
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class Module;
+} // namespace llvm
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace switchyard::runtime::detail {
+
+struct NativeCodeOptions {
+  /// LLVM's optimisation level (0-3) for the loop nests: its IR pipeline
+  /// (lib/Target/LLVMIR/Optimize.h) and its code generator.
+  unsigned optLevel = 3;
+  /// Threads for the loop nests' parts; 0: one per core.
+  unsigned threads = 0;
+  /// Run on the module right after the translation to LLVM IR (the GPU
+  /// host code's checks and its constructors taken out); an error stops
+  /// the compilation.
+  std::function<llvm::Error(llvm::Module &)> afterTranslation;
+};
+
+/// The relocatable objects of `module`, in the LLVM dialect and ready
+/// (mlir::switchyard::prepareForJit): the straight lines with
+/// the packed entry point `_mlir__mlir_ciface_NAME` of each C interface,
+/// then the parts of the loop nests. They link with each other by name.
+llvm::Expected<std::vector<std::string>>
+generateObjects(mlir::ModuleOp module, const NativeCodeOptions &options);
+
+} // namespace switchyard::runtime::detail
+
+#endif // SWITCHYARD_RUNTIME_ENGINE_NATIVECODE_H
