@@ -3,6 +3,7 @@
 #include "bench/Bench.h"
 
 #include "runtime/Engine/CpuProgram.h"
+#include "runtime/ComputeThreads.h"
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
 #include "runtime/CudaDriver.h"
 #include "runtime/Engine/GpuProgram.h"
@@ -135,8 +136,10 @@ std::string bench::cpuModel() {
 
 std::string bench::describeBackend(const Options &options) {
   if (!options.gpu())
-    return formatv("CPU: {0} ({1} cores; the compiled code uses one)",
-                   cpuModel(), std::thread::hardware_concurrency());
+    return formatv("CPU: {0} ({1} cores; the compiled code's parallel loops "
+                   "on {2} thread{3})",
+                   cpuModel(), std::thread::hardware_concurrency(),
+                   rt::computeThreads(), rt::computeThreads() == 1 ? "" : "s");
   std::string kernels = formatv(
       "{0} multiplicands ({1}), f32 accumulation",
       options.gpuTarget.elementType,

@@ -17,6 +17,7 @@
 
 #include "bench/Bench.h"
 #include "lib/Pipelines/OptionsBinder.h"
+#include "runtime/ComputeThreads.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -82,6 +83,11 @@ cl::opt<unsigned> reps("reps",
                        cl::desc("Timed runs per measurement (the median is "
                                 "reported), after one warm-up run (5)"),
                        cl::init(5), cl::cat(category));
+cl::opt<unsigned> threads(
+    "cpu-threads",
+    cl::desc("Threads Switchyard's CPU code runs its parallel loops on (0: "
+             "one per core, the default)"),
+    cl::init(0), cl::cat(category));
 cl::opt<std::string> python(
     "python",
     cl::desc("Python with PyTorch for the peer baselines (default "
@@ -176,6 +182,7 @@ int main(int argc, char **argv) {
   options.config = configName;
   options.batch = batch;
   options.reps = reps;
+  rt::setComputeThreads(threads);
   options.device = device;
   options.gpuTarget = gpuTarget.value();
   options.python = python;

@@ -177,7 +177,11 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
   // exp and log as polynomials that LLVM vectorizes, not libm calls.
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuMathApproximationPass());
-  pm.addNestedPass<func::FuncOp>(createSwitchyardLinalgToLoopsPass());
+  // The outermost loops whose iterations are independent are marked, to
+  // run on all cores.
+  SwitchyardLinalgToLoopsPassOptions loops;
+  loops.markParallel = true;
+  pm.addNestedPass<func::FuncOp>(createSwitchyardLinalgToLoopsPass(loops));
   buildCpuLoopsToLLVMStages(pm);
 }
 

@@ -11,6 +11,7 @@
 #include "runtime/Engine/CpuProgram.h"
 #include "runtime/BufferCache.h"
 #include "runtime/CompileCache.h"
+#include "runtime/ComputeThreads.h"
 #include "runtime/Engine/NativeCode.h"
 #include "runtime/Engine/ObjectLoader.h"
 #include "runtime/Engine/ProgramSupport.h"
@@ -114,6 +115,7 @@ llvm::orc::SymbolMap runtimeSymbols(llvm::orc::MangleAndInterner interner) {
   bind("calloc", &switchyardBufferCalloc);
   bind("free", &switchyardBufferFree);
   bind("puts", &switchyardFailedCheckMessage);
+  bind("switchyardParallelFor", &switchyardParallelFor);
   if (StringRef(SWITCHYARD_C_RUNNER_UTILS) == "")
     bind("memrefCopy", &switchyardMemrefCopy);
   return symbols;
@@ -249,6 +251,9 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   mlir::switchyard::prepareForJit(compilation.module());
   detail::NativeCodeOptions native;
   native.optLevel = options.optLevel;
+  // The GPU emulation's loops run in order (its kernels' threads share
+  // memory); the CPU code's parallel loops on the compute threads.
+  native.parallelLoops = !emulation;
   Expected<std::vector<std::string>> objects =
       detail::generateObjects(compilation.module(), native);
   if (!objects)

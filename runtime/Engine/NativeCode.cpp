@@ -9,6 +9,7 @@
 
 #include "runtime/Engine/NativeCode.h"
 
+#include "lib/Codegen/Common/Passes.h"
 #include "lib/Target/LLVMIR/JitPreparation.h"
 #include "lib/Target/LLVMIR/Optimize.h"
 #include "lib/Target/LLVMIR/SplitModule.h"
@@ -112,6 +113,10 @@ switchyard::runtime::detail::generateObjects(mlir::ModuleOp module,
   llvmModule->setDataLayout((*lineMachine)->createDataLayout());
   llvmModule->setTargetTriple((*lineMachine)->getTargetTriple());
   mlir::switchyard::addPackedEntryPoints(*llvmModule);
+  if (options.parallelLoops)
+    mlir::switchyard::dispatchParallelLoops(
+        *llvmModule, mlir::switchyard::kParallelForAttr,
+        "switchyardParallelFor");
   mlir::switchyard::passArgumentsInMemory(
       *llvmModule, mlir::switchyard::kMaxRegisterArguments);
 

@@ -34,6 +34,11 @@ struct NativeCodeOptions {
   unsigned optLevel = 3;
   /// Threads for the loop nests' parts; 0: one per core.
   unsigned threads = 0;
+  /// Whether the loop nests marked parallel (kParallelForAttr) run on the
+  /// runtime's compute threads (switchyardParallelFor,
+  /// runtime/ComputeThreads.h), which the program must then resolve; else
+  /// they run on the calling thread.
+  bool parallelLoops = false;
   /// Run on the module right after the translation to LLVM IR (the GPU
   /// host code's checks and its constructors taken out); an error stops
   /// the compilation.

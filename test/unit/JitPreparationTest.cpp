@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Target/LLVMIR/JitPreparation.h"
+#include "runtime/ComputeThreads.h"
 #include "test/unit/TestSupport.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -240,7 +241,8 @@ TEST(JitPreparationTest, StoresAggregatesFieldByField) {
   }
 }
 
-/// Runs `name`, a `void (ptr, i64, ptr)` of `module`, with LLVM's JIT.
+/// Runs `name`, a `void (ptr, i64, ptr)` of `module`, with LLVM's JIT
+/// (the runtime's switchyardParallelFor resolved).
 void runFunction(std::unique_ptr<llvm::Module> module,
                  std::unique_ptr<llvm::LLVMContext> context,
                  llvm::StringRef name, void *a, int64_t n, int64_t *out) {
@@ -249,6 +251,15 @@ void runFunction(std::unique_ptr<llvm::Module> module,
   llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> jit =
       llvm::orc::LLJITBuilder().create();
   ASSERT_TRUE(bool(jit)) << llvm::toString(jit.takeError());
+  llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(),
+                                      (*jit)->getDataLayout());
+  llvm::orc::SymbolMap runtime;
+  runtime[mangle("switchyardParallelFor")] = {
+      llvm::orc::ExecutorAddr::fromPtr(
+          &::switchyard::runtime::switchyardParallelFor),
+      llvm::JITSymbolFlags::Exported};
+  llvm::cantFail((*jit)->getMainJITDylib().define(
+      llvm::orc::absoluteSymbols(std::move(runtime))));
   llvm::cantFail((*jit)->addIRModule(
       llvm::orc::ThreadSafeModule(std::move(module), std::move(context))));
   llvm::Expected<llvm::orc::ExecutorAddr> address = (*jit)->lookup(name);
@@ -382,6 +393,72 @@ TEST(JitPreparationTest, ReadsAggregatesFieldByField) {
   runFunction(std::move(module), std::move(context), "line", descriptor, 7,
               out);
   EXPECT_EQ(out[0], 127);
+}
+
+// A loop nest over out[lo..hi) by 2 (out[i] = i * k), marked to run in
+// parallel, called from a straight line over [1, n), then over [0, 4) with
+// k = -1.
+constexpr const char *kParallelNest = R"ll(
+  define internal void @nest(i64 %lo, i64 %hi, ptr %out, i64 %k) #1 {
+  entry:
+    %empty = icmp sge i64 %lo, %hi
+    br i1 %empty, label %exit, label %body
+  body:
+    %i = phi i64 [ %lo, %entry ], [ %next, %body ]
+    %v = mul i64 %i, %k
+    %p = getelementptr i64, ptr %out, i64 %i
+    store i64 %v, ptr %p
+    %next = add i64 %i, 2
+    %done = icmp sge i64 %next, %hi
+    br i1 %done, label %exit, label %body
+  exit:
+    ret void
+  }
+  define void @caller(ptr %k, i64 %n, ptr %out) #0 {
+    %kv = load i64, ptr %k
+    call void @nest(i64 1, i64 %n, ptr %out, i64 %kv)
+    call void @nest(i64 0, i64 4, ptr %out, i64 -1)
+    ret void
+  }
+  attributes #0 = { noinline optnone }
+  attributes #1 = { noinline "switchyard-parallel-for"="2" }
+)ll";
+
+TEST(JitPreparationTest, ParallelLoopsRunOnTheComputeThreads) {
+  for (unsigned threads : {1u, 2u, 3u}) {
+    ::switchyard::runtime::setComputeThreads(threads);
+    auto context = std::make_unique<llvm::LLVMContext>();
+    std::unique_ptr<llvm::Module> module = parseLLVM(kParallelNest, *context);
+    ASSERT_TRUE(module);
+    mlir::switchyard::dispatchParallelLoops(*module, "switchyard-parallel-for",
+                                            "switchyardParallelFor");
+    ASSERT_FALSE(llvm::verifyModule(*module, &llvm::errs()));
+    // The caller calls the runtime with the nest's task, not the nest.
+    llvm::Function *task = module->getFunction("nest.task");
+    ASSERT_TRUE(task);
+    unsigned runtimeCalls = 0;
+    for (llvm::Instruction &instruction :
+         llvm::instructions(*module->getFunction("caller")))
+      if (auto *call = llvm::dyn_cast<llvm::CallInst>(&instruction)) {
+        EXPECT_NE(call->getCalledFunction(), module->getFunction("nest"));
+        if (call->getCalledFunction()->getName() == "switchyardParallelFor") {
+          EXPECT_EQ(call->getArgOperand(0), task);
+          ++runtimeCalls;
+        }
+      }
+    EXPECT_EQ(runtimeCalls, 2u);
+
+    // Every iteration ran once, whatever the thread count.
+    std::vector<int64_t> out(101, 7);
+    int64_t k = 3;
+    runFunction(std::move(module), std::move(context), "caller", &k, 101,
+                out.data());
+    for (int64_t i = 0; i < 101; ++i) {
+      int64_t expected = i < 4 && i % 2 == 0 ? -i : i % 2 == 1 ? 3 * i : 7;
+      EXPECT_EQ(out[i], expected) << "i = " << i << ", threads " << threads;
+    }
+  }
+  ::switchyard::runtime::setComputeThreads(0);
 }
 
 // A straight line (optnone) with an allocation after its start, and the

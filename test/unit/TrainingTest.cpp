@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/ComputeThreads.h"
 #include "runtime/Engine/CpuProgram.h"
 #include "runtime/Training.h"
 
@@ -67,6 +68,21 @@ protected:
   llvm::Expected<TrainSummary> run(const TrainConfig &config) {
     return train(*program, corpus, config, [](const StepRecord &) {},
                  [](const EvalRecord &) {});
+  }
+
+  /// `model` compiled with its training step; null, and a test failure,
+  /// where it does not compile.
+  static std::unique_ptr<CpuProgram> compileTrainStep(const char *model,
+                                                      const char *name) {
+    CompileOptions options;
+    options.trainStep = true;
+    llvm::Expected<std::unique_ptr<CpuProgram>> compiled =
+        CpuProgram::compile(model, name, options);
+    if (!compiled) {
+      ADD_FAILURE() << llvm::toString(compiled.takeError());
+      return nullptr;
+    }
+    return std::move(*compiled);
   }
 
   static TrainConfig config() {
@@ -441,14 +457,10 @@ TEST_F(TrainingTest, LegacyXlCheckpointsResumeExactly) {
       %l = lm.output "out" %h {vocab = 256} : tensor<?x8x8xf32> -> tensor<?x8x256xf32>
       lm.return %l, %x0 : tensor<?x8x256xf32>, tensor<?x8x8xf32>
     })mlir";
-  CompileOptions options;
-  options.trainStep = true;
-  llvm::Expected<std::unique_ptr<CpuProgram>> compiled =
-      CpuProgram::compile(xl, "small-xl.mlir", options);
-  ASSERT_TRUE(static_cast<bool>(compiled))
-      << llvm::toString(compiled.takeError());
+  std::unique_ptr<CpuProgram> compiled = compileTrainStep(xl, "small-xl.mlir");
+  ASSERT_TRUE(compiled);
   auto runXl = [&](const TrainConfig &c) {
-    return train(**compiled, corpus, c, [](const StepRecord &) {},
+    return train(*compiled, corpus, c, [](const StepRecord &) {},
                  [](const EvalRecord &) {});
   };
   TrainConfig straight = config();
@@ -676,4 +688,49 @@ TEST_F(TrainingTest, OutlinedBlocksTrainToTheSameLosses) {
     EXPECT_EQ(losses[0][i], losses[1][i]) << "step " << i + 1;
   EXPECT_EQ(fileBytes(file("outlined.safetensors")),
             fileBytes(file("inline.safetensors")));
+}
+
+TEST_F(TrainingTest, ParallelLoopsTrainToTheSameLossesOnAnyThreadCount) {
+  // The compiled code's parallel loops (every core by default) split only
+  // independent iterations: one compiled program trained on 1 and on 3
+  // compute threads gives the same losses and final checkpoint, bit for
+  // bit (dropout, experts, XL memory, AdamW included).
+  const char *model = R"mlir(
+    lm.model @threads(%t: tensor<?x8xi32>, %m0: tensor<?x8x8xf32>) -> (tensor<?x8x256xf32>, tensor<?x8x8xf32>) {
+      %x0 = lm.embed "embed" %t {vocab = 256} : tensor<?x8xi32> -> tensor<?x8x8xf32>
+      %a0 = lm.switchhead "layers.0.att" %x0 memory(%m0 : tensor<?x8x8xf32>) {heads = 2, experts = 3, k = 2, head_dim = 4, pos = #lm.pos<xl>, dropout = 0.2, expert_dropout = 0.1} : tensor<?x8x8xf32>
+      %x1 = lm.sigma_moe "layers.0.ffn" %a0 {experts = 3, k = 1, expert_dim = 4, dropout = 0.2, expert_dropout = 0.1} : tensor<?x8x8xf32>
+      %h = lm.layer_norm "norm" %x1 : tensor<?x8x8xf32>
+      %l = lm.output "out" %h {vocab = 256} : tensor<?x8x8xf32> -> tensor<?x8x256xf32>
+      lm.return %l, %x0 : tensor<?x8x256xf32>, tensor<?x8x8xf32>
+    })mlir";
+  std::unique_ptr<CpuProgram> compiled =
+      compileTrainStep(model, "threads.mlir");
+  ASSERT_TRUE(compiled);
+  std::vector<std::vector<double>> losses;
+  for (unsigned threads : {1u, 3u}) {
+    setComputeThreads(threads);
+    uint64_t before = parallelLoopsRun();
+    TrainConfig c = config();
+    c.steps = 4;
+    c.checkpoint =
+        file(threads == 1 ? "threads-1.safetensors" : "threads-3.safetensors");
+    llvm::Expected<TrainSummary> summary =
+        train(*compiled, corpus, c, [](const StepRecord &) {},
+              [](const EvalRecord &) {});
+    ASSERT_TRUE(static_cast<bool>(summary))
+        << llvm::toString(summary.takeError());
+    std::vector<double> run;
+    for (const StepRecord &step : summary->steps)
+      run.push_back(step.loss);
+    losses.push_back(run);
+    // On 3 threads, loops did run on several.
+    EXPECT_EQ(parallelLoopsRun() > before, threads > 1);
+  }
+  setComputeThreads(0);
+  ASSERT_EQ(losses[0].size(), 4u);
+  for (size_t i = 0; i < losses[0].size(); ++i)
+    EXPECT_EQ(losses[0][i], losses[1][i]) << "step " << i + 1;
+  EXPECT_EQ(fileBytes(file("threads-1.safetensors")),
+            fileBytes(file("threads-3.safetensors")));
 }

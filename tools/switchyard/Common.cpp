@@ -13,6 +13,7 @@
 #include "lib/InitSwitchyard.h"
 #include "lib/Pipelines/Pipelines.h"
 #include "runtime/CompileCache.h"
+#include "runtime/ComputeThreads.h"
 #include "runtime/Engine/CpuProgram.h"
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
 #include "runtime/CudaDriver.h"
@@ -242,6 +243,11 @@ DeviceOption::DeviceOption(cl::OptionCategory &category)
                        "JIT-compiled; the MLIR options, which report on a "
                        "compile, imply it)"),
               cl::init(false), cl::cat(category)),
+      threads("cpu-threads",
+              cl::desc("Threads the CPU code runs its parallel loops on "
+                       "(--device cpu): 0, the default, for one per core; "
+                       "results do not depend on it"),
+              cl::init(0), cl::cat(category)),
       gpuCategory("GPU code generation (--device gpu; --gpu-chip, "
                   "--gpu-block-size and --gpu-element-type also "
                   "gpu-emulation)"),
@@ -282,6 +288,10 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
     return selected.takeError();
   rt::CompileOptions options = *selected;
   options.trainStep = trainStep;
+  if (device.threads.getNumOccurrences() && device.device != Device::cpu)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--cpu-threads needs --device cpu");
+  rt::setComputeThreads(device.threads);
   StringRef path = model.input;
   llvm::Expected<sy::GpuTargetOptions> gpuOptions = device.gpuOptions();
   if (!gpuOptions)

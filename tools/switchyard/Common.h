@@ -107,6 +107,7 @@ struct ParamFileFlags {
 struct DeviceOption {
   cl::opt<Device> device;
   cl::opt<bool> noCache;
+  cl::opt<unsigned> threads;
   cl::OptionCategory gpuCategory;
   mlir::switchyard::CommandLineBinding<mlir::switchyard::GpuTargetOptions>
       gpu;

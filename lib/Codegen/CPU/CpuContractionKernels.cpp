@@ -9,6 +9,7 @@
 
 #include "lib/Codegen/Common/Contractions.h"
 #include "lib/Codegen/CPU/Passes.h"
+#include "lib/Codegen/Common/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -214,10 +215,19 @@ private:
   /// builder's insertion point.
   void loop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
     auto forOp = scf::ForOp::create(b, loc, lb, ub, step);
+    // The outermost loop (a batch dimension's, or the blocks of columns'):
+    // each iteration writes its own part of the output.
+    if (!outerBuilt) {
+      forOp->setAttr(switchyard::kParallelLoopAttr, b.getUnitAttr());
+      outerBuilt = true;
+    }
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(forOp.getBody());
     body(forOp.getInductionVar());
   }
+
+  /// Whether the outermost loop exists yet.
+  bool outerBuilt = false;
 
   /// Columns per block: as many tiles as keep b's panel (the reduction's
   /// length × the block) within panelBytes, at least one; 4 tiles where the

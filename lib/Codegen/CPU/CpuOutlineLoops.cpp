@@ -9,6 +9,7 @@
 
 #include "lib/Codegen/CPU/Passes.h"
 #include "lib/Codegen/Common/Outlining.h"
+#include "lib/Codegen/Common/Passes.h"
 #include "lib/Codegen/Common/SameFunctions.h"
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -66,6 +67,51 @@ bool isStraightLine(func::FuncOp func) {
                        [](Operation &op) { return op.getNumRegions() != 0; });
 }
 
+/// Where `function` (just outlined, called by `call`) is one loop marked
+/// switchyard.parallel with a constant step: its bounds become its first
+/// two arguments (the call passes the loop's), so that the loop can run in
+/// chunks (the JIT's dispatchParallelLoops, lib/Target/LLVMIR); the step.
+/// nullopt, and nothing changed, otherwise.
+std::optional<int64_t> takeBounds(RewriterBase &rewriter,
+                                  func::FuncOp function, func::CallOp &call) {
+  Block &body = function.getBody().front();
+  auto loops = body.getOps<scf::ForOp>();
+  if (!llvm::hasSingleElement(loops))
+    return std::nullopt;
+  scf::ForOp loop = *loops.begin();
+  if (!loop->hasAttr(switchyard::kParallelLoopAttr))
+    return std::nullopt;
+  loop->removeAttr(switchyard::kParallelLoopAttr);
+  std::optional<int64_t> step = getConstantIntValue(loop.getStep());
+  if (!step || *step <= 0)
+    return std::nullopt;
+  // The caller's value of each bound: the argument it passes, or a copy of
+  // the constant that outlining cloned in.
+  rewriter.setInsertionPoint(call);
+  SmallVector<Value> bounds;
+  for (Value bound : {loop.getLowerBound(), loop.getUpperBound()}) {
+    if (auto argument = dyn_cast<BlockArgument>(bound)) {
+      bounds.push_back(call.getOperand(argument.getArgNumber()));
+      continue;
+    }
+    Operation *def = bound.getDefiningOp();
+    if (!def || def->getNumOperands() != 0 || !matchPattern(bound, m_Constant()))
+      return std::nullopt;
+    bounds.push_back(rewriter.clone(*def)->getResult(0));
+  }
+  Location loc = loop.getLoc();
+  Type index = rewriter.getIndexType();
+  if (failed(function.insertArguments({0, 0}, {index, index}, {{}, {}},
+                                      {loc, loc})))
+    return std::nullopt;
+  loop.getLowerBoundMutable().assign(body.getArgument(0));
+  loop.getUpperBoundMutable().assign(body.getArgument(1));
+  SmallVector<Value> operands(bounds);
+  llvm::append_range(operands, call.getOperands());
+  call = rewriter.replaceOpWithNewOp<func::CallOp>(call, function, operands);
+  return step;
+}
+
 struct SwitchyardCpuOutlineLoopsPass
     : public switchyard::impl::SwitchyardCpuOutlineLoopsPassBase<
           SwitchyardCpuOutlineLoopsPass> {
@@ -107,8 +153,11 @@ struct SwitchyardCpuOutlineLoopsPass
       }
       func::FuncOp outlined = outlinedOp->function;
       func::CallOp call = outlinedOp->call;
-      outlined->setAttr(
-          "passthrough", rewriter.getArrayAttr(rewriter.getStringAttr("noinline")));
+      SmallVector<Attribute> passthrough{rewriter.getStringAttr("noinline")};
+      if (std::optional<int64_t> step = takeBounds(rewriter, outlined, call))
+        passthrough.push_back(rewriter.getStrArrayAttr(
+            {switchyard::kParallelForAttr, std::to_string(*step)}));
+      outlined->setAttr("passthrough", rewriter.getArrayAttr(passthrough));
       SmallVector<cf::AssertOp> checks = checksOf(outlined);
       SmallVector<std::string> messages;
       for (cf::AssertOp check : checks) {

@@ -29,7 +29,11 @@ def SwitchyardCpuContractionKernelsPass
     panel of `b` (the reduction's length × the block's columns) fits in
     `panel-kib` KiB, a multiple of `columns` wide: every row tile runs over
     one block before the next, so the panel stays in the core's L2 cache
-    instead of streaming all of `b` from L3 for every row tile.
+    instead of streaming all of `b` from L3 for every row tile. The
+    outermost loop (a batch dimension of the output, else the blocks of
+    columns) writes its own part of the output in each iteration and is
+    marked `switchyard.parallel`, to run on all cores
+    (`switchyard-cpu-outline-loops`).
 
     Where `b`'s last index is not `n` (`Y = X·Wᵀ`, `QKᵀ`), `b` is first
     copied with its dimensions permuted (`linalg.transpose` into a new
@@ -70,7 +74,7 @@ def SwitchyardCpuContractionKernelsPass
         vector.transfer_write %r#0, %y[%t0, %o0] ...
       }
      }
-    }
+    } {switchyard.parallel}
     ```
   }];
   let options = [
@@ -153,6 +157,15 @@ def SwitchyardCpuOutlineLoopsPass
     Functions that keep a loop, and functions called from one that does,
     keep their optimisations.
 
+    A nest whose outermost loop is marked `switchyard.parallel` (its
+    iterations are independent: `switchyard-linalg-to-loops` with
+    `mark-parallel`, `switchyard-cpu-contraction-kernels`) and has a
+    constant step takes that loop's bounds as its first two arguments, and
+    its `passthrough` names the step (`["switchyard-parallel-for", "<step>"]`):
+    the runtime's JIT then runs chunks of the iterations on all cores
+    (`dispatchParallelLoops`, lib/Target/LLVMIR/JitPreparation.h); called
+    directly, the function runs them all.
+
     Before:
 
     ```mlir
@@ -176,6 +189,23 @@ def SwitchyardCpuOutlineLoopsPass
     }
     func.func @step(%a: memref<64xf32>) attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
       call @step_loop0(%a) : (memref<64xf32>) -> ()
+      return
+    }
+    ```
+
+    With the loop marked `{switchyard.parallel}`:
+
+    ```mlir
+    func.func private @step_loop0(%lo: index, %hi: index, %a: memref<64xf32>)
+        attributes {passthrough = ["noinline", ["switchyard-parallel-for", "1"]]} {
+      %c1 = arith.constant 1 : index
+      scf.for %i = %lo to %hi step %c1 { ... %a ... }
+      return
+    }
+    func.func @step(%a: memref<64xf32>) attributes {passthrough = ["noinline", "optnone", "noimplicitfloat"]} {
+      %c0 = arith.constant 0 : index
+      %c64 = arith.constant 64 : index
+      call @step_loop0(%c0, %c64, %a) : (index, index, memref<64xf32>) -> ()
       return
     }
     ```

@@ -27,6 +27,27 @@ namespace mlir::switchyard {
 using namespace mlir;
 
 namespace {
+
+/// Whether the iterations of `op`'s outermost loop are independent: its
+/// dimension is parallel (each iteration writes its own elements of the
+/// outputs, which it alone reads) and the body writes no memory of its own
+/// (a scatter into another buffer could write one element from two
+/// iterations).
+bool isIndependentOuterLoop(linalg::LinalgOp op) {
+  if (op.getNumLoops() == 0 ||
+      op.getIteratorTypesArray().front() != utils::IteratorType::parallel)
+    return false;
+  WalkResult writes = op->getRegion(0).walk([](Operation *inner) {
+    auto effects = dyn_cast<MemoryEffectOpInterface>(inner);
+    if ((!effects && !inner->hasTrait<OpTrait::HasRecursiveMemoryEffects>() &&
+         !isa<linalg::YieldOp>(inner)) ||
+        (effects && effects.hasEffect<MemoryEffects::Write>()))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return !writes.wasInterrupted();
+}
+
 struct SwitchyardLinalgToLoopsPass
     : public switchyard::impl::SwitchyardLinalgToLoopsPassBase<
           SwitchyardLinalgToLoopsPass> {
@@ -43,6 +64,8 @@ struct SwitchyardLinalgToLoopsPass
     IRRewriter rewriter(context);
     for (linalg::LinalgOp op : linalgOps) {
       rewriter.setInsertionPoint(op);
+      bool independent = markParallel && !parallel &&
+                         isIndependentOuterLoop(op);
       FailureOr<linalg::LinalgLoops> loops =
           parallel ? linalg::linalgOpToParallelLoops(rewriter, op)
                    : linalg::linalgOpToLoops(rewriter, op);
@@ -50,6 +73,9 @@ struct SwitchyardLinalgToLoopsPass
         op.emitOpError("could not be lowered to loops");
         return signalPassFailure();
       }
+      if (independent && !loops->empty())
+        if (auto outer = dyn_cast<scf::ForOp>(loops->front()))
+          outer->setAttr(switchyard::kParallelLoopAttr, rewriter.getUnitAttr());
       rewriter.eraseOp(op);
     }
     LLVM_DEBUG(llvm::dbgs()

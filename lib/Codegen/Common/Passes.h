@@ -13,6 +13,17 @@
 
 namespace mlir::switchyard {
 
+/// On an `scf.for`: its iterations are independent, and the CPU target
+/// runs them on all cores (switchyard-linalg-to-loops with mark-parallel
+/// and switchyard-cpu-contraction-kernels set it, switchyard-cpu-outline-
+/// loops reads it).
+inline constexpr llvm::StringLiteral kParallelLoopAttr = "switchyard.parallel";
+/// The LLVM function attribute (in `passthrough`) of an outlined loop nest
+/// whose first two arguments are its outermost loop's bounds and whose
+/// iterations are independent; its value is the loop's step.
+inline constexpr llvm::StringLiteral kParallelForAttr =
+    "switchyard-parallel-for";
+
 #define GEN_PASS_DECL
 #include "lib/Codegen/Common/Passes.h.inc"
 

@@ -211,6 +211,11 @@ def SwitchyardLinalgToLoopsPass
   let options = [
     Option<"parallel", "parallel", "bool", /*default=*/"false",
            "scf.parallel for the parallel dimensions (else scf.for)">,
+    Option<"markParallel", "mark-parallel", "bool", /*default=*/"false",
+           "Mark an outermost scf.for `switchyard.parallel` where its "
+           "iterations are independent (a parallel dimension, a body that "
+           "writes no memory): switchyard-cpu-outline-loops runs such a "
+           "loop on all cores">,
   ];
   let dependentDialects = [
     "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",

@@ -119,7 +119,96 @@ bool onlyCalledDirectly(llvm::Function &function) {
   return true;
 }
 
+/// The frame of `call`'s function for calls through frames of
+/// `frameType`: one per function (the calls do not overlap), allocated in
+/// its entry block.
+llvm::AllocaInst *
+callerFrame(llvm::DenseMap<llvm::Function *, llvm::AllocaInst *> &frames,
+            llvm::CallInst &call, llvm::StructType *frameType) {
+  llvm::Function *caller = call.getFunction();
+  llvm::AllocaInst *&frame = frames[caller];
+  if (!frame) {
+    llvm::IRBuilder<> entry(&*caller->getEntryBlock().getFirstInsertionPt());
+    frame = entry.CreateAlloca(frameType);
+  }
+  return frame;
+}
+
 } // namespace
+
+void mlir::switchyard::dispatchParallelLoops(llvm::Module &module,
+                                            llvm::StringRef attribute,
+                                            llvm::StringRef runtimeFunction) {
+  llvm::SmallVector<std::pair<llvm::Function *, int64_t>> nests;
+  for (llvm::Function &function : module) {
+    if (function.isDeclaration() || function.arg_size() < 2 ||
+        !function.hasFnAttribute(attribute))
+      continue;
+    int64_t step = 0;
+    if (function.getFnAttribute(attribute).getValueAsString().getAsInteger(
+            10, step) ||
+        step <= 0)
+      continue;
+    nests.emplace_back(&function, step);
+  }
+  if (nests.empty())
+    return;
+  llvm::LLVMContext &context = module.getContext();
+  llvm::Type *pointer = llvm::PointerType::getUnqual(context);
+  llvm::Type *i64 = llvm::Type::getInt64Ty(context);
+  llvm::Type *voidType = llvm::Type::getVoidTy(context);
+  llvm::FunctionCallee parallelFor = module.getOrInsertFunction(
+      runtimeFunction, voidType, pointer, pointer, i64, i64, i64);
+  for (auto [function, step] : nests) {
+    if (!onlyCalledDirectly(*function) ||
+        !function->getArg(0)->getType()->isIntegerTy(64) ||
+        !function->getArg(1)->getType()->isIntegerTy(64))
+      continue;
+    // The captured arguments (all but the bounds) in a frame.
+    llvm::SmallVector<llvm::Type *> fields;
+    for (llvm::Argument &argument : llvm::drop_begin(function->args(), 2))
+      fields.push_back(argument.getType());
+    llvm::StructType *frameType = llvm::StructType::get(context, fields);
+    auto field = [&](llvm::IRBuilder<> &builder, llvm::Value *frame,
+                     unsigned index) {
+      return builder.CreateStructGEP(frameType, frame, index);
+    };
+
+    // task(frame, begin, end) runs the iterations from begin to end.
+    llvm::Function *task = llvm::Function::Create(
+        llvm::FunctionType::get(voidType, {pointer, i64, i64}, false),
+        llvm::GlobalValue::InternalLinkage, function->getName() + ".task",
+        module);
+    {
+      llvm::IRBuilder<> builder(
+          llvm::BasicBlock::Create(context, "entry", task));
+      llvm::SmallVector<llvm::Value *> arguments{task->getArg(1),
+                                                 task->getArg(2)};
+      for (auto [index, type] : llvm::enumerate(fields))
+        arguments.push_back(
+            builder.CreateLoad(type, field(builder, task->getArg(0), index)));
+      builder.CreateCall(function, arguments);
+      builder.CreateRetVoid();
+    }
+
+    llvm::DenseMap<llvm::Function *, llvm::AllocaInst *> frames;
+    for (llvm::User *user : llvm::make_early_inc_range(function->users())) {
+      auto *call = llvm::cast<llvm::CallInst>(user);
+      if (call->getFunction() == task)
+        continue;
+      llvm::AllocaInst *frame = callerFrame(frames, *call, frameType);
+      llvm::IRBuilder<> builder(call);
+      for (unsigned index = 2; index < call->arg_size(); ++index)
+        builder.CreateStore(call->getArgOperand(index),
+                            field(builder, frame, index - 2));
+      builder.CreateCall(parallelFor,
+                         {task, frame, call->getArgOperand(0),
+                          call->getArgOperand(1),
+                          llvm::ConstantInt::get(i64, step)});
+      call->eraseFromParent();
+    }
+  }
+}
 
 void mlir::switchyard::passArgumentsInMemory(llvm::Module &module,
                                             unsigned maxArguments) {
@@ -133,7 +222,6 @@ void mlir::switchyard::passArgumentsInMemory(llvm::Module &module,
       functions.push_back(&function);
   llvm::LLVMContext &context = module.getContext();
   llvm::Type *pointer = llvm::PointerType::getUnqual(context);
-  llvm::Type *i32 = llvm::Type::getInt32Ty(context);
   for (llvm::Function *function : functions) {
     // The frame: the arguments, then the result.
     llvm::SmallVector<llvm::Type *> fields(function->getFunctionType()->params());
@@ -144,9 +232,7 @@ void mlir::switchyard::passArgumentsInMemory(llvm::Module &module,
     llvm::StructType *frameType = llvm::StructType::get(context, fields);
     auto field = [&](llvm::IRBuilder<> &builder, llvm::Value *frame,
                      unsigned index) {
-      return builder.CreateInBoundsGEP(
-          frameType, frame,
-          {llvm::ConstantInt::get(i32, 0), llvm::ConstantInt::get(i32, index)});
+      return builder.CreateStructGEP(frameType, frame, index);
     };
 
     // The function, taking its frame.
@@ -179,13 +265,7 @@ void mlir::switchyard::passArgumentsInMemory(llvm::Module &module,
     llvm::DenseMap<llvm::Function *, llvm::AllocaInst *> frames;
     for (llvm::User *user : llvm::make_early_inc_range(function->users())) {
       auto *call = llvm::cast<llvm::CallInst>(user);
-      llvm::Function *caller = call->getFunction();
-      llvm::AllocaInst *&callFrame = frames[caller];
-      if (!callFrame) {
-        llvm::IRBuilder<> entry(
-            &*caller->getEntryBlock().getFirstInsertionPt());
-        callFrame = entry.CreateAlloca(frameType);
-      }
+      llvm::AllocaInst *callFrame = callerFrame(frames, *call, frameType);
       llvm::IRBuilder<> builder(call);
       for (auto [index, argument] : llvm::enumerate(call->args()))
         builder.CreateStore(argument, field(builder, callFrame, index));

@@ -10,6 +10,8 @@
 #ifndef SWITCHYARD_LIB_TARGET_LLVMIR_JITPREPARATION_H
 #define SWITCHYARD_LIB_TARGET_LLVMIR_JITPREPARATION_H
 
+#include "llvm/ADT/StringRef.h"
+
 #include <string>
 #include <vector>
 
@@ -40,6 +42,18 @@ void storeAggregatesByField(llvm::Module &module);
 /// to where the result goes (the convention of mlir::ExecutionEngine's
 /// packed functions); the runtime calls these.
 void addPackedEntryPoints(llvm::Module &module);
+
+/// Runs each loop nest of `module` that has the function attribute
+/// `attribute` (switchyard-cpu-outline-loops' kParallelForAttr: its first
+/// two arguments are its outermost loop's bounds, whose iterations are
+/// independent, the attribute's value the loop's step) on the runtime's
+/// threads: a function `NAME.task(ptr frame, i64 begin, i64 end)` runs the
+/// iterations from begin to end with the other arguments from `frame`, and
+/// each call becomes a call of `runtimeFunction(task, frame, lower, upper,
+/// step)` (`switchyardParallelFor`, runtime/ComputeThreads.h), the other
+/// arguments stored in a frame of the caller's first.
+void dispatchParallelLoops(llvm::Module &module, llvm::StringRef attribute,
+                           llvm::StringRef runtimeFunction);
 
 /// In the optnone functions of `module`, replaces each extractvalue of an
 /// insertvalue chain by the inserted value, and each load of an aggregate

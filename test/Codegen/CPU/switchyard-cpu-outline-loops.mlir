@@ -232,3 +232,43 @@ func.func @layers(%a: memref<64xf32>, %n: index) {
   }
   return
 }
+
+// -----
+
+// A loop marked switchyard.parallel (independent iterations) with a
+// constant step: its bounds become the function's first two arguments,
+// which each call passes (a constant bound cloned next to the call, an
+// argument as it is), and the function's passthrough names the step for
+// the JIT (dispatchParallelLoops). The same nest again shares the function.
+// A marked loop with a step that is not constant is outlined as any other.
+// CHECK-LABEL: func.func private @rows_loop0(
+// CHECK-SAME: %[[LO:.*]]: index, %[[HI:.*]]: index, %[[A:.*]]: memref<?xf32>, %{{.*}}: index)
+// CHECK-SAME: attributes {passthrough = ["noinline", ["switchyard-parallel-for", "4"]]}
+// CHECK: scf.for %{{.*}} = %[[LO]] to %[[HI]] step %{{.*}} {
+// CHECK-NOT: switchyard.parallel
+// CHECK: return
+// CHECK-LABEL: func.func private @rows_loop1(
+// CHECK-SAME: %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index) attributes {passthrough = ["noinline"]}
+// CHECK-LABEL: func.func @rows(
+// CHECK-SAME: %[[X:.*]]: memref<?xf32>, %[[N:.*]]: index, %[[S:.*]]: index)
+// CHECK: arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[C2:.*]] = arith.constant 2 : index
+// CHECK-NEXT: call @rows_loop0(%[[C2]], %[[N]], %[[X]], %[[N]])
+// CHECK-NEXT: %[[C2B:.*]] = arith.constant 2 : index
+// CHECK-NEXT: call @rows_loop0(%[[C2B]], %[[N]], %[[X]], %[[N]])
+// CHECK-NEXT: call @rows_loop1(%[[X]], %[[N]], %[[S]])
+func.func @rows(%x: memref<?xf32>, %n: index, %s: index) {
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %one = arith.constant 1.0 : f32
+  scf.for %i = %c2 to %n step %c4 {
+    memref.store %one, %x[%i] : memref<?xf32>
+  } {switchyard.parallel}
+  scf.for %i = %c2 to %n step %c4 {
+    memref.store %one, %x[%i] : memref<?xf32>
+  } {switchyard.parallel}
+  scf.for %i = %c2 to %n step %s {
+    memref.store %one, %x[%i] : memref<?xf32>
+  } {switchyard.parallel}
+  return
+}
