@@ -88,6 +88,9 @@ tools = [
     # test/Integration/CUDA, which needs a GPU.
     ToolSubst("switchyard-gpu-check", unresolved="ignore"),
     "FileCheck", "count", "not",
+    # LLVM's own tools, for tests of the code that LLVM generates from the
+    # kernels for a given target (test/Codegen/CPU).
+    "mlir-opt", "mlir-translate", "opt", "llc",
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 

@@ -28,6 +28,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include <algorithm>
+
 using namespace mlir;
 
 void switchyard::buildFrontendPipeline(OpPassManager &pm,
@@ -150,8 +152,17 @@ void switchyard::buildCpuLoopsToLLVMStages(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+switchyard::CpuKernelTile
+switchyard::cpuKernelTile(unsigned vectorBits, unsigned vectorRegisters) {
+  CpuKernelTile tile;
+  tile.columns = 2 * std::max<int64_t>(vectorBits / 32, 1);
+  tile.rows = std::clamp<int64_t>((int64_t(vectorRegisters) - 4) / 2, 1, 8);
+  return tile;
+}
+
 void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
-                                         StringRef roundContractionOperands) {
+                                         StringRef roundContractionOperands,
+                                         CpuKernelTile tile) {
   buildBufferizePipeline(pm);
   // Each distinct op lowered once (a model's layers are copies), the
   // functions in parallel; back in place before the loops are outlined.
@@ -173,7 +184,11 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   grouped.elementType = roundContractionOperands.str();
   pm.addNestedPass<func::FuncOp>(
       createSwitchyardLowerGroupedKernelsPass(grouped));
-  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuContractionKernelsPass());
+  SwitchyardCpuContractionKernelsPassOptions kernels;
+  kernels.rows = tile.rows;
+  kernels.columns = tile.columns;
+  pm.addNestedPass<func::FuncOp>(
+      createSwitchyardCpuContractionKernelsPass(kernels));
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuLoopOrderPass());
   // exp and log as polynomials that LLVM vectorizes, not libm calls.
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuMathApproximationPass());
@@ -189,7 +204,9 @@ void switchyard::buildCpuPipeline(OpPassManager &pm,
                                   const CpuPipelineOptions &options) {
   buildModelToLinalgPipeline(pm, options.numLayers,
                              options.lowering(Target::Cpu));
-  buildCpuCodegenPipeline(pm, options.roundContractionOperands);
+  buildCpuCodegenPipeline(
+      pm, options.roundContractionOperands,
+      cpuKernelTile(options.vectorBits, options.vectorRegisters));
 }
 
 void switchyard::registerPipelines() {

@@ -124,8 +124,33 @@ struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
   }
 };
 
+/// The register tile of the CPU's matmul kernels
+/// (switchyard-cpu-contraction-kernels): output rows × f32 columns.
+struct CpuKernelTile {
+  int64_t rows = 8, columns = 32;
+};
+
+/// The tile for vector registers `vectorBits` wide, `vectorRegisters` of
+/// them: two vectors of columns per row, and as many rows (at most 8) as
+/// leave four registers for b's row and a's broadcast: 8 × 32 on AVX-512
+/// (16 accumulators of 32 registers), 6 × 16 on AVX2 (12 of 16: BLIS's
+/// Haswell kernel), 8 × 8 on NEON (16 of 32).
+CpuKernelTile cpuKernelTile(unsigned vectorBits, unsigned vectorRegisters);
+
 /// Options of the CPU target.
 struct CpuPipelineOptions : public ModelPipelineOptions<CpuPipelineOptions> {
+  detail::PassOptions::Option<unsigned> vectorBits{
+      *this, "vector-bits",
+      llvm::cl::desc("Width of the target's vector registers in bits (512: "
+                     "AVX-512, 256: AVX2, 128: NEON or SSE); with "
+                     "vector-registers, it sets the matmul kernels' "
+                     "register tile (cpuKernelTile)"),
+      llvm::cl::init(512)};
+  detail::PassOptions::Option<unsigned> vectorRegisters{
+      *this, "vector-registers",
+      llvm::cl::desc("Number of the target's vector registers (32: AVX-512 "
+                     "and NEON, 16: AVX2 and SSE)"),
+      llvm::cl::init(32)};
   detail::PassOptions::Option<std::string> roundContractionOperands{
       *this, "round-contraction-operands",
       llvm::cl::desc("Round the factors of matmul-like contractions to this "
@@ -160,8 +185,10 @@ void buildBufferizePipeline(OpPassManager &pm);
 /// contractions are rounded to it after bufferization
 /// (switchyard-round-contraction-operands), at the point where the GPU
 /// target's tensor-core pass sees the same ops.
+/// `tile` is the matmul kernels' register tile.
 void buildCpuCodegenPipeline(OpPassManager &pm,
-                             llvm::StringRef roundContractionOperands = "f32");
+                             llvm::StringRef roundContractionOperands = "f32",
+                             CpuKernelTile tile = {});
 
 /// The CPU target's last stages: bufferized loops (scf, with vector, math,
 /// arith, memref) to the LLVM dialect, each top-level loop nest in a

@@ -239,8 +239,12 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
     mlir::switchyard::buildGpuEmulationCodegenPipeline(codegen, *emulation);
     program->impl->backend = "gpu-emulation";
   } else {
+    // The matmul kernels' register tile for this machine's vector
+    // registers (the compile cache's key includes its CPU features).
+    auto [bits, registers] = detail::hostVectorRegisters();
     mlir::switchyard::buildCpuCodegenPipeline(
-        codegen, options.roundContractionOperands);
+        codegen, options.roundContractionOperands,
+        mlir::switchyard::cpuKernelTile(bits, registers));
   }
   if (llvm::Error error = compilation.run(
           codegen, emulation ? "GPU emulation code generation"

@@ -24,6 +24,12 @@ def SwitchyardCpuContractionKernelsPass
     of the reduction loads one `columns`-wide row of `b` and `rows` scalars
     of `a`, and issues `rows` vector FMAs, so that every element loaded
     feeds several multiply-adds; the output tile is read and written once.
+    The tile is the target's (`cpuKernelTile`, lib/Pipelines/Pipelines.h:
+    two vectors of columns per row and as many rows as leave four vector
+    registers free; the runtime asks LLVM's cost model of the host, the
+    CPU pipeline takes `vector-bits` and `vector-registers`): 8 × 32 f32 on
+    AVX-512, 6 × 16 on AVX2, whose 16 registers would spill the former's
+    accumulators.
     Rows past the last multiple of `rows` are done one at a time, columns
     past the end of `n` are masked. The columns are taken in blocks whose
     panel of `b` (the reduction's length × the block's columns) fits in
