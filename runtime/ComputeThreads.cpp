@@ -34,6 +34,17 @@ struct Job {
   std::atomic<int64_t> nextChunk{0}, remaining{0};
 };
 
+/// A short wait in a spin loop: the CPU's pause hint where there is one.
+inline void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#else
+  std::this_thread::yield();
+#endif
+}
+
 /// Whether this thread is running a chunk (a nested loop runs inline).
 thread_local bool inTask = false;
 
@@ -82,7 +93,7 @@ public:
     runChunks(*next);
     // The workers' last chunks: short, as chunks go; spin.
     while (next->remaining.load(std::memory_order_acquire) != 0)
-      std::this_thread::yield();
+      relax();
   }
 
 private:
@@ -95,7 +106,7 @@ private:
                    std::chrono::microseconds(200);
       while (generation.load(std::memory_order_acquire) == seen &&
              std::chrono::steady_clock::now() < until)
-        std::this_thread::yield();
+        relax();
       std::shared_ptr<Job> current;
       {
         std::unique_lock<std::mutex> lock(mutex);
