@@ -12,10 +12,31 @@
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/JITEventListener.h"
 #include "llvm/ExecutionEngine/SectionMemoryManager.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <cstdlib>
+
 using namespace switchyard::runtime::detail;
+
+namespace {
+
+/// With SWITCHYARD_PERF=1, LLVM's perf listener: the compiled functions'
+/// names and code go to a jitdump file (jit-<pid>.dump, in $JITDUMPDIR or
+/// the working directory), which `perf inject --jit` merges into a
+/// profile recorded with `perf record -k 1` (docs/Performance.md).
+llvm::JITEventListener *perfListener() {
+  static llvm::JITEventListener *listener = [] {
+    const char *enabled = std::getenv("SWITCHYARD_PERF");
+    return enabled && llvm::StringRef(enabled) == "1"
+               ? llvm::JITEventListener::createPerfJITEventListener()
+               : nullptr;
+  }();
+  return listener;
+}
+
+} // namespace
 
 LoadedCode::LoadedCode() = default;
 LoadedCode::~LoadedCode() = default;
@@ -35,10 +56,13 @@ llvm::Expected<std::unique_ptr<LoadedCode>> LoadedCode::load(
   builder.setObjectLinkingLayerCreator(
       [](llvm::orc::ExecutionSession &session)
           -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
-        return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+        auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
             session, [](const llvm::MemoryBuffer &) {
               return std::make_unique<llvm::SectionMemoryManager>();
             });
+        if (llvm::JITEventListener *perf = perfListener())
+          layer->registerJITEventListener(*perf);
+        return layer;
       });
   llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> jit = builder.create();
   if (!jit)
