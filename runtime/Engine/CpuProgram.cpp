@@ -18,7 +18,6 @@
 
 #include "lib/InitSwitchyard.h"
 #include "lib/Pipelines/Pipelines.h"
-#include "lib/Target/LLVMIR/JitPreparation.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -252,7 +251,6 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
     return std::move(error);
 
   // Native code for this machine, linked into this process.
-  mlir::switchyard::prepareForJit(compilation.module());
   detail::NativeCodeOptions native;
   native.optLevel = options.optLevel;
   // The GPU emulation's loops run in order (its kernels' threads share

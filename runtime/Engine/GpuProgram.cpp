@@ -258,7 +258,6 @@ GpuProgram::compile(StringRef source, StringRef bufferName,
   // call the runtime's mgpu* wrappers. Its constructors and destructors
   // (the kernel modules' loads and unloads) are run by this program, as
   // for an object from the cache.
-  mlir::switchyard::prepareForJit(module);
   detail::NativeCodeOptions native;
   native.optLevel = options.optLevel;
   native.afterTranslation = [&](llvm::Module &llvmModule) -> llvm::Error {

@@ -16,9 +16,11 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Function.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/CodeGen.h"
@@ -29,6 +31,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -86,6 +89,32 @@ Expected<std::string> compilePart(llvm::StringRef bitcode, unsigned optLevel,
 
 } // namespace
 
+std::pair<unsigned, unsigned>
+switchyard::runtime::detail::hostVectorRegisters() {
+  // The JIT's functions carry no target attributes: the target machine's
+  // CPU and features, which a probe function sees too, decide.
+  Expected<std::unique_ptr<llvm::TargetMachine>> machine =
+      hostMachine(llvm::CodeGenOptLevel::Default);
+  if (!machine) {
+    llvm::consumeError(machine.takeError());
+    return {128, 16};
+  }
+  llvm::LLVMContext context;
+  llvm::Module module("probe", context);
+  module.setDataLayout((*machine)->createDataLayout());
+  module.setTargetTriple((*machine)->getTargetTriple());
+  llvm::Function *probe = llvm::Function::Create(
+      llvm::FunctionType::get(llvm::Type::getVoidTy(context), false),
+      llvm::GlobalValue::ExternalLinkage, "probe", module);
+  llvm::TargetTransformInfo info = (*machine)->getTargetTransformInfo(*probe);
+  unsigned bits =
+      info.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector)
+          .getFixedValue();
+  unsigned count =
+      info.getNumberOfRegisters(info.getRegisterClassForType(/*Vector=*/true));
+  return {std::max(bits, 128u), std::max(count, 8u)};
+}
+
 Expected<std::vector<std::string>>
 switchyard::runtime::detail::generateObjects(mlir::ModuleOp module,
                                              const NativeCodeOptions &options) {
@@ -102,6 +131,7 @@ switchyard::runtime::detail::generateObjects(mlir::ModuleOp module,
   if (!lineMachine)
     return lineMachine.takeError();
 
+  mlir::switchyard::prepareForJit(module);
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> llvmModule =
       mlir::translateModuleToLLVMIR(module, context);

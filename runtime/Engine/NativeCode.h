@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace llvm {
@@ -45,12 +46,19 @@ struct NativeCodeOptions {
   std::function<llvm::Error(llvm::Module &)> afterTranslation;
 };
 
-/// The relocatable objects of `module`, in the LLVM dialect and ready
-/// (mlir::switchyard::prepareForJit): the straight lines with
+/// The relocatable objects of `module`, in the LLVM dialect, which is
+/// readied first (mlir::switchyard::prepareForJit): the straight lines with
 /// the packed entry point `_mlir__mlir_ciface_NAME` of each C interface,
 /// then the parts of the loop nests. They link with each other by name.
 llvm::Expected<std::vector<std::string>>
 generateObjects(mlir::ModuleOp module, const NativeCodeOptions &options);
+
+/// The vector registers the JIT's code generation uses on this machine:
+/// their width in bits and their number, from LLVM's cost model of the
+/// host's target machine (512 × 32 where AVX-512's 512-bit registers are
+/// used, 256 × 32 where AVX-512 prefers 256-bit vectors, 256 × 16 with
+/// AVX2, 128 × 32 on AArch64).
+std::pair<unsigned, unsigned> hostVectorRegisters();
 
 } // namespace switchyard::runtime::detail
 

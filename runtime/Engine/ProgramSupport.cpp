@@ -19,12 +19,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/Config/llvm-config.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
-#include "llvm/IR/Function.h"
-#include "llvm/IR/LLVMContext.h"
-#include "llvm/Target/TargetMachine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/IR/Module.h"
@@ -32,7 +27,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
-#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -461,37 +455,6 @@ bool ResultDescriptor::isDense() const {
     stride *= sizes[d];
   }
   return true;
-}
-
-std::pair<unsigned, unsigned> detail::hostVectorRegisters() {
-  // The JIT's functions carry no target attributes: the target machine's
-  // CPU and features, which a probe function sees too, decide.
-  Expected<llvm::orc::JITTargetMachineBuilder> builder =
-      llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!builder) {
-    llvm::consumeError(builder.takeError());
-    return {128, 16};
-  }
-  Expected<std::unique_ptr<llvm::TargetMachine>> machine =
-      builder->createTargetMachine();
-  if (!machine) {
-    llvm::consumeError(machine.takeError());
-    return {128, 16};
-  }
-  llvm::LLVMContext context;
-  llvm::Module module("probe", context);
-  module.setDataLayout((*machine)->createDataLayout());
-  module.setTargetTriple((*machine)->getTargetTriple());
-  llvm::Function *probe = llvm::Function::Create(
-      llvm::FunctionType::get(llvm::Type::getVoidTy(context), false),
-      llvm::GlobalValue::ExternalLinkage, "probe", module);
-  llvm::TargetTransformInfo info = (*machine)->getTargetTransformInfo(*probe);
-  unsigned bits =
-      info.getRegisterBitWidth(llvm::TargetTransformInfo::RGK_FixedWidthVector)
-          .getFixedValue();
-  unsigned count =
-      info.getNumberOfRegisters(info.getRegisterClassForType(/*Vector=*/true));
-  return {std::max(bits, 128u), std::max(count, 8u)};
 }
 
 std::string detail::describeHostCpu() {

@@ -23,7 +23,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 
 namespace mlir {
 class MLIRContext;
@@ -141,13 +140,6 @@ struct OptionPrinter {
 /// This machine's CPU and its features, for a compile cache key of native
 /// code.
 std::string describeHostCpu();
-
-/// The vector registers the JIT's code generation uses on this machine:
-/// their width in bits and their number, from LLVM's cost model of the
-/// host's target machine (512 × 32 where AVX-512's 512-bit registers are
-/// used, 256 × 32 where AVX-512 prefers 256-bit vectors, 256 × 16 with
-/// AVX2, 128 × 32 on AArch64).
-std::pair<unsigned, unsigned> hostVectorRegisters();
 
 /// Everything a program compiled from `source` with `options` (resolved
 /// for its target: resolveFor) depends on, as text for CompileCache's key:

@@ -8,8 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Pipelines/Pipelines.h"
-#include "runtime/Engine/ProgramSupport.h"
+#include "runtime/Engine/NativeCode.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/TargetParser/Host.h"
 

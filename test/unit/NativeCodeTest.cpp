@@ -11,7 +11,6 @@
 #include "runtime/Engine/NativeCode.h"
 #include "runtime/Engine/ObjectLoader.h"
 
-#include "lib/Target/LLVMIR/JitPreparation.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -76,7 +75,6 @@ protected:
     EXPECT_TRUE(module);
     if (!module)
       return {};
-    mlir::switchyard::prepareForJit(*module);
     rt::detail::NativeCodeOptions options;
     options.optLevel = 2;
     options.threads = threads;

@@ -85,6 +85,27 @@ protected:
     return std::move(*compiled);
   }
 
+  /// The losses of `steps` training steps of `program` from its seed, the
+  /// final checkpoint written to `checkpoint`; none, and a test failure,
+  /// where training fails.
+  std::vector<double> trainLosses(CpuProgram &program, int64_t steps,
+                                  const std::string &checkpoint) {
+    TrainConfig c = config();
+    c.steps = steps;
+    c.checkpoint = checkpoint;
+    llvm::Expected<TrainSummary> summary =
+        train(program, corpus, c, [](const StepRecord &) {},
+              [](const EvalRecord &) {});
+    if (!summary) {
+      ADD_FAILURE() << llvm::toString(summary.takeError());
+      return {};
+    }
+    std::vector<double> losses;
+    for (const StepRecord &step : summary->steps)
+      losses.push_back(step.loss);
+    return losses;
+  }
+
   static TrainConfig config() {
     TrainConfig c;
     c.steps = 8;
@@ -670,18 +691,9 @@ TEST_F(TrainingTest, OutlinedBlocksTrainToTheSameLosses) {
         CpuProgram::compile(model, "two-kinds.mlir", options);
     ASSERT_TRUE(static_cast<bool>(compiled))
         << llvm::toString(compiled.takeError());
-    TrainConfig c = config();
-    c.steps = 4;
-    c.checkpoint = file(outline ? "outlined.safetensors" : "inline.safetensors");
-    llvm::Expected<TrainSummary> summary =
-        train(**compiled, corpus, c, [](const StepRecord &) {},
-              [](const EvalRecord &) {});
-    ASSERT_TRUE(static_cast<bool>(summary))
-        << llvm::toString(summary.takeError());
-    std::vector<double> run;
-    for (const StepRecord &step : summary->steps)
-      run.push_back(step.loss);
-    losses.push_back(run);
+    losses.push_back(trainLosses(
+        **compiled, 4,
+        file(outline ? "outlined.safetensors" : "inline.safetensors")));
   }
   ASSERT_EQ(losses[0].size(), 4u);
   for (size_t i = 0; i < losses[0].size(); ++i)
@@ -711,19 +723,9 @@ TEST_F(TrainingTest, ParallelLoopsTrainToTheSameLossesOnAnyThreadCount) {
   for (unsigned threads : {1u, 3u}) {
     setComputeThreads(threads);
     uint64_t before = parallelLoopsRun();
-    TrainConfig c = config();
-    c.steps = 4;
-    c.checkpoint =
-        file(threads == 1 ? "threads-1.safetensors" : "threads-3.safetensors");
-    llvm::Expected<TrainSummary> summary =
-        train(*compiled, corpus, c, [](const StepRecord &) {},
-              [](const EvalRecord &) {});
-    ASSERT_TRUE(static_cast<bool>(summary))
-        << llvm::toString(summary.takeError());
-    std::vector<double> run;
-    for (const StepRecord &step : summary->steps)
-      run.push_back(step.loss);
-    losses.push_back(run);
+    losses.push_back(trainLosses(
+        *compiled, 4,
+        file(threads == 1 ? "threads-1.safetensors" : "threads-3.safetensors")));
     // On 3 threads, loops did run on several.
     EXPECT_EQ(parallelLoopsRun() > before, threads > 1);
   }

@@ -26,6 +26,21 @@
 #include <algorithm>
 #include <functional>
 
+namespace {
+
+/// The GEP indices of the field at `path` of an aggregate in memory:
+/// `0, path...`, as i32 constants.
+llvm::SmallVector<llvm::Value *> fieldIndices(llvm::LLVMContext &context,
+                                              llvm::ArrayRef<unsigned> path) {
+  llvm::Type *i32 = llvm::Type::getInt32Ty(context);
+  llvm::SmallVector<llvm::Value *> indices{llvm::ConstantInt::get(i32, 0)};
+  for (unsigned index : path)
+    indices.push_back(llvm::ConstantInt::get(i32, index));
+  return indices;
+}
+
+} // namespace
+
 void mlir::switchyard::storeAggregatesByField(llvm::Module &module) {
   llvm::SmallVector<llvm::StoreInst *> stores;
   for (llvm::Function &function : module)
@@ -35,7 +50,6 @@ void mlir::switchyard::storeAggregatesByField(llvm::Module &module) {
             store->isSimple())
           stores.push_back(store);
   const llvm::DataLayout &layout = module.getDataLayout();
-  llvm::Type *i32 = llvm::Type::getInt32Ty(module.getContext());
   for (llvm::StoreInst *store : stores) {
     llvm::Value *aggregate = store->getValueOperand();
     llvm::Type *type = aggregate->getType();
@@ -59,9 +73,8 @@ void mlir::switchyard::storeAggregatesByField(llvm::Module &module) {
         value = builder.CreateExtractValue(aggregate, path);
       if (llvm::isa<llvm::UndefValue>(value))
         return;
-      llvm::SmallVector<llvm::Value *> indices{llvm::ConstantInt::get(i32, 0)};
-      for (unsigned index : path)
-        indices.push_back(llvm::ConstantInt::get(i32, index));
+      llvm::SmallVector<llvm::Value *> indices =
+          fieldIndices(module.getContext(), path);
       llvm::Value *address =
           builder.CreateInBoundsGEP(type, store->getPointerOperand(), indices);
       uint64_t offset = layout.getIndexedOffsetInType(type, indices);
@@ -315,14 +328,10 @@ llvm::Value *scalarField(llvm::Value *aggregate,
     if (auto *load = llvm::dyn_cast<llvm::LoadInst>(aggregate);
         load && load->isSimple() && !indices.empty()) {
       llvm::IRBuilder<> builder(load);
-      llvm::Type *i32 = builder.getInt32Ty();
-      llvm::SmallVector<llvm::Value *> gep{llvm::ConstantInt::get(i32, 0)};
-      for (unsigned index : indices)
-        gep.push_back(llvm::ConstantInt::get(i32, index));
       return builder.CreateLoad(
           llvm::ExtractValueInst::getIndexedType(load->getType(), indices),
           builder.CreateInBoundsGEP(load->getType(), load->getPointerOperand(),
-                                    gep));
+                                    fieldIndices(load->getContext(), indices)));
     }
     if (llvm::isa<llvm::UndefValue>(aggregate) && !indices.empty())
       return llvm::PoisonValue::get(
@@ -443,7 +452,6 @@ void mlir::switchyard::prepareForJit(mlir::ModuleOp module) {
         !structors.contains(function.getName()))
       function.setLinkage(mlir::LLVM::Linkage::Internal);
     if (!function.isExternal() && targets.contains(function.getName())) {
-      function.setLinkage(mlir::LLVM::Linkage::Internal);
       // Inlined only where its wrapper is its one caller: a function that
       // other code calls too (a training step calls its gradient function)
       // would be copied into each caller.
