@@ -18,7 +18,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
+
+#include <unistd.h>
 
 using namespace switchyard;
 using namespace switchyard::bench;
@@ -256,9 +259,19 @@ llvm::json::Object bench::runPython(const Options &options,
     argv.push_back(argument);
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, out.str(),
                                                 std::nullopt};
+  // PyTorch's OpenMP threads spin between parallel regions, on the cores
+  // OpenBLAS's own threads need for the matmuls in between: on two cores its
+  // training step took twice as long on two threads as on one. Its best
+  // setting is the fair peer, so the spin is off unless the caller sets it.
+  std::vector<std::string> environment;
+  for (char **entry = environ; *entry; ++entry)
+    environment.push_back(*entry);
+  if (!std::getenv("OMP_WAIT_POLICY"))
+    environment.push_back("OMP_WAIT_POLICY=PASSIVE");
+  std::vector<llvm::StringRef> env(environment.begin(), environment.end());
   std::string message;
-  int rc = llvm::sys::ExecuteAndWait(program, argv, std::nullopt,
-                                     redirects, 0, 0, &message);
+  int rc = llvm::sys::ExecuteAndWait(program, argv, env, redirects, 0, 0,
+                                     &message);
   if (rc != 0) {
     llvm::sys::fs::remove(out);
     fail(formatv("{0} {1} failed (exit {2}) {3}; is PyTorch installed "

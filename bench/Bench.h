@@ -39,7 +39,7 @@ struct Options {
   mlir::switchyard::GpuTargetOptions gpuTarget;
   /// Python with PyTorch; empty: no PyTorch peers.
   std::string python;
-  std::string layerScript, kernelScript;
+  std::string layerScript, kernelScript, stepScript;
   std::vector<unsigned> torchThreads;
   bool skipReference = false;
   /// Only compile (the train-step benchmark: compile times without a GPU).
@@ -146,7 +146,8 @@ double lossTolerance(const Options &options);
 double gradTolerance(const Options &options);
 
 /// Runs `options.python` on `script` with `arguments` and parses the JSON
-/// object it prints.
+/// object it prints. OMP_WAIT_POLICY is PASSIVE unless set (PyTorch's
+/// OpenMP threads then sleep rather than spin between parallel regions).
 llvm::json::Object runPython(const Options &options, llvm::StringRef script,
                              llvm::ArrayRef<std::string> arguments);
 

@@ -6,12 +6,24 @@
 // resident on the backend) on a synthetic token stream, so that models
 // compare on the same footing: the paper's claim is a SwitchHead step
 // against its parameter-matched dense baseline's. --compile-only reports
-// the compile times alone (for the GPU, that needs no GPU).
+// the compile times alone (for the GPU, that needs no GPU). With --python,
+// each model is also trained by its PyTorch peer (bench/torch_train_step.py:
+// the same layers from the same initial parameters, the same optimizer and
+// schedule), after checking that both compute the same loss.
 //
 //===----------------------------------------------------------------------===//
 
 #include "bench/Bench.h"
+#include "dialect/Lm/IR/LmOps.h"
+#include "lib/InitSwitchyard.h"
+#include "runtime/Params.h"
+#include "runtime/TensorFile.h"
 #include "runtime/Training.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -22,6 +34,7 @@
 
 #include <algorithm>
 #include <random>
+#include <thread>
 
 using namespace switchyard;
 using namespace switchyard::bench;
@@ -34,6 +47,10 @@ struct StepRow {
   int64_t params = 0, tokensPerStep = 0;
   double compileMs = NAN, cachedMs = NAN, stepMs = NAN, firstLoss = NAN,
          lastLoss = NAN;
+  /// The PyTorch peer's rows: `model` names the formulation and threads;
+  /// `base` is the Switchyard row of the same model.
+  bool peer = false;
+  size_t base = 0;
 };
 
 /// The time to load the program from the compile cache: it is compiled
@@ -72,8 +89,243 @@ rt::TokenCorpus syntheticCorpus(int64_t vocab, int64_t batch, int64_t time,
   return corpus;
 }
 
-StepRow measureModel(const Options &options, llvm::StringRef path,
-                     llvm::StringRef fuse) {
+/// The layers of the first lm.model in `source`, in program order, as
+/// bench/torch_train_step.py reads them: {"op", "name", the op's attributes,
+/// "memory": the XL memory's length}. The peer builds a chain, so every
+/// layer must take the previous one's result.
+llvm::json::Array describeLayers(llvm::StringRef source, llvm::StringRef path) {
+  mlir::DialectRegistry registry;
+  mlir::switchyard::registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(source, &context, path);
+  if (!module)
+    fail(path + ": cannot parse the model for the PyTorch peer");
+  auto models = module->getOps<mlir::lm::ModelOp>();
+  if (models.empty())
+    fail(path + ": no lm.model");
+  llvm::json::Array layers;
+  mlir::Value previous;
+  for (mlir::Operation &op : (*models.begin()).getBody().front()) {
+    if (mlir::isa<mlir::lm::ReturnOp>(op))
+      break;
+    if (op.getNumResults() != 1 || op.getNumOperands() == 0 ||
+        (previous && op.getOperand(0) != previous))
+      fail(path + ": the PyTorch peer takes models whose layers form a "
+                  "chain; " + op.getName().getStringRef() + " does not");
+    previous = op.getResult(0);
+    llvm::json::Object layer{
+        {"op", op.getName().stripDialect().str()}};
+    for (mlir::NamedAttribute attr : op.getAttrs()) {
+      llvm::StringRef key = attr.getName().getValue();
+      if (key == "layer_name")
+        layer["name"] = mlir::cast<mlir::StringAttr>(attr.getValue()).str();
+      else if (auto i = mlir::dyn_cast<mlir::IntegerAttr>(attr.getValue()))
+        layer[key] = i.getInt();
+      else if (auto f = mlir::dyn_cast<mlir::FloatAttr>(attr.getValue()))
+        layer[key] = f.getValueAsDouble();
+      else if (auto pos = mlir::dyn_cast<mlir::lm::PosEncodingAttr>(
+                   attr.getValue()))
+        layer[key] = mlir::lm::stringifyPosEncoding(pos.getValue()).str();
+    }
+    mlir::Value memory;
+    if (auto sh = mlir::dyn_cast<mlir::lm::SwitchHeadOp>(op))
+      memory = sh.getMemory();
+    else if (auto mha = mlir::dyn_cast<mlir::lm::MhaOp>(op))
+      memory = mha.getMemory();
+    layer["memory"] =
+        memory ? mlir::cast<mlir::ShapedType>(memory.getType()).getDimSize(1)
+               : int64_t(0);
+    layers.push_back(std::move(layer));
+  }
+  return layers;
+}
+
+/// The inputs of the cross-check: the parameters (initialised with seed 1)
+/// and one batch of tokens and targets.
+struct PeerInputs {
+  std::vector<rt::HostTensor> params;
+  rt::HostTensor tokens, targets;
+};
+
+PeerInputs makePeerInputs(const rt::Program &program, int64_t batch,
+                          int64_t time, int64_t vocab) {
+  PeerInputs in;
+  for (const rt::ParamSpec &spec : program.params().params) {
+    std::vector<float> values(size_t(spec.numElements()));
+    rt::initialize(spec, /*seed=*/1, values);
+    in.params.push_back(rt::HostTensor::fromValues<float>(
+        spec.name, rt::ElementType::f32, spec.shape, values));
+  }
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int32_t> id(0, int32_t(vocab - 1));
+  std::vector<int32_t> window(size_t(batch * (time + 1)));
+  for (int32_t &t : window)
+    t = id(rng);
+  std::vector<int32_t> tokens, targets;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < time; ++t) {
+      tokens.push_back(window[size_t(b * (time + 1) + t)]);
+      targets.push_back(window[size_t(b * (time + 1) + t + 1)]);
+    }
+  in.tokens = rt::HostTensor::fromValues<int32_t>(
+      "tokens", rt::ElementType::i32, {batch, time}, tokens);
+  in.targets = rt::HostTensor::fromValues<int32_t>(
+      "targets", rt::ElementType::i32, {batch, time}, targets);
+  return in;
+}
+
+/// The mean cross-entropy of the compiled forward function `model` on the
+/// peer inputs, memories zero (inference: no dropout).
+double switchyardCheckLoss(const Options &options, rt::Program &program,
+                           const rt::FunctionSpec &model,
+                           const PeerInputs &in) {
+  std::vector<rt::HostTensor> zeros;
+  zeros.reserve(model.arguments.size());
+  std::vector<const rt::HostTensor *> arguments;
+  for (const rt::TensorSpec &spec : model.arguments) {
+    if (spec.role == rt::ArgRole::param) {
+      auto p = llvm::find_if(in.params, [&](const rt::HostTensor &t) {
+        return t.name == spec.param;
+      });
+      if (p == in.params.end())
+        fail("no initial value for parameter " + spec.param);
+      arguments.push_back(&*p);
+    } else if (spec.vocab) {
+      arguments.push_back(&in.tokens);
+    } else {
+      std::vector<int64_t> shape = spec.shape;
+      shape[0] = in.tokens.shape[0];
+      int64_t count = 1;
+      for (int64_t size : shape)
+        count *= size;
+      zeros.push_back(rt::HostTensor::fromValues<float>(
+          "memory", rt::ElementType::f32, shape,
+          std::vector<float>(size_t(count), 0.0f)));
+      arguments.push_back(&zeros.back());
+    }
+  }
+  std::vector<rt::HostTensor> results;
+  (void)timeCall(options, program, model.name, arguments, results);
+  const rt::HostTensor &logits = results.front();
+  int64_t classes = logits.shape.back();
+  auto values = logits.values<float>();
+  auto targets = in.targets.values<int32_t>();
+  double sum = 0;
+  for (size_t row = 0; row < targets.size(); ++row) {
+    const float *l = values.data() + row * size_t(classes);
+    double max = *std::max_element(l, l + classes), exps = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      exps += std::exp(double(l[c]) - max);
+    sum += max + std::log(exps) - double(l[targets[row]]);
+  }
+  return sum / double(targets.size());
+}
+
+/// Writes the peer's inputs and config.json into `dir`.
+void exportPeerInputs(const Options &options, llvm::StringRef dir,
+                      llvm::json::Array layers, const PeerInputs &in,
+                      const rt::TrainConfig &config, int64_t time) {
+  llvm::json::Array names;
+  for (const rt::HostTensor &p : in.params) {
+    names.push_back(p.name);
+    if (llvm::Error e = rt::writeNpy((dir + "/" + p.name + ".npy").str(), p))
+      fail(llvm::toString(std::move(e)));
+  }
+  for (const rt::HostTensor *t : {&in.tokens, &in.targets})
+    if (llvm::Error e =
+            rt::writeNpy((dir + "/" + t->name + ".npy").str(), *t))
+      fail(llvm::toString(std::move(e)));
+  writeJson(
+      (dir + "/config.json").str(),
+      llvm::json::Object{
+          {"layers", std::move(layers)},
+          {"params", std::move(names)},
+          {"batch", options.batch},
+          {"time", time},
+          {"reps", int64_t(options.reps)},
+          {"threads", 1},
+          {"train", llvm::json::Object{{"lr", config.lr},
+                                       {"beta1", config.beta1},
+                                       {"beta2", config.beta2},
+                                       {"eps", config.eps},
+                                       {"weight_decay", config.weightDecay},
+                                       {"clip", config.clip},
+                                       {"warmup", config.warmup},
+                                       {"steps", config.steps}}}});
+}
+
+/// The PyTorch peer's rows for one model (bench/torch_train_step.py, per
+/// thread count), after checking that its inference loss on the check batch
+/// equals the compiled forward function's and that it has as many
+/// parameters.
+std::vector<StepRow> measureTorchSteps(const Options &options,
+                                       llvm::StringRef source,
+                                       llvm::StringRef path,
+                                       rt::Program &program,
+                                       const rt::FunctionSpec &model,
+                                       const rt::TrainConfig &config,
+                                       int64_t time, const StepRow &ours) {
+  PeerInputs in = makePeerInputs(program, options.batch, time,
+                                 *model.arguments[0].vocab);
+  double loss = switchyardCheckLoss(options, program, model, in);
+  llvm::SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("switchyard-bench", dir))
+    fail("cannot create a temporary directory: " + ec.message());
+  exportPeerInputs(options, dir, describeLayers(source, path), in, config,
+                   time);
+  std::vector<unsigned> threads(options.torchThreads);
+  if (threads.empty()) {
+    threads.push_back(1);
+    if (!options.gpu() && std::thread::hardware_concurrency() > 1)
+      threads.push_back(std::thread::hardware_concurrency());
+  }
+  std::vector<StepRow> rows;
+  for (unsigned n : threads) {
+    std::vector<std::string> args = {std::string(dir), std::to_string(n)};
+    llvm::append_range(args, torchDeviceArguments(options));
+    llvm::json::Object report = runPython(options, options.stepScript, args);
+    double peerLoss = report.getNumber("check_loss").value_or(NAN);
+    int64_t peerParams = report.getInteger("params").value_or(-1);
+    if (!(std::abs(peerLoss - loss) <= lossTolerance(options) * std::abs(loss)) ||
+        peerParams != ours.params)
+      fail(formatv("{0}: the PyTorch peer computes another model: loss "
+                   "{1:F6} (Switchyard {2:F6}), {3} parameters (Switchyard "
+                   "{4})",
+                   path, peerLoss, loss, peerParams, ours.params));
+    if (n == threads.front())
+      llvm::errs() << formatv("{0}: PyTorch {1} checked: inference loss "
+                              "{2:F6} (Switchyard {3:F6}), {4} parameters\n",
+                              ours.model,
+                              report.getString("torch").value_or("?"), peerLoss,
+                              loss, peerParams);
+    if (const llvm::json::Object *results = report.getObject("results"))
+      for (const auto &[form, value] : *results) {
+        const llvm::json::Object *r = value.getAsObject();
+        StepRow row;
+        row.peer = true;
+        row.model = "  PyTorch " + form.str();
+        row.fuse = options.gpu()
+                       ? report.getString("dtype").value_or("?").str()
+                       : formatv("{0} thread{1}", n, n == 1 ? "" : "s").str();
+        row.params = peerParams;
+        row.tokensPerStep = ours.tokensPerStep;
+        row.stepMs = r->getNumber("step_ms").value_or(NAN);
+        row.firstLoss = r->getNumber("first_loss").value_or(NAN);
+        row.lastLoss = r->getNumber("last_loss").value_or(NAN);
+        rows.push_back(std::move(row));
+      }
+  }
+  llvm::sys::fs::remove_directories(dir);
+  return rows;
+}
+
+/// Appends the model's row, and its PyTorch peer's rows where there is a
+/// peer, to `rows`.
+void measureModel(const Options &options, llvm::StringRef path,
+                  llvm::StringRef fuse, std::vector<StepRow> &rows) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> source =
       llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!source)
@@ -89,7 +341,8 @@ StepRow measureModel(const Options &options, llvm::StringRef path,
   if (options.compileOnly) {
     row.cachedMs = measureCachedCompile(options, (*source)->getBuffer(), path,
                                         compileOpts);
-    return row;
+    rows.push_back(std::move(row));
+    return;
   }
 
   // The model's context and vocabulary, from its token argument.
@@ -127,7 +380,16 @@ StepRow measureModel(const Options &options, llvm::StringRef path,
   row.stepMs = 1e3 * timed[timed.size() / 2];
   row.firstLoss = losses.front();
   row.lastLoss = losses.back();
-  return row;
+  rows.push_back(row);
+  if (options.python.empty())
+    return;
+  size_t base = rows.size() - 1;
+  for (StepRow &peer :
+       measureTorchSteps(options, (*source)->getBuffer(), path, *program,
+                         *model, config, time, row)) {
+    peer.base = base;
+    rows.push_back(std::move(peer));
+  }
 }
 
 } // namespace
@@ -151,28 +413,39 @@ int bench::runTrainSteps(const Options &options,
   std::vector<StepRow> rows;
   for (const std::string &fuse : options.fusions)
     for (const std::string &model : models) {
-      rows.push_back(measureModel(options, model, fuse));
-      const StepRow &row = rows.back();
-      const StepRow &first = rows.front();
-      llvm::outs() << formatv(
-          "{0,-28} {1,-26} {2,8:F2}M {3,11:F0} {4,10:F0} {5,10:F1} {6,10:F0} "
-          "{7,8} {8:F3} > {9:F3}\n",
-          row.model, fusionLabel(options, row.fuse),
-          double(row.params) / 1e6, row.compileMs, row.cachedMs, row.stepMs,
-          double(row.tokensPerStep) / (row.stepMs / 1e3),
-          ratio(row.stepMs, first.stepMs), row.firstLoss, row.lastLoss);
+      size_t begin = rows.size();
+      measureModel(options, model, fuse, rows);
+      for (const StepRow &row : llvm::drop_begin(rows, begin)) {
+        // A model against the first model; a peer against its model.
+        std::string label = row.peer ? row.fuse : fusionLabel(options, row.fuse);
+        std::string versus = row.peer ? ratio(row.stepMs, rows[row.base].stepMs)
+                                      : ratio(row.stepMs, rows.front().stepMs);
+        llvm::outs() << formatv(
+            "{0,-28} {1,-26} {2,8:F2}M {3,11:F0} {4,10:F0} {5,10:F1} "
+            "{6,10:F0} {7,8} {8:F3} > {9:F3}\n",
+            row.model, label, double(row.params) / 1e6, row.compileMs,
+            row.cachedMs, row.stepMs,
+            double(row.tokensPerStep) / (row.stepMs / 1e3), versus,
+            row.firstLoss, row.lastLoss);
+      }
       llvm::outs().flush();
     }
   llvm::outs() << formatv(
-      "\nratio: the row's step time over the first row's; above 1, the first "
-      "row's model trains\nfaster. compile ms: definition to callable code "
-      "(forward, _grad and _train_step), without\nthe compile cache; cached "
-      "ms (--compile-only): the same from the compile cache.\n");
+      "\nratio: a model's step time over the first row's (above 1, the first "
+      "row's model trains\nfaster); a PyTorch row's step time over its "
+      "model's Switchyard row's (above 1,\nSwitchyard is faster). PyTorch "
+      "(bench/torch_train_step.py): the same layers, initial\nparameters, "
+      "optimizer and schedule, checked against the compiled forward "
+      "function's\nloss; dense/loop: its SwitchHead expert projections. "
+      "compile ms: definition to callable\ncode (forward, _grad and "
+      "_train_step), without the compile cache; cached ms\n(--compile-only): "
+      "the same from the compile cache.\n");
   if (!options.jsonOut.empty()) {
     llvm::json::Array entries;
     for (const StepRow &row : rows)
       entries.push_back(llvm::json::Object{
-          {"model", row.model},
+          {"model", llvm::StringRef(row.model).trim().str()},
+          {"peer", row.peer},
           {"fuse", row.fuse},
           {"params", row.params},
           {"compile_ms", number(row.compileMs)},

@@ -18,7 +18,12 @@
 #   3. the layer's ops one by one (bench/Inputs/kernels-47m.mlir), fused and
 #      unfused, forward and loss-and-gradient, against PyTorch
 #      (bench/torch_kernels.py);
-#   4. whole training steps of the 47M SwitchHead and dense models, with the
+#   4. the dense matmuls of the 47M models at batch 4 (output layer, FFN,
+#      a query projection: bench/Inputs/matmuls-47m.mlir) against PyTorch;
+#   5. whole training steps against the same models in PyTorch
+#      (bench/torch_train_step.py): one block at the 47M widths, batch 4
+#      (bench/Inputs/*-47m-1block.mlir) on all cores and on one thread
+#      each, and the 47M SwitchHead and dense models, batch 2, with the
 #      CPU's default fusions;
 # and writes everything it printed, with the machine, date and commit, to
 # bench/results/cpu-<date>-<commit>.md.
@@ -64,7 +69,7 @@ bench="$build/bin/switchyard-bench"
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "- commit: $commit$dirty"
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
-  echo "- compiled code: one thread; PyTorch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (Debian), BLAS: $blas"
+  echo "- compiled code: every core unless a run says otherwise (its CPU line); PyTorch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (Debian), BLAS: $blas"
   echo
   echo '```'
   "$bench" --config 47m --reps "$reps"
@@ -89,7 +94,25 @@ bench="$build/bin/switchyard-bench"
   "$bench" --kernels "$root/bench/Inputs/kernels-47m.mlir" --reps "$reps"
   echo '```'
   echo
-  echo "Training steps of the 47M models (bench/Inputs has none: the examples):"
+  echo "The dense matmuls of the 47M models at batch 4 × 256 (bench/Inputs/matmuls-47m.mlir):"
+  echo
+  echo '```'
+  "$bench" --kernels "$root/bench/Inputs/matmuls-47m.mlir" --fuse none --reps "$reps" \
+    --cpu-threads 1 --torch-threads 1
+  echo '```'
+  echo
+  echo "Training steps of one block at the 47M widths, batch 4 × 256, against"
+  echo "PyTorch: all cores, then one thread each:"
+  echo
+  for threads in 0 1; do
+    echo '```'
+    "$bench" --train-step "$root/bench/Inputs/switchhead-47m-1block.mlir,$root/bench/Inputs/dense-47m-1block.mlir" \
+      --reps "$reps" --batch 4 --cpu-threads "$threads" \
+      $([ "$threads" = 1 ] && echo --torch-threads 1)
+    echo '```'
+  done
+  echo
+  echo "Training steps of the 47M models (the examples), against PyTorch:"
   echo
   echo '```'
   "$bench" --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \

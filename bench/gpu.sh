@@ -19,7 +19,8 @@
 #   train    training steps of the 47M SwitchHead and dense models (batch
 #            16), with their compile times, each with its default fusions
 #            (on the GPU: router and attention fused, the expert
-#            projections grouped by expert on tensor cores);
+#            projections grouped by expert on tensor cores), and the same
+#            models in PyTorch (bench/torch_train_step.py, bf16 autocast);
 #   train-fused  the same with --fuse all (the SwitchHead model's expert
 #            projections fused too);
 #   profile  a few training steps of each 47M model (default fusions) with
@@ -92,9 +93,12 @@ echo "- PyTorch: $("$python" -c 'import torch; print(torch.__version__, "CUDA", 
 echo "- Switchyard: bf16 multiplicands on tensor cores (mma.sync), f32 accumulation; PyTorch: bf16 (autocast, SDPA in bf16)"
 echo
 
-common=(--device gpu --gpu-element-type bf16 --python "$python"
+common=(--device gpu --gpu-element-type bf16
         --script "$root/bench/torch_switchhead.py"
-        --kernel-script "$root/bench/torch_kernels.py")
+        --kernel-script "$root/bench/torch_kernels.py"
+        --step-script "$root/bench/torch_train_step.py")
+# The PyTorch peers (every phase but the kernel profile).
+peers=(--python "$python")
 
 # run LIMIT TITLE ARGS...: one switchyard-bench run in a fenced block.
 run() {
@@ -103,7 +107,7 @@ run() {
   echo "## $title ($((SECONDS - start)) s so far)"
   echo
   echo '```'
-  timeout -k 10 "$limit" "$bench" "${common[@]}" "$@"
+  timeout -k 10 "$limit" "$bench" "${common[@]}" "${peers[@]}" "$@"
   local rc=$?
   echo '```'
   if [ $rc != 0 ]; then
@@ -134,11 +138,13 @@ for phase in $phases; do
         --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
         --fuse "$fuse" --batch 16 --reps 10 ;;
     profile)
+      peers=(--python=)
       for model in switchhead-47m dense-47m; do
         SWITCHYARD_KERNEL_PROFILE=${PROFILE_TOP:-40} run 300 \
           "Kernel profile, training steps of $model, batch 16 (launches timed one by one)" \
           --train-step "$root/examples/models/$model.mlir" --batch 16 --reps 2
-      done ;;
+      done
+      peers=(--python "$python") ;;
     *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, profile)"; status=1 ;;
   esac
 done

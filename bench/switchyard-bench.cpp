@@ -10,8 +10,8 @@
 //   --kernels FILE   the layer's ops one by one, with TFLOP/s and the
 //                    fraction of the matmul peak (KernelBench.cpp);
 //   --train-step M,  whole AdamW training steps of models, e.g. the 47M
-//                    SwitchHead against its dense baseline
-//                    (TrainStepBench.cpp).
+//                    SwitchHead against its dense baseline, and against
+//                    the same models in PyTorch (TrainStepBench.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,8 +95,8 @@ cl::opt<std::string> python(
     cl::init("/usr/bin/python3"), cl::cat(category));
 cl::list<unsigned> torchThreads(
     "torch-threads", cl::CommaSeparated,
-    cl::desc("PyTorch CPU thread counts to measure (layer: default 1 and "
-             "every core; kernels: the first, default 1)"),
+    cl::desc("PyTorch CPU thread counts to measure (layer and train step: "
+             "default 1 and every core; kernels: the first, default 1)"),
     cl::cat(category));
 cl::opt<std::string> layerScript(
     "script", cl::desc("The PyTorch layer baseline script"),
@@ -104,6 +104,9 @@ cl::opt<std::string> layerScript(
 cl::opt<std::string> kernelScript(
     "kernel-script", cl::desc("The PyTorch baseline script of --kernels"),
     cl::init(SWITCHYARD_BENCH_DIR "/torch_kernels.py"), cl::cat(category));
+cl::opt<std::string> stepScript(
+    "step-script", cl::desc("The PyTorch baseline script of --train-step"),
+    cl::init(SWITCHYARD_BENCH_DIR "/torch_train_step.py"), cl::cat(category));
 cl::opt<bool> skipReference("skip-reference",
                             cl::desc("Do not time the C++ reference"),
                             cl::init(false), cl::cat(category));
@@ -153,7 +156,8 @@ int main(int argc, char **argv) {
       "per-expert loop, dense, torch.mm of equal\n                 FLOPs, "
       "scaled_dot_product_attention), in TFLOP/s and % of the matmul peak\n"
       "  --train-step M training steps of models compared (the 47M SwitchHead "
-      "against dense)\n");
+      "against dense),\n                 and each against the same model "
+      "in PyTorch (bench/torch_train_step.py)\n");
   if (device != "cpu" && device != "gpu") {
     llvm::errs() << "switchyard-bench: error: --device: expected cpu or gpu, "
                     "found '"
@@ -188,6 +192,7 @@ int main(int argc, char **argv) {
   options.python = python;
   options.layerScript = layerScript;
   options.kernelScript = kernelScript;
+  options.stepScript = stepScript;
   options.torchThreads.assign(torchThreads.begin(), torchThreads.end());
   options.skipReference = skipReference;
   options.compileOnly = compileOnly;

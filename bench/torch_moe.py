@@ -29,14 +29,17 @@ CUDA synchronisation, bf16 autocast, float64 gradient norms and JSON-safe
 numbers.
 """
 
+import argparse
 import contextlib
 import functools
+import json
 import math
 import statistics
 import sys
 import time
 import traceback
 import warnings
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -326,3 +329,45 @@ def pick_device(name):
         raise SystemExit(f"--device cuda: torch {torch.__version__} sees no "
                          "CUDA device")
     return torch.device(name)
+
+
+# ---------------------------------------------------------------------------
+# The peer scripts' common set-up
+# ---------------------------------------------------------------------------
+
+def peer_setup(description):
+    """(args, config, threads, device) of a peer script's command line
+
+        SCRIPT DIR [THREADS] [--device cpu|cuda] [--dtype f32|bf16]
+
+    with DIR/config.json read, torch's threads set (THREADS, default
+    config["threads"]) and f32 matmuls in f32 (no TF32)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("dir", type=Path,
+                        help="directory with config.json and the .npy inputs")
+    parser.add_argument("threads", type=int, nargs="?",
+                        help="torch.set_num_threads (default: config's)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
+    args = parser.parse_args()
+    config = json.loads((args.dir / "config.json").read_text())
+    threads = args.threads if args.threads is not None else config["threads"]
+    torch.set_num_threads(threads)
+    device = pick_device(args.device)
+    torch.set_float32_matmul_precision("highest")
+    return args, config, threads, device
+
+
+def sinusoids(keys, model, device):
+    """XL encodings [S, D], row δ for the relative position p = −δ (key −
+    query) as the official SwitchHeadXL builds them: pe[δ, 2i] = sin(p·ω_i),
+    pe[δ, 2i+1] = cos(p·ω_i).
+
+    ω_i = 10000^(−2i/D), i < D/2, computed in float64 and rounded to f32.
+    """
+    half = model // 2
+    omega = 10000.0 ** (-2.0 * torch.arange(half, dtype=torch.float64) / model)
+    position = -torch.arange(keys, dtype=torch.float64).view(-1, 1)
+    pe = torch.stack([torch.sin(position * omega),
+                      torch.cos(position * omega)], dim=2).view(keys, model)
+    return pe.float().to(device)

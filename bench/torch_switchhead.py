@@ -56,10 +56,8 @@ of config["reps"] runs after one warm-up run. It prints
      "skipped": {formulation: reason}}
 """
 
-import argparse
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -96,7 +94,7 @@ class Layer:
         self.memory = load("memory") if config["memory"] else None
         memory = 0 if self.memory is None else self.memory.shape[1]
         keys = config["time"] + memory
-        self.pe = sinusoids(keys, config["width"], device)       # [S, D]
+        self.pe = moe.sinusoids(keys, config["width"], device)       # [S, D]
 
     def norm(self, x):
         return F.layer_norm(x, (x.shape[-1],), self.p["norm.weight"],
@@ -147,19 +145,6 @@ class Layer:
             t.grad = None
 
 
-def sinusoids(keys, model, device):
-    """XL encodings [S, D], row δ for the relative position p = −δ (key −
-    query) as the official SwitchHeadXL builds them: pe[δ, 2i] = sin(p·ω_i),
-    pe[δ, 2i+1] = cos(p·ω_i).
-
-    ω_i = 10000^(−2i/D), i < D/2, computed in float64 and rounded to f32.
-    """
-    half = model // 2
-    omega = 10000.0 ** (-2.0 * torch.arange(half, dtype=torch.float64) / model)
-    position = -torch.arange(keys, dtype=torch.float64).view(-1, 1)
-    pe = torch.stack([torch.sin(position * omega),
-                      torch.cos(position * omega)], dim=2).view(keys, model)
-    return pe.float().to(device)
 
 
 def measure(layer, formulation, reps, device, dtype):
@@ -193,21 +178,8 @@ def measure(layer, formulation, reps, device, dtype):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description="PyTorch baseline of switchyard-bench's attention layer")
-    parser.add_argument("dir", type=Path,
-                        help="directory with config.json and the .npy inputs")
-    parser.add_argument("threads", type=int, nargs="?",
-                        help="torch.set_num_threads (default: config's)")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
-    args = parser.parse_args()
-
-    config = json.loads((args.dir / "config.json").read_text())
-    threads = args.threads if args.threads is not None else config["threads"]
-    torch.set_num_threads(threads)
-    device = moe.pick_device(args.device)
-    torch.set_float32_matmul_precision("highest")  # f32 means f32, not TF32
+    args, config, threads, device = moe.peer_setup(
+        "PyTorch baseline of switchyard-bench's attention layer")
     layer = Layer(args.dir, config, device)
     results, skipped = {}, {}
     for formulation in FORMULATIONS[layer.kind]:

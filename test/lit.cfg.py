@@ -104,6 +104,14 @@ ptxas = os.path.join(cuda_root, "bin", "ptxas")
 if os.path.exists(ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+# `torch`: Debian's python3-torch (bench/cpu.sh installs it), for the tests
+# of switchyard-bench's PyTorch peers.
+try:
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch, numpy"],
+                      capture_output=True, timeout=120).returncode == 0:
+        config.available_features.add("torch")
+except (OSError, subprocess.SubprocessError):
+    pass
 nvidia_smi = shutil.which("nvidia-smi")
 if nvidia_smi:
     try:
