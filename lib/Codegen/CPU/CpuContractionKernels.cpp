@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -80,7 +81,11 @@ struct KernelPlan {
   /// n, in the output's order) and inside it (the reductions).
   SmallVector<unsigned> outer, reductions;
   SmallVector<unsigned> aDims, bDims, outDims;
-  /// Where b's dimensions must be permuted so that n is last: the order.
+  /// b's dimensions as the op indexes it (bDims is the same, or the order
+  /// of a transposed copy).
+  SmallVector<unsigned> bSourceDims;
+  /// Where n is not b's unit-stride dimension: the order of b's dimensions
+  /// with n last.
   std::optional<SmallVector<int64_t>> bPermutation;
 };
 
@@ -121,6 +126,7 @@ FailureOr<KernelPlan> planKernel(linalg::LinalgOp op, int64_t minColumns) {
   plan.bDims = plan.aInput == 0 ? *in1 : *in0;
   plan.outDims = *out;
 
+  plan.bSourceDims = plan.bDims;
   Value b = op.getDpsInputOperand(plan.bInput)->get();
   if (plan.bDims.back() != plan.n || !hasUnitStrideRows(b)) {
     SmallVector<int64_t> permutation;
@@ -133,10 +139,6 @@ FailureOr<KernelPlan> planKernel(linalg::LinalgOp op, int64_t minColumns) {
     }
     permutation.push_back(nAt);
     plan.bPermutation = permutation;
-    SmallVector<unsigned> permuted;
-    for (int64_t i : permutation)
-      permuted.push_back(plan.bDims[i]);
-    plan.bDims = permuted;
   }
 
   // The tile's rows: the last output dimension that only `a` indexes.
@@ -154,6 +156,15 @@ FailureOr<KernelPlan> planKernel(linalg::LinalgOp op, int64_t minColumns) {
       plan.reductions.push_back(dim);
   return plan;
 }
+
+/// Blocks of columns the parallel loop has at least, where it is the loop
+/// over the blocks and the columns allow: the pool's threads share them.
+constexpr int64_t kMinBlocks = 8;
+/// Row tiles per group where the loop over groups of rows is outermost.
+constexpr int64_t kGroupTiles = 8;
+/// The shortest chunk of the reduction over groups of rows (the output tile
+/// is read and written once per chunk).
+constexpr int64_t kMinChunk = 32;
 
 /// Builds the kernel of `plan` in place of its op.
 class KernelBuilder {
@@ -173,36 +184,44 @@ public:
     out = op.getDpsInitOperand(0)->get();
     aFactor = plan.contraction.factors[plan.aInput];
     bFactor = plan.contraction.factors[plan.bInput];
-
-    Value packed;
-    if (plan.bPermutation) {
-      auto type = cast<MemRefType>(bMatrix.getType());
-      SmallVector<int64_t> shape;
-      SmallVector<Value> dynamic;
-      for (int64_t i : *plan.bPermutation) {
-        shape.push_back(type.getDimSize(i));
-        if (type.isDynamicDim(i))
-          dynamic.push_back(memref::DimOp::create(b, loc, bMatrix, i));
-      }
-      packed = memref::AllocOp::create(
-          b, loc, MemRefType::get(shape, type.getElementType()), dynamic,
-          b.getI64IntegerAttr(64));
-      linalg::TransposeOp::create(b, loc, bMatrix, packed, *plan.bPermutation);
-      bMatrix = packed;
-    }
-
+    bElement = cast<MemRefType>(bMatrix.getType()).getElementType();
     auto outType = cast<MemRefType>(out.getType());
     inBounds = !outType.isDynamicDim(outType.getRank() - 1) &&
                outType.getShape().back() % columns == 0;
+
+    // One reduction: b is packed panel by panel; several: b is read where
+    // it is, transposed first if its rows are not n's.
+    packed = plan.reductions.size() == 1;
+    Value transposed;
+    if (packed) {
+      unsigned k = plan.reductions.front();
+      packA = plan.m && !(plan.aDims.back() == k && hasUnitStrideRows(a));
+      // Over groups of rows where a's copies are the cost and a panel of
+      // kMinChunk steps over all of n fits.
+      int64_t n = op.getStaticLoopRanges()[plan.n];
+      rowsOuter = packA && !ShapedType::isDynamic(n) &&
+                  llvm::divideCeil(n, columns) * columns * elementBytes() *
+                          kMinChunk <=
+                      panelBytes;
+      reductionChunk = chooseReductionChunk();
+    } else if (plan.bPermutation) {
+      transposed = transposeB();
+      bMatrix = transposed;
+    }
     blockColumns = chooseBlockColumns();
     LLVM_DEBUG(llvm::dbgs()
                << "  " << rows << " x " << columns << " register tile, "
                << blockColumns << " columns per block, b "
-               << (plan.bPermutation ? "transposed" : "in place")
+               << (packed ? "packed" : plan.bPermutation ? "transposed"
+                                                          : "in place")
+               << (packA ? ", a packed" : "")
+               << (packed ? ", reduction chunks of " +
+                                std::to_string(reductionChunk)
+                          : std::string())
                << (inBounds ? "" : ", last columns masked") << "\n");
     buildOuter(0);
-    if (packed)
-      memref::DeallocOp::create(b, loc, packed);
+    if (transposed)
+      memref::DeallocOp::create(b, loc, transposed);
     b.eraseOp(op);
   }
 
@@ -229,27 +248,84 @@ private:
   /// Whether the outermost loop exists yet.
   bool outerBuilt = false;
 
+  /// b with its dimensions permuted so that n is last (the several
+  /// reductions' path), in a new buffer.
+  Value transposeB() {
+    auto type = cast<MemRefType>(bMatrix.getType());
+    SmallVector<int64_t> shape;
+    SmallVector<Value> dynamic;
+    for (int64_t i : *plan.bPermutation) {
+      shape.push_back(type.getDimSize(i));
+      if (type.isDynamicDim(i))
+        dynamic.push_back(memref::DimOp::create(b, loc, bMatrix, i));
+    }
+    Value copy = memref::AllocOp::create(
+        b, loc, MemRefType::get(shape, type.getElementType()), dynamic,
+        b.getI64IntegerAttr(64));
+    linalg::TransposeOp::create(b, loc, bMatrix, copy, *plan.bPermutation);
+    plan.bDims.clear();
+    for (int64_t i : *plan.bPermutation)
+      plan.bDims.push_back(plan.bSourceDims[i]);
+    return copy;
+  }
+
+  int64_t elementBytes() const {
+    return std::max<int64_t>(bElement.getIntOrFloatBitWidth() / 8, 1);
+  }
+
+  /// The reduction's length per packed panel: a panel of four tiles within
+  /// panelBytes, and no longer than a static reduction.
+  int64_t chooseReductionChunk() {
+    // Over groups of rows, the panel holds all of n's tiles.
+    int64_t tiles = 4;
+    if (rowsOuter)
+      tiles = llvm::divideCeil(
+          plan.contraction.op.getStaticLoopRanges()[plan.n], columns);
+    int64_t chunk = std::max<int64_t>(
+        panelBytes / (tiles * columns * elementBytes()),
+        rowsOuter ? kMinChunk : 1);
+    int64_t length =
+        plan.contraction.op.getStaticLoopRanges()[plan.reductions.front()];
+    if (!ShapedType::isDynamic(length))
+      chunk = std::min(chunk, std::max<int64_t>(length, 1));
+    return chunk;
+  }
+
   /// Columns per block: as many tiles as keep b's panel (the reduction's
-  /// length × the block) within panelBytes, at least one; 4 tiles where the
-  /// reduction's length is dynamic.
+  /// length, or its chunk, × the block) within panelBytes, at least one; 4
+  /// tiles where an unpacked reduction's length is dynamic; no more than a
+  /// static n has. Where the blocks' loop is the parallel one, at most as
+  /// many tiles as leave kMinBlocks blocks.
   int64_t chooseBlockColumns() {
     SmallVector<int64_t> ranges = plan.contraction.op.getStaticLoopRanges();
     int64_t length = 1;
-    for (unsigned dim : plan.reductions) {
-      if (ShapedType::isDynamic(ranges[dim]))
-        return 4 * columns;
-      length *= ranges[dim];
+    if (rowsOuter)
+      return llvm::divideCeil(ranges[plan.n], columns) * columns;
+    if (packed) {
+      length = reductionChunk;
+    } else {
+      for (unsigned dim : plan.reductions) {
+        if (ShapedType::isDynamic(ranges[dim]))
+          return 4 * columns;
+        length *= ranges[dim];
+      }
     }
-    int64_t elementBytes =
-        cast<MemRefType>(bMatrix.getType()).getElementTypeBitWidth() / 8;
-    int64_t tiles = panelBytes / (std::max<int64_t>(length, 1) * elementBytes *
-                                  columns);
-    return std::max<int64_t>(tiles, 1) * columns;
+    int64_t tiles = std::max<int64_t>(
+        panelBytes / (std::max<int64_t>(length, 1) * elementBytes() * columns),
+        1);
+    int64_t n = ranges[plan.n];
+    if (!ShapedType::isDynamic(n)) {
+      int64_t allTiles = std::max<int64_t>(llvm::divideCeil(n, columns), 1);
+      tiles = std::min(tiles, allTiles);
+      if (plan.outer.empty())
+        tiles = std::min<int64_t>(tiles, llvm::divideCeil(allTiles, kMinBlocks));
+    }
+    return tiles * columns;
   }
 
   void buildOuter(size_t depth) {
     if (depth == plan.outer.size())
-      return buildBlocks();
+      return rowsOuter ? buildRowGroups() : buildBlocks();
     unsigned dim = plan.outer[depth];
     loop(constant(0), sizes[dim], constant(1), [&](Value iv) {
       ivs[dim] = iv;
@@ -257,7 +333,9 @@ private:
     });
   }
 
-  /// Blocks of `blockColumns` along n, each done by every row tile.
+  /// Blocks of `blockColumns` along n, each done by every row tile; packed,
+  /// chunk by chunk of the reduction, b's panel (and a's for a row tile)
+  /// copied first.
   void buildBlocks() {
     Value size = sizes[plan.n];
     loop(constant(0), size, constant(blockColumns), [&](Value start) {
@@ -265,23 +343,160 @@ private:
       blockEnd = arith::MinUIOp::create(
           b, loc, arith::AddIOp::create(b, loc, start, constant(blockColumns)),
           size);
-      buildRows();
+      if (!packed)
+        return buildAllRows();
+      buildChunks([&] { buildAllRows(); });
     });
   }
 
-  /// Tiles of `rows` along m, then the rest one row at a time.
-  void buildRows() {
-    if (!plan.m)
-      return buildColumns(1);
+  /// Groups of kGroupTiles row tiles, each over all of n: where a is packed
+  /// too, so that each tile's part of a is copied once per chunk rather
+  /// than once per block of columns.
+  void buildRowGroups() {
     unsigned m = *plan.m;
     Value size = sizes[m];
+    int64_t groupRows = rows * kGroupTiles;
+    loop(constant(0), size, constant(groupRows), [&](Value start) {
+      Value end = arith::MinUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, start, constant(groupRows)),
+          size);
+      blockStart = constant(0);
+      blockEnd = sizes[plan.n];
+      buildChunks([&] { buildRows(start, end); });
+    });
+  }
+
+  /// The panels on the stack of the thread that runs the block or group
+  /// (no allocation per block), and the chunks of the reduction, each
+  /// packing b's panel before `rowsBody`. A stack save and restore frees
+  /// the panels at the end rather than memref.alloca_scope, whose region
+  /// would hold several blocks once scf is lowered to branches.
+  void buildChunks(function_ref<void()> rowsBody) {
+    Value stack = LLVM::StackSaveOp::create(
+        b, loc, LLVM::LLVMPointerType::get(b.getContext()));
+    panel = memref::AllocaOp::create(
+        b, loc,
+        MemRefType::get({blockColumns / columns, reductionChunk, columns},
+                        bElement),
+        ValueRange{}, b.getI64IntegerAttr(64));
+    if (packA)
+      aPanel = memref::AllocaOp::create(
+          b, loc,
+          MemRefType::get({reductionChunk, rows},
+                          cast<MemRefType>(a.getType()).getElementType()),
+          ValueRange{}, b.getI64IntegerAttr(64));
+    unsigned k = plan.reductions.front();
+    loop(constant(0), sizes[k], constant(reductionChunk), [&](Value k0) {
+      chunkStart = k0;
+      chunkLength = arith::MinUIOp::create(
+          b, loc, constant(reductionChunk),
+          arith::SubIOp::create(b, loc, sizes[k], k0));
+      packB();
+      rowsBody();
+    });
+    LLVM::StackRestoreOp::create(b, loc, stack);
+  }
+
+  /// The tile of the block that column `n` starts.
+  Value tileOf(Value n) {
+    return arith::DivUIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, n, blockStart),
+        constant(columns));
+  }
+
+  /// panel[j, kk, c] = b[.., chunkStart + kk, .., n] for the block's column
+  /// n = blockStart + j·columns + c, zero past n's end.
+  void packB() {
+    unsigned k = plan.reductions.front();
+    Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(bElement, 0));
+    if (!plan.bPermutation) {
+      // n is b's unit-stride dimension: a vector per tile and step.
+      loop(constant(0), chunkLength, constant(1), [&](Value kk) {
+        ivs[k] = arith::AddIOp::create(b, loc, chunkStart, kk);
+        loop(blockStart, blockEnd, constant(columns), [&](Value n) {
+          ivs[plan.n] = n;
+          Value row = vector::TransferReadOp::create(
+              b, loc, VectorType::get({columns}, bElement), bMatrix,
+              indices(plan.bSourceDims, 0), zero, ArrayRef<bool>{inBounds});
+          vector::TransferWriteOp::create(b, loc, row, panel,
+                                          ValueRange{tileOf(n), kk, constant(0)},
+                                          ArrayRef<bool>{true});
+        });
+      });
+      return;
+    }
+    // Element by element, the reduction innermost (b's rows run along it
+    // where b is Wᵀ); columns past n's end read its last one and store 0.
+    Value last = arith::SubIOp::create(b, loc, sizes[plan.n], constant(1));
+    Value width = arith::AddIOp::create(b, loc, blockStart,
+                                        constant(blockColumns));
+    loop(blockStart, width, constant(1), [&](Value n) {
+      Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                           n, sizes[plan.n]);
+      ivs[plan.n] = arith::MinUIOp::create(b, loc, n, last);
+      Value offset = arith::SubIOp::create(b, loc, n, blockStart);
+      Value tile = arith::DivUIOp::create(b, loc, offset, constant(columns));
+      Value column = arith::RemUIOp::create(b, loc, offset, constant(columns));
+      loop(constant(0), chunkLength, constant(1), [&](Value kk) {
+        ivs[k] = arith::AddIOp::create(b, loc, chunkStart, kk);
+        Value value = memref::LoadOp::create(b, loc, bMatrix,
+                                             indices(plan.bSourceDims, 0));
+        value = arith::SelectOp::create(b, loc, inside, value, zero);
+        memref::StoreOp::create(b, loc, value, panel,
+                                ValueRange{tile, kk, column});
+      });
+    });
+  }
+
+  /// aPanel[kk, r] = a[.., m + r, .., chunkStart + kk] for the row tile at
+  /// ivs[m]: the tile's scalars of a reduction step side by side.
+  void packRows() {
+    unsigned k = plan.reductions.front();
+    Type element = cast<MemRefType>(a.getType()).getElementType();
+    bool contiguous = plan.aDims.back() == *plan.m && hasUnitStrideRows(a);
+    loop(constant(0), chunkLength, constant(1), [&](Value kk) {
+      ivs[k] = arith::AddIOp::create(b, loc, chunkStart, kk);
+      if (contiguous) {
+        // The tile's rows are side by side in a (a = dYᵀ): one vector.
+        Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(element, 0));
+        Value step = vector::TransferReadOp::create(
+            b, loc, VectorType::get({rows}, element), a,
+            indices(plan.aDims, 0), zero, ArrayRef<bool>{true});
+        vector::TransferWriteOp::create(b, loc, step, aPanel,
+                                        ValueRange{kk, constant(0)},
+                                        ArrayRef<bool>{true});
+        return;
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        Value value = memref::LoadOp::create(b, loc, a, indices(plan.aDims, r));
+        memref::StoreOp::create(b, loc, value, aPanel,
+                                ValueRange{kk, constant(r)});
+      }
+    });
+  }
+
+  void buildAllRows() {
+    if (!plan.m)
+      return buildColumns(1);
+    buildRows(constant(0), sizes[*plan.m]);
+  }
+
+  /// Tiles of `rows` along m from `first` to `end`, then the rest one row
+  /// at a time.
+  void buildRows(Value first, Value end) {
+    unsigned m = *plan.m;
     Value full = arith::SubIOp::create(
-        b, loc, size, arith::RemUIOp::create(b, loc, size, constant(rows)));
-    loop(constant(0), full, constant(rows), [&](Value iv) {
+        b, loc, end,
+        arith::RemUIOp::create(b, loc,
+                               arith::SubIOp::create(b, loc, end, first),
+                               constant(rows)));
+    loop(first, full, constant(rows), [&](Value iv) {
       ivs[m] = iv;
+      if (packA)
+        packRows();
       buildColumns(rows);
     });
-    loop(full, size, constant(1), [&](Value iv) {
+    loop(full, end, constant(1), [&](Value iv) {
       ivs[m] = iv;
       buildColumns(1);
     });
@@ -303,6 +518,8 @@ private:
   void buildColumns(int64_t tileRows) {
     loop(blockStart, blockEnd, constant(columns), [&](Value n0) {
       ivs[plan.n] = n0;
+      if (packed)
+        panelTile = tileOf(n0);
       auto vectorType = VectorType::get({columns}, b.getF32Type());
       Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
       SmallVector<Value> acc;
@@ -310,7 +527,8 @@ private:
         acc.push_back(vector::TransferReadOp::create(
             b, loc, vectorType, out, indices(plan.outDims, row), zero,
             ArrayRef<bool>{inBounds}));
-      acc = buildReduction(0, acc, tileRows);
+      acc = packed ? buildChunk(acc, tileRows)
+                   : buildReduction(0, acc, tileRows);
       for (int64_t row = 0; row < tileRows; ++row)
         vector::TransferWriteOp::create(b, loc, acc[row], out,
                                         indices(plan.outDims, row),
@@ -321,7 +539,7 @@ private:
   SmallVector<Value> buildReduction(size_t depth, ValueRange acc,
                                     int64_t tileRows) {
     if (depth == plan.reductions.size())
-      return step(acc, tileRows);
+      return step(acc, tileRows, /*kk=*/nullptr);
     unsigned dim = plan.reductions[depth];
     auto forOp =
         scf::ForOp::create(b, loc, constant(0), sizes[dim], constant(1), acc);
@@ -334,18 +552,48 @@ private:
     return forOp.getResults();
   }
 
-  /// One reduction step: a row of b against a column of a.
-  SmallVector<Value> step(ValueRange acc, int64_t tileRows) {
-    auto bElement = cast<MemRefType>(bMatrix.getType()).getElementType();
-    Value padding =
-        arith::ConstantOp::create(b, loc, b.getFloatAttr(bElement, 0.0));
-    Value row = vector::TransferReadOp::create(
-        b, loc, VectorType::get({columns}, bElement), bMatrix,
-        indices(plan.bDims, 0), padding, ArrayRef<bool>{inBounds});
+  /// The packed reduction: the steps of the current chunk.
+  SmallVector<Value> buildChunk(ValueRange acc, int64_t tileRows) {
+    auto forOp =
+        scf::ForOp::create(b, loc, constant(0), chunkLength, constant(1), acc);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forOp.getBody());
+    Value kk = forOp.getInductionVar();
+    ivs[plan.reductions.front()] =
+        arith::AddIOp::create(b, loc, chunkStart, kk);
+    SmallVector<Value> next = step(forOp.getRegionIterArgs(), tileRows, kk);
+    scf::YieldOp::create(b, loc, next);
+    return forOp.getResults();
+  }
+
+  /// One reduction step: a row of b against a column of a (from the packed
+  /// panels at chunk step `kk` where packed).
+  SmallVector<Value> step(ValueRange acc, int64_t tileRows, Value kk) {
+    Value row;
+    if (packed) {
+      row = vector::TransferReadOp::create(
+          b, loc, VectorType::get({columns}, bElement), panel,
+          ValueRange{panelTile, kk, constant(0)},
+          arith::ConstantOp::create(b, loc, b.getFloatAttr(bElement, 0.0)),
+          ArrayRef<bool>{true});
+    } else {
+      Value padding =
+          arith::ConstantOp::create(b, loc, b.getFloatAttr(bElement, 0.0));
+      row = vector::TransferReadOp::create(
+          b, loc, VectorType::get({columns}, bElement), bMatrix,
+          indices(plan.bDims, 0), padding, ArrayRef<bool>{inBounds});
+    }
     row = replayCasts(b, loc, bFactor, row);
+    bool fromPanel = packA && tileRows == rows;
     SmallVector<Value> next;
     for (int64_t r = 0; r < tileRows; ++r) {
-      Value scalar = memref::LoadOp::create(b, loc, a, indices(plan.aDims, r));
+      Value scalar =
+          fromPanel
+              ? memref::LoadOp::create(b, loc, aPanel,
+                                       ValueRange{kk, constant(r)})
+                    .getResult()
+              : memref::LoadOp::create(b, loc, a, indices(plan.aDims, r))
+                    .getResult();
       scalar = replayCasts(b, loc, aFactor, scalar);
       Value splat = vector::BroadcastOp::create(b, loc, row.getType(), scalar);
       next.push_back(vector::FMAOp::create(b, loc, splat, row, acc[r]));
@@ -355,13 +603,14 @@ private:
 
   RewriterBase &b;
   KernelPlan plan;
-  int64_t rows, columns, panelBytes, blockColumns = 0;
+  int64_t rows, columns, panelBytes, blockColumns = 0, reductionChunk = 0;
   Location loc;
-  Value blockStart, blockEnd;
+  Value blockStart, blockEnd, chunkStart, chunkLength, panelTile;
   SmallVector<Value> sizes;
   llvm::DenseMap<unsigned, Value> ivs;
-  Value a, bMatrix, out, aFactor, bFactor;
-  bool inBounds = false;
+  Value a, bMatrix, out, aFactor, bFactor, panel, aPanel;
+  Type bElement;
+  bool inBounds = false, packed = false, packA = false, rowsOuter = false;
 };
 
 struct SwitchyardCpuContractionKernelsPass

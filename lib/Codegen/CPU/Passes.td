@@ -31,23 +31,42 @@ def SwitchyardCpuContractionKernelsPass
     AVX-512, 6 × 16 on AVX2, whose 16 registers would spill the former's
     accumulators.
     Rows past the last multiple of `rows` are done one at a time, columns
-    past the end of `n` are masked. The columns are taken in blocks whose
-    panel of `b` (the reduction's length × the block's columns) fits in
-    `panel-kib` KiB, a multiple of `columns` wide: every row tile runs over
-    one block before the next, so the panel stays in the core's L2 cache
-    instead of streaming all of `b` from L3 for every row tile. The
-    outermost loop (a batch dimension of the output, else the blocks of
-    columns) writes its own part of the output in each iteration and is
-    marked `switchyard.parallel`, to run on all cores
-    (`switchyard-cpu-outline-loops`).
+    past the end of `n` are masked.
 
-    Where `b`'s last index is not `n` (`Y = X·Wᵀ`, `QKᵀ`), `b` is first
-    copied with its dimensions permuted (`linalg.transpose` into a new
-    buffer), so that its rows are contiguous. Ops whose output row is shorter
-    than `min-columns` (statically), or whose output's last dimension is not
-    unit-stride, are left to `switchyard-cpu-loop-order`. The summation order
-    differs from the loops': each product is a fused multiply-add, and
-    every f32 order is a valid one (docs/Semantics.md fixes none).
+    With one reduction dimension (every matmul, batched or not), `b` is
+    packed, as BLIS and OpenBLAS do: the columns are taken in blocks, the
+    reduction in chunks, and each block's chunk of `b` is first copied into
+    a panel on the stack, tile after tile, each tile's rows contiguous, so
+    that the kernel reads one stream with no stride, whatever `b`'s layout
+    (`Y = X·Wᵀ`, `QKᵀ`: W's rows are read along the reduction and stored
+    across). Past the end of `n` the panel holds zeros. Where the tile's
+    scalars of `a` are not consecutive along the reduction (`dW = dYᵀ·X`:
+    a row of dY per step, the tile's rows side by side in it), each row tile
+    also copies its `rows` columns of `a`, step by step, into a small panel
+    first. The chunk keeps a panel of four tiles within `panel-kib` KiB
+    (512 steps at 256 KiB and 32 f32 columns; the output tile is read and
+    written once per chunk); the block is as many tiles as the chunk's
+    panel allows in `panel-kib` KiB, so that it stays in the core's L2
+    cache while every row tile runs over it, and no more than leave eight
+    blocks where the blocks' loop is the parallel one. Where `a` is copied
+    too and all of `n` fits a panel of 32 steps, the loops turn around:
+    groups of 8 row tiles outermost, each over all of `n` with chunks as
+    long as the panel allows, so that each part of `a` is copied once
+    rather than once per block. The panels are freed at the end of each
+    block or group (a stack save and restore). With several
+    reduction dimensions, `b` is read where it is, after a transposed copy
+    (`linalg.transpose` into a new buffer) where its last index is not `n`.
+
+    The outermost loop (a batch dimension of the output, else the blocks of
+    columns or the groups of rows) writes its own part of the output in
+    each iteration and is
+    marked `switchyard.parallel`, to run on all cores
+    (`switchyard-cpu-outline-loops`); each iteration packs its own panels.
+    Ops whose output row is shorter than `min-columns` (statically), or
+    whose output's last dimension is not unit-stride, are left to
+    `switchyard-cpu-loop-order`. The summation order differs from the
+    loops': each product is a fused multiply-add, and every f32 order is a
+    valid one (docs/Semantics.md fixes none).
 
     Before (`Y[t, o] = Σ_i X[t, i] · W[o, i]`):
 
@@ -56,30 +75,39 @@ def SwitchyardCpuContractionKernelsPass
                                      affine_map<(d0, d1, d2) -> (d1, d2)>,
                                      affine_map<(d0, d1, d2) -> (d0, d1)>],
                     iterator_types = ["parallel", "parallel", "reduction"]}
-        ins(%x, %w : memref<512x412xf32>, memref<152x412xf32>)
-        outs(%y : memref<512x152xf32>) {...}
+        ins(%x, %w : memref<512x412xf32>, memref<2080x412xf32>)
+        outs(%y : memref<512x2080xf32>) {...}
     ```
 
-    After (with `rows=8 columns=32`):
+    After (with `rows=8 columns=32`: chunks of 412 steps, blocks of 4 tiles):
 
     ```mlir
-    linalg.transpose ins(%w : memref<152x412xf32>)
-                     outs(%wt : memref<412x152xf32>) permutation = [1, 0]
-    scf.for %nb = %c0 to %c152 step %c128 {  // blocks: 412·128·4 B ≤ 256 KiB
-     scf.for %t0 = %c0 to %c512 step %c8 {
-      scf.for %o0 = %nb to %end step %c32 {
-        %acc0 = vector.transfer_read %y[%t0, %o0] ... : vector<32xf32>
-        ...  // 8 rows
-        %r:8 = scf.for %i = %c0 to %c412 step %c1 iter_args(...) {
-          %b = vector.transfer_read %wt[%i, %o0] ... : vector<32xf32>
-          %a0 = memref.load %x[%t0, %i]
-          %s0 = vector.broadcast %a0 : f32 to vector<32xf32>
-          %n0 = vector.fma %s0, %b, %acc0 : vector<32xf32>
-          ...
+    scf.for %nb = %c0 to %c2080 step %c128 {
+      %stack = llvm.intr.stacksave : !llvm.ptr
+      %panel = memref.alloca() : memref<4x412x32xf32>   // 206 KiB
+      scf.for %k0 = %c0 to %c412 step %c412 {
+        scf.for %o = %nb to %nb_end step %c1 {          // the packing
+          scf.for %kk = %c0 to %len step %c1 {
+            %w = memref.load %w[%o, %k0 + %kk]
+            memref.store %w, %panel[(%o - %nb) / 32, %kk, (%o - %nb) % 32]
+          }
         }
-        vector.transfer_write %r#0, %y[%t0, %o0] ...
+        scf.for %t0 = %c0 to %c512 step %c8 {
+          scf.for %o0 = %nb to %nb_end step %c32 {
+            %acc0 = vector.transfer_read %y[%t0, %o0] ... : vector<32xf32>
+            ...  // 8 rows
+            %r:8 = scf.for %kk = %c0 to %len step %c1 iter_args(...) {
+              %b = vector.transfer_read %panel[%j, %kk, %c0] : vector<32xf32>
+              %a0 = memref.load %x[%t0, %k0 + %kk]
+              %s0 = vector.broadcast %a0 : f32 to vector<32xf32>
+              %n0 = vector.fma %s0, %b, %acc0 : vector<32xf32>
+              ...
+            }
+            vector.transfer_write %r#0, %y[%t0, %o0] ...
+          }
+        }
       }
-     }
+      llvm.intr.stackrestore %stack : !llvm.ptr
     } {switchyard.parallel}
     ```
   }];
@@ -92,12 +120,13 @@ def SwitchyardCpuContractionKernelsPass
            "Leave ops whose static output row is shorter than this to "
            "switchyard-cpu-loop-order">,
     Option<"panelKiB", "panel-kib", "int64_t", /*default=*/"256",
-           "Size of b's panel (reduction × a block of columns) that the row "
-           "tiles share, in KiB: about a quarter of a core's L2 cache; "
-           "blocks of 4 tiles where the reduction is dynamic">,
+           "Size of b's panel (a chunk of the reduction × a block of "
+           "columns) that the row tiles share, in KiB: about a quarter of a "
+           "core's L2 cache">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];

@@ -6,42 +6,58 @@
 
 // dX = dY·W: W's rows are the vector rows; 8 rows of dX per tile (the
 // first 16 of 20), then the last 4 one at a time; 48 columns: one full
-// tile of 32 and a masked one. W (12 × 48 f32) is far smaller than the
-// 256 KiB panel: one block of columns, [0, 48).
+// tile of 32 and a masked one. Two tiles in all: blocks of one tile, so
+// that the parallel loop over the blocks has more than one iteration. Each
+// block copies its part of W (12 steps of the reduction × 32 columns, zero
+// past column 48) into a panel on the stack, which every row tile reads.
 // CHECK-LABEL: func.func @matmul
 // CHECK-NOT: linalg.generic
 // CHECK-NOT: linalg.transpose
-// CHECK: scf.for %[[NB:.*]] = %c0 to %c48 step %c5440
+// CHECK: scf.for %[[NB:.*]] = %c0 to %c48 step %c32
 // CHECK: %[[END:.*]] = arith.minui %{{.*}}, %c48 : index
-// CHECK: %[[FULL:.*]] = arith.subi %c20, %{{.*}} : index
-// CHECK: scf.for %[[M:.*]] = %{{.*}} to %[[FULL]] step %c8
-// CHECK:   scf.for %[[N:.*]] = %[[NB]] to %[[END]] step %c32
-// CHECK:     %[[ACC0:.*]] = vector.transfer_read %[[DX:.*]][%[[M]], %[[N]]], %{{.*}} : memref<20x48xf32>, vector<32xf32>
-// CHECK:     scf.for %[[K:[a-z0-9_]+]] = %{{.*}} to %c12 step %{{.*}} iter_args(%[[A0:[a-z0-9_]+]] = %[[ACC0]], {{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
-// CHECK:       %[[ROW:.*]] = vector.transfer_read %[[W:.*]][%[[K]], %[[N]]], %{{.*}} : memref<12x48xf32>, vector<32xf32>
-// CHECK:       %[[S:.*]] = memref.load %[[DY:.*]][%[[M]], %[[K]]] : memref<20x12xf32>
-// CHECK:       %[[SPLAT:.*]] = vector.broadcast %[[S]] : f32 to vector<32xf32>
-// CHECK:       vector.fma %[[SPLAT]], %[[ROW]], %[[A0]] : vector<32xf32>
-// CHECK-COUNT-7: vector.fma
-// CHECK:       scf.yield
-// CHECK-COUNT-8: vector.transfer_write
+// CHECK: %[[STACK:.*]] = llvm.intr.stacksave
+// CHECK:   %[[BPANEL:.*]] = memref.alloca() {alignment = 64 : i64} : memref<1x12x32xf32>
+// CHECK:   scf.for %[[K0:.*]] = %{{.*}} to %c12 step %c12{{.*}} {
+// CHECK:     %[[LEN:.*]] = arith.minui
+// CHECK:     scf.for %[[KK:.*]] = %{{.*}} to %[[LEN]]
+// CHECK:       %[[K:.*]] = arith.addi %[[K0]], %[[KK]]
+// CHECK:       scf.for %[[NP:.*]] = %[[NB]] to %[[END]] step %c32
+// CHECK:         %[[WROW:.*]] = vector.transfer_read %[[W:.*]][%[[K]], %[[NP]]], %{{.*}} : memref<12x48xf32>, vector<32xf32>
+// CHECK:         vector.transfer_write %[[WROW]], %[[BPANEL]][%{{.*}}, %[[KK]], %{{.*}}] {in_bounds = [true]}
+// CHECK:     %[[FULL:.*]] = arith.subi %c20, %{{[0-9]+}} : index
+// CHECK:     scf.for %[[M:.*]] = %{{.*}} to %[[FULL]] step %c8
+// CHECK:       scf.for %[[N:.*]] = %[[NB]] to %[[END]] step %c32
+// CHECK:         %[[TILE:.*]] = arith.divui
+// CHECK:         %[[ACC0:.*]] = vector.transfer_read %[[DX:.*]][%[[M]], %[[N]]], %{{.*}} : memref<20x48xf32>, vector<32xf32>
+// CHECK:         scf.for %[[S:[a-z0-9_]+]] = %{{.*}} to %[[LEN]] step %{{.*}} iter_args(%[[A0:[a-z0-9_]+]] = %[[ACC0]], {{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
+// CHECK:           %[[KS:.*]] = arith.addi %[[K0]], %[[S]]
+// CHECK:           %[[ROW:.*]] = vector.transfer_read %[[BPANEL]][%[[TILE]], %[[S]], %{{.*}}], %{{.*}} {in_bounds = [true]} : memref<1x12x32xf32>, vector<32xf32>
+// CHECK:           %[[X:.*]] = memref.load %[[DY:.*]][%[[M]], %[[KS]]] : memref<20x12xf32>
+// CHECK:           %[[SPLAT:.*]] = vector.broadcast %[[X]] : f32 to vector<32xf32>
+// CHECK:           vector.fma %[[SPLAT]], %[[ROW]], %[[A0]] : vector<32xf32>
+// CHECK-COUNT-7:   vector.fma
+// CHECK:           scf.yield
+// CHECK-COUNT-8:   vector.transfer_write
 // The rows past the last full tile, one at a time.
-// CHECK: scf.for %{{.*}} = %[[FULL]] to %c20 step %c1
-// CHECK:   vector.fma
+// CHECK:     scf.for %{{.*}} = %[[FULL]] to %c20 step %c1
+// CHECK:       vector.fma
 // CHECK-NOT: vector.fma
+// CHECK: llvm.intr.stackrestore %[[STACK]]
+// CHECK: } {switchyard.parallel}
 // CHECK: return
 // SMALL-LABEL: func.func @matmul
 // SMALL: scf.for %{{.*}} step %c4
 // SMALL:   scf.for %{{.*}} step %c16
 // SMALL-COUNT-4: vector.fma {{.*}} : vector<16xf32>
-// With a 1 KiB panel (under 12 rows × 32 columns of f32), blocks of one
-// tile: every row tile runs over columns [0, 32), then over [32, 48).
+// With a 1 KiB panel, chunks of 2 steps of the reduction (a panel of 4
+// tiles of 32 columns within 1 KiB): the output tiles are read and written
+// once per chunk.
 // PANEL-LABEL: func.func @matmul
 // PANEL: scf.for %[[NB:.*]] = %c0 to %c48 step %c32 {
-// PANEL:   %[[NEXT:.*]] = arith.addi %[[NB]], %{{.*}} : index
-// PANEL:   %[[END:.*]] = arith.minui %[[NEXT]], %c48 : index
-// PANEL:   scf.for %[[M:.*]] = %{{.*}} step %c8
-// PANEL:     scf.for %{{.*}} = %[[NB]] to %[[END]] step %c32
+// PANEL:   memref.alloca() {alignment = 64 : i64} : memref<1x2x32xf32>
+// PANEL:   scf.for %{{.*}} = %{{.*}} to %c12 step %c2
+// PANEL:     scf.for %[[M:[a-z0-9_]+]] = %{{.*}} step %c8
+// PANEL:       vector.transfer_read %{{.*}}[%[[M]], %{{.*}}], %{{.*}} : memref<20x48xf32>, vector<32xf32>
 func.func @matmul(%dy: memref<20x12xf32>, %w: memref<12x48xf32>, %dx: memref<20x48xf32>) {
   linalg.matmul ins(%dy, %w : memref<20x12xf32>, memref<12x48xf32>) outs(%dx : memref<20x48xf32>)
   return
@@ -49,15 +65,78 @@ func.func @matmul(%dy: memref<20x12xf32>, %w: memref<12x48xf32>, %dx: memref<20x
 
 // -----
 
-// Y = X·Wᵀ: W's last index is the reduction, so W is first copied with its
-// dimensions swapped; the copy is freed after the kernel.
+// Y = X·Wᵀ: W's last index is the reduction, so its panel is copied element
+// by element, the reduction innermost (W's rows); the columns past the end
+// of Y's row (40 of the panel's 64) read W's last row and store zero.
 // CHECK-LABEL: func.func @transposed
-// CHECK: %[[WT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x40xf32>
-// CHECK: linalg.transpose ins(%{{.*}} : memref<40x6xf32>) outs(%[[WT]] : memref<6x40xf32>) permutation = [1, 0]
-// CHECK: vector.transfer_read %[[WT]]
-// CHECK: memref.dealloc %[[WT]]
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[BPANEL:.*]] = memref.alloca() {alignment = 64 : i64} : memref<1x6x32xf32>
+// CHECK: scf.for %{{.*}} to %c6 step
+// CHECK:   scf.for %[[N:[a-z0-9_]+]] =
+// CHECK:   %[[INSIDE:.*]] = arith.cmpi ult, %[[N]], %c40
+// CHECK:   %[[ROW:.*]] = arith.minui %[[N]], %{{.*}}
+// CHECK:   scf.for %[[KK:.*]] =
+// CHECK:     %[[K:.*]] = arith.addi %{{.*}}, %[[KK]]
+// CHECK:     %[[V:.*]] = memref.load %{{.*}}[%[[ROW]], %[[K]]] : memref<40x6xf32>
+// CHECK:     %[[Z:.*]] = arith.select %[[INSIDE]], %[[V]], %{{.*}} : f32
+// CHECK:     memref.store %[[Z]], %[[BPANEL]][%{{.*}}, %[[KK]], %{{.*}}]
+// CHECK: vector.transfer_read %[[BPANEL]]
 func.func @transposed(%x: memref<8x6xf32>, %w: memref<40x6xf32>, %y: memref<8x40xf32>) {
   linalg.generic {indexing_maps = [affine_map<(n, o, i) -> (n, i)>, affine_map<(n, o, i) -> (o, i)>, affine_map<(n, o, i) -> (n, o)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : memref<8x6xf32>, memref<40x6xf32>) outs(%y : memref<8x40xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// dW = dYᵀ·X: the tile's rows of a (dY's columns) lie side by side in each
+// step of the reduction (dY's rows), a stride of dY's row apart: each row
+// tile first copies its 8 columns of dY, step by step, into a panel of its
+// own, from which the kernel reads its scalars. So that each part of dY is
+// copied once, the parallel loop runs over groups of 8 row tiles (64 rows),
+// each over all of dW's 33 columns (a panel of 2 tiles).
+// CHECK-LABEL: func.func @weight_gradient
+// CHECK: scf.for %[[G:[a-z0-9_]+]] = %c0 to %c40 step %c64
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x16x32xf32>
+// CHECK: %[[APANEL:.*]] = memref.alloca() {alignment = 64 : i64} : memref<16x8xf32>
+// CHECK: scf.for %[[M:[a-z0-9_]+]] = %[[G]] to %{{.*}} step %c8
+// CHECK:   scf.for %[[KK:.*]] =
+// CHECK:     %[[K:.*]] = arith.addi %{{.*}}, %[[KK]]
+// CHECK:     %[[COLS:.*]] = vector.transfer_read %{{.*}}[%[[K]], %[[M]]], %{{.*}} {in_bounds = [true]} : memref<16x40xf32>, vector<8xf32>
+// CHECK:     vector.transfer_write %[[COLS]], %[[APANEL]][%[[KK]], %{{.*}}] {in_bounds = [true]}
+// CHECK:   scf.for
+// CHECK:     scf.for %[[S:[a-z0-9_]+]] =
+// CHECK:       memref.load %[[APANEL]][%[[S]], %{{.*}}] : memref<16x8xf32>
+// CHECK-COUNT-7: memref.load %[[APANEL]]
+// CHECK: } {switchyard.parallel}
+func.func @weight_gradient(%dy: memref<16x40xf32>, %x: memref<16x33xf32>, %dw: memref<40x33xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(o, i, t) -> (t, o)>, affine_map<(o, i, t) -> (t, i)>, affine_map<(o, i, t) -> (o, i)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%dy, %x : memref<16x40xf32>, memref<16x33xf32>) outs(%dw : memref<40x33xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Two reductions (the heads and their features): b is read where it is,
+// after a transposed copy where n is not its last dimension; the copy is
+// freed after the kernel.
+// CHECK-LABEL: func.func @two_reductions
+// CHECK: %[[WT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x6x40xf32>
+// CHECK: linalg.transpose ins(%{{.*}} : memref<40x2x6xf32>) outs(%[[WT]] : memref<2x6x40xf32>) permutation = [1, 2, 0]
+// CHECK: scf.for
+// CHECK:   scf.for
+// CHECK:     vector.transfer_read %[[WT]]
+// CHECK: memref.dealloc %[[WT]]
+func.func @two_reductions(%x: memref<8x2x6xf32>, %w: memref<40x2x6xf32>, %y: memref<8x40xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, o, h, f) -> (n, h, f)>, affine_map<(n, o, h, f) -> (o, h, f)>, affine_map<(n, o, h, f) -> (n, o)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%x, %w : memref<8x2x6xf32>, memref<40x2x6xf32>) outs(%y : memref<8x40xf32>) {
   ^bb0(%a: f32, %b: f32, %c: f32):
     %m = arith.mulf %a, %b : f32
     %s = arith.addf %c, %m : f32
@@ -74,7 +153,8 @@ func.func @transposed(%x: memref<8x6xf32>, %w: memref<40x6xf32>, %y: memref<8x40
 // CHECK-LABEL: func.func @batched_rounded
 // CHECK: %[[B:.*]] = memref.dim %{{.*}}, %c0
 // CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[B]] step %c1
-// CHECK: %[[ROW:.*]] = vector.transfer_read %{{.*}}[%[[I]], %{{.*}}, %{{.*}}], %{{.*}} : memref<?x5x32xf32>, vector<32xf32>
+// CHECK: vector.transfer_read %{{.*}}[%[[I]], %{{.*}}, %{{.*}}], %{{.*}} : memref<?x5x32xf32>, vector<32xf32>
+// CHECK: %[[ROW:.*]] = vector.transfer_read %{{.*}} {in_bounds = [true]} : memref<1x5x32xf32>, vector<32xf32>
 // CHECK: %[[RT:.*]] = arith.truncf %[[ROW]] : vector<32xf32> to vector<32xbf16>
 // CHECK: %[[RE:.*]] = arith.extf %[[RT]] : vector<32xbf16> to vector<32xf32>
 // CHECK: %[[S:.*]] = memref.load
