@@ -1,7 +1,8 @@
 //===- BufferCache.cpp - malloc and free of the compiled CPU code ---------===//
 //
-// Each block carries a 16-byte header with its size, so that free knows
-// whether it is large (and which free list it belongs to) without a lookup.
+// Each block carries a 16-byte header with its size (its class), so that
+// free knows whether it is large (and which free list it belongs to)
+// without a lookup.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,7 +59,19 @@ void failAllocation(size_t size) {
   }
 }
 
+/// The size class of a large block: `size` rounded up to the next of eight
+/// steps between powers of two (at most 1/8 more), so that buffers whose
+/// sizes follow the data (a grouped expert's routes) reuse each other's
+/// blocks instead of each new size faulting in fresh pages.
+size_t sizeClass(size_t size) {
+  if (size < kLargeBlock)
+    return size;
+  size_t step = (size_t(1) << (63 - __builtin_clzll(size))) / 8;
+  return (size + step - 1) / step * step;
+}
+
 void *allocateBlock(size_t size) {
+  size = sizeClass(size);
   if (size >= kLargeBlock) {
     Cache &c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);

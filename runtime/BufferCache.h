@@ -10,9 +10,14 @@
 // time of a layer with big temporaries (an XL attention's score tensors).
 //
 // CpuProgram binds the JIT-compiled code's malloc, calloc and free to
-// switchyardBufferAlloc, switchyardBufferCalloc and switchyardBufferFree: blocks of at least kLargeBlock bytes are kept after free,
-// by exact size, and handed out again to the next request of that size;
-// smaller ones go straight to malloc and free. The cache holds at most
+// switchyardBufferAlloc, switchyardBufferCalloc and switchyardBufferFree:
+// blocks of at least kLargeBlock bytes are kept after free, by size class
+// (the size rounded up to the next eighth between powers of two, at most
+// 1/8 more), and handed out again to the next request of that class, so
+// that buffers whose sizes follow the data (a grouped expert's routes) find
+// one too; smaller ones go straight to malloc and free. HostTensor's bytes
+// (runtime/TensorFile.h) come from here as well: the tensors a training
+// step returns take the blocks of the step before. The cache holds at most
 // kCacheLimit bytes (beyond that, freed blocks go back to the system) and
 // is shared by every CpuProgram of the process; it is thread-safe.
 // Buffers a program returns are released with bufferFree too. Calls made
@@ -33,8 +38,9 @@ inline constexpr size_t kLargeBlock = 64 * 1024;
 /// The most bytes the cache holds.
 inline constexpr size_t kCacheLimit = size_t(2) << 30;
 
-/// malloc for the compiled code: 16-byte aligned, a cached block of exactly
-/// `size` bytes when one is free. Null when the system is out of memory.
+/// malloc for the compiled code: 16-byte aligned, a cached block of the
+/// size class of `size` when one is free. Null when the system is out of
+/// memory.
 extern "C" void *switchyardBufferAlloc(size_t size);
 
 /// calloc for the compiled code (LLVM may fold a malloc followed by a zero

@@ -300,9 +300,9 @@ Expected<ElementType> parseNpyDescr(StringRef path, const PyValue &descr) {
 }
 
 /// Reorders the elements of a column-major array into row-major order.
-std::vector<uint8_t> fortranToRowMajor(StringRef data, ArrayRef<int64_t> shape,
-                                       size_t elementSize, int64_t count) {
-  std::vector<uint8_t> out(data.size());
+TensorBytes fortranToRowMajor(StringRef data, ArrayRef<int64_t> shape,
+                              size_t elementSize, int64_t count) {
+  TensorBytes out(data.size());
   size_t rank = shape.size();
   if (rank <= 1 || count == 0) {
     llvm::copy(data, out.begin());

@@ -364,7 +364,7 @@ switchyard::runtime::readSafetensors(StringRef path, TensorMetadata *metadata) {
                                 *bad);
     tensors.push_back(
         {std::move(entry.name), entry.type, std::move(entry.shape),
-         std::vector<uint8_t>(bytes.bytes_begin(), bytes.bytes_end())});
+         TensorBytes(bytes.bytes_begin(), bytes.bytes_end())});
   }
   if (metadata)
     *metadata = std::move(fileMetadata);

@@ -22,11 +22,13 @@
 #ifndef SWITCHYARD_RUNTIME_TENSORFILE_H
 #define SWITCHYARD_RUNTIME_TENSORFILE_H
 
+#include "runtime/BufferCache.h"
 #include "runtime/Params.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/ErrorHandling.h"
 
 #include <cassert>
 #include <cstdint>
@@ -84,6 +86,37 @@ template <typename T> constexpr bool isStorageTypeOf(ElementType type) {
 /// element.
 std::optional<int64_t> checkedNumElements(llvm::ArrayRef<int64_t> shape);
 
+/// The allocator of HostTensor's bytes: blocks through the compiled CPU
+/// code's buffer cache (runtime/BufferCache.h), so that the tensors a
+/// program returns on every call (a training step's parameters and
+/// moments) take the pages of the ones freed before them instead of fresh
+/// pages the kernel faults in and zeroes; and elements default-initialised,
+/// so that a resize does not zero what a copy overwrites next (a resize
+/// leaves new elements unspecified: write them).
+template <typename T> struct TensorAllocator {
+  using value_type = T;
+  TensorAllocator() = default;
+  template <typename U> TensorAllocator(const TensorAllocator<U> &) {}
+  T *allocate(size_t count) {
+    void *block = count ? switchyardBufferAlloc(count * sizeof(T)) : nullptr;
+    if (count && !block)
+      llvm::report_fatal_error("out of memory allocating a tensor");
+    return static_cast<T *>(block);
+  }
+  void deallocate(T *block, size_t) { switchyardBufferFree(block); }
+  template <typename U> void construct(U *element) noexcept {
+    ::new (static_cast<void *>(element)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U *element, Args &&...args) {
+    ::new (static_cast<void *>(element)) U(std::forward<Args>(args)...);
+  }
+  template <typename U> bool operator==(const TensorAllocator<U> &) const {
+    return true;
+  }
+};
+using TensorBytes = std::vector<uint8_t, TensorAllocator<uint8_t>>;
+
 /// A dense tensor in host memory: row-major, little-endian element bytes.
 /// `bytes.size()` is numElements() × sizeOf(type) for a well-formed tensor;
 /// the writers check that, the readers guarantee it. Elements of bool_
@@ -93,7 +126,7 @@ struct HostTensor {
   std::string name;
   ElementType type = ElementType::f32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
+  TensorBytes bytes;
 
   /// The number of elements, or -1 when the shape is invalid (see
   /// checkedNumElements).

@@ -381,7 +381,7 @@ TEST_F(TensorFileTest, NpyReadsVersionsTwoAndThree) {
                    std::string(58, ' ') + "\n" + "\x05\x06";
   read = readNpy(writeRaw("v3.npy", v3));
   ASSERT_TRUE(bool(read)) << llvm::toString(read.takeError());
-  EXPECT_EQ(read->bytes, (std::vector<uint8_t>{5, 6}));
+  EXPECT_EQ(read->bytes, (TensorBytes{5, 6}));
 }
 
 TEST_F(TensorFileTest, NpyReadsOldNumPyAndPython2Headers) {
