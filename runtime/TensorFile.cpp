@@ -448,3 +448,34 @@ std::string switchyard::runtime::temporaryPrefix(StringRef path, int pid) {
   return ::temporaryPrefix(path) + hostTag() + "-" + std::to_string(pid) +
          "-";
 }
+
+//===----------------------------------------------------------------------===//
+// TensorBytes
+//===----------------------------------------------------------------------===//
+
+TensorBytes::~TensorBytes() { switchyardBufferFree(block); }
+
+TensorBytes TensorBytes::adopt(void *block, uint8_t *first, size_t count) {
+  TensorBytes bytes;
+  bytes.block = block;
+  bytes.first = first;
+  bytes.count = bytes.capacity = count;
+  return bytes;
+}
+
+void TensorBytes::resize(size_t newCount) {
+  if (newCount <= capacity) {
+    count = newCount;
+    return;
+  }
+  void *grown = switchyardBufferAlloc(newCount);
+  if (!grown)
+    llvm::report_fatal_error("out of memory allocating a tensor of " +
+                             llvm::Twine(newCount) + " bytes");
+  if (count)
+    std::memcpy(grown, first, count);
+  switchyardBufferFree(block);
+  block = grown;
+  first = static_cast<uint8_t *>(grown);
+  count = capacity = newCount;
+}

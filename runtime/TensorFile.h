@@ -28,10 +28,12 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
-#include "llvm/Support/ErrorHandling.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -86,36 +88,81 @@ template <typename T> constexpr bool isStorageTypeOf(ElementType type) {
 /// element.
 std::optional<int64_t> checkedNumElements(llvm::ArrayRef<int64_t> shape);
 
-/// The allocator of HostTensor's bytes: blocks through the compiled CPU
-/// code's buffer cache (runtime/BufferCache.h), so that the tensors a
-/// program returns on every call (a training step's parameters and
-/// moments) take the pages of the ones freed before them instead of fresh
-/// pages the kernel faults in and zeroes; and elements default-initialised,
-/// so that a resize does not zero what a copy overwrites next (a resize
-/// leaves new elements unspecified: write them).
-template <typename T> struct TensorAllocator {
-  using value_type = T;
-  TensorAllocator() = default;
-  template <typename U> TensorAllocator(const TensorAllocator<U> &) {}
-  T *allocate(size_t count) {
-    void *block = count ? switchyardBufferAlloc(count * sizeof(T)) : nullptr;
-    if (count && !block)
-      llvm::report_fatal_error("out of memory allocating a tensor");
-    return static_cast<T *>(block);
+/// The bytes of a HostTensor: one block from the compiled CPU code's buffer
+/// cache (runtime/BufferCache.h), so that the tensors a program returns on
+/// every call (a training step's parameters and moments) take the blocks
+/// of the ones freed before them instead of fresh pages the kernel faults
+/// in and zeroes; a block the compiled code returned can be taken over
+/// without a copy (adopt). A vector of bytes otherwise, with one
+/// difference: resize leaves the new bytes unspecified (write them).
+class TensorBytes {
+public:
+  using value_type = uint8_t;
+  using size_type = size_t;
+  using iterator = uint8_t *;
+  using const_iterator = const uint8_t *;
+
+  TensorBytes() = default;
+  explicit TensorBytes(size_t count) { resize(count); }
+  template <typename Iterator> TensorBytes(Iterator first, Iterator last) {
+    assign(first, last);
   }
-  void deallocate(T *block, size_t) { switchyardBufferFree(block); }
-  template <typename U> void construct(U *element) noexcept {
-    ::new (static_cast<void *>(element)) U;
+  TensorBytes(std::initializer_list<uint8_t> bytes) {
+    assign(bytes.begin(), bytes.end());
   }
-  template <typename U, typename... Args>
-  void construct(U *element, Args &&...args) {
-    ::new (static_cast<void *>(element)) U(std::forward<Args>(args)...);
+  TensorBytes(const TensorBytes &other) { assign(other.begin(), other.end()); }
+  TensorBytes(TensorBytes &&other) noexcept { swap(other); }
+  TensorBytes &operator=(const TensorBytes &other) {
+    if (this != &other)
+      assign(other.begin(), other.end());
+    return *this;
   }
-  template <typename U> bool operator==(const TensorAllocator<U> &) const {
-    return true;
+  TensorBytes &operator=(TensorBytes &&other) noexcept {
+    TensorBytes moved(std::move(other));
+    swap(moved);
+    return *this;
   }
+  ~TensorBytes();
+
+  /// Takes over `block` (from switchyardBufferAlloc; freed with
+  /// switchyardBufferFree) whose `count` bytes from `first` are the tensor's.
+  static TensorBytes adopt(void *block, uint8_t *first, size_t count);
+
+  uint8_t *data() { return first; }
+  const uint8_t *data() const { return first; }
+  size_t size() const { return count; }
+  bool empty() const { return count == 0; }
+  iterator begin() { return first; }
+  iterator end() { return first + count; }
+  const_iterator begin() const { return first; }
+  const_iterator end() const { return first + count; }
+  uint8_t &operator[](size_t i) { return first[i]; }
+  uint8_t operator[](size_t i) const { return first[i]; }
+
+  /// Keeps the first min(size(), `newCount`) bytes; the rest unspecified.
+  void resize(size_t newCount);
+  void pop_back() { --count; }
+  template <typename Iterator> void assign(Iterator from, Iterator to) {
+    count = 0;
+    resize(size_t(std::distance(from, to)));
+    std::copy(from, to, first);
+  }
+  void swap(TensorBytes &other) noexcept {
+    std::swap(block, other.block);
+    std::swap(first, other.first);
+    std::swap(count, other.count);
+    std::swap(capacity, other.capacity);
+  }
+  friend bool operator==(const TensorBytes &a, const TensorBytes &b) {
+    return a.count == b.count &&
+           (a.count == 0 || std::memcmp(a.first, b.first, a.count) == 0);
+  }
+
+private:
+  void *block = nullptr;
+  uint8_t *first = nullptr;
+  size_t count = 0, capacity = 0;
 };
-using TensorBytes = std::vector<uint8_t, TensorAllocator<uint8_t>>;
 
 /// A dense tensor in host memory: row-major, little-endian element bytes.
 /// `bytes.size()` is numElements() × sizeOf(type) for a well-formed tensor;

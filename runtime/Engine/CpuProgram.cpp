@@ -304,17 +304,32 @@ CpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
   if (!results)
     return results.takeError();
 
-  // Copy each result out (following its strides) and free its buffer,
-  // once, unless it is an argument's.
+  // A dense result in a buffer of its own becomes its tensor's bytes as it
+  // is (the buffer cache allocated it: TensorBytes frees it there); the
+  // others are copied out, following their strides, and their buffers freed
+  // once all are copied, unless they are an argument's.
   std::vector<HostTensor> outputs;
-  std::set<void *> freed;
+  std::set<void *> taken, toFree;
   for (auto [spec, result] : llvm::zip((*function)->results, *results)) {
-    outputs.push_back(detail::gather(
-        result, spec.type,
-        result.aligned + result.offset * int64_t(sizeOf(spec.type))));
-    if (result.allocated && !argumentBuffers.count(result.allocated) &&
-        freed.insert(result.allocated).second)
-      switchyardBufferFree(result.allocated);
+    uint8_t *first =
+        result.aligned + result.offset * int64_t(sizeOf(spec.type));
+    bool own = result.allocated && !argumentBuffers.count(result.allocated);
+    if (own && result.isDense() && taken.insert(result.allocated).second) {
+      HostTensor output;
+      output.type = spec.type;
+      output.shape = result.sizes;
+      output.bytes = TensorBytes::adopt(
+          result.allocated, first,
+          size_t(output.numElements()) * sizeOf(spec.type));
+      outputs.push_back(std::move(output));
+      continue;
+    }
+    outputs.push_back(detail::gather(result, spec.type, first));
+    if (own)
+      toFree.insert(result.allocated);
   }
+  for (void *buffer : toFree)
+    if (!taken.count(buffer))
+      switchyardBufferFree(buffer);
   return outputs;
 }
