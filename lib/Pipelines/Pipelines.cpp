@@ -197,6 +197,8 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   SwitchyardLinalgToLoopsPassOptions loops;
   loops.markParallel = true;
   pm.addNestedPass<func::FuncOp>(createSwitchyardLinalgToLoopsPass(loops));
+  // So are the foralls (the grouped experts' loop, the fused row kernels).
+  pm.addNestedPass<func::FuncOp>(createSwitchyardCpuForallToLoopsPass());
   buildCpuLoopsToLLVMStages(pm);
 }
 

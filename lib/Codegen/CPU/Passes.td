@@ -276,6 +276,42 @@ def SwitchyardCpuMathApproximationPass
                            "::mlir::vector::VectorDialect"];
 }
 
+def SwitchyardCpuForallToLoopsPass
+    : Pass<"switchyard-cpu-forall-to-loops", "::mlir::func::FuncOp"> {
+  let summary = "Bufferized scf.forall as nested scf.for, the outermost parallel";
+  let description = [{
+    Rewrites each `scf.forall` on buffers into nested `scf.for` loops, one
+    per dimension (upstream's `scf::forallToForLoop`), and marks the
+    outermost `switchyard.parallel`, to run on all cores
+    (`switchyard-cpu-outline-loops`, where it is a function's top-level
+    loop): a forall's iterations are independent by definition, each
+    writing its own part of the shared outputs. On the CPU the foralls are
+    the grouped expert formulation's loop over the experts (each expert's
+    block of sorted rows, or its own weight gradient) and the fused row
+    kernels (one iteration per row or per query block). A forall nested in
+    another runs inline in its parent's iterations.
+
+    Before:
+
+    ```mlir
+    scf.forall (%e) in (10) {
+      ...  // expert %e's rows of %out
+    }
+    ```
+
+    After:
+
+    ```mlir
+    scf.for %e = %c0 to %c10 step %c1 {
+      ...
+    } {switchyard.parallel}
+    ```
+
+    A forall that still has results (not bufferized) is an error.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
 def SwitchyardCpuLoopOrderPass
     : Pass<"switchyard-cpu-loop-order", "::mlir::func::FuncOp"> {
   let summary = "Nest linalg loops for unit-stride vector code on the CPU";

@@ -171,14 +171,15 @@ public:
     AffineMap weightMap =
         transposed ? dimsMap(ctx, 3, {1, 2}) : dimsMap(ctx, 3, {2, 1});
     return overExperts(init, [&](ImplicitLocOpBuilder &b, Value e,
-                                 Value begin, Value count, Value acc) {
+                                 Value begin, Value count,
+                                 Value acc) -> ExpertPart {
       Value lhs = block(b, rows, begin, count);
       Value matrix = expertMatrix(b, weight, e);
       Value out = zeroRows(b, acc, begin, count, outer);
       Value product = accumulateF32(b, lhs, dimsMap(ctx, 3, {0, 2}), matrix,
                                     weightMap, dimsMap(ctx, 3, {0, 1}),
                                     iterators(2, 1), out);
-      return insertRows(b, product, acc, begin, count, outer);
+      return {product, {begin, b.getIndexAttr(0)}, {count, outer}};
     });
   }
 
@@ -198,7 +199,8 @@ public:
     Value init = tensor::EmptyOp::create(
         b, ArrayRef<OpFoldResult>{experts, a, c}, b.getF32Type());
     return overExperts(init, [&](ImplicitLocOpBuilder &b, Value e,
-                                 Value begin, Value count, Value acc) {
+                                 Value begin, Value count,
+                                 Value acc) -> ExpertPart {
       OpFoldResult one = b.getIndexAttr(1), origin = b.getIndexAttr(0);
       SmallVector<OpFoldResult> offsets{e, origin, origin}, sizes{one, a, c},
           strides{one, one, one};
@@ -215,8 +217,7 @@ public:
           b, block(b, lhs, begin, count), dimsMap(ctx, 3, {2, 0}),
           block(b, rhs, begin, count), dimsMap(ctx, 3, {2, 1}),
           dimsMap(ctx, 3, {0, 1}), iterators(2, 1), zero);
-      return tensor::InsertSliceOp::create(b, grad, acc, offsets, sizes,
-                                           strides);
+      return {grad, offsets, sizes};
     });
   }
 
@@ -273,24 +274,37 @@ public:
   }
 
 private:
-  using ExpertBody = function_ref<Value(ImplicitLocOpBuilder &, Value e,
-                                        Value begin, Value count, Value acc)>;
+  /// What one expert's iteration writes: `value` at `offsets` (of `sizes`,
+  /// unit strides) in the loop's output, a part no other expert writes.
+  struct ExpertPart {
+    Value value;
+    SmallVector<OpFoldResult> offsets, sizes;
+  };
+  using ExpertBody = function_ref<ExpertPart(
+      ImplicitLocOpBuilder &, Value e, Value begin, Value count, Value out)>;
 
-  /// A loop over the experts e carrying `init`; `body` sees e's block of
-  /// sorted routes [begin, begin + count).
+  /// A loop over the experts e writing into `init`, as an scf.forall (the
+  /// experts are independent: the CPU runs them on all cores); `body` sees
+  /// e's block of sorted routes [begin, begin + count) and the shared
+  /// output.
   Value overExperts(Value init, ExpertBody body) {
-    auto loop = scf::ForOp::create(
-        b, indexConstant(b, 0), experts, indexConstant(b, 1),
-        ValueRange{init},
-        [&](OpBuilder &nested, Location loc, Value e, ValueRange acc) {
-          ImplicitLocOpBuilder b(loc, nested);
-          Value begin = tensor::ExtractOp::create(b, offsets, e);
-          Value next = arith::AddIOp::create(b, e, indexConstant(b, 1));
-          Value end = tensor::ExtractOp::create(b, offsets, next);
-          Value count = arith::SubIOp::create(b, end, begin);
-          scf::YieldOp::create(b, body(b, e, begin, count, acc[0]));
-        });
-    return loop.getResult(0);
+    auto forall = scf::ForallOp::create(
+        b, ArrayRef<OpFoldResult>{getAsOpFoldResult(experts)},
+        ValueRange{init}, std::nullopt);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(forall.getTerminator());
+    Value e = forall.getInductionVars()[0];
+    Value begin = tensor::ExtractOp::create(b, offsets, e);
+    Value next = arith::AddIOp::create(b, e, indexConstant(b, 1));
+    Value end = tensor::ExtractOp::create(b, offsets, next);
+    Value count = arith::SubIOp::create(b, end, begin);
+    Value out = forall.getRegionIterArgs()[0];
+    ExpertPart part = body(b, e, begin, count, out);
+    SmallVector<OpFoldResult> strides(part.offsets.size(), b.getIndexAttr(1));
+    b.setInsertionPointToStart(forall.getTerminator().getBody());
+    tensor::ParallelInsertSliceOp::create(b, part.value, out, part.offsets,
+                                          part.sizes, strides);
+    return forall.getResult(0);
   }
 
   /// rows[begin : begin + count, 0 : width].
@@ -307,15 +321,6 @@ private:
                         Value count, OpFoldResult width) {
     Value block = rowBlock(b, acc, begin, count, width);
     return linalg::FillOp::create(b, f32Constant(b, 0.0), block).getResult(0);
-  }
-
-  /// `block` written back into `acc` at rows [begin, begin + count).
-  static Value insertRows(ImplicitLocOpBuilder &b, Value block, Value acc,
-                          Value begin, Value count, OpFoldResult width) {
-    OpFoldResult one = b.getIndexAttr(1);
-    return tensor::InsertSliceOp::create(
-        b, block, acc, ArrayRef<OpFoldResult>{begin, b.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{count, width}, ArrayRef<OpFoldResult>{one, one});
   }
 
   /// weight[e] as a matrix [A, B].

@@ -47,8 +47,9 @@
 // The counting sort: a cursor per expert, each route's slot, each slot's route.
 // CHECK: %[[SORT:.*]]:3 = scf.for {{.*}} iter_args({{.*}}) -> (tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>)
 // One matmul per expert on rows [offsets[e], offsets[e + 1]), gathered
-// row by row in the loop.
-// CHECK: %[[P:.*]] = scf.for %[[E:[a-z0-9_]+]] = %{{.*}} to %c10{{.*}} step
+// row by row in the loop; the experts are independent (scf.forall, each
+// writing its own rows: on the CPU, in parallel).
+// CHECK: %[[P:.*]] = scf.forall (%[[E:[a-z0-9_]+]]) in (10) shared_outs(%[[OUT:.*]] = %{{.*}})
 // CHECK: %[[BEGIN:.*]] = tensor.extract %[[OFFSETS]][%[[E]]]
 // CHECK: %[[COUNT:.*]] = arith.subi
 // CHECK: scf.for {{.*}} to %[[COUNT]]
@@ -56,7 +57,8 @@
 // CHECK: tensor.extract_slice %arg0[{{.*}}, 0] [1, 16] [1, 1] : tensor<?x16xf32> to tensor<16xf32>
 // CHECK: tensor.extract_slice %arg1[%[[E]], 0, 0] [1, 16, 8] [1, 1, 1] : tensor<10x16x8xf32> to tensor<16x8xf32>
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]{{.*}} ins({{.*}} : tensor<?x16xf32>, tensor<16x8xf32>)
-// CHECK: tensor.insert_slice {{.*}}[%[[BEGIN]], 0] [%[[COUNT]], 8]
+// CHECK: scf.forall.in_parallel
+// CHECK-NEXT: tensor.parallel_insert_slice {{.*}} into %[[OUT]][%[[BEGIN]], 0] [%[[COUNT]], 8]
 // The gated sum over each head's routes, read at their slots.
 // CHECK: linalg.generic {{.*}}ins(%[[SORT]]#1, %arg2 : tensor<?x2x3xindex>, tensor<?x2x3xf32>)
 // CHECK: tensor.extract %[[P]]
@@ -72,7 +74,7 @@ func.func @proj(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x3x
 // CHECK-LABEL: func.func @grads
 // CHECK-NOT: tensor<?x2x5x8xf32>
 // CHECK: iterator_types = ["parallel", "parallel", "reduction"]} ins({{.*}} : tensor<?x8xf32>, tensor<16x8xf32>) outs({{.*}} : tensor<?x16xf32>)
-// CHECK: tensor.insert_slice {{.*}} : tensor<16x8xf32> into tensor<?x16x8xf32>
+// CHECK: tensor.parallel_insert_slice {{.*}} : tensor<16x8xf32> into tensor<?x16x8xf32>
 // CHECK-NOT: moe.
 func.func @grads(%x: tensor<?x16xf32>, %wv: tensor<10x16x8xf32>, %wo: tensor<10x8x16xf32>, %g: tensor<?x2x3xf32>, %i: tensor<?x2x3xi32>, %dv: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %dy: tensor<?x16xf32>) -> (tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>) {
   %dx, %dwv, %dgv = moe.expert_proj_grad %x, %wv, %g, %i, %dv : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x8xf32> -> tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>
