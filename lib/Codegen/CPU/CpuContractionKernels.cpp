@@ -189,13 +189,18 @@ public:
     inBounds = !outType.isDynamicDim(outType.getRank() - 1) &&
                outType.getShape().back() % columns == 0;
 
-    // One reduction: b is packed panel by panel; several: b is read where
-    // it is, transposed first if its rows are not n's.
-    packed = plan.reductions.size() == 1;
+    // One reduction, or several where a is packed too: b is packed panel
+    // by panel, the reductions taken as one (their linear index, the last
+    // fastest); otherwise b is read where it is, transposed first if its
+    // rows are not n's.
+    bool aAlongReduction = plan.aDims.back() == plan.reductions.back() &&
+                           hasUnitStrideRows(a);
+    packA = plan.m && !aAlongReduction;
+    packed = plan.reductions.size() == 1 || packA;
+    if (!packed)
+      packA = false;
     Value transposed;
     if (packed) {
-      unsigned k = plan.reductions.front();
-      packA = plan.m && !(plan.aDims.back() == k && hasUnitStrideRows(a));
       // Over groups of rows where a's copies are the cost and a panel of
       // kMinChunk steps over all of n fits.
       int64_t n = op.getStaticLoopRanges()[plan.n];
@@ -284,11 +289,14 @@ private:
     int64_t chunk = std::max<int64_t>(
         panelBytes / (tiles * columns * elementBytes()),
         rowsOuter ? kMinChunk : 1);
-    int64_t length =
-        plan.contraction.op.getStaticLoopRanges()[plan.reductions.front()];
-    if (!ShapedType::isDynamic(length))
-      chunk = std::min(chunk, std::max<int64_t>(length, 1));
-    return chunk;
+    SmallVector<int64_t> ranges = plan.contraction.op.getStaticLoopRanges();
+    int64_t length = 1;
+    for (unsigned dim : plan.reductions) {
+      if (ShapedType::isDynamic(ranges[dim]))
+        return chunk;
+      length *= ranges[dim];
+    }
+    return std::min(chunk, std::max<int64_t>(length, 1));
   }
 
   /// Columns per block: as many tiles as keep b's panel (the reduction's
@@ -385,16 +393,29 @@ private:
           MemRefType::get({reductionChunk, rows},
                           cast<MemRefType>(a.getType()).getElementType()),
           ValueRange{}, b.getI64IntegerAttr(64));
-    unsigned k = plan.reductions.front();
-    loop(constant(0), sizes[k], constant(reductionChunk), [&](Value k0) {
+    Value length = sizes[plan.reductions.front()];
+    for (unsigned dim : llvm::drop_begin(plan.reductions))
+      length = arith::MulIOp::create(b, loc, length, sizes[dim]);
+    loop(constant(0), length, constant(reductionChunk), [&](Value k0) {
       chunkStart = k0;
       chunkLength = arith::MinUIOp::create(
           b, loc, constant(reductionChunk),
-          arith::SubIOp::create(b, loc, sizes[k], k0));
+          arith::SubIOp::create(b, loc, length, k0));
       packB();
       rowsBody();
     });
     LLVM::StackRestoreOp::create(b, loc, stack);
+  }
+
+  /// Sets the reduction dimensions' indices to step chunkStart + `kk` of
+  /// their linear order (the last dimension fastest).
+  void setReductionIndex(Value kk) {
+    Value linear = arith::AddIOp::create(b, loc, chunkStart, kk);
+    for (unsigned dim : llvm::reverse(llvm::drop_begin(plan.reductions))) {
+      ivs[dim] = arith::RemUIOp::create(b, loc, linear, sizes[dim]);
+      linear = arith::DivUIOp::create(b, loc, linear, sizes[dim]);
+    }
+    ivs[plan.reductions.front()] = linear;
   }
 
   /// The tile of the block that column `n` starts.
@@ -407,12 +428,11 @@ private:
   /// panel[j, kk, c] = b[.., chunkStart + kk, .., n] for the block's column
   /// n = blockStart + j·columns + c, zero past n's end.
   void packB() {
-    unsigned k = plan.reductions.front();
     Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(bElement, 0));
     if (!plan.bPermutation) {
       // n is b's unit-stride dimension: a vector per tile and step.
       loop(constant(0), chunkLength, constant(1), [&](Value kk) {
-        ivs[k] = arith::AddIOp::create(b, loc, chunkStart, kk);
+        setReductionIndex(kk);
         loop(blockStart, blockEnd, constant(columns), [&](Value n) {
           ivs[plan.n] = n;
           Value row = vector::TransferReadOp::create(
@@ -438,7 +458,7 @@ private:
       Value tile = arith::DivUIOp::create(b, loc, offset, constant(columns));
       Value column = arith::RemUIOp::create(b, loc, offset, constant(columns));
       loop(constant(0), chunkLength, constant(1), [&](Value kk) {
-        ivs[k] = arith::AddIOp::create(b, loc, chunkStart, kk);
+        setReductionIndex(kk);
         Value value = memref::LoadOp::create(b, loc, bMatrix,
                                              indices(plan.bSourceDims, 0));
         value = arith::SelectOp::create(b, loc, inside, value, zero);
@@ -451,11 +471,10 @@ private:
   /// aPanel[kk, r] = a[.., m + r, .., chunkStart + kk] for the row tile at
   /// ivs[m]: the tile's scalars of a reduction step side by side.
   void packRows() {
-    unsigned k = plan.reductions.front();
     Type element = cast<MemRefType>(a.getType()).getElementType();
     bool contiguous = plan.aDims.back() == *plan.m && hasUnitStrideRows(a);
     loop(constant(0), chunkLength, constant(1), [&](Value kk) {
-      ivs[k] = arith::AddIOp::create(b, loc, chunkStart, kk);
+      setReductionIndex(kk);
       if (contiguous) {
         // The tile's rows are side by side in a (a = dYᵀ): one vector.
         Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(element, 0));
@@ -559,8 +578,7 @@ private:
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(forOp.getBody());
     Value kk = forOp.getInductionVar();
-    ivs[plan.reductions.front()] =
-        arith::AddIOp::create(b, loc, chunkStart, kk);
+    setReductionIndex(kk);
     SmallVector<Value> next = step(forOp.getRegionIterArgs(), tileRows, kk);
     scf::YieldOp::create(b, loc, next);
     return forOp.getResults();

@@ -33,8 +33,9 @@ def SwitchyardCpuContractionKernelsPass
     Rows past the last multiple of `rows` are done one at a time, columns
     past the end of `n` are masked.
 
-    With one reduction dimension (every matmul, batched or not), `b` is
-    packed, as BLIS and OpenBLAS do: the columns are taken in blocks, the
+    With one reduction dimension (every matmul, batched or not), or several
+    where `a` is packed too (below; they are then taken as one, in their
+    linear order), `b` is packed, as BLIS and OpenBLAS do: the columns are taken in blocks, the
     reduction in chunks, and each block's chunk of `b` is first copied into
     a panel on the stack, tile after tile, each tile's rows contiguous, so
     that the kernel reads one stream with no stride, whatever `b`'s layout
@@ -53,9 +54,10 @@ def SwitchyardCpuContractionKernelsPass
     groups of 8 row tiles outermost, each over all of `n` with chunks as
     long as the panel allows, so that each part of `a` is copied once
     rather than once per block. The panels are freed at the end of each
-    block or group (a stack save and restore). With several
-    reduction dimensions, `b` is read where it is, after a transposed copy
-    (`linalg.transpose` into a new buffer) where its last index is not `n`.
+    block or group (a stack save and restore). With several reduction
+    dimensions and `a` read along the last of them, `b` is read where it
+    is, after a transposed copy (`linalg.transpose` into a new buffer)
+    where its last index is not `n`.
 
     The outermost loop (a batch dimension of the output, else the blocks of
     columns or the groups of rows) writes its own part of the output in

@@ -203,3 +203,28 @@ func.func @left_alone(%x: memref<8x6xf32>, %w: memref<6x10xf32>, %y: memref<8x10
   }
   return
 }
+
+// -----
+
+// dW = Σ_{b,t} dY[b, t, o] · X[b, t, i]: two reductions where a is copied
+// anyway (dYᵀ): packed as one reduction of 2 × 16 steps, each step's
+// (b, t) from its linear index.
+// CHECK-LABEL: func.func @batched_weight_gradient
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[APANEL:.*]] = memref.alloca() {alignment = 64 : i64} : memref<32x8xf32>
+// CHECK: scf.for %[[K0:.*]] = %{{.*}} to %{{.*}} step %c32
+// CHECK:   scf.for %[[KK:[a-z0-9_]+]] =
+// CHECK:     %[[K:.*]] = arith.addi %[[K0]], %[[KK]]
+// CHECK:     %[[T:.*]] = arith.remui %[[K]], %c16
+// CHECK:     %[[B:.*]] = arith.divui %[[K]], %c16
+// CHECK:     vector.transfer_read %{{.*}}[%[[B]], %[[T]], %{{.*}}], %{{.*}} : memref<2x16x33xf32>, vector<32xf32>
+// CHECK: memref.load %[[APANEL]]
+func.func @batched_weight_gradient(%dy: memref<2x16x40xf32>, %x: memref<2x16x33xf32>, %dw: memref<40x33xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(o, i, b, t) -> (b, t, o)>, affine_map<(o, i, b, t) -> (b, t, i)>, affine_map<(o, i, b, t) -> (o, i)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%dy, %x : memref<2x16x40xf32>, memref<2x16x33xf32>) outs(%dw : memref<40x33xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
