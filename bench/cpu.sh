@@ -24,7 +24,8 @@
 #      (bench/torch_train_step.py): one block at the 47M widths, batch 4
 #      (bench/Inputs/*-47m-1block.mlir) on all cores and on one thread
 #      each, and the 47M SwitchHead and dense models, batch 2, with the
-#      CPU's default fusions;
+#      CPU's default fusions (with the peer's check of each model: its
+#      inference loss and parameter count against Switchyard's);
 # and writes everything it printed, with the machine, date and commit, to
 # bench/results/cpu-<date>-<commit>.md.
 #
@@ -108,7 +109,7 @@ bench="$build/bin/switchyard-bench"
     echo '```'
     "$bench" --train-step "$root/bench/Inputs/switchhead-47m-1block.mlir,$root/bench/Inputs/dense-47m-1block.mlir" \
       --reps "$reps" --batch 4 --cpu-threads "$threads" \
-      $([ "$threads" = 1 ] && echo --torch-threads 1)
+      $([ "$threads" = 1 ] && echo --torch-threads 1) 2>&1 | grep -v '^torch_'
     echo '```'
   done
   echo
@@ -116,7 +117,7 @@ bench="$build/bin/switchyard-bench"
   echo
   echo '```'
   "$bench" --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
-    --reps 3 --batch 2
+    --reps 3 --batch 2 2>&1 | grep -v '^torch_'
   echo '```'
 } | tee "$out.tmp"
 mv "$out.tmp" "$out"
