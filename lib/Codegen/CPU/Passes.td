@@ -321,13 +321,15 @@ def SwitchyardCpuLoopOrderPass
     `switchyard-linalg-to-loops` (as upstream's `convert-linalg-to-loops`)
     nests the loops in the order of the iteration dimensions, and a
     matmul's `(m, n, k)` puts its reduction innermost, where `A·B` reads B
-    down a column. This pass moves innermost the
-    dimension that is the last (unit-stride) index of the most accesses
+    down a column. This pass moves innermost the dimension whose accesses
     (operands, and loads in the body whose last subscript is a loop's
-    `linalg.index`: gathers), a parallel one on a tie, keeping the others in their order, so that
-    LLVM's loop vectorizer sees contiguous rows: `dX = dY·W` and
+    `linalg.index`: gathers) cost least when it moves fastest: 8 for an
+    access it strides through (a gather per vector lane), 1 for one it
+    walks along its last (unit-stride) index, 0 for one it leaves in place
+    (hoisted); a parallel one on a tie, keeping the others in their order,
+    so that LLVM's loop vectorizer sees contiguous rows: `dX = dY·W` and
     `dW = dYᵀ·X` become row updates (axpy), `Y = X·Wᵀ` a dot product of
-    two rows. Reductions are marked `reassoc`, so that a dot product is
+    two rows, a softmax's `Σ_v exp(x[t, v] − m[t])` a sum along each row. Reductions are marked `reassoc`, so that a dot product is
     vectorized (any f32 summation order is valid; docs/Semantics.md fixes
     none). CPU pipeline only; named ops that need it are generalized first.
 

@@ -62,3 +62,23 @@ func.func @elementwise(%x: memref<8x6xf32>, %y: memref<8x6xf32>) {
   }
   return
 }
+
+// -----
+
+// A softmax's row sums y[b, t] = Σ_v exp(x[b, t, v] − m[b, t]): v stays
+// innermost (x read along its rows, m and y in place), though two of the
+// three accesses have t as their last index: with t innermost x would be
+// read down its columns, a gather per element.
+// CHECK-LABEL: func.func @row_sums
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK: arith.addf {{.*}} fastmath<reassoc> : f32
+func.func @row_sums(%x: memref<2x16x40xf32>, %m: memref<2x16xf32>, %y: memref<2x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, t, v) -> (b, t, v)>, affine_map<(b, t, v) -> (b, t)>, affine_map<(b, t, v) -> (b, t)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %m : memref<2x16x40xf32>, memref<2x16xf32>) outs(%y : memref<2x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %d = arith.subf %a, %b : f32
+    %e = math.exp %d : f32
+    %s = arith.addf %c, %e : f32
+    linalg.yield %s : f32
+  }
+  return
+}
