@@ -197,42 +197,23 @@ struct RopeGradient
   }
 };
 
-/// dtable[v, d] = Σ_{b, t: tokens[b, t] = v} dy[b, t, d]: the one-hot
-/// matrix of the tokens, flattened to [B·T, V] (f32), contracted with dy
-/// [B·T, D] over the one dimension of the B·T tokens: a matmul the targets'
-/// kernels take (O(V·B·T·D) multiply-adds, as a masked sum would cost, but
-/// at matmul speed; with two reduction dimensions (b, t) the GPU's
-/// tensor-core kernels would not take it, and it would run as a SIMT kernel
-/// whose threads each loop over every token). No gradient into token ids.
+/// dtable[v, d] = Σ_{b, t: tokens[b, t] = v} dy[b, t, d]: moe.embed_grad
+/// over the flattened tokens (convert-moe-to-linalg lowers it for the
+/// target: a one-hot matmul, or a scatter-add). No gradient into token ids.
 struct EmbedGradient
     : public DifferentiableOpInterface::ExternalModel<EmbedGradient, EmbedOp> {
   SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
                                    ValueRange adjoints) const {
     auto embed = cast<EmbedOp>(op);
-    MLIRContext *ctx = b.getContext();
     Value table = embed.getTable();
     Value tokens = tensor::CollapseShapeOp::create(
         b, embed.getTokens(), SmallVector<ReassociationIndices>{{0, 1}});
     Value dy = tensor::CollapseShapeOp::create(
         b, adjoints[0], SmallVector<ReassociationIndices>{{0, 1}, {2}});
-    SmallVector<OpFoldResult> oneHotSizes = sizesOf(b, tokens);
-    oneHotSizes.push_back(sizesOf(b, table)[0]);
-    Type f32 = b.getF32Type();
-    Value oneHot = generic(
-        b, {tokens}, tensor::EmptyOp::create(b, oneHotSizes, f32),
-        {dimsMap(ctx, 2, {0}), dimsMap(ctx, 2, {0, 1})}, iterators(2),
-        [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-          Value token =
-              arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
-          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, token,
-                                            loopIndex(b, 1));
-          return arith::SelectOp::create(b, hit, f32Constant(b, 1.0),
-                                         f32Constant(b, 0.0));
-        });
-    // Over (v, d | n), n the flattened token.
-    Value dtable = contractF32(b, oneHot, dimsMap(ctx, 3, {2, 0}), dy,
-                               dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
-                               iterators(2, 1), sizesOf(b, table));
+    auto tableType = cast<RankedTensorType>(table.getType());
+    Value dtable = EmbedGradOp::create(
+        b, RankedTensorType::get(tableType.getShape(), b.getF32Type()),
+        tokens, dy);
     return {asTypeOf(b, dtable, table), Value()};
   }
 };

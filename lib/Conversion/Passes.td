@@ -203,6 +203,12 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
            "segment of rows padded to a multiple of T, the products as "
            "moe.grouped_matmul and moe.grouped_weight_grad; 0 reads the "
            "sort on the host">,
+    Option<"scatterEmbeddingGradient", "scatter-embedding-gradient", "bool",
+           /*default=*/"false",
+           "Lower moe.embed_grad as a scatter-add, each row of dy added into "
+           "its token's row (N·D additions, column blocks in parallel: the "
+           "CPU's), instead of the one-hot matmul (V·N·D multiply-adds on the "
+           "matmul kernels, no atomics: the GPU's)">,
     Option<"flashAttentionKernel", "flash-attention-kernel", "bool",
            /*default=*/"false",
            "Rewrite moe.flash_attention and moe.flash_attention_grad "

@@ -64,6 +64,7 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
   ConvertMoeToLinalgPassOptions toLinalg;
   toLinalg.groupedExperts = options.fusion.groupedExperts;
   toLinalg.groupedTileRows = options.groupedTileRows;
+  toLinalg.scatterEmbeddingGradient = options.scatterEmbeddingGradient;
   toLinalg.flashAttentionKernel = options.flashAttentionKernel;
   toLinalg.flashAttentionRounding = options.flashAttentionRounding;
   pm.addPass(createConvertMoeToLinalgPass(toLinalg));

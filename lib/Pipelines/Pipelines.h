@@ -53,6 +53,9 @@ struct LoweringOptions {
   /// CPU target's formulation); T > 0 pads each expert's rows to multiples
   /// of T and reads nothing on the host (`grouped-tile-rows`; the GPU's).
   int64_t groupedTileRows = 0;
+  /// moe.embed_grad as a scatter-add (the CPU's) rather than a one-hot
+  /// matmul (convert-moe-to-linalg `scatter-embedding-gradient`).
+  bool scatterEmbeddingGradient = false;
   /// moe.flash_attention(_grad) kept, as moe.flash_attention(_grad)_kernel,
   /// for the GPU's tensor-core kernels
   /// (convert-moe-to-linalg `flash-attention-kernel`).
@@ -120,6 +123,7 @@ struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
     result.outlineLayers = outlineLayers;
     // The option parsers accepted both settings.
     result.fusion = llvm::cantFail(resolveFusions(fuse, experts, target));
+    result.scatterEmbeddingGradient = target == Target::Cpu;
     return result;
   }
 };

@@ -229,7 +229,8 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   detail::Compilation compilation(context, source, bufferName);
   if (llvm::Error error = compilation.lowerToLinalg(
           resolved, program->impl->params, program->impl->functions,
-          emulation && emulation->usesTensorCores()))
+          emulation && emulation->usesTensorCores(),
+          /*scatterEmbeddingGradient=*/!emulation))
     return std::move(error);
 
   // Stages 5-6: native code.

@@ -167,7 +167,8 @@ llvm::Error Compilation::run(mlir::PassManager &pm, StringRef stage) {
 llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
                                        ParamTable &params,
                                        std::vector<FunctionSpec> &functions,
-                                       bool flashAttentionKernel) {
+                                       bool flashAttentionKernel,
+                                       bool scatterEmbeddingGradient) {
   moduleOp = mlir::parseSourceFile<mlir::ModuleOp>(sources, &context);
   if (!moduleOp)
     return stageFailed("parsing and verification");
@@ -206,6 +207,7 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
   loweringOptions.fusion = *options.fusion;
   loweringOptions.groupedTileRows = options.groupedTileRows;
   loweringOptions.flashAttentionKernel = flashAttentionKernel;
+  loweringOptions.scatterEmbeddingGradient = scatterEmbeddingGradient;
   loweringOptions.flashAttentionRounding = options.roundAttentionFactors;
   mlir::switchyard::buildLowerToLinalgPipeline(lowering, loweringOptions);
   if (llvm::Error error = run(lowering, "lowering to linalg"))

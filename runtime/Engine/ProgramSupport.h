@@ -60,9 +60,12 @@ public:
   /// (bufferization.writable = false) and each gets its C interface.
   /// `flashAttentionKernel`: the GPU's tensor-core route keeps the forward
   /// flash attention for its kernel (LoweringOptions::flashAttentionKernel).
+  /// `scatterEmbeddingGradient`: the CPU target's embedding gradient
+  /// (LoweringOptions::scatterEmbeddingGradient).
   llvm::Error lowerToLinalg(const CompileOptions &options, ParamTable &params,
                             std::vector<FunctionSpec> &functions,
-                            bool flashAttentionKernel = false);
+                            bool flashAttentionKernel = false,
+                            bool scatterEmbeddingGradient = false);
 
   /// Runs `pm` on the module, with the MLIR pass-manager options of the
   /// command line (--mlir-print-ir-*, --mlir-timing, ...) where the tool

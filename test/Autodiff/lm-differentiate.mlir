@@ -33,7 +33,9 @@ func.func @f(%x: tensor<4x6xf32> {lm.param = "x"}, %w: tensor<5x6xf32> {lm.param
 // CHECK-SAME: %[[T:.*]]: tensor<?x4xi32>, %[[E:.*]]: tensor<16x8xf32> {lm.param = "embed.weight"}, %[[U:.*]]: tensor<3xf32> {lm.param = "unused"}, %[[TG:.*]]: tensor<?x4xi32> {lm.targets, lm.vocab = 16 : i64})
 // CHECK-SAME: -> (tensor<f32>, tensor<16x8xf32>, tensor<3xf32>, tensor<?x4x8xf32>)
 // CHECK: %[[LOSS:.*]] = moe.cross_entropy %{{.*}}, %[[TG]]
-// The embedding table is used twice (embed and tied output): its adjoints add.
+// The embedding table is used twice (embed and tied output): its adjoints
+// add; the embedding's is moe.embed_grad over the flattened tokens.
+// CHECK: moe.embed_grad %{{.*}}, %{{.*}} : tensor<?xi32>, tensor<?x8xf32> -> tensor<16x8xf32>
 // CHECK: %[[SUM:.*]] = arith.addf %{{.*}}, %{{.*}} : tensor<16x8xf32>
 // CHECK: %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<3xf32>)
 // CHECK: return %[[LOSS]], %[[SUM]], %[[ZERO]], %{{.*}} : tensor<f32>, tensor<16x8xf32>, tensor<3xf32>, tensor<?x4x8xf32>

@@ -475,6 +475,36 @@ def Moe_EmbedOp : Moe_Op<"embed", [Pure,
   let hasVerifier = 1;
 }
 
+def Moe_EmbedGradOp : Moe_Op<"embed_grad", [Pure]> {
+  let summary = "embedding table gradient: dtable[v, :] = Σ_{n: tokens[n] = v} dy[n, :]";
+  let description = [{
+    The adjoint of `moe.embed` (its gradient rule builds it), over the
+    flattened tokens `[N]` and their adjoints `dy` `[N, D]`: the rows of
+    `dy` summed per token id into `[V, D]` (`V` the result's first
+    dimension), zero for an id no token has. Ids outside `[0, V)` are
+    undefined behaviour, as for `moe.embed`.
+
+    convert-moe-to-linalg lowers it as the one-hot matrix of the tokens
+    contracted with `dy` (`V·N·D` multiply-adds at matmul speed, what the
+    GPU's tensor-core kernels take, with no atomics), or, with
+    `scatter-embedding-gradient` (the CPU's), as each row of `dy` added
+    into its id's row (`N·D` additions), column block by column block in
+    parallel, tokens in order. Both sum each row's terms in token order.
+
+    ```mlir
+    %dt = moe.embed_grad %tokens, %dy : tensor<?xi32>, tensor<?x16xf32> -> tensor<256x16xf32>
+    ```
+  }];
+  let arguments = (ins Moe_IndexTensorOfRank<[1]>:$tokens,
+                       Moe_ValueTensorOfRank<[2]>:$dy);
+  let results = (outs Moe_ValueTensorOfRank<[2]>:$result);
+  let assemblyFormat = [{
+    $tokens `,` $dy attr-dict `:` type($tokens) `,` type($dy) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Moe_ConcatOp : Moe_Op<"concat", [Pure,
     AllElementTypesMatch<["first", "second", "result"]>]> {
   let summary = "[B, M, D] and [B, T, D] joined along time into [B, M+T, D]";

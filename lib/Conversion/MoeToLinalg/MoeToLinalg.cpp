@@ -750,6 +750,114 @@ struct EmbedLowering : public OpRewritePattern<moe::EmbedOp> {
   }
 };
 
+/// moe.embed_grad: the one-hot matrix of the tokens [N, V] (f32)
+/// contracted with dy [N, D] over the tokens, a matmul the targets' kernels
+/// take (V·N·D multiply-adds at matmul speed; one reduction dimension, which
+/// the GPU's tensor-core kernels need); or, with `scatter`, each row of dy
+/// added into its id's row: an scf.forall over blocks of kScatterColumns
+/// columns (independent: on the CPU, in parallel), each a loop over the
+/// tokens in order (N·D additions).
+struct EmbedGradLowering : public OpRewritePattern<moe::EmbedGradOp> {
+  EmbedGradLowering(MLIRContext *context, bool scatter)
+      : OpRewritePattern(context), scatter(scatter) {}
+
+  static constexpr int64_t kScatterColumns = 64;
+
+  LogicalResult matchAndRewrite(moe::EmbedGradOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value result = scatter ? scatterRows(b, op) : oneHotProduct(b, op);
+    replaceCast(rewriter, b, op, result);
+    return success();
+  }
+
+private:
+  static Value oneHotProduct(ImplicitLocOpBuilder &b, moe::EmbedGradOp op) {
+    MLIRContext *ctx = b.getContext();
+    Value tokens = op.getTokens(), dy = op.getDy();
+    SmallVector<OpFoldResult> table = sizesOf(b, op.getResult());
+    SmallVector<OpFoldResult> oneHotSizes = {sizesOf(b, tokens)[0], table[0]};
+    Type f32 = b.getF32Type();
+    Value oneHot = generic(
+        b, {tokens}, tensor::EmptyOp::create(b, oneHotSizes, f32),
+        {dimsMap(ctx, 2, {0}), dimsMap(ctx, 2, {0, 1})}, iterators(2),
+        [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value token =
+              arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
+          Value hit = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, token,
+                                            loopIndex(b, 1));
+          return arith::SelectOp::create(b, hit, f32Constant(b, 1.0),
+                                         f32Constant(b, 0.0));
+        });
+    // Over (v, d | n), n the token.
+    return contractF32(b, oneHot, dimsMap(ctx, 3, {2, 0}), dy,
+                       dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1}),
+                       iterators(2, 1), table);
+  }
+
+  static Value scatterRows(ImplicitLocOpBuilder &b, moe::EmbedGradOp op) {
+    Value tokens = op.getTokens(), dy = op.getDy();
+    SmallVector<OpFoldResult> table = sizesOf(b, op.getResult());
+    Value width = getValueOrCreateConstantIndexOp(b, b.getLoc(), table[1]);
+    Value count = dimOf(b, tokens, 0);
+    Value zero = filled(b, table, b.getF32Type(), 0.0);
+    OpFoldResult blocks =
+        getConstantIntValue(table[1])
+            ? OpFoldResult(b.getIndexAttr(
+                  llvm::divideCeil(*getConstantIntValue(table[1]),
+                                   kScatterColumns)))
+            : OpFoldResult(arith::CeilDivUIOp::create(
+                  b, width, indexConstant(b, kScatterColumns)));
+    auto forall = scf::ForallOp::create(b, ArrayRef<OpFoldResult>{blocks},
+                                        ValueRange{zero}, std::nullopt);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(forall.getTerminator());
+    Value first = arith::MulIOp::create(b, forall.getInductionVars()[0],
+                                        indexConstant(b, kScatterColumns));
+    Value columns = arith::MinUIOp::create(
+        b, indexConstant(b, kScatterColumns),
+        arith::SubIOp::create(b, width, first));
+    Value out = forall.getRegionIterArgs()[0];
+    OpFoldResult one = b.getIndexAttr(1), origin = b.getIndexAttr(0);
+    SmallVector<OpFoldResult> blockOffsets{origin, first},
+        blockSizes{table[0], columns}, units{one, one};
+    Value block = tensor::ExtractSliceOp::create(b, out, blockOffsets,
+                                                 blockSizes, units);
+    auto rowType = RankedTensorType::get({ShapedType::kDynamic}, b.getF32Type());
+    auto loop = scf::ForOp::create(
+        b, indexConstant(b, 0), count, indexConstant(b, 1), ValueRange{block},
+        [&](OpBuilder &nested, Location loc, Value n, ValueRange acc) {
+          ImplicitLocOpBuilder b(loc, nested);
+          Value id = arith::IndexCastOp::create(
+              b, b.getIndexType(), tensor::ExtractOp::create(b, tokens, n));
+          SmallVector<OpFoldResult> rowSizes{one, columns};
+          Value sum = tensor::ExtractSliceOp::create(
+              b, rowType, acc[0], ArrayRef<OpFoldResult>{id, origin},
+              rowSizes, units);
+          Value add = tensor::ExtractSliceOp::create(
+              b, rowType, dy, ArrayRef<OpFoldResult>{n, first}, rowSizes,
+              units);
+          AffineMap id1 = b.getMultiDimIdentityMap(1);
+          Value next = generic(
+              b, {add}, sum, {id1, id1}, iterators(1),
+              [](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+                return arith::AddFOp::create(b, args[1], toF32(b, args[0]));
+              });
+          scf::YieldOp::create(
+              b, tensor::InsertSliceOp::create(
+                     b, next, acc[0], ArrayRef<OpFoldResult>{id, origin},
+                     rowSizes, units)
+                     .getResult());
+        });
+    b.setInsertionPointToStart(forall.getTerminator().getBody());
+    tensor::ParallelInsertSliceOp::create(b, loop.getResult(0), out,
+                                          blockOffsets, blockSizes, units);
+    return forall.getResult(0);
+  }
+
+  bool scatter;
+};
+
 /// A generic reading from one part or the other. (Not two
 /// tensor.insert_slice: their strided views break upstream
 /// expand-strided-metadata in LLVM 22 when sizes are dynamic.)
@@ -1002,7 +1110,7 @@ struct ConvertMoeToLinalgPass
       return signalPassFailure();
     }
     RewritePatternSet patterns(ctx);
-    populateMoeToLinalgPatterns(patterns, *rounding);
+    populateMoeToLinalgPatterns(patterns, *rounding, scatterEmbeddingGradient);
     if (groupedTileRows < 0) {
       // Not op.emitError(): the module itself would be printed as a note.
       emitError(getOperation()->getLoc())
@@ -1039,7 +1147,10 @@ struct ConvertMoeToLinalgPass
 } // namespace
 
 void mlir::switchyard::populateMoeToLinalgPatterns(
-    RewritePatternSet &patterns, FloatType attentionRounding) {
+    RewritePatternSet &patterns, FloatType attentionRounding,
+    bool scatterEmbeddingGradient) {
+  patterns.add<EmbedGradLowering>(patterns.getContext(),
+                                  scatterEmbeddingGradient);
   patterns
       .add<GateLowering, TopKLowering, ExpertProjLowering, ExpertMergeLowering,
            ExpertMlpLowering, AttentionLowering, AttentionGradLowering,

@@ -19,9 +19,12 @@ namespace mlir::switchyard {
 
 /// Adds the patterns that rewrite each `moe` op into linalg.generic ops.
 /// Includes the row kernels of the fused ops (populateFusedKernelPatterns,
-/// populateFlashAttentionLoweringPatterns, with `attentionRounding`).
+/// populateFlashAttentionLoweringPatterns, with `attentionRounding`);
+/// moe.embed_grad becomes a scatter-add with `scatterEmbeddingGradient`, a
+/// one-hot matmul without.
 void populateMoeToLinalgPatterns(RewritePatternSet &patterns,
-                                 FloatType attentionRounding = {});
+                                 FloatType attentionRounding = {},
+                                 bool scatterEmbeddingGradient = false);
 
 /// Adds the patterns that rewrite each fused moe op (moe.fused_router,
 /// moe.fused_expert_proj, ...) into one row kernel: an scf.forall on

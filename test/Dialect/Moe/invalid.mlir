@@ -453,6 +453,22 @@ func.func @embed_width(%table: tensor<256x16xf32>, %t: tensor<?x4xi32>) {
 
 // -----
 
+func.func @embed_grad_tokens(%t: tensor<6xi32>, %dy: tensor<5x16xf32>) {
+  // expected-error @+1 {{'moe.embed_grad' op expected the tokens to agree: tokens dim 0 is 6 but dy dim 0 is 5}}
+  %d = moe.embed_grad %t, %dy : tensor<6xi32>, tensor<5x16xf32> -> tensor<256x16xf32>
+  return
+}
+
+// -----
+
+func.func @embed_grad_width(%t: tensor<?xi32>, %dy: tensor<?x16xf32>) {
+  // expected-error @+1 {{'moe.embed_grad' op expected the model width to agree: dy dim 1 is 16 but result dim 1 is 8}}
+  %d = moe.embed_grad %t, %dy : tensor<?xi32>, tensor<?x16xf32> -> tensor<256x8xf32>
+  return
+}
+
+// -----
+
 func.func @concat_batch(%a: tensor<2x6x16xf32>, %b: tensor<3x4x16xf32>) {
   // expected-error @+1 {{'moe.concat' op expected the batch to agree: first dim 0 is 2 but second dim 0 is 3}}
   %c = moe.concat %a, %b : tensor<2x6x16xf32>, tensor<3x4x16xf32> -> tensor<2x10x16xf32>

@@ -109,6 +109,10 @@ func.func @building_blocks(%x: tensor<?x16xf32>, %w: tensor<8x16xf32>,
   %p = moe.rope %q {offset = 4} : tensor<?x4x2x8xbf16>
   // CHECK: moe.embed %{{.*}}, %{{.*}} : tensor<256x16xf32>, tensor<?x4xi32> -> tensor<?x4x16xf32>
   %e = moe.embed %table, %t : tensor<256x16xf32>, tensor<?x4xi32> -> tensor<?x4x16xf32>
+  // CHECK: moe.embed_grad %{{.*}}, %{{.*}} : tensor<?xi32>, tensor<?x16xf32> -> tensor<256x16xf32>
+  %ft = tensor.collapse_shape %t [[0, 1]] : tensor<?x4xi32> into tensor<?xi32>
+  %fe = tensor.collapse_shape %e [[0, 1], [2]] : tensor<?x4x16xf32> into tensor<?x16xf32>
+  %dt = moe.embed_grad %ft, %fe : tensor<?xi32>, tensor<?x16xf32> -> tensor<256x16xf32>
   // CHECK: moe.concat %{{.*}}, %{{.*}} : tensor<?x6x16xf32>, tensor<?x4x16xf32> -> tensor<?x10x16xf32>
   %c = moe.concat %m, %h : tensor<?x6x16xf32>, tensor<?x4x16xf32> -> tensor<?x10x16xf32>
   // CHECK: moe.cross_entropy %{{.*}}, %{{.*}} : tensor<?x4x256xf32>, tensor<?x4xi32> -> tensor<f32>

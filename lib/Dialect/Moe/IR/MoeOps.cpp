@@ -368,6 +368,16 @@ LogicalResult EmbedOp::verify() {
   return success();
 }
 
+LogicalResult EmbedGradOp::verify() {
+  Value tokens = getTokens(), dy = getDy(), y = getResult();
+  if (failed(verifySameDim(*this, "the tokens", {"tokens", tokens, 0},
+                           {"dy", dy, 0})) ||
+      failed(verifySameDim(*this, "the model width", {"dy", dy, 1},
+                           {"result", y, 1})))
+    return failure();
+  return success();
+}
+
 LogicalResult ConcatOp::verify() {
   Value a = getFirst(), b = getSecond(), y = getResult();
   if (failed(verifySameDim(*this, "the batch", {"first", a, 0},
