@@ -4,6 +4,8 @@
 
 #include "runtime/Engine/CpuProgram.h"
 #include "runtime/ComputeThreads.h"
+#include "runtime/Params.h"
+#include "runtime/TensorFile.h"
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME
 #include "runtime/CudaDriver.h"
 #include "runtime/Engine/GpuProgram.h"
@@ -323,6 +325,47 @@ std::vector<Measurement> bench::torchRows(const llvm::json::Object &report,
 std::vector<std::string> bench::torchDeviceArguments(const Options &options) {
   return {"--device", options.gpu() ? "cuda" : "cpu", "--dtype",
           options.lowPrecision() ? "bf16" : "f32"};
+}
+
+std::vector<unsigned> bench::torchThreadCounts(const Options &options) {
+  std::vector<unsigned> threads(options.torchThreads);
+  if (threads.empty()) {
+    threads.push_back(1);
+    if (!options.gpu() && std::thread::hardware_concurrency() > 1)
+      threads.push_back(std::thread::hardware_concurrency());
+  }
+  return threads;
+}
+
+std::vector<rt::HostTensor> bench::initialParams(const rt::Program &program,
+                                                 uint64_t seed) {
+  std::vector<rt::HostTensor> params;
+  for (const rt::ParamSpec &spec : program.params().params) {
+    std::vector<float> values(size_t(spec.numElements()));
+    rt::initialize(spec, seed, values);
+    params.push_back(rt::HostTensor::fromValues<float>(
+        spec.name, rt::ElementType::f32, spec.shape, values));
+  }
+  return params;
+}
+
+llvm::SmallString<128> bench::peerDirectory() {
+  llvm::SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("switchyard-bench", dir))
+    fail("cannot create a temporary directory: " + ec.message());
+  return dir;
+}
+
+void bench::writeNpyInto(llvm::StringRef dir, const rt::HostTensor &tensor) {
+  if (llvm::Error e =
+          rt::writeNpy((dir + "/" + tensor.name + ".npy").str(), tensor))
+    fail(llvm::toString(std::move(e)));
+}
+
+ref::Tensor bench::toReference(const rt::HostTensor &tensor) {
+  auto values = tensor.values<float>();
+  return ref::Tensor::fromData(tensor.shape, {values.begin(), values.end()});
 }
 
 std::string bench::ratio(double peer, double ours) {

@@ -12,9 +12,11 @@
 #define SWITCHYARD_BENCH_BENCH_H
 
 #include "lib/Pipelines/TargetOptions.h"
+#include "lib/Reference/Reference.h"
 #include "runtime/Program.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/JSON.h"
 
@@ -27,6 +29,7 @@
 namespace switchyard::bench {
 
 namespace rt = switchyard::runtime;
+namespace ref = switchyard::reference;
 
 /// The command line, as parsed by switchyard-bench.cpp.
 struct Options {
@@ -160,6 +163,24 @@ std::vector<Measurement> torchRows(const llvm::json::Object &report,
 
 /// The PyTorch device and dtype arguments for the options.
 std::vector<std::string> torchDeviceArguments(const Options &options);
+
+/// The PyTorch thread counts to measure: --torch-threads, else 1 and (on
+/// the CPU) every core.
+std::vector<unsigned> torchThreadCounts(const Options &options);
+
+/// The program's parameters as `rt::initialize` sets them for `seed`, f32,
+/// in declaration order.
+std::vector<rt::HostTensor> initialParams(const rt::Program &program,
+                                          uint64_t seed);
+
+/// A new temporary directory for a peer script's inputs.
+llvm::SmallString<128> peerDirectory();
+
+/// Writes `tensor` to `dir`/<its name>.npy.
+void writeNpyInto(llvm::StringRef dir, const rt::HostTensor &tensor);
+
+/// An f32 tensor as the C++ reference takes it.
+ref::Tensor toReference(const rt::HostTensor &tensor);
 
 /// "3.72x", or "-" where either time is missing.
 std::string ratio(double peer, double ours);

@@ -236,10 +236,7 @@ void exportKernels(const Options &options, llvm::StringRef dir,
 /// the options' element type that the script measured (NaN if none).
 double measureTorch(const Options &options, std::vector<Kernel> &kernels,
                     std::string &peakLine) {
-  llvm::SmallString<128> dir;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueDirectory("switchyard-bench", dir))
-    fail("cannot create a temporary directory: " + ec.message());
+  llvm::SmallString<128> dir = peerDirectory();
   exportKernels(options, dir, kernels);
   unsigned threads =
       options.torchThreads.empty() ? 1 : options.torchThreads.front();

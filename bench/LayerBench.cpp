@@ -23,11 +23,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <random>
-#include <thread>
 
 using namespace switchyard;
 using namespace switchyard::bench;
-namespace ref = switchyard::reference;
 using llvm::formatv;
 
 namespace {
@@ -102,12 +100,7 @@ struct Inputs {
 Inputs makeInputs(const rt::Program &program, const Config &c,
                   int64_t batch) {
   Inputs in;
-  for (const rt::ParamSpec &spec : program.params().params) {
-    std::vector<float> values(size_t(spec.numElements()));
-    rt::initialize(spec, /*seed=*/1, values);
-    in.params.push_back(rt::HostTensor::fromValues<float>(
-        spec.name, rt::ElementType::f32, spec.shape, values));
-  }
+  in.params = initialParams(program, /*seed=*/1);
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> token(0, kVocab - 1),
       target(0, int32_t(c.width - 1));
@@ -166,11 +159,6 @@ Measurement measureSwitchyard(const Options &options, const Config &c,
   return m;
 }
 
-ref::Tensor toReference(const rt::HostTensor &t) {
-  auto values = t.values<float>();
-  return ref::Tensor::fromData(t.shape, {values.begin(), values.end()});
-}
-
 Measurement measureReference(const Options &options, const Config &c,
                              const Inputs &in) {
   std::map<std::string, ref::Tensor> p;
@@ -209,13 +197,10 @@ void exportInputs(const Options &options, llvm::StringRef dir,
   llvm::json::Array names;
   for (const rt::HostTensor &p : in.params) {
     names.push_back(p.name);
-    if (llvm::Error e = rt::writeNpy((dir + "/" + p.name + ".npy").str(), p))
-      fail(llvm::toString(std::move(e)));
+    writeNpyInto(dir, p);
   }
   for (const rt::HostTensor *t : {&in.tokens, &in.targets, &in.memory})
-    if (llvm::Error e =
-            rt::writeNpy((dir + "/" + t->name + ".npy").str(), *t))
-      fail(llvm::toString(std::move(e)));
+    writeNpyInto(dir, *t);
   bool switchHead = kind == Kind::SwitchHead;
   llvm::json::Object config{
       {"layer", "att"},
@@ -265,18 +250,9 @@ std::vector<Measurement> measureTorch(const Options &options,
 void addTorchRows(const Options &options, const Config &c, Kind kind,
                   const Inputs &inputs, Measurement base,
                   std::vector<Measurement> &rows, std::string &version) {
-  llvm::SmallString<128> dir;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueDirectory("switchyard-bench", dir))
-    fail("cannot create a temporary directory: " + ec.message());
+  llvm::SmallString<128> dir = peerDirectory();
   exportInputs(options, dir, c, kind, inputs);
-  std::vector<unsigned> threads(options.torchThreads);
-  if (threads.empty()) {
-    threads.push_back(1);
-    if (!options.gpu() && std::thread::hardware_concurrency() > 1)
-      threads.push_back(std::thread::hardware_concurrency());
-  }
-  for (unsigned n : threads)
+  for (unsigned n : torchThreadCounts(options))
     for (Measurement &m : measureTorch(options, dir, n, version)) {
       if (kind == Kind::Dense)
         m.name = "dense MHA: " + m.name;

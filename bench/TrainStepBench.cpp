@@ -16,8 +16,6 @@
 #include "bench/Bench.h"
 #include "dialect/Lm/IR/LmOps.h"
 #include "lib/InitSwitchyard.h"
-#include "runtime/Params.h"
-#include "runtime/TensorFile.h"
 #include "runtime/Training.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -34,7 +32,6 @@
 
 #include <algorithm>
 #include <random>
-#include <thread>
 
 using namespace switchyard;
 using namespace switchyard::bench;
@@ -152,12 +149,7 @@ struct PeerInputs {
 PeerInputs makePeerInputs(const rt::Program &program, int64_t batch,
                           int64_t time, int64_t vocab) {
   PeerInputs in;
-  for (const rt::ParamSpec &spec : program.params().params) {
-    std::vector<float> values(size_t(spec.numElements()));
-    rt::initialize(spec, /*seed=*/1, values);
-    in.params.push_back(rt::HostTensor::fromValues<float>(
-        spec.name, rt::ElementType::f32, spec.shape, values));
-  }
+  in.params = initialParams(program, /*seed=*/1);
   std::mt19937 rng(9);
   std::uniform_int_distribution<int32_t> id(0, int32_t(vocab - 1));
   std::vector<int32_t> window(size_t(batch * (time + 1)));
@@ -176,8 +168,9 @@ PeerInputs makePeerInputs(const rt::Program &program, int64_t batch,
   return in;
 }
 
-/// The mean cross-entropy of the compiled forward function `model` on the
-/// peer inputs, memories zero (inference: no dropout).
+/// The mean cross-entropy (the C++ reference's) of the compiled forward
+/// function `model`'s logits on the peer inputs, memories zero (inference:
+/// no dropout).
 double switchyardCheckLoss(const Options &options, rt::Program &program,
                            const rt::FunctionSpec &model,
                            const PeerInputs &in) {
@@ -208,19 +201,10 @@ double switchyardCheckLoss(const Options &options, rt::Program &program,
   }
   std::vector<rt::HostTensor> results;
   (void)timeCall(options, program, model.name, arguments, results);
-  const rt::HostTensor &logits = results.front();
-  int64_t classes = logits.shape.back();
-  auto values = logits.values<float>();
-  auto targets = in.targets.values<int32_t>();
-  double sum = 0;
-  for (size_t row = 0; row < targets.size(); ++row) {
-    const float *l = values.data() + row * size_t(classes);
-    double max = *std::max_element(l, l + classes), exps = 0;
-    for (int64_t c = 0; c < classes; ++c)
-      exps += std::exp(double(l[c]) - max);
-    sum += max + std::log(exps) - double(l[targets[row]]);
-  }
-  return sum / double(targets.size());
+  ref::IndexTensor targets{in.targets.shape, {}};
+  for (int32_t t : in.targets.values<int32_t>())
+    targets.data.push_back(t);
+  return ref::crossEntropy(toReference(results.front()), targets);
 }
 
 /// Writes the peer's inputs and config.json into `dir`.
@@ -230,13 +214,10 @@ void exportPeerInputs(const Options &options, llvm::StringRef dir,
   llvm::json::Array names;
   for (const rt::HostTensor &p : in.params) {
     names.push_back(p.name);
-    if (llvm::Error e = rt::writeNpy((dir + "/" + p.name + ".npy").str(), p))
-      fail(llvm::toString(std::move(e)));
+    writeNpyInto(dir, p);
   }
   for (const rt::HostTensor *t : {&in.tokens, &in.targets})
-    if (llvm::Error e =
-            rt::writeNpy((dir + "/" + t->name + ".npy").str(), *t))
-      fail(llvm::toString(std::move(e)));
+    writeNpyInto(dir, *t);
   writeJson(
       (dir + "/config.json").str(),
       llvm::json::Object{
@@ -270,18 +251,10 @@ std::vector<StepRow> measureTorchSteps(const Options &options,
   PeerInputs in = makePeerInputs(program, options.batch, time,
                                  *model.arguments[0].vocab);
   double loss = switchyardCheckLoss(options, program, model, in);
-  llvm::SmallString<128> dir;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueDirectory("switchyard-bench", dir))
-    fail("cannot create a temporary directory: " + ec.message());
+  llvm::SmallString<128> dir = peerDirectory();
   exportPeerInputs(options, dir, describeLayers(source, path), in, config,
                    time);
-  std::vector<unsigned> threads(options.torchThreads);
-  if (threads.empty()) {
-    threads.push_back(1);
-    if (!options.gpu() && std::thread::hardware_concurrency() > 1)
-      threads.push_back(std::thread::hardware_concurrency());
-  }
+  std::vector<unsigned> threads = torchThreadCounts(options);
   std::vector<StepRow> rows;
   for (unsigned n : threads) {
     std::vector<std::string> args = {std::string(dir), std::to_string(n)};

@@ -69,16 +69,23 @@ SDPA_BACKENDS = {
 # Routing and expert projections
 # ---------------------------------------------------------------------------
 
-def route(x, w_sel, heads, k):
+def route(x, w_sel, heads, k, dropout=0.0):
     """Sigmoid router scores of x [N, D] and their top-k: (gates, indices).
 
     scores[n, h, e] = sigmoid(x[n] · W_sel[h·E + e]) in f32 (moe.gate), then
     torch.topk along the experts (moe.topk: descending, the values are the
-    gates and carry the gradient). Both results are [N, H, k].
+    gates and carry the gradient). Both results are [N, H, k]. With expert
+    dropout, each score is masked with that probability before the top-k
+    (key −inf), the gate still the unmasked score.
     """
     scores = torch.sigmoid((x @ w_sel.t()).float())
     scores = scores.view(x.shape[0], heads, w_sel.shape[0] // heads)
-    return torch.topk(scores, k, dim=-1)
+    if dropout <= 0:
+        return torch.topk(scores, k, dim=-1)
+    masked = scores.masked_fill(torch.rand_like(scores) < dropout,
+                                float("-inf"))
+    _, index = torch.topk(masked.detach(), k, dim=-1)
+    return torch.gather(scores, -1, index), index
 
 
 def expert_proj(x, w, gates, idx, formulation):

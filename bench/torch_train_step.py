@@ -114,14 +114,8 @@ class Model:
 
     def route(self, layer, x, sel, heads, training):
         """moe.gate + moe.topk with expert dropout in training."""
-        scores = torch.sigmoid(x @ sel.t()).view(x.shape[0], heads, -1)
-        drop = layer.get("expert_dropout", 0.0)
-        if not (training and drop > 0):
-            return torch.topk(scores, layer["k"], dim=-1)
-        masked = scores.masked_fill(torch.rand_like(scores) < drop,
-                                    float("-inf"))
-        _, index = torch.topk(masked.detach(), layer["k"], dim=-1)
-        return torch.gather(scores, -1, index), index
+        drop = layer.get("expert_dropout", 0.0) if training else 0.0
+        return moe.route(x, sel, heads, layer["k"], drop)
 
     def attention(self, layer, x, memory, training, experts):
         batch, time_steps, model = x.shape

@@ -197,17 +197,16 @@ public:
                            hasUnitStrideRows(a);
     packA = plan.m && !aAlongReduction;
     packed = plan.reductions.size() == 1 || packA;
-    if (!packed)
-      packA = false;
     Value transposed;
     if (packed) {
       // Over groups of rows where a's copies are the cost and a panel of
       // kMinChunk steps over all of n fits.
       int64_t n = op.getStaticLoopRanges()[plan.n];
-      rowsOuter = packA && !ShapedType::isDynamic(n) &&
-                  llvm::divideCeil(n, columns) * columns * elementBytes() *
-                          kMinChunk <=
-                      panelBytes;
+      rowsOuter =
+          packA && !ShapedType::isDynamic(n) &&
+          int64_t(llvm::divideCeil(n, columns)) * columns * elementBytes() *
+                  kMinChunk <=
+              panelBytes;
       reductionChunk = chooseReductionChunk();
     } else if (plan.bPermutation) {
       transposed = transposeB();
