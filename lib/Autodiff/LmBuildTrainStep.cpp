@@ -16,7 +16,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Debug.h"
@@ -347,33 +346,14 @@ struct LmBuildTrainStepPass
       step->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
     Block *body = step.addEntryBlock();
 
-    // The forward and backward computation. Where _grad calls its blocks'
-    // functions (lm-outline-layers), its body is a short sequence of calls,
-    // copied here: a call of _grad would pass hundreds of tensors and
-    // return hundreds (a structure of thousands of fields once lowered, on
-    // which LLVM's instruction selection takes longer than on all the
-    // kernels). Otherwise its body is every layer's code, called rather than
-    // copied, so that it is lowered once.
+    // The forward and backward computation: a call of _grad, so that its
+    // code exists once in the module. (The JIT passes a call's hundreds of
+    // descriptors through a frame in memory: see passArgumentsInMemory.)
     OpBuilder inner = OpBuilder::atBlockEnd(body);
     ValueRange gradArgs =
         body->getArguments().take_front(grad.getNumArguments());
-    bool callsBlocks = llvm::any_of(grad.getBody().front(), [](Operation &op) {
-      return static_cast<bool>(blockCallee(&op));
-    });
-    SmallVector<Value> gradResults;
-    if (callsBlocks) {
-      IRMapping mapping;
-      mapping.map(grad.getArguments(), gradArgs);
-      Block &gradBody = grad.getBody().front();
-      for (Operation &op : gradBody.without_terminator())
-        inner.clone(op, mapping);
-      for (Value value : gradBody.getTerminator()->getOperands())
-        gradResults.push_back(mapping.lookupOrDefault(value));
-    } else {
-      llvm::append_range(gradResults,
-                         func::CallOp::create(inner, loc, grad, gradArgs)
-                             .getResults());
-    }
+    SmallVector<Value> gradResults(
+        func::CallOp::create(inner, loc, grad, gradArgs).getResults());
     Value loss = gradResults[0];
     unsigned numParams = paramArgs.size();
     LLVM_DEBUG(llvm::dbgs()

@@ -107,10 +107,7 @@ def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
     It returns the loss, the global gradient norm before clipping, then the
     new parameters, moments `m` and moments `v`, then `_grad`'s results
     after the gradients (XL memories). The loss and the gradients come from
-    a call of `<name>_grad`, so that its code exists once in the module; where
-    `_grad` calls block functions (`lm-outline-layers`) its body, a short
-    sequence of calls, is copied instead (a call would pass and return
-    hundreds of tensors, which LLVM lowers slowly).
+    a call of `<name>_grad`, so that its code exists once in the module.
 
     The parameters that one call of a block's training forward function
     reads (`lm.block_forward`, from `lm-differentiate`) are updated by that
