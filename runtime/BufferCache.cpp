@@ -1,8 +1,8 @@
 //===- BufferCache.cpp - malloc and free of the compiled CPU code ---------===//
 //
-// Each block carries a 16-byte header with its size (its class), so that
-// free knows whether it is large (and which free list it belongs to)
-// without a lookup.
+// Each block carries a header of kBlockAlignment bytes with its size (its
+// class), so that free knows whether it is large (and which free list it
+// belongs to) without a lookup, and the block after it stays aligned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,8 +23,9 @@ using namespace switchyard::runtime;
 
 namespace {
 
-/// The header before each block: its size, padded to malloc's alignment.
-struct alignas(16) Header {
+/// The header before each block: its size, padded to the blocks'
+/// alignment.
+struct alignas(kBlockAlignment) Header {
   size_t size;
 };
 
@@ -84,9 +85,14 @@ void *allocateBlock(size_t size) {
     }
   }
   if (size_t limit = physicalMemory();
-      (limit && size > limit) || size > SIZE_MAX - sizeof(Header))
+      (limit && size > limit) ||
+      size > SIZE_MAX - sizeof(Header) - kBlockAlignment)
     return nullptr;
-  auto *block = static_cast<Header *>(std::malloc(sizeof(Header) + size));
+  // aligned_alloc wants a multiple of the alignment.
+  size_t bytes = (sizeof(Header) + size + kBlockAlignment - 1) /
+                 kBlockAlignment * kBlockAlignment;
+  auto *block =
+      static_cast<Header *>(std::aligned_alloc(kBlockAlignment, bytes));
   if (!block)
     return nullptr;
   block->size = size;
@@ -104,6 +110,15 @@ extern "C" void *switchyard::runtime::switchyardBufferAlloc(size_t size) {
   if (Guard *guard = activeGuard)
     guard->live.insert(pointer);
   return pointer;
+}
+
+extern "C" void *
+switchyard::runtime::switchyardBufferAlignedAlloc(size_t alignment,
+                                                 size_t size) {
+  if (alignment == 0 || alignment > kBlockAlignment ||
+      (alignment & (alignment - 1)) != 0)
+    return nullptr;
+  return switchyardBufferAlloc(size);
 }
 
 extern "C" void *switchyard::runtime::switchyardBufferCalloc(size_t count,

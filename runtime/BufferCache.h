@@ -9,8 +9,9 @@
 // faulting in and zeroing all of its temporaries again, a large part of the
 // time of a layer with big temporaries (an XL attention's score tensors).
 //
-// CpuProgram binds the JIT-compiled code's malloc, calloc and free to
-// switchyardBufferAlloc, switchyardBufferCalloc and switchyardBufferFree:
+// CpuProgram binds the JIT-compiled code's malloc, calloc, aligned_alloc and
+// free to switchyardBufferAlloc, switchyardBufferCalloc,
+// switchyardBufferAlignedAlloc and switchyardBufferFree:
 // blocks of at least kLargeBlock bytes are kept after free, by size class
 // (the size rounded up to the next eighth between powers of two, at most
 // 1/8 more), and handed out again to the next request of that class, so
@@ -37,11 +38,20 @@ namespace switchyard::runtime {
 inline constexpr size_t kLargeBlock = 64 * 1024;
 /// The most bytes the cache holds.
 inline constexpr size_t kCacheLimit = size_t(2) << 30;
+/// The alignment of every block: a cache line, what the bufferization asks
+/// of each buffer (so that vector loads do not straddle lines).
+inline constexpr size_t kBlockAlignment = 64;
 
-/// malloc for the compiled code: 16-byte aligned, a cached block of the
-/// size class of `size` when one is free. Null when the system is out of
-/// memory.
+/// malloc for the compiled code: kBlockAlignment-aligned, a cached block of
+/// the size class of `size` when one is free. Null when the system is out
+/// of memory.
 extern "C" void *switchyardBufferAlloc(size_t size);
+
+/// aligned_alloc for the compiled code (memref.alloc, lowered with
+/// `use-aligned-alloc` so that a buffer begins where it was allocated):
+/// switchyardBufferAlloc for an `alignment` of at most kBlockAlignment, a
+/// power of two; null for any other (and when out of memory).
+extern "C" void *switchyardBufferAlignedAlloc(size_t alignment, size_t size);
 
 /// calloc for the compiled code (LLVM may fold a malloc followed by a zero
 /// fill into a calloc call): switchyardBufferAlloc, zeroed. Null on

@@ -144,11 +144,16 @@ void switchyard::buildCpuLoopsToLLVMStages(OpPassManager &pm) {
   // descriptor's field directly. After arith-to-llvm its index is a cast of
   // an llvm.mlir.constant, which the lowering takes for a dynamic index: an
   // alloca per dim, inside loops (the stack grows per iteration at -O0).
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // aligned_alloc: a buffer begins where it was allocated, which the bare
+  // pointers of switchyard-cpu-bare-pointer-calls rely on.
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  memrefToLLVM.useAlignedAlloc = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createSwitchyardConvertAssertToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createSwitchyardCpuBarePointerCallsPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
 }

@@ -112,6 +112,7 @@ llvm::orc::SymbolMap runtimeSymbols(llvm::orc::MangleAndInterner interner) {
   // LLVM may fold malloc + memset(0) into calloc: it must come from here
   // too, since free is ours.
   bind("calloc", &switchyardBufferCalloc);
+  bind("aligned_alloc", &switchyardBufferAlignedAlloc);
   bind("free", &switchyardBufferFree);
   bind("puts", &switchyardFailedCheckMessage);
   bind("switchyardParallelFor", &switchyardParallelFor);

@@ -1,7 +1,8 @@
 //===- BufferCacheTest.cpp - the compiled CPU code's malloc and free ------===//
 //
 // Large blocks come back from the cache after free, exactly by size; small
-// ones and blocks beyond the cache's limit do not; trimming empties it; and
+// ones and blocks beyond the cache's limit do not; trimming empties it;
+// every block begins at a cache line, aligned_alloc's too; and
 // the blocks a compiled program allocates and frees across calls are reused
 // rather than requested from the system again.
 //
@@ -26,7 +27,7 @@ TEST(BufferCacheTest, ReusesLargeBlocksBySizeClass) {
   const size_t ninth = kLargeBlock * 9 / 8;
   void *large = switchyardBufferAlloc(kLargeBlock + 100);
   ASSERT_NE(large, nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(large) % 16, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large) % kBlockAlignment, 0u);
   std::memset(large, 1, kLargeBlock + 100);
   switchyardBufferFree(large);
   EXPECT_EQ(bufferCacheBytes(), ninth);
@@ -67,6 +68,28 @@ TEST(BufferCacheTest, SmallBlocksAndNullAreNotCached) {
   switchyardBufferFree(small);
   switchyardBufferFree(nullptr);
   EXPECT_EQ(bufferCacheBytes(), 0u);
+}
+
+TEST(BufferCacheTest, AlignedAllocBeginsTheBlockAtTheAlignment) {
+  bufferCacheTrim();
+  // memref.alloc's aligned_alloc: a block that begins aligned (so that a
+  // buffer's allocated and aligned pointers are one), small or large, fresh
+  // or reused.
+  for (size_t size : {size_t(1), size_t(100), kLargeBlock, kLargeBlock}) {
+    for (size_t alignment : {size_t(1), size_t(16), kBlockAlignment}) {
+      void *block = switchyardBufferAlignedAlloc(alignment, size);
+      ASSERT_NE(block, nullptr);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % kBlockAlignment, 0u)
+          << size << " bytes aligned to " << alignment;
+      std::memset(block, 3, size);
+      switchyardBufferFree(block);
+    }
+  }
+  // An alignment it cannot give, or not a power of two: null.
+  EXPECT_EQ(switchyardBufferAlignedAlloc(2 * kBlockAlignment, 64), nullptr);
+  EXPECT_EQ(switchyardBufferAlignedAlloc(48, 64), nullptr);
+  EXPECT_EQ(switchyardBufferAlignedAlloc(0, 64), nullptr);
+  bufferCacheTrim();
 }
 
 TEST(BufferCacheTest, CompiledTemporariesAreReusedAcrossCalls) {

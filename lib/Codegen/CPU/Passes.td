@@ -251,6 +251,51 @@ def SwitchyardCpuOutlineLoopsPass
                            "::mlir::scf::SCFDialect"];
 }
 
+def SwitchyardCpuBarePointerCallsPass
+    : Pass<"switchyard-cpu-bare-pointer-calls", "::mlir::ModuleOp"> {
+  let summary = "Pass static buffers between the compiled functions as bare pointers";
+  let description = [{
+    Marks `llvm.bareptr` (upstream's bare-pointer calling convention, which
+    `convert-func-to-llvm` applies per function and at each call of it) on
+    every private function with a body whose memref arguments and results
+    all have a static shape and the identity layout, and whose uses are all
+    `func.call`s. Such a memref then crosses the call as its aligned
+    pointer (one value) instead of a descriptor of 3 + 2·rank values, and
+    the callee and caller rebuild the rest from the type.
+
+    The optimizer functions of a training step (`<block>_adamw`,
+    `<block>_sum_squares`, from `lm-build-train-step`) take and return a
+    layer's parameters, gradients and moments, all static: per layer about
+    a hundred descriptors, whose fields the step moved one by one through
+    registers and frames (docs/Performance.md, "Compile times"). Functions
+    that take a batch of activations (`?` in their shapes) keep
+    descriptors.
+
+    Before:
+
+    ```mlir
+    func.func private @m__ffn_adamw(%hyper: memref<8xf32>, %p: memref<32x16xf32>, ...)
+        -> (memref<32x16xf32>, ...)
+    func.func private @m__ffn(%x: memref<?x4x16xf32>, ...) -> memref<?x4x16xf32>
+    ```
+
+    After:
+
+    ```mlir
+    func.func private @m__ffn_adamw(%hyper: memref<8xf32>, %p: memref<32x16xf32>, ...)
+        -> (memref<32x16xf32>, ...) attributes {llvm.bareptr}
+    func.func private @m__ffn(%x: memref<?x4x16xf32>, ...) -> memref<?x4x16xf32>
+    ```
+
+    A returned memref is rebuilt with its allocated pointer equal to its
+    aligned one, so the buffers that functions return must begin where they
+    were allocated: the pipeline lowers `memref.alloc` to `aligned_alloc`
+    (`finalize-memref-to-llvm{use-aligned-alloc}`), and the
+    ownership-based deallocation returns only buffers the function
+    allocated (views and arguments are copied first).
+  }];
+}
+
 def SwitchyardCpuMathApproximationPass
     : Pass<"switchyard-cpu-math-approximation", "::mlir::func::FuncOp"> {
   let summary = "Replace f32 exp and log with MLIR's polynomial approximations on the CPU";
