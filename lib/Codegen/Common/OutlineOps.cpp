@@ -116,7 +116,7 @@ struct SwitchyardOutlineOpsPass
     IRRewriter rewriter(&getContext());
     llvm::StringMap<unsigned> counts;
     switchyard::SameFunctions outlinedSoFar;
-    unsigned shared = 0;
+    [[maybe_unused]] unsigned shared = 0;
     for (Operation *op : ops) {
       auto parent = op->getParentOfType<func::FuncOp>();
       unsigned &next = counts[parent.getSymName()];
@@ -150,7 +150,7 @@ struct SwitchyardInlineOutlinedOpsPass
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
     OpBuilder builder(&getContext());
-    unsigned inlined = 0;
+    [[maybe_unused]] unsigned inlined = 0;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func->hasAttr(kOutlinedAttr))
         continue;

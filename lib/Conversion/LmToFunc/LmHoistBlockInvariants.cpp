@@ -120,7 +120,6 @@ struct LmHoistBlockInvariantsPass
       call.replaceAllUsesWith(replacement.getResults());
       call.erase();
     }
-    unsigned first = func.getNumArguments();
     for (Value value : hoisted) {
       (void)func.insertArgument(
           func.getNumArguments(), value.getType(),
@@ -141,7 +140,8 @@ struct LmHoistBlockInvariantsPass
         op->erase();
     LLVM_DEBUG(llvm::dbgs() << "@" << func.getName() << ": " << hoisted.size()
                             << " invariant tensors passed from argument "
-                            << first << " on\n");
+                            << func.getNumArguments() - hoisted.size()
+                            << " on\n");
   }
 };
 
