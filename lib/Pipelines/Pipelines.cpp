@@ -172,7 +172,11 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   buildBufferizePipeline(pm);
   // Each distinct op lowered once (a model's layers are copies), the
   // functions in parallel; back in place before the loops are outlined.
-  pm.addPass(createSwitchyardOutlineOpsPass());
+  // A zero fill and the matmul that accumulates into its buffer in one
+  // function, for the matmul kernel to fold.
+  SwitchyardOutlineOpsPassOptions outline;
+  outline.fillsWithUsers = true;
+  pm.addPass(createSwitchyardOutlineOpsPass(outline));
   // The reference for the GPU's bf16/f16 matmuls: the same ops rounded the
   // same way (the tensor-core pass also runs right after bufferization).
   if (roundContractionOperands != "f32") {

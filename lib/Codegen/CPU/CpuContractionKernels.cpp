@@ -19,6 +19,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
@@ -169,10 +171,13 @@ constexpr int64_t kMinChunk = 32;
 /// Builds the kernel of `plan` in place of its op.
 class KernelBuilder {
 public:
+  /// `zeroFill`: the linalg.fill of zeros into the op's output just before
+  /// it, folded into the kernel (null if there is none).
   KernelBuilder(RewriterBase &rewriter, KernelPlan plan, int64_t rows,
-                int64_t columns, int64_t panelBytes)
+                int64_t columns, int64_t panelBytes, linalg::FillOp zeroFill)
       : b(rewriter), plan(std::move(plan)), rows(rows), columns(columns),
-        panelBytes(panelBytes), loc(this->plan.contraction.op.getLoc()) {}
+        panelBytes(panelBytes), loc(this->plan.contraction.op.getLoc()),
+        zeroFill(zeroFill) {}
 
   void build() {
     linalg::LinalgOp op = plan.contraction.op;
@@ -223,6 +228,8 @@ public:
                                 std::to_string(reductionChunk)
                           : std::string())
                << (inBounds ? "" : ", last columns masked") << "\n");
+    if (zeroFill)
+      foldZeroFill();
     buildOuter(0);
     if (transposed)
       memref::DeallocOp::create(b, loc, transposed);
@@ -328,6 +335,67 @@ private:
         tiles = std::min<int64_t>(tiles, llvm::divideCeil(allTiles, kMinBlocks));
     }
     return tiles * columns;
+  }
+
+  /// The tiles start from zero instead of reading the zeros the fill
+  /// wrote (one pass over the output less, and no read of it in the first
+  /// chunk); the fill stays only for an empty reduction, which writes no
+  /// tile.
+  void foldZeroFill() {
+    SmallVector<int64_t> ranges = plan.contraction.op.getStaticLoopRanges();
+    bool empty = false, maybeEmpty = false;
+    Value length = constant(1);
+    for (unsigned dim : plan.reductions) {
+      empty |= ranges[dim] == 0;
+      maybeEmpty |= ShapedType::isDynamic(ranges[dim]);
+      length = arith::MulIOp::create(b, loc, length, sizes[dim]);
+    }
+    if (empty)
+      return; // Only the fill's zeros: the kernel adds nothing to them.
+    zeroStart = true;
+    if (!maybeEmpty) {
+      b.eraseOp(zeroFill);
+      return;
+    }
+    Value none = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                       length, constant(0));
+    auto ifEmpty = scf::IfOp::create(b, loc, none);
+    zeroFill->moveBefore(ifEmpty.thenBlock()->getTerminator());
+  }
+
+  /// The accumulators of a tile of `tileRows` rows at the start of a chunk
+  /// (or of the whole reduction): the output's values, or zeros where the
+  /// zero fill is folded and the chunk is the first.
+  SmallVector<Value> startTile(int64_t tileRows) {
+    auto vectorType = VectorType::get({columns}, b.getF32Type());
+    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+    auto read = [&] {
+      SmallVector<Value> acc;
+      for (int64_t row = 0; row < tileRows; ++row)
+        acc.push_back(vector::TransferReadOp::create(
+            b, loc, vectorType, out, indices(plan.outDims, row), zero,
+            ArrayRef<bool>{inBounds}));
+      return acc;
+    };
+    if (!zeroStart)
+      return read();
+    Value zeros = arith::ConstantOp::create(
+        b, loc, vectorType, DenseElementsAttr::get(vectorType, 0.0f));
+    if (!packed)
+      return SmallVector<Value>(tileRows, zeros);
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        chunkStart, constant(0));
+    SmallVector<Type> types(tileRows, vectorType);
+    auto ifFirst = scf::IfOp::create(b, loc, types, first,
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifFirst.thenBlock());
+      scf::YieldOp::create(b, loc, SmallVector<Value>(tileRows, zeros));
+      b.setInsertionPointToStart(ifFirst.elseBlock());
+      scf::YieldOp::create(b, loc, read());
+    }
+    return ifFirst.getResults();
   }
 
   void buildOuter(size_t depth) {
@@ -538,13 +606,7 @@ private:
       ivs[plan.n] = n0;
       if (packed)
         panelTile = tileOf(n0);
-      auto vectorType = VectorType::get({columns}, b.getF32Type());
-      Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
-      SmallVector<Value> acc;
-      for (int64_t row = 0; row < tileRows; ++row)
-        acc.push_back(vector::TransferReadOp::create(
-            b, loc, vectorType, out, indices(plan.outDims, row), zero,
-            ArrayRef<bool>{inBounds}));
+      SmallVector<Value> acc = startTile(tileRows);
       acc = packed ? buildChunk(acc, tileRows)
                    : buildReduction(0, acc, tileRows);
       for (int64_t row = 0; row < tileRows; ++row)
@@ -627,8 +689,32 @@ private:
   llvm::DenseMap<unsigned, Value> ivs;
   Value a, bMatrix, out, aFactor, bFactor, panel, aPanel;
   Type bElement;
-  bool inBounds = false, packed = false, packA = false, rowsOuter = false;
+  linalg::FillOp zeroFill;
+  bool inBounds = false, packed = false, packA = false, rowsOuter = false,
+       zeroStart = false;
 };
+
+/// The linalg.fill of +0.0 into `op`'s output that comes right before it
+/// (only ops without memory effects between them), or null.
+linalg::FillOp precedingZeroFill(linalg::LinalgOp op) {
+  Value out = op.getDpsInitOperand(0)->get();
+  for (Operation *before = op->getPrevNode(); before;
+       before = before->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(before)) {
+      if (fill.getDpsInitOperand(0)->get() != out)
+        return nullptr;
+      APFloat value(0.0f);
+      if (!matchPattern(fill.getDpsInputOperand(0)->get(),
+                        m_ConstantFloat(&value)) ||
+          !value.isPosZero())
+        return nullptr;
+      return fill;
+    }
+    if (!isMemoryEffectFree(before))
+      return nullptr;
+  }
+  return nullptr;
+}
 
 struct SwitchyardCpuContractionKernelsPass
     : public switchyard::impl::SwitchyardCpuContractionKernelsPassBase<
@@ -651,7 +737,9 @@ struct SwitchyardCpuContractionKernelsPass
                                      : "left to the loops: ")
                  << op->getName() << " at " << op->getLoc() << "\n");
       if (succeeded(plan))
-        KernelBuilder(rewriter, *plan, rows, columns, panelKiB * 1024).build();
+        KernelBuilder(rewriter, *plan, rows, columns, panelKiB * 1024,
+                      precedingZeroFill(op))
+            .build();
     }
   }
 };

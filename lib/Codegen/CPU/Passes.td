@@ -59,6 +59,14 @@ def SwitchyardCpuContractionKernelsPass
     is, after a transposed copy (`linalg.transpose` into a new buffer)
     where its last index is not `n`.
 
+    A `linalg.fill` of +0.0 into the op's output right before it (only ops
+    without memory effects between; `switchyard-outline-ops
+    {fills-with-users}` keeps the two in one function) is folded: each tile
+    starts from zero vectors in the first chunk of the reduction instead of
+    reading back the zeros, which saves the fill's pass over the output and
+    the first read of each tile. Where the reduction's length is dynamic
+    the fill stays, run only when that length is 0 (no tile is written).
+
     The outermost loop (a batch dimension of the output, else the blocks of
     columns or the groups of rows) writes its own part of the output in
     each iteration and is

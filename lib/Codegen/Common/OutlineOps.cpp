@@ -96,35 +96,55 @@ bool usesOnlyBuffersIndicesAndConstants(Operation *op,
   return !walk.wasInterrupted();
 }
 
+/// Whether `group` is a single linalg.fill directly followed by `op`, a
+/// linalg op whose output is the filled buffer.
+bool fillsBufferOf(ArrayRef<Operation *> group, Operation *op) {
+  auto fill = dyn_cast<linalg::FillOp>(group.front());
+  auto user = dyn_cast<linalg::LinalgOp>(op);
+  return group.size() == 1 && fill && user && fill->getNextNode() == op &&
+         user.getNumDpsInits() == 1 &&
+         user.getDpsInitOperand(0)->get() == fill.getDpsInitOperand(0)->get();
+}
+
 struct SwitchyardOutlineOpsPass
     : public switchyard::impl::SwitchyardOutlineOpsPassBase<
           SwitchyardOutlineOpsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<Operation *> ops;
+    // Each group: one op, or a fill and the op after it that writes the
+    // buffer it filled.
+    SmallVector<SmallVector<Operation *, 2>> groups;
     DenseMap<Value, bool> readsMemory;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func->hasAttr(kOutlinedAttr))
         continue;
       for (Block &block : func.getBody())
-        for (Operation &op : block)
-          if (formsKernel(&op) &&
-              usesOnlyBuffersIndicesAndConstants(&op, readsMemory))
-            ops.push_back(&op);
+        for (Operation &op : block) {
+          if (!formsKernel(&op) ||
+              !usesOnlyBuffersIndicesAndConstants(&op, readsMemory))
+            continue;
+          if (fillsWithUsers && !groups.empty() &&
+              fillsBufferOf(groups.back(), &op))
+            groups.back().push_back(&op);
+          else
+            groups.push_back({&op});
+        }
     }
 
     IRRewriter rewriter(&getContext());
     llvm::StringMap<unsigned> counts;
     switchyard::SameFunctions outlinedSoFar;
     [[maybe_unused]] unsigned shared = 0;
-    for (Operation *op : ops) {
-      auto parent = op->getParentOfType<func::FuncOp>();
+    for (ArrayRef<Operation *> group : groups) {
+      auto parent = group.front()->getParentOfType<func::FuncOp>();
       unsigned &next = counts[parent.getSymName()];
       std::string name = switchyard::uniqueSymbolName(
           module, (parent.getSymName() + "_op").str(), next);
-      Location loc = op->getLoc();
+      Location loc = group.back()->getLoc();
       FailureOr<switchyard::OutlinedOp> outlined =
-          switchyard::outlineOp(rewriter, op, name);
+          switchyard::outlineOps(rewriter, group, name);
       if (failed(outlined)) {
         emitError(loc, "cannot outline this op");
         return signalPassFailure();
@@ -138,8 +158,8 @@ struct SwitchyardOutlineOpsPass
         ++shared;
       }
     }
-    LLVM_DEBUG(llvm::dbgs() << ops.size() << " ops outlined into "
-                            << ops.size() - shared << " functions\n");
+    LLVM_DEBUG(llvm::dbgs() << groups.size() << " ops outlined into "
+                            << groups.size() - shared << " functions\n");
   }
 };
 

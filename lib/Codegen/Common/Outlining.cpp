@@ -1,6 +1,6 @@
 //===- Outlining.cpp - ops into functions of their own --------------------===//
 //
-// outlineOp with upstream's scf::outlineSingleBlockRegion: the op is
+// outlineOps with upstream's scf::outlineSingleBlockRegion: the ops are
 // wrapped in an scf.execute_region, whose region is outlined, and the
 // region op is then replaced by the call it holds.
 //
@@ -40,14 +40,23 @@ static void cloneConstantsInto(RewriterBase &rewriter, Region &region) {
 
 FailureOr<switchyard::OutlinedOp>
 switchyard::outlineOp(RewriterBase &rewriter, Operation *op, StringRef name) {
-  assert(op->getNumResults() == 0 && "outlining an op with results");
-  Location loc = op->getLoc();
+  return outlineOps(rewriter, {op}, name);
+}
+
+FailureOr<switchyard::OutlinedOp>
+switchyard::outlineOps(RewriterBase &rewriter, ArrayRef<Operation *> ops,
+                       StringRef name) {
+  assert(!ops.empty() && "outlining no op");
+  Location loc = ops.back()->getLoc();
   OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPoint(op);
+  rewriter.setInsertionPoint(ops.front());
   auto wrapper = scf::ExecuteRegionOp::create(rewriter, loc, TypeRange{});
   rewriter.createBlock(&wrapper.getRegion());
   auto yield = scf::YieldOp::create(rewriter, loc);
-  rewriter.moveOpBefore(op, yield);
+  for (Operation *op : ops) {
+    assert(op->getNumResults() == 0 && "outlining an op with results");
+    rewriter.moveOpBefore(op, yield);
+  }
   cloneConstantsInto(rewriter, wrapper.getRegion());
 
   func::CallOp call;

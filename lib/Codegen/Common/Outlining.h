@@ -1,7 +1,7 @@
 //===- Outlining.h - ops into functions of their own ------------*- C++ -*-===//
 //
-// Moves one op of a function into a new private function and calls it in
-// its place, with the constants it uses cloned in (so that sizes and loop
+// Moves one op of a function (or a few consecutive ones) into a new private
+// function and calls it in its place, with the constants it uses cloned in (so that sizes and loop
 // bounds stay constant in the new function) and every other value it uses
 // from above passed as an argument. Shared by the CPU's loop outlining
 // (switchyard-cpu-outline-loops) and the outlining of kernel-forming ops
@@ -31,6 +31,11 @@ struct OutlinedOp {
 /// error and fails).
 FailureOr<OutlinedOp> outlineOp(RewriterBase &rewriter, Operation *op,
                                 StringRef name);
+
+/// outlineOp for `ops`, consecutive ops of one block without results, into
+/// one function.
+FailureOr<OutlinedOp> outlineOps(RewriterBase &rewriter,
+                                 ArrayRef<Operation *> ops, StringRef name);
 
 /// `<prefix><N>` for the first N (counting from `next`, which is advanced)
 /// that names no symbol in `symbolTableOp`.

@@ -64,6 +64,12 @@ def SwitchyardOutlineOpsPass
     code's, which `switchyard-gpu-launch-host-compute` moves into kernels
     together with their users.
 
+    With `fills-with-users`, a `linalg.fill` directly followed by a linalg
+    op that writes the buffer it filled goes into that op's function with
+    it (the CPU's matmul kernels then start their accumulators from the
+    fill's zeros instead of reading them back:
+    `switchyard-cpu-contraction-kernels`).
+
     Before:
 
     ```mlir
@@ -89,6 +95,11 @@ def SwitchyardOutlineOpsPass
     }
     ```
   }];
+  let options = [
+    Option<"fillsWithUsers", "fills-with-users", "bool", /*default=*/"false",
+           "Outline a linalg.fill together with the linalg op right after "
+           "it that writes the filled buffer">
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect"];
 }

@@ -228,3 +228,70 @@ func.func @batched_weight_gradient(%dy: memref<2x16x40xf32>, %x: memref<2x16x33x
   }
   return
 }
+
+// -----
+
+// A fill of zeros right before the matmul, into its output: folded. Each
+// tile starts from zero vectors in the first chunk of the reduction and
+// reads the output back only in the chunks after it; no fill is left.
+// CHECK-LABEL: func.func @zero_filled
+// CHECK-NOT: linalg.fill
+// CHECK: scf.for %[[K0:.*]] = %{{.*}} to %c12 step %c12
+// CHECK:   %[[ZEROS:.*]] = arith.constant dense<0.000000e+00> : vector<32xf32>
+// CHECK:   %[[FIRST:.*]] = arith.cmpi eq, %[[K0]], %c0{{.*}} : index
+// CHECK:   scf.if %[[FIRST]] -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>) {
+// CHECK-NEXT: scf.yield %[[ZEROS]], %[[ZEROS]], %[[ZEROS]], %[[ZEROS]], %[[ZEROS]], %[[ZEROS]], %[[ZEROS]], %[[ZEROS]]
+// CHECK-NEXT: } else {
+// CHECK-COUNT-8: vector.transfer_read %{{.*}} : memref<20x48xf32>, vector<32xf32>
+// CHECK: vector.fma
+func.func @zero_filled(%dy: memref<20x12xf32>, %w: memref<12x48xf32>, %dx: memref<20x48xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%dx : memref<20x48xf32>)
+  linalg.matmul ins(%dy, %w : memref<20x12xf32>, memref<12x48xf32>) outs(%dx : memref<20x48xf32>)
+  return
+}
+
+// -----
+
+// A reduction of dynamic length (dW over the tokens) may be empty, and then
+// writes no tile: the fill stays, for that case only.
+// CHECK-LABEL: func.func @zero_filled_dynamic_reduction
+// CHECK: %[[T:.*]] = memref.dim %{{.*}}, %c0 : memref<?x40xf32>
+// CHECK: %[[LEN:.*]] = arith.muli %{{.*}}, %[[T]] : index
+// CHECK: %[[NONE:.*]] = arith.cmpi eq, %[[LEN]], %c0{{.*}} : index
+// CHECK: scf.if %[[NONE]] {
+// CHECK-NEXT: linalg.fill
+// CHECK-NEXT: }
+// CHECK: vector.fma
+func.func @zero_filled_dynamic_reduction(%dy: memref<?x40xf32>, %x: memref<?x33xf32>, %dw: memref<40x33xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%dw : memref<40x33xf32>)
+  linalg.generic {indexing_maps = [affine_map<(o, i, t) -> (t, o)>, affine_map<(o, i, t) -> (t, i)>, affine_map<(o, i, t) -> (o, i)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%dy, %x : memref<?x40xf32>, memref<?x33xf32>) outs(%dw : memref<40x33xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Not folded: a fill of another value, a fill of another buffer, and a
+// fill with a write between it and the matmul. Each tile reads the output.
+// CHECK-LABEL: func.func @not_zero_filled
+// CHECK-COUNT-3: linalg.fill
+// CHECK-NOT: scf.if
+func.func @not_zero_filled(%dy: memref<20x12xf32>, %w: memref<12x48xf32>, %dx: memref<20x48xf32>, %other: memref<20x48xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  linalg.fill ins(%one : f32) outs(%dx : memref<20x48xf32>)
+  linalg.matmul ins(%dy, %w : memref<20x12xf32>, memref<12x48xf32>) outs(%dx : memref<20x48xf32>)
+  linalg.fill ins(%zero : f32) outs(%other : memref<20x48xf32>)
+  linalg.matmul ins(%dy, %w : memref<20x12xf32>, memref<12x48xf32>) outs(%dx : memref<20x48xf32>)
+  linalg.fill ins(%zero : f32) outs(%dx : memref<20x48xf32>)
+  %c0 = arith.constant 0 : index
+  memref.store %one, %dx[%c0, %c0] : memref<20x48xf32>
+  linalg.matmul ins(%dy, %w : memref<20x12xf32>, memref<12x48xf32>) outs(%dx : memref<20x48xf32>)
+  return
+}

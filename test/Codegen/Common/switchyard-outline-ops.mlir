@@ -1,5 +1,6 @@
 // RUN: switchyard-opt %s --split-input-file --switchyard-outline-ops | FileCheck %s
 // RUN: switchyard-opt %s --split-input-file --switchyard-outline-ops --switchyard-inline-outlined-ops | FileCheck %s --check-prefix=BACK
+// RUN: switchyard-opt %s --split-input-file --switchyard-outline-ops="fills-with-users" | FileCheck %s --check-prefix=PAIR
 
 // Each kernel-forming op moves into a function of its own, called in its
 // place; copies of an op (a model's layers) call one function, in the
@@ -92,5 +93,33 @@ func.func @step(%a: memref<8xf32>, %hyper: memref<f32>, %counts: memref<2xindex>
   }
   %t = memref.alloc() : memref<8xf32>
   memref.dealloc %t : memref<8xf32>
+  return
+}
+
+// -----
+
+// fills-with-users: a fill and the op right after it that writes the
+// filled buffer go into one function (the CPU's matmul kernel folds the
+// zeros); a fill followed by an op on another buffer is outlined alone.
+// Without the option each op has its own function.
+// PAIR-LABEL: func.func private @filled_op0(
+// PAIR-SAME: %[[D:[^:]*]]: memref<4x8xf32>, %[[X:[^:]*]]: memref<4x4xf32>, %[[W:[^:]*]]: memref<4x8xf32>)
+// PAIR: linalg.fill ins(%{{.*}} : f32) outs(%[[D]] : memref<4x8xf32>)
+// PAIR-NEXT: linalg.matmul ins(%[[X]], %[[W]] : memref<4x4xf32>, memref<4x8xf32>) outs(%[[D]] : memref<4x8xf32>)
+// PAIR-NEXT: return
+// PAIR-LABEL: func.func private @filled_op1(
+// PAIR: linalg.fill
+// PAIR-NEXT: return
+// PAIR-LABEL: func.func @filled(
+// PAIR-COUNT-3: call @filled_op
+// PAIR-NOT: call
+// CHECK-LABEL: func.func @filled(
+// CHECK-COUNT-4: call @filled_op
+func.func @filled(%x: memref<4x4xf32>, %w: memref<4x8xf32>, %d: memref<4x8xf32>, %e: memref<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%d : memref<4x8xf32>)
+  linalg.matmul ins(%x, %w : memref<4x4xf32>, memref<4x8xf32>) outs(%d : memref<4x8xf32>)
+  linalg.fill ins(%zero : f32) outs(%e : memref<4x8xf32>)
+  linalg.exp ins(%w : memref<4x8xf32>) outs(%d : memref<4x8xf32>)
   return
 }
