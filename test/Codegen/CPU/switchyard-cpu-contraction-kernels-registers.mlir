@@ -13,6 +13,9 @@
 // RUN: switchyard-opt %s --pass-pipeline="builtin.module(func.func(switchyard-cpu-contraction-kernels{rows=8 columns=16}))" \
 // RUN:   | mlir-opt --convert-linalg-to-loops --lower-affine --convert-vector-to-scf --convert-scf-to-cf --convert-vector-to-llvm --expand-strided-metadata --finalize-memref-to-llvm --convert-func-to-llvm --convert-arith-to-llvm --convert-cf-to-llvm --convert-index-to-llvm --reconcile-unrealized-casts \
 // RUN:   | mlir-translate --mlir-to-llvmir > %t.avx512-256.ll
+// RUN: switchyard-opt %s --pass-pipeline="builtin.module(func.func(switchyard-cpu-contraction-kernels{rows=8 columns=8}))" \
+// RUN:   | mlir-opt --convert-linalg-to-loops --lower-affine --convert-vector-to-scf --convert-scf-to-cf --convert-vector-to-llvm --expand-strided-metadata --finalize-memref-to-llvm --convert-func-to-llvm --convert-arith-to-llvm --convert-cf-to-llvm --convert-index-to-llvm --reconcile-unrealized-casts \
+// RUN:   | mlir-translate --mlir-to-llvmir > %t.neon.ll
 
 // AVX-512 with 512-bit vectors (Zen 5): 8 × 32, 16 zmm accumulators.
 // RUN: opt -O3 -mtriple=x86_64 -mcpu=znver5 %t.avx512.ll | llc -O3 -mtriple=x86_64 -mcpu=znver5 | FileCheck %s --check-prefix=ZEN5
@@ -29,6 +32,13 @@
 // RUN: opt -O3 -mtriple=x86_64 -mcpu=znver4 %t.avx512-256.ll | llc -O3 -mtriple=x86_64 -mcpu=znver4 | FileCheck %s --check-prefix=ZEN4
 // ZEN4: vfmadd
 // ZEN4-NOT: {{(64|32)-byte (Folded )?(Spill|Reload)}}
+
+// AArch64 NEON (128-bit vectors, 32 registers; Neoverse V1): 8 × 8, 16
+// accumulators of 4 lanes. Only general-purpose registers are saved (the
+// callee-saved ones, loop bounds); no vector register is spilled.
+// RUN: opt -O3 -mtriple=aarch64 -mcpu=neoverse-v1 %t.neon.ll | llc -O3 -mtriple=aarch64 -mcpu=neoverse-v1 | FileCheck %s --check-prefix=NEON
+// NEON: fmla v{{[0-9]+}}.4s
+// NEON-NOT: {{(str|ldr|stp|ldp)[[:space:]]+[qdv][0-9]+.*(Spill|Reload)}}
 
 // The AVX-512 tile on the AVX2 machine: 32 ymm accumulators in 16
 // registers, spilled (what the choice per target avoids).
