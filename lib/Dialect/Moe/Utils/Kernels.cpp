@@ -20,6 +20,21 @@
 using namespace mlir;
 using namespace mlir::switchyard;
 
+namespace {
+
+/// One step of a softmax's row maximum, the shift that keeps exp in range:
+/// maxnum, which passes over NaN, rather than maximum, which returns it. A
+/// NaN in the row still makes the row NaN through its own exp(x - max), so
+/// the softmax and log-sum-exp are the same either way, and maxnum is what
+/// LLVM's loop vectorizer takes as a reduction where the row is masked (a
+/// select before it; maximum is left scalar there) and the GPU's plain
+/// max.f32.
+Value shiftMaximum(ImplicitLocOpBuilder &b, Value accumulator, Value x) {
+  return arith::MaxNumFOp::create(b, accumulator, x);
+}
+
+} // namespace
+
 Value mlir::switchyard::finish(ImplicitLocOpBuilder &b, Value accumulator,
                                Value result) {
   Value converted = castElements(
@@ -188,7 +203,7 @@ mlir::switchyard::softmaxStatistics(ImplicitLocOpBuilder &b, Value logits) {
       filled(b, rows, f32, -std::numeric_limits<double>::infinity()),
       {all, row}, iterators(rank - 1, 1),
       [](ImplicitLocOpBuilder &b, ValueRange args) {
-        return arith::MaximumFOp::create(b, args[1], toF32(b, args[0]));
+        return shiftMaximum(b, args[1], toF32(b, args[0]));
       });
   Value sums = generic(
       b, {logits, maxima}, filled(b, rows, f32, 0.0), {all, row, row},
@@ -307,7 +322,7 @@ Value mlir::switchyard::attentionWeights(ImplicitLocOpBuilder &b, Value q,
       [&](ImplicitLocOpBuilder &b, ValueRange args) {
         Value ok = attentionVisible(b, loopIndex(b, 2), loopIndex(b, 3), shift);
         Value candidate = arith::SelectOp::create(b, ok, args[0], negInf);
-        return arith::MaximumFOp::create(b, args[1], candidate);
+        return shiftMaximum(b, args[1], candidate);
       });
 
   // Unnormalised weights exp(score - max), 0 where invisible.
