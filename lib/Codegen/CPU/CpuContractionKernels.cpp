@@ -337,6 +337,14 @@ private:
     return tiles * columns;
   }
 
+  /// The number of reduction steps: the reductions' sizes multiplied.
+  Value reductionLength() {
+    Value length = sizes[plan.reductions.front()];
+    for (unsigned dim : llvm::drop_begin(plan.reductions))
+      length = arith::MulIOp::create(b, loc, length, sizes[dim]);
+    return length;
+  }
+
   /// The tiles start from zero instead of reading the zeros the fill
   /// wrote (one pass over the output less, and no read of it in the first
   /// chunk); the fill stays only for an empty reduction, which writes no
@@ -344,11 +352,9 @@ private:
   void foldZeroFill() {
     SmallVector<int64_t> ranges = plan.contraction.op.getStaticLoopRanges();
     bool empty = false, maybeEmpty = false;
-    Value length = constant(1);
     for (unsigned dim : plan.reductions) {
       empty |= ranges[dim] == 0;
       maybeEmpty |= ShapedType::isDynamic(ranges[dim]);
-      length = arith::MulIOp::create(b, loc, length, sizes[dim]);
     }
     if (empty)
       return; // Only the fill's zeros: the kernel adds nothing to them.
@@ -358,7 +364,7 @@ private:
       return;
     }
     Value none = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                       length, constant(0));
+                                       reductionLength(), constant(0));
     auto ifEmpty = scf::IfOp::create(b, loc, none);
     zeroFill->moveBefore(ifEmpty.thenBlock()->getTerminator());
   }
@@ -460,9 +466,7 @@ private:
           MemRefType::get({reductionChunk, rows},
                           cast<MemRefType>(a.getType()).getElementType()),
           ValueRange{}, b.getI64IntegerAttr(64));
-    Value length = sizes[plan.reductions.front()];
-    for (unsigned dim : llvm::drop_begin(plan.reductions))
-      length = arith::MulIOp::create(b, loc, length, sizes[dim]);
+    Value length = reductionLength();
     loop(constant(0), length, constant(reductionChunk), [&](Value k0) {
       chunkStart = k0;
       chunkLength = arith::MinUIOp::create(

@@ -1,9 +1,9 @@
 //===- Outlining.h - ops into functions of their own ------------*- C++ -*-===//
 //
 // Moves one op of a function (or a few consecutive ones) into a new private
-// function and calls it in its place, with the constants it uses cloned in (so that sizes and loop
-// bounds stay constant in the new function) and every other value it uses
-// from above passed as an argument. Shared by the CPU's loop outlining
+// function and calls it in its place, with the constants it uses cloned in
+// (so that sizes and loop bounds stay constant in the new function) and
+// every other value it uses from above passed as an argument. Shared by the CPU's loop outlining
 // (switchyard-cpu-outline-loops) and the outlining of kernel-forming ops
 // (switchyard-outline-ops).
 //
