@@ -78,7 +78,7 @@ rt::CompileOptions bench::compileOptions(const Options &options,
     fusions = "none";
     experts = "dense";
   } else if (fuse == kGroupedExperts) {
-    fusions = "router,attention";
+    fusions = "router,attention,elementwise";
     experts = "grouped";
   }
   compile.fusion = check(

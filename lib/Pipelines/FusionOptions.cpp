@@ -8,44 +8,50 @@
 
 #include "lib/Pipelines/FusionOptions.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringSwitch.h"
+
+#include <array>
 
 using namespace mlir::switchyard;
 
-/// Applies `spec` to the three fusions of `fusion`.
+/// The fusions a setting names, with their names.
+static std::array<std::pair<bool FusionOptions::*, llvm::StringLiteral>, 4>
+    kFusionNames = {{{&FusionOptions::router, "router"},
+                     {&FusionOptions::expertProjection, "expert-projection"},
+                     {&FusionOptions::attention, "attention"},
+                     {&FusionOptions::elementwise, "elementwise"}}};
+
+/// Applies `spec` to the fusions of `fusion`.
 static llvm::Error applyFusionSetting(llvm::StringRef spec,
-                                     FusionOptions &fusion) {
+                                      FusionOptions &fusion) {
   spec = spec.trim();
   if (spec == "default")
     return llvm::Error::success();
-  if (spec == "all" || spec == "none") {
-    bool on = spec == "all";
-    fusion.router = fusion.expertProjection = fusion.attention = on;
+  bool on = spec == "all";
+  for (auto [flag, name] : kFusionNames)
+    fusion.*flag = on;
+  if (spec == "all" || spec == "none")
     return llvm::Error::success();
-  }
-  fusion.router = fusion.expertProjection = fusion.attention = false;
   llvm::SmallVector<llvm::StringRef> names;
   spec.split(names, ',');
   for (llvm::StringRef name : names) {
-    bool *flag = llvm::StringSwitch<bool *>(name.trim())
-                     .Case("router", &fusion.router)
-                     .Case("expert-projection", &fusion.expertProjection)
-                     .Case("attention", &fusion.attention)
-                     .Default(nullptr);
-    if (!flag)
+    const auto *known = llvm::find_if(kFusionNames, [&](const auto &entry) {
+      return entry.second == name.trim();
+    });
+    if (known == kFusionNames.end())
       return llvm::createStringError(
           "unknown fusion '" + name.trim().str() +
           "'; expected default, all, none, or a comma-separated list of "
-          "router, expert-projection, attention");
-    *flag = true;
+          "router, expert-projection, attention, elementwise");
+    fusion.*(known->first) = true;
   }
   return llvm::Error::success();
 }
 
 /// Applies `spec` to the expert grouping of `fusion`.
 static llvm::Error applyExpertsSetting(llvm::StringRef spec,
-                                      FusionOptions &fusion) {
+                                       FusionOptions &fusion) {
   spec = spec.trim();
   if (spec == "default")
     return llvm::Error::success();
@@ -79,15 +85,14 @@ llvm::Error mlir::switchyard::checkExpertsSetting(llvm::StringRef experts) {
 }
 
 std::string mlir::switchyard::describeFusions(const FusionOptions &options) {
-  if (options.router && options.expertProjection && options.attention)
+  auto isOn = [&](const auto &entry) { return options.*(entry.first); };
+  if (llvm::all_of(kFusionNames, isOn))
     return "all";
-  if (!options.router && !options.expertProjection && !options.attention)
+  if (llvm::none_of(kFusionNames, isOn))
     return "none";
   std::string list;
-  for (auto [on, name] : {std::pair{options.router, "router"},
-                          {options.expertProjection, "expert-projection"},
-                          {options.attention, "attention"}})
-    if (on)
-      list += (list.empty() ? "" : ",") + std::string(name);
+  for (const auto &entry : kFusionNames)
+    if (isOn(entry))
+      list += (list.empty() ? "" : ",") + entry.second.str();
   return list;
 }

@@ -45,39 +45,45 @@ struct FusionOptions {
   /// (E/k times the MACs, as plain matmuls). The fused projections gather
   /// per route either way.
   bool groupedExperts = true;
+  /// switchyard-fuse-elementwise: elementwise linalg ops into the ops that
+  /// read their results (after the lowering to linalg, on every op of the
+  /// program, not only the moe ops').
+  bool elementwise = true;
 
   /// Every fusion (the expert grouping as given).
   static FusionOptions all(bool groupedExperts = true) {
-    return {true, true, true, groupedExperts};
+    return {true, true, true, groupedExperts, true};
   }
-  /// No fusion: every moe op through its plain linalg lowering.
+  /// No fusion: every moe op through its plain linalg lowering, every
+  /// linalg op a loop nest (or kernel) of its own.
   static FusionOptions none(bool groupedExperts = true) {
-    return {false, false, false, groupedExperts};
+    return {false, false, false, groupedExperts, false};
   }
 
   /// Each target's defaults: the choices that make its code fastest by
   /// switchyard-bench's measurements (docs/Fusions.md; the numbers are in
   /// docs/Performance.md). On the GPU the router and the attention fused,
   /// the expert projections unfused and grouped by expert, which beats all
-  /// three fused for a layer's forward and backward; on the CPU nothing
+  /// three fused for a layer's forward and backward; on the CPU no moe op
   /// fused, the experts grouped: the fused expert projections are row
   /// kernels, one thread per row, and the unfused lowerings' matmuls run as
-  /// register-blocked vector kernels.
+  /// register-blocked vector kernels. Both fuse elementwise ops.
   static FusionOptions targetDefault(Target target) {
-    return target == Target::Gpu ? FusionOptions{true, false, true, true}
-                                 : none(/*groupedExperts=*/true);
+    if (target == Target::Gpu)
+      return {true, false, true, /*groupedExperts=*/true, true};
+    return {false, false, false, /*groupedExperts=*/true, true};
   }
 
   bool operator==(const FusionOptions &other) const = default;
 };
 
 /// Reads a fusion setting `fuse` (`default`, `all`, `none`, or a
-/// comma-separated list of router, expert-projection, attention) and an
+/// comma-separated list of router, expert-projection, attention,
+/// elementwise) and an
 /// expert setting `experts` (`default`, `grouped` or `dense`) over
 /// `target`'s defaults. The one reader of these settings.
-llvm::Expected<FusionOptions> resolveFusions(llvm::StringRef fuse,
-                                             llvm::StringRef experts,
-                                             Target target);
+llvm::Expected<FusionOptions>
+resolveFusions(llvm::StringRef fuse, llvm::StringRef experts, Target target);
 
 /// Whether `fuse` and `experts` are settings resolveFusions() reads.
 llvm::Error checkFusionSetting(llvm::StringRef fuse);

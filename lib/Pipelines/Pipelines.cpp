@@ -78,6 +78,10 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
     pm.addPass(createCSEPass());
     pm.addPass(createLmSplitBlockGradientsPass());
   }
+  // Last: the gradient functions' ops are all there, and the ops that
+  // split-block-gradients moved between a block's functions are in place.
+  if (options.fusion.elementwise)
+    pm.addPass(createSwitchyardFuseElementwisePass());
 }
 
 void switchyard::buildBufferizePipeline(OpPassManager &pm) {

@@ -102,7 +102,8 @@ struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
                      "docs/Fusions.md), all, none, or a comma-separated "
                      "list of router (moe-fuse-router), expert-projection "
                      "(moe-fuse-expert-projection), attention "
-                     "(moe-fuse-attention)"),
+                     "(moe-fuse-attention), elementwise "
+                     "(switchyard-fuse-elementwise)"),
       llvm::cl::init("default")};
   detail::PassOptions::Option<std::string, ExpertsSettingParser> experts{
       *this, "experts",

@@ -1,8 +1,9 @@
 // Every target takes its fusion and expert defaults from one place
 // (FusionOptions::targetDefault), the same the driver and the runtime use:
-// the CPU fuses nothing and groups the expert projections by expert; the
+// the CPU fuses no moe op and groups the expert projections by expert; the
 // GPU target and its emulation fuse the router and the attention and group
-// the unfused expert projections, padded to 64-row tiles.
+// the unfused expert projections, padded to 64-row tiles. Both fuse
+// elementwise ops; `none` does not.
 // RUN: switchyard-opt %s --switchyard-cpu-pipeline --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=GPU
 // RUN: switchyard-opt %s --switchyard-gpu-emulation-pipeline --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=GPU
@@ -15,20 +16,23 @@
 // CPU: convert-lm-to-func,
 // CPU-NOT: moe-fuse
 // CPU: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=0
+// CPU: switchyard-fuse-elementwise
 
 // GPU: convert-lm-to-func,
 // GPU-NEXT: lm-hoist-block-invariants,
 // GPU-NEXT: moe-fuse-router,
 // GPU-NEXT: moe-fuse-attention,
 // GPU-NEXT: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=64
+// GPU: switchyard-fuse-elementwise
 
-// BAD-FUSE: unknown fusion 'gate'; expected default, all, none, or a comma-separated list of router, expert-projection, attention
+// BAD-FUSE: unknown fusion 'gate'; expected default, all, none, or a comma-separated list of router, expert-projection, attention, elementwise
 // BAD-EXPERTS: expected default, grouped or dense, found 'sparse'
 
 // CPU-SET: convert-lm-to-func,
 // CPU-SET-NEXT: lm-hoist-block-invariants,
 // CPU-SET-NEXT: moe-fuse-router,
 // CPU-SET-NEXT: convert-moe-to-linalg{{.*}}grouped-experts=false
+// CPU-SET-NOT: switchyard-fuse-elementwise
 
 lm.model @m(%t: tensor<?x8xi32>) -> tensor<?x8x16xf32> {
   %x0 = lm.embed "embed" %t {vocab = 16} : tensor<?x8xi32> -> tensor<?x8x16xf32>

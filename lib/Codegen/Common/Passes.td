@@ -1,8 +1,8 @@
 //===- Passes.td - Switchyard common code generation passes -*- tablegen -*-===//
 //
-// The passes shared by the CPU and GPU targets: the input checks, the lowering
-// of linalg to loops, the rounding of contraction factors and the grouped
-// expert kernels.
+// The passes shared by the CPU and GPU targets: the input checks, the fusion
+// of elementwise ops, the lowering of linalg to loops, the rounding of
+// contraction factors and the grouped expert kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +36,77 @@ def SwitchyardCheckInputPass
 
     Valid input passes through unchanged.
   }];
+}
+
+def SwitchyardFuseElementwisePass
+    : Pass<"switchyard-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "Fuse elementwise linalg ops on tensors into the ops that "
+                "read them";
+  let description = [{
+    Fuses `linalg.generic` ops on tensors whose loops are all parallel into
+    the generic ops that read their results, with upstream's elementwise
+    fusion (`linalg::fuseElementwiseOps`): one loop nest (on the GPU, one
+    kernel) instead of one per op, and no trip through memory between them.
+    Runs after the lowering to linalg (the layers' forward, gradient and
+    optimizer functions are all there), before bufferization; both targets
+    (`--fuse` names it `elementwise`).
+
+    A producer goes into a consumer that reads it at the same points (a
+    permutation of the consumer's loops) when the consumer replaces it
+    entirely: every other user of the producer comes after the consumer and
+    reads the producer's elements as another result of the fused op (so the
+    consumer's loops must all be parallel). A producer that a consumer reads
+    in a larger iteration space (a row's mean read by every element of the
+    row) is computed again per element, by a copy for each such consumer,
+    if it is cheap: at most four arithmetic operations, no math functions.
+    Left alone:
+
+    - matmul-like consumers (`linalg::isaContractionOpInterface`): the
+      CPU's register-blocked kernels and the GPU's tensor-core kernels take
+      plain factors;
+    - producers that gather (`tensor.extract` in their body): the consumer's
+      loops vectorize on the CPU, a gather's indexed reads do not;
+    - a producer that an op before the consumer also reads: fusing it would
+      compute it twice.
+
+    Before:
+
+    ```mlir
+    %a = linalg.generic {indexing_maps = [#id, #id, #id],
+                         iterator_types = ["parallel", "parallel"]}
+        ins(%x, %y : tensor<4x8xf32>, tensor<4x8xf32>)
+        outs(%e : tensor<4x8xf32>) {
+    ^bb0(%p: f32, %q: f32, %o: f32):
+      %s = arith.addf %p, %q : f32
+      linalg.yield %s : f32
+    } -> tensor<4x8xf32>
+    %b = linalg.generic {indexing_maps = [#id, #id],
+                         iterator_types = ["parallel", "parallel"]}
+        ins(%a : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+    ^bb0(%p: f32, %o: f32):
+      %s = math.exp %p : f32
+      linalg.yield %s : f32
+    } -> tensor<4x8xf32>
+    return %b, %a : tensor<4x8xf32>, tensor<4x8xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %f:2 = linalg.generic {indexing_maps = [#id, #id, #id, #id],
+                           iterator_types = ["parallel", "parallel"]}
+        ins(%x, %y : tensor<4x8xf32>, tensor<4x8xf32>)
+        outs(%e, %e : tensor<4x8xf32>, tensor<4x8xf32>) {
+    ^bb0(%p: f32, %q: f32, %o: f32, %o2: f32):
+      %s = arith.addf %p, %q : f32
+      %t = math.exp %s : f32
+      linalg.yield %s, %t : f32, f32
+    } -> (tensor<4x8xf32>, tensor<4x8xf32>)
+    return %f#1, %f#0 : tensor<4x8xf32>, tensor<4x8xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::linalg::LinalgDialect"];
 }
 
 def SwitchyardOutlineOpsPass
