@@ -186,7 +186,11 @@ void buildKernelFormationStages(OpPassManager &pm,
   // Each distinct op formed into kernels once (a model's layers are
   // copies), the functions in parallel; back in place once they are
   // launches.
-  pm.addPass(switchyard::createSwitchyardOutlineOpsPass());
+  // A fill goes with the op that accumulates into its buffer, whose
+  // kernel stores it (switchyard-linalg-to-loops fold-fills).
+  switchyard::SwitchyardOutlineOpsPassOptions outline;
+  outline.fillsWithUsers = true;
+  pm.addPass(switchyard::createSwitchyardOutlineOpsPass(outline));
   if (formation.elementType != "f32") {
     switchyard::SwitchyardGpuTensorCoreMatmulPassOptions matmul;
     matmul.elementType = formation.elementType;
@@ -209,6 +213,7 @@ void buildKernelFormationStages(OpPassManager &pm,
       switchyard::createSwitchyardGpuParallelDimsFirstPass());
   switchyard::SwitchyardLinalgToLoopsPassOptions loops;
   loops.parallel = true;
+  loops.foldFills = true;
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardLinalgToLoopsPass(loops));
   // Fused row kernels: one thread per scf.forall iteration.

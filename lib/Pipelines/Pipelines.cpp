@@ -90,6 +90,9 @@ void switchyard::buildBufferizePipeline(OpPassManager &pm) {
   // Public functions return freshly allocated buffers that the caller owns
   // and frees (the ownership-based deallocation clones results it does not
   // own, such as returned arguments).
+  // Each op that accumulates into zeros gets a fill of its own (CSE merged
+  // them), not a copy of a shared one.
+  pm.addPass(createSwitchyardRematerializeFillsPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -176,8 +179,8 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   buildBufferizePipeline(pm);
   // Each distinct op lowered once (a model's layers are copies), the
   // functions in parallel; back in place before the loops are outlined.
-  // A zero fill and the matmul that accumulates into its buffer in one
-  // function, for the matmul kernel to fold.
+  // A fill and the op that accumulates into its buffer in one function,
+  // for the matmul kernel or the op's loop nest to fold.
   SwitchyardOutlineOpsPassOptions outline;
   outline.fillsWithUsers = true;
   pm.addPass(createSwitchyardOutlineOpsPass(outline));
@@ -207,9 +210,10 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   // exp and log as polynomials that LLVM vectorizes, not libm calls.
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuMathApproximationPass());
   // The outermost loops whose iterations are independent are marked, to
-  // run on all cores.
+  // run on all cores; a reduction's initial fill is stored by its nest.
   SwitchyardLinalgToLoopsPassOptions loops;
   loops.markParallel = true;
+  loops.foldFills = true;
   pm.addNestedPass<func::FuncOp>(createSwitchyardLinalgToLoopsPass(loops));
   // So are the foralls (the grouped experts' loop, the fused row kernels).
   pm.addNestedPass<func::FuncOp>(createSwitchyardCpuForallToLoopsPass());

@@ -698,28 +698,6 @@ private:
        zeroStart = false;
 };
 
-/// The linalg.fill of +0.0 into `op`'s output that comes right before it
-/// (only ops without memory effects between them), or null.
-linalg::FillOp precedingZeroFill(linalg::LinalgOp op) {
-  Value out = op.getDpsInitOperand(0)->get();
-  for (Operation *before = op->getPrevNode(); before;
-       before = before->getPrevNode()) {
-    if (auto fill = dyn_cast<linalg::FillOp>(before)) {
-      if (fill.getDpsInitOperand(0)->get() != out)
-        return nullptr;
-      APFloat value(0.0f);
-      if (!matchPattern(fill.getDpsInputOperand(0)->get(),
-                        m_ConstantFloat(&value)) ||
-          !value.isPosZero())
-        return nullptr;
-      return fill;
-    }
-    if (!isMemoryEffectFree(before))
-      return nullptr;
-  }
-  return nullptr;
-}
-
 struct SwitchyardCpuContractionKernelsPass
     : public switchyard::impl::SwitchyardCpuContractionKernelsPassBase<
           SwitchyardCpuContractionKernelsPass> {
@@ -742,7 +720,7 @@ struct SwitchyardCpuContractionKernelsPass
                  << op->getName() << " at " << op->getLoc() << "\n");
       if (succeeded(plan))
         KernelBuilder(rewriter, *plan, rows, columns, panelKiB * 1024,
-                      precedingZeroFill(op))
+                      switchyard::precedingZeroFill(op))
             .build();
     }
   }

@@ -104,3 +104,23 @@ mlir::switchyard::reorderLoops(RewriterBase &rewriter, linalg::LinalgOp op,
     return generic.emitOpError() << "could not be interchanged";
   return generic;
 }
+
+linalg::FillOp switchyard::precedingZeroFill(linalg::LinalgOp op) {
+  Value out = op.getDpsInitOperand(0)->get();
+  for (Operation *before = op->getPrevNode(); before;
+       before = before->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(before)) {
+      if (fill.getDpsInitOperand(0)->get() != out)
+        return nullptr;
+      APFloat value(0.0f);
+      if (!matchPattern(fill.getDpsInputOperand(0)->get(),
+                        m_ConstantFloat(&value)) ||
+          !value.isPosZero())
+        return nullptr;
+      return fill;
+    }
+    if (!isMemoryEffectFree(before))
+      return nullptr;
+  }
+  return nullptr;
+}

@@ -48,6 +48,12 @@ Value roundThrough(OpBuilder &b, Location loc, Value value,
 void roundContractionFactors(RewriterBase &rewriter, Contraction &c,
                              FloatType elementType);
 
+/// The linalg.fill of +0.0 into `op`'s first output that comes right
+/// before it (only ops without memory effects between them), or null: a
+/// matmul kernel that writes every element of that output can start its
+/// accumulators from zero instead, and the fill goes.
+linalg::FillOp precedingZeroFill(linalg::LinalgOp op);
+
 /// Nests the loops of `op` in `order` (order[i]: the old loop dimension
 /// that becomes loop i), generalizing a named op first. Returns the
 /// interchanged op, or failure (with an error on `op`) where that is not

@@ -106,6 +106,44 @@ bool fillsBufferOf(ArrayRef<Operation *> group, Operation *op) {
          user.getDpsInitOperand(0)->get() == fill.getDpsInitOperand(0)->get();
 }
 
+/// Whether `op` only allocates: memory-effect free but for fresh buffers
+/// (memref.alloc, gpu.alloc), which no other op's buffer can be.
+bool onlyAllocates(Operation *op) {
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return isMemoryEffectFree(op);
+  SmallVector<MemoryEffects::EffectInstance> instances;
+  effects.getEffects(instances);
+  return llvm::all_of(instances, [](const MemoryEffects::EffectInstance &e) {
+    return isa<MemoryEffects::Allocate>(e.getEffect());
+  });
+}
+
+/// Moves each linalg.fill down to the linalg op that writes the buffer it
+/// filled, past allocations and ops without memory effects that do not use
+/// that buffer (the allocation of the op's other buffers, index
+/// arithmetic), so that fillsBufferOf groups them.
+void sinkFillsToWriters(func::FuncOp func) {
+  SmallVector<linalg::FillOp> fills;
+  func.walk([&](linalg::FillOp fill) {
+    if (fill.hasPureBufferSemantics())
+      fills.push_back(fill);
+  });
+  for (linalg::FillOp fill : fills) {
+    Value buffer = fill.getDpsInitOperand(0)->get();
+    Operation *next = fill->getNextNode();
+    while (next && !next->hasTrait<OpTrait::IsTerminator>() &&
+           onlyAllocates(next) &&
+           llvm::none_of(next->getOperands(),
+                         [&](Value v) { return v == buffer; }))
+      next = next->getNextNode();
+    auto writer = dyn_cast_or_null<linalg::LinalgOp>(next);
+    if (writer && next != fill->getNextNode() && writer.getNumDpsInits() == 1 &&
+        writer.getDpsInitOperand(0)->get() == buffer)
+      fill->moveBefore(next);
+  }
+}
+
 struct SwitchyardOutlineOpsPass
     : public switchyard::impl::SwitchyardOutlineOpsPassBase<
           SwitchyardOutlineOpsPass> {
@@ -120,6 +158,8 @@ struct SwitchyardOutlineOpsPass
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func->hasAttr(kOutlinedAttr))
         continue;
+      if (fillsWithUsers)
+        sinkFillsToWriters(func);
       for (Block &block : func.getBody())
         for (Operation &op : block) {
           if (!formsKernel(&op) ||

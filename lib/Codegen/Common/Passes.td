@@ -109,6 +109,44 @@ def SwitchyardFuseElementwisePass
                            "::mlir::linalg::LinalgDialect"];
 }
 
+def SwitchyardRematerializeFillsPass
+    : Pass<"switchyard-rematerialize-fills", "::mlir::ModuleOp"> {
+  let summary = "One linalg.fill per op that takes it as its initial value";
+  let description = [{
+    Runs on tensors, right before bufferization. CSE merges identical
+    fills, so the zeros that several reductions start from are one
+    `linalg.fill` whose result several ops take as their init operand;
+    one-shot bufferization then fills one buffer and, for each op but the
+    last, allocates another and copies the filled one into it (a kernel per
+    copy on the GPU). This pass gives every such op but the first a fill of
+    its own, with a `tensor.empty` of its own, right before it: each op's
+    buffer is filled where it is written, and `switchyard-outline-ops`
+    (`fills-with-users`) can hand the fill to the op's kernel.
+
+    Before:
+
+    ```mlir
+    %e = tensor.empty() : tensor<f32>
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+    %a = linalg.generic {...} ins(%x : tensor<8xf32>) outs(%z : tensor<f32>) {...}
+    %b = linalg.generic {...} ins(%y : tensor<8xf32>) outs(%z : tensor<f32>) {...}
+    ```
+
+    After:
+
+    ```mlir
+    %e = tensor.empty() : tensor<f32>
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+    %a = linalg.generic {...} ins(%x : tensor<8xf32>) outs(%z : tensor<f32>) {...}
+    %e1 = tensor.empty() : tensor<f32>
+    %z1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<f32>) -> tensor<f32>
+    %b = linalg.generic {...} ins(%y : tensor<8xf32>) outs(%z1 : tensor<f32>) {...}
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def SwitchyardOutlineOpsPass
     : Pass<"switchyard-outline-ops", "::mlir::ModuleOp"> {
   let summary = "Compile each distinct kernel-forming op once: one function "
@@ -135,11 +173,16 @@ def SwitchyardOutlineOpsPass
     code's, which `switchyard-gpu-launch-host-compute` moves into kernels
     together with their users.
 
-    With `fills-with-users`, a `linalg.fill` directly followed by a linalg
-    op that writes the buffer it filled goes into that op's function with
-    it (the CPU's matmul kernels then start their accumulators from the
-    fill's zeros instead of reading them back:
-    `switchyard-cpu-contraction-kernels`).
+    With `fills-with-users`, a `linalg.fill` goes into the function of the
+    linalg op that writes the buffer it filled, when only allocations and
+    ops without memory effects (that do not use the buffer) stand between
+    them; the fill first moves down to that op. The op's kernel then
+    stores the fill's value itself: the CPU's matmul kernels and the GPU's
+    tensor-core kernels start their accumulators from zero
+    (`switchyard-cpu-contraction-kernels`,
+    `switchyard-gpu-tensor-core-matmul`), and a reduction's loop nest
+    stores the initial value per output element
+    (`switchyard-linalg-to-loops` with `fold-fills`).
 
     Before:
 
@@ -168,8 +211,9 @@ def SwitchyardOutlineOpsPass
   }];
   let options = [
     Option<"fillsWithUsers", "fills-with-users", "bool", /*default=*/"false",
-           "Outline a linalg.fill together with the linalg op right after "
-           "it that writes the filled buffer">
+           "Outline a linalg.fill together with the linalg op after it "
+           "that writes the filled buffer (only allocations and ops "
+           "without memory effects between them)">
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect"];
@@ -298,6 +342,11 @@ def SwitchyardLinalgToLoopsPass
            "iterations are independent (a parallel dimension, a body that "
            "writes no memory): switchyard-cpu-outline-loops runs such a "
            "loop on all cores">,
+    Option<"foldFills", "fold-fills", "bool", /*default=*/"false",
+           "A linalg.fill directly before the op that reduces into its "
+           "buffer becomes a store in that op's nest, per output element "
+           "before the reduction loops, where the op's parallel dimensions "
+           "come first: one nest (on the GPU, one kernel) instead of two">,
   ];
   let dependentDialects = [
     "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",

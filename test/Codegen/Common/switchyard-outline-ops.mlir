@@ -123,3 +123,35 @@ func.func @filled(%x: memref<4x4xf32>, %w: memref<4x8xf32>, %d: memref<4x8xf32>,
   linalg.exp ins(%w : memref<4x8xf32>) outs(%d : memref<4x8xf32>)
   return
 }
+
+// -----
+
+// fills-with-users: a fill moves down to the op that writes its buffer past
+// allocations (and ops without memory effects) that do not use it, and goes
+// into that op's function; a fill with another op on memory in between
+// stays where it is, alone.
+// PAIR-LABEL: func.func private @sunk_op0(
+// PAIR: linalg.fill
+// PAIR-NEXT: linalg.matmul
+// PAIR-NEXT: return
+// PAIR-LABEL: func.func private @sunk_op1(
+// PAIR: linalg.fill
+// PAIR-NEXT: return
+// PAIR-LABEL: func.func @sunk(
+// PAIR: %[[T:.*]] = memref.alloc() : memref<4x4xf32>
+// PAIR-NEXT: call @sunk_op0(
+// PAIR: call @sunk_op1(
+// PAIR-NEXT: call @sunk_op
+// PAIR-NEXT: call @sunk_op
+// PAIR-NOT: call
+func.func @sunk(%x: memref<4x4xf32>, %w: memref<4x8xf32>, %d: memref<4x8xf32>, %e: memref<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%d : memref<4x8xf32>)
+  %t = memref.alloc() : memref<4x4xf32>
+  linalg.matmul ins(%x, %w : memref<4x4xf32>, memref<4x8xf32>) outs(%d : memref<4x8xf32>)
+  linalg.fill ins(%zero : f32) outs(%e : memref<4x8xf32>)
+  linalg.exp ins(%x : memref<4x4xf32>) outs(%t : memref<4x4xf32>)
+  linalg.matmul ins(%t, %w : memref<4x4xf32>, memref<4x8xf32>) outs(%e : memref<4x8xf32>)
+  memref.dealloc %t : memref<4x4xf32>
+  return
+}

@@ -46,10 +46,9 @@
 // CHECK-NOT: mma.sync
 // CHECK: ret;
 
-// The backward: fills and Δ (SIMT), then the dK/dV/drel kernel and the dQ
-// kernel.
-// GRAD: .visible .entry attention_xl_grad_kernel_{{[0-9]+}}(
-// GRAD-NOT: mma.sync
+// The backward: the fill of drel (accumulated by the next kernel) and Δ
+// (SIMT; the reduction's threads store its initial zero), then the
+// dK/dV/drel kernel and the dQ kernel.
 // GRAD: .visible .entry attention_xl_grad_kernel_{{[0-9]+}}(
 // GRAD-NOT: mma.sync
 // GRAD: .visible .entry attention_xl_grad_kernel_{{[0-9]+}}(

@@ -10,7 +10,9 @@
 //     batch dimension whose N and K are static multiples of the wgmma tile:
 //     the wgmma + TMA kernel (Wgmma.cpp);
 //   - another contraction with one M, one N and one K dimension (and at
-//     most one batch dimension): the mma.sync kernel (MmaSync.cpp);
+//     most one batch dimension): the mma.sync kernel (MmaSync.cpp), which
+//     starts from zero accumulators in place of a zero fill of C right
+//     before it;
 //   - any other contraction, and every one without `tensor-cores`: the SIMT
 //     fallback, its factors rounded as the CPU reference rounds them;
 //   - moe.flash_attention_kernel and moe.flash_attention_grad_kernel on
@@ -111,9 +113,15 @@ struct SwitchyardGpuTensorCoreMatmulPass
         LLVM_DEBUG(llvm::dbgs()
                    << "[" DEBUG_TYPE "] mma.sync: " << c.op->getName() << " at "
                    << c.op.getLoc() << "\n");
+        // A zero fill of C right before: the kernel starts from zero
+        // instead of reading C, and the fill's kernel goes.
+        linalg::FillOp zeroFill = switchyard::precedingZeroFill(c.op);
         MmaProblem problem = contractionProblem(rewriter, c, policy);
+        problem.outZero = static_cast<bool>(zeroFill);
         buildMmaKernel(rewriter, c.op, type, problem);
         rewriter.eraseOp(c.op);
+        if (zeroFill)
+          rewriter.eraseOp(zeroFill);
       } else {
         LLVM_DEBUG(llvm::dbgs()
                    << "[" DEBUG_TYPE "] SIMT, rounded factors: "

@@ -420,13 +420,14 @@ void KernelBuilder::build(const MmaProblem &problem) {
   // C's current values (zero outside C), so that C += A·B: read, like the
   // factors, without a branch at the nearest element of C (the block's
   // first row and column are inside it). A part of a split K starts from
-  // zero: the parts are added to C after the kernel.
+  // zero: the parts are added to C after the kernel; so does a C known to
+  // be zero.
   Type f32 = b.getF32Type();
   SmallVector<Value> init(kWarpMTiles * kWarpNTiles * kAccValues);
   for (int64_t i = 0; i < kWarpMTiles; ++i) {
     for (int64_t j = 0; j < kWarpNTiles; ++j) {
       for (int64_t v = 0; v < kAccValues; ++v) {
-        if (splits) {
+        if (splits || problem.outZero) {
           init[accIndex(i, j, v)] = zeroOf(f32);
           continue;
         }
@@ -548,7 +549,9 @@ void KernelBuilder::addParts(const MmaProblem &problem, gpu::LaunchOp launch,
     Value bi = loop.getInductionVars()[0], m = loop.getInductionVars()[1],
           n = loop.getInductionVars()[2];
     SmallVector<Value> at = problem.outIndices(b, bi, m, n);
-    Value c = memref::LoadOp::create(b, loc, problem.out, at);
+    Value c = problem.outZero ? zeroOf(b.getF32Type())
+                              : memref::LoadOp::create(b, loc, problem.out, at)
+                                    .getResult();
     auto sum = scf::ForOp::create(
         b, loc, zero, problem.splits, one, ValueRange{c},
         [&](OpBuilder &nb, Location nl, Value p, ValueRange acc) {

@@ -203,6 +203,10 @@ struct MmaProblem {
   Value out;
   std::function<SmallVector<Value>(OpBuilder &b, Value batch, Value m, Value n)>
       outIndices;
+  /// C holds zeros (a zero fill that the kernel replaces): the
+  /// accumulators start from zero without reading C, and split-K's parts
+  /// are summed without it. Only where the grid writes every element of C.
+  bool outZero = false;
   /// Split-K (a host value, or null for none): each batch's K range is cut
   /// into this many parts of whole K steps, the grid's third dimension runs
   /// over batches x parts, each block's tile goes to a buffer of partial
