@@ -6,10 +6,12 @@
 //
 // This is the SIMT fallback route, which handles everything a train step
 // contains (linalg.generic with reductions, linalg.index, tensor.extract
-// gathers, reshapes, math ops): every linalg op becomes one kernel with one
-// thread per element of its parallel iteration space, reductions running
-// sequentially in each thread. The fused kernels of the moe fusion passes
-// arrive as scf.forall row kernels on vectors: one thread per iteration.
+// gathers, reshapes, math ops): every linalg op (after elementwise fusion,
+// with the fill of its initial value) becomes one kernel with one thread per
+// element of its parallel iteration space, reductions running sequentially
+// in each thread, and consecutive kernels that do not depend on each other
+// are launched as one. The fused kernels of the moe fusion passes arrive as
+// scf.forall row kernels on vectors: one thread per iteration.
 //
 // Tensor cores: with element-type=bf16 or f16 (the default f32 leaves the
 // SIMT route as it is), switchyard-gpu-tensor-core-matmul first turns every
@@ -64,7 +66,8 @@
 //   1. buildBufferizationStages: tensors to buffers in device memory.
 //   2. buildKernelFormationStages: (bf16/f16) matmuls to tensor-core
 //      launches, linalg to parallel loops to gpu.launch, host leftovers into
-//      kernels; buildOutliningStages: one gpu.module per function.
+//      kernels, consecutive independent launches merged into one;
+//      buildOutliningStages: one gpu.module per function.
 //   3. buildDeviceStages: gpu.module to NVVM for the chip (nvgpu first).
 //   4. buildHostStages: host code to the LLVM dialect.
 //   5. switchyard-gpu-module-to-binary: PTX (LLVM's NVPTX backend), then ptxas /
@@ -178,7 +181,8 @@ struct KernelFormation {
 /// only; rounded SIMT contractions without tensor cores), whole-buffer
 /// reductions split in two parallel steps, parallel loops, one thread per
 /// element, host leftovers in single-thread kernels, reduction loops with
-/// their accumulators in registers; each
+/// their accumulators in registers, independent neighbours launched as one;
+/// each
 /// launch named @<func>_kernels::@<func>_kernel_<i> for the outlining that
 /// follows (buildOutliningStages).
 void buildKernelFormationStages(OpPassManager &pm,
@@ -231,6 +235,9 @@ void buildKernelFormationStages(OpPassManager &pm,
   // Reduction loops carry their accumulators in registers.
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuRegisterAccumulatorsPass());
+  // Consecutive independent kernels launched as one.
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuMergeLaunchesPass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuNameKernelsPass());
   if (!formation.kernelReport.empty()) {

@@ -310,6 +310,80 @@ def SwitchyardGpuRegisterAccumulatorsPass
                            "::mlir::scf::SCFDialect"];
 }
 
+def SwitchyardGpuMergeLaunchesPass
+    : Pass<"switchyard-gpu-merge-launches", "::mlir::func::FuncOp"> {
+  let summary = "Launch consecutive independent kernels as one";
+  let description = [{
+    Runs on host functions once their kernels are `gpu.launch` ops (after
+    `switchyard-gpu-register-accumulators`, before the kernels are named and
+    outlined). Consecutive launches with the same static block size, none
+    of which writes a buffer another one reads or writes, become one launch:
+    its grid is the launches' blocks end to end (one dimension), and each
+    block runs the body of the launch its index falls in, with that
+    launch's own block index and grid size. A layer's optimizer updates
+    (one kernel per parameter) become one multi-tensor kernel, and so do the
+    sums of squares of the gradient norm, and the independent elementwise
+    kernels and reductions of a backward pass.
+
+    Launches move down past allocations and ops without memory effects
+    only (never past a free or another memory access). Buffers are told
+    apart through view-like ops to their roots: two distinct allocations of
+    the host code never share memory, two function arguments may. Left as
+    they are: launches with a barrier or shared memory (the tensor-core
+    kernels; a barrier under a branch on the block index would still be
+    uniform, but the GPU emulation serializes threads around barriers at
+    the top level of loops), attributions, a cluster, more than one block
+    in their body, or an op whose memory effects are unknown. At most
+    `max-launches` go into one, and no more than keep the merged kernel's
+    parameters (the host values its bodies use: memref descriptors,
+    indices) within `max-parameter-bytes`: PTX before ISA 8.1 allows a
+    kernel 4096 bytes of parameters.
+
+    Before (two kernels of 256 threads, independent):
+
+    ```mlir
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %n0, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+      ... %bx ...   // reads %a, writes %p
+      gpu.terminator
+    }
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %n1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+      ... %bx ...   // reads %b, writes %q
+      gpu.terminator
+    }
+    ```
+
+    After:
+
+    ```mlir
+    %total = arith.addi %n0, %n1 : index   // (with the y and z extents)
+    gpu.launch blocks(%id, %y, %z) in (%gx = %total, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+      %first = arith.cmpi ult, %id, %n0 : index
+      scf.if %first {
+        ... %id ...                // the first body, its block index
+      } else {
+        %bx = arith.subi %id, %n0 : index
+        ... %bx ...                // the second body
+      }
+      gpu.terminator
+    }
+    ```
+  }];
+  let options = [
+    Option<"maxLaunches", "max-launches", "int64_t", /*default=*/"64",
+           "At most this many launches go into one">,
+    Option<"maxParameterBytes", "max-parameter-bytes", "int64_t",
+           /*default=*/"3072",
+           "At most this many bytes of kernel parameters (estimated before "
+           "constants are sunk into the kernel) in a merged launch">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def SwitchyardGpuNameKernelsPass
     : Pass<"switchyard-gpu-name-kernels", "::mlir::func::FuncOp"> {
   let summary = "Name each launch's kernel and give a function one gpu.module";

@@ -3,7 +3,9 @@
 // with moe-fuse-expert-projection on (the default): four row kernels per
 // gradient op (input or heads, routing coefficients, weight, gates; the two
 // ops share one coefficient kernel: same routes), one thread per row, whose
-// PTX targets sm_80 and assembles. Unfused, the weight gradients go through the
+// PTX targets sm_80 and assembles. They launch as two kernels: the
+// coefficients, then the six that read them, independent of each other,
+// as one (switchyard-gpu-merge-launches). Unfused, the weight gradients go through the
 // dense route sums [N, H·E, F] in device memory.
 
 // RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse=all experts=dense" -o %t.mlir
@@ -15,13 +17,13 @@
 // RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa fuse=router,attention experts=dense" | FileCheck %s --check-prefix=UNFUSED
 
 // CHECK-LABEL: llvm.func @grads(
-// CHECK-COUNT-7: gpu.launch_func <%{{.*}} : !llvm.ptr> @grads_kernels::@grads_kernel_{{[0-6]}} blocks in
+// CHECK-COUNT-2: gpu.launch_func <%{{.*}} : !llvm.ptr> @grads_kernels::@grads_kernel_{{[0-1]}} blocks in
 // CHECK-NOT: gpu.launch_func
 // CHECK: llvm.return
 // CHECK: gpu.binary @grads_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80"
 
 // PTX: .target sm_80
-// PTX-COUNT-7: .visible .entry grads_kernel_{{[0-6]}}(
+// PTX-COUNT-2: .visible .entry grads_kernel_{{[0-1]}}(
 // PTX-NOT: .entry
 // PTX-NOT: __nv_
 

@@ -47,10 +47,9 @@
 // CHECK: ret;
 
 // The backward: the fill of drel (accumulated by the next kernel) and Δ
-// (SIMT; the reduction's threads store its initial zero), then the
+// (the reduction's threads store its initial zero), independent SIMT
+// kernels launched as one (switchyard-gpu-merge-launches), then the
 // dK/dV/drel kernel and the dQ kernel.
-// GRAD: .visible .entry attention_xl_grad_kernel_{{[0-9]+}}(
-// GRAD-NOT: mma.sync
 // GRAD: .visible .entry attention_xl_grad_kernel_{{[0-9]+}}(
 // GRAD-NOT: mma.sync
 // GRAD: .visible .entry attention_xl_grad_kernel_{{[0-9]+}}(
