@@ -23,6 +23,8 @@
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/Support/Debug.h"
 
+#include <list>
+
 namespace mlir::switchyard {
 #define GEN_PASS_DEF_SWITCHYARDGPUMERGELAUNCHESPASS
 #include "lib/Codegen/GPU/Passes.h.inc"
@@ -87,13 +89,14 @@ struct Accesses {
   SmallVector<Value> reads, writes;
 };
 
-/// A launch that this pass can merge: one block in its body, no
-/// attributions, no barrier and no shared memory (its body then runs the
-/// same under a condition on the block), a static block size; and the
-/// buffers it accesses, or failure where an op's effects are unknown.
+/// A launch: whether this pass can merge it (one block in its body, no
+/// attributions, no barrier and no shared memory: its body then runs the
+/// same under a condition on the block; a static block size), and the
+/// buffers it accesses.
 struct Candidate {
   gpu::LaunchOp launch;
-  std::array<int64_t, 3> block;
+  bool mergeable = false;
+  std::array<int64_t, 3> block = {0, 0, 0};
   Accesses accesses;
   /// The host values its body uses: the kernel's parameters.
   SetVector<Value> captured;
@@ -108,25 +111,28 @@ int64_t parameterBytes(Value value) {
   return 8;
 }
 
+/// `launch` analyzed; failure where an op's memory effects are unknown.
 FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
-  Candidate candidate{launch, {}, {}, {}};
-  if (!launch.getBody().hasOneBlock() || launch.getAsyncToken() ||
-      !launch.getWorkgroupAttributions().empty() ||
-      !launch.getPrivateAttributions().empty() ||
-      launch.getDynamicSharedMemorySize() || launch.hasClusterSize())
-    return failure();
+  Candidate candidate;
+  candidate.launch = launch;
+  candidate.mergeable =
+      launch.getBody().hasOneBlock() && !launch.getAsyncToken() &&
+      launch.getWorkgroupAttributions().empty() &&
+      launch.getPrivateAttributions().empty() &&
+      !launch.getDynamicSharedMemorySize() && !launch.hasClusterSize();
   gpu::KernelDim3 sizes = launch.getBlockSizeOperandValues();
   std::array<Value, 3> blockSizes = {sizes.x, sizes.y, sizes.z};
   for (auto [i, size] : llvm::enumerate(blockSizes)) {
     std::optional<int64_t> known = constantIndex(size);
     if (!known)
-      return failure();
-    candidate.block[i] = *known;
+      candidate.mergeable = false;
+    else
+      candidate.block[i] = *known;
   }
   Region &body = launch.getBody();
   WalkResult walk = body.walk([&](Operation *op) {
     if (isa<gpu::BarrierOp, gpu::DynamicSharedMemoryOp>(op))
-      return WalkResult::interrupt();
+      candidate.mergeable = false;
     auto effects = dyn_cast<MemoryEffectOpInterface>(op);
     if (!effects) {
       if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
@@ -148,7 +154,7 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
       }
       Value root = rootBuffer(value);
       if (body.isAncestor(root.getParentRegion()))
-        continue; // The thread's own memory.
+        continue; // The thread's or the block's own memory.
       if (isa<MemoryEffects::Write>(effect.getEffect()))
         candidate.accesses.writes.push_back(root);
       else if (isa<MemoryEffects::Read>(effect.getEffect()))
@@ -179,13 +185,47 @@ bool independent(const Accesses &a, const Accesses &b) {
   return !conflict(a.writes, b) && !conflict(b.writes, a);
 }
 
-/// Whether a launch can move down past `op`: it allocates or has no memory
-/// effects (index arithmetic, constants, the next launch's allocations).
-bool canCross(Operation *op) {
-  if (isa<gpu::AllocOp, memref::AllocOp>(op))
-    return true;
-  return isMemoryEffectFree(op) && op->getNumRegions() == 0;
-}
+/// Launches waiting to be merged, with what they access and the merged
+/// kernel's parameters (every launch's host values, and per launch its
+/// first block and grid size: 3 values).
+struct Group {
+  SmallVector<Candidate> members;
+  Accesses accesses;
+  llvm::SmallDenseSet<Value> captured;
+  int64_t bytes = 0;
+
+  /// The parameter bytes with `c` added.
+  int64_t bytesWith(const Candidate &c) const {
+    int64_t result = bytes + 3 * 8;
+    for (Value v : c.captured)
+      if (!captured.contains(v))
+        result += parameterBytes(v);
+    return result;
+  }
+
+  void add(const Candidate &c) {
+    bytes = bytesWith(c);
+    captured.insert(c.captured.begin(), c.captured.end());
+    members.push_back(c);
+    llvm::append_range(accesses.reads, c.accesses.reads);
+    llvm::append_range(accesses.writes, c.accesses.writes);
+  }
+
+  /// Whether the group's launches can move down past `op` (not a launch):
+  /// an allocation, an op without memory effects, or the free of a buffer
+  /// none of them touches.
+  bool canCross(Operation *op) const {
+    if (isa<gpu::AllocOp, memref::AllocOp>(op))
+      return true;
+    if (isa<gpu::DeallocOp, memref::DeallocOp>(op)) {
+      Value freed = rootBuffer(op->getOperand(op->getNumOperands() - 1));
+      auto touches = [&](Value v) { return mayAlias(v, freed); };
+      return llvm::none_of(accesses.reads, touches) &&
+             llvm::none_of(accesses.writes, touches);
+    }
+    return isMemoryEffectFree(op) && op->getNumRegions() == 0;
+  }
+};
 
 /// Replaces `group` (two or more candidates, in order, the same block size)
 /// by one launch at the place of the last: a one-dimensional grid of all
@@ -267,6 +307,137 @@ void merge(RewriterBase &rewriter, ArrayRef<Candidate> group) {
     rewriter.eraseOp(c.launch);
 }
 
+/// Whether `op` may be reordered among the launches around it: a launch
+/// whose effects are known, an allocation or free, or an op without memory
+/// effects or regions.
+bool isSchedulable(Operation *op) {
+  if (isa<gpu::LaunchOp>(op))
+    return succeeded(analyze(cast<gpu::LaunchOp>(op)));
+  if (isa<gpu::AllocOp, memref::AllocOp, gpu::DeallocOp, memref::DeallocOp>(op))
+    return true;
+  return isMemoryEffectFree(op) && op->getNumRegions() == 0;
+}
+
+/// Reorders the launches of `ops` (a run of schedulable ops of one block)
+/// so that independent launches that can merge come next to each other: a
+/// list schedule of the launches' dependence graph that, from the earliest
+/// launch whose predecessors are placed, takes along every other ready
+/// launch of the next `window` of the same block size (within the merge
+/// limits). Other ops follow their uses: each op is placed right before
+/// the first launch that needs it (through its operands), a free right
+/// after the group that last touches its buffer, the rest where the run
+/// ends, each in its original order.
+void scheduleRun(ArrayRef<Operation *> ops, int64_t window, int64_t maxLaunches,
+                 int64_t maxParameterBytes) {
+  SmallVector<Candidate> launches;
+  for (Operation *op : ops)
+    if (auto launch = dyn_cast<gpu::LaunchOp>(op))
+      launches.push_back(*analyze(launch));
+  int64_t n = launches.size();
+  if (n < 2)
+    return;
+  // predecessors[j]: the earlier launches launch j depends on.
+  SmallVector<SmallVector<int64_t>> predecessors(n);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < j; ++i)
+      if (!independent(launches[i].accesses, launches[j].accesses))
+        predecessors[j].push_back(i);
+
+  SmallVector<bool> placed(n, false);
+  auto ready = [&](int64_t j) {
+    return !placed[j] &&
+           llvm::all_of(predecessors[j], [&](int64_t i) { return placed[i]; });
+  };
+  SmallVector<SmallVector<int64_t>> groups;
+  for (int64_t first = 0; first < n;) {
+    while (first < n && placed[first])
+      ++first;
+    if (first == n)
+      break;
+    // The earliest unplaced launch is ready: all its predecessors come
+    // before it.
+    // The others join if every launch they depend on is placed before the
+    // group (not in it).
+    Group group;
+    SmallVector<int64_t> members = {first};
+    group.add(launches[first]);
+    if (launches[first].mergeable) {
+      for (int64_t k = first + 1; k < n && k <= first + window; ++k) {
+        const Candidate &c = launches[k];
+        if (!c.mergeable || c.block != launches[first].block || !ready(k) ||
+            static_cast<int64_t>(members.size()) >= maxLaunches ||
+            group.bytesWith(c) > maxParameterBytes)
+          continue;
+        group.add(c);
+        members.push_back(k);
+      }
+    }
+    for (int64_t j : members)
+      placed[j] = true;
+    groups.push_back(members);
+  }
+
+  // The new order: the ops each group's launches use, the launches, then
+  // the frees of the buffers no later group touches.
+  DenseSet<Operation *> inRun(ops.begin(), ops.end());
+  DenseSet<Operation *> emitted;
+  SmallVector<Operation *> order;
+  std::function<void(Operation *)> emitWithOperands = [&](Operation *op) {
+    if (!inRun.contains(op) || emitted.contains(op))
+      return;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        emitWithOperands(def);
+    op->walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (def != op && !op->isAncestor(def))
+            emitWithOperands(def);
+    });
+    emitted.insert(op);
+    order.push_back(op);
+  };
+  // The position (in `groups`) of the last group that touches each root.
+  DenseMap<Value, int64_t> lastUse;
+  for (auto [g, members] : llvm::enumerate(groups))
+    for (int64_t j : members) {
+      for (Value v : launches[j].accesses.reads)
+        lastUse[v] = g;
+      for (Value v : launches[j].accesses.writes)
+        lastUse[v] = g;
+    }
+  SmallVector<SmallVector<Operation *>> freesAfter(groups.size());
+  for (Operation *op : ops) {
+    if (!isa<gpu::DeallocOp, memref::DeallocOp>(op))
+      continue;
+    Value freed = rootBuffer(op->getOperand(op->getNumOperands() - 1));
+    int64_t last = -1;
+    for (auto [root, g] : lastUse)
+      if (mayAlias(root, freed))
+        last = std::max(last, g);
+    if (last >= 0)
+      freesAfter[last].push_back(op);
+  }
+  for (auto [g, members] : llvm::enumerate(groups)) {
+    for (int64_t j : members)
+      emitWithOperands(launches[j].launch);
+    for (Operation *free : freesAfter[g])
+      emitWithOperands(free);
+  }
+  for (Operation *op : ops)
+    emitWithOperands(op);
+
+  // Move the ops into that order, in place of the run.
+  Operation *anchor = ops.back()->getNextNode();
+  Block *block = ops.front()->getBlock();
+  for (Operation *op : order) {
+    if (anchor)
+      op->moveBefore(anchor);
+    else
+      op->moveBefore(block, block->end());
+  }
+}
+
 struct SwitchyardGpuMergeLaunchesPass
     : public switchyard::impl::SwitchyardGpuMergeLaunchesPassBase<
           SwitchyardGpuMergeLaunchesPass> {
@@ -274,58 +445,81 @@ struct SwitchyardGpuMergeLaunchesPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    // Groups of consecutive launches, each mergeable into its group.
+    // First bring independent launches together, run by run of ops that
+    // can be reordered.
+    SmallVector<Block *> blocks;
+    func.walk([&](Block *block) { blocks.push_back(block); });
+    for (Block *block : blocks) {
+      SmallVector<Operation *> run;
+      auto flush = [&] {
+        scheduleRun(run, window, maxLaunches, maxParameterBytes);
+        run.clear();
+      };
+      for (Operation &op : llvm::make_early_inc_range(*block)) {
+        if (!op.hasTrait<OpTrait::IsTerminator>() && isSchedulable(&op))
+          run.push_back(&op);
+        else
+          flush();
+      }
+      flush();
+    }
+    // Groups of launches, in order, each mergeable into one at the place
+    // of its last: the launches between them in the same block are
+    // independent of the group, the other ops between them allocations,
+    // frees of other buffers and ops without memory effects.
     SmallVector<SmallVector<Candidate>> groups;
     func.walk([&](Block *block) {
-      SmallVector<Candidate> group;
-      Accesses groupAccesses;
-      // The merged kernel's parameters: every launch's host values, and
-      // per launch its first block and grid size (3 values).
-      llvm::SmallDenseSet<Value> groupCaptured;
-      int64_t groupBytes = 0;
-      auto addParameters = [&](const Candidate &c, bool dryRun) {
-        int64_t bytes = 3 * 8;
-        for (Value v : c.captured)
-          if (!groupCaptured.contains(v))
-            bytes += parameterBytes(v);
-        if (!dryRun) {
-          groupCaptured.insert(c.captured.begin(), c.captured.end());
-          groupBytes += bytes;
-        }
-        return groupBytes + (dryRun ? bytes : 0);
+      // The groups that may still grow; each floats down past what it can
+      // cross.
+      std::list<Group> open;
+      auto close = [&](std::list<Group>::iterator it) {
+        if (it->members.size() > 1)
+          groups.push_back(it->members);
+        return open.erase(it);
       };
-      auto close = [&] {
-        if (group.size() > 1)
-          groups.push_back(group);
-        group.clear();
-        groupAccesses = Accesses();
-        groupCaptured.clear();
-        groupBytes = 0;
+      auto closeAll = [&] {
+        while (!open.empty())
+          close(open.begin());
       };
       for (Operation &op : *block) {
         auto launch = dyn_cast<gpu::LaunchOp>(op);
         if (!launch) {
-          if (!canCross(&op))
-            close();
+          for (auto it = open.begin(); it != open.end();)
+            it = it->canCross(&op) ? std::next(it) : close(it);
           continue;
         }
         FailureOr<Candidate> candidate = analyze(launch);
         if (failed(candidate)) {
-          close();
+          closeAll();
           continue;
         }
-        if (!group.empty() &&
-            (candidate->block != group.front().block ||
-             static_cast<int64_t>(group.size()) >= maxLaunches ||
-             addParameters(*candidate, /*dryRun=*/true) > maxParameterBytes ||
-             !independent(candidate->accesses, groupAccesses)))
-          close();
-        addParameters(*candidate, /*dryRun=*/false);
-        group.push_back(*candidate);
-        llvm::append_range(groupAccesses.reads, candidate->accesses.reads);
-        llvm::append_range(groupAccesses.writes, candidate->accesses.writes);
+        // The first open group this launch can join; every other one must
+        // be independent of it to move past it.
+        auto joins = [&](const Group &g) {
+          return candidate->mergeable &&
+                 g.members.front().block == candidate->block &&
+                 static_cast<int64_t>(g.members.size()) < maxLaunches &&
+                 g.bytesWith(*candidate) <= maxParameterBytes &&
+                 independent(candidate->accesses, g.accesses);
+        };
+        Group *joined = nullptr;
+        for (auto it = open.begin(); it != open.end();) {
+          if (!joined && joins(*it)) {
+            joined = &*it;
+            ++it;
+            continue;
+          }
+          it = independent(candidate->accesses, it->accesses) ? std::next(it)
+                                                              : close(it);
+        }
+        if (joined) {
+          joined->add(*candidate);
+        } else if (candidate->mergeable) {
+          open.emplace_back();
+          open.back().add(*candidate);
+        }
       }
-      close();
+      closeAll();
     });
     IRRewriter rewriter(&getContext());
     [[maybe_unused]] int64_t merged = 0;
@@ -333,9 +527,9 @@ struct SwitchyardGpuMergeLaunchesPass
       merge(rewriter, group);
       merged += group.size();
     }
-    LLVM_DEBUG(llvm::dbgs() << "@" << func.getSymName() << ": " << merged
-                            << " launches merged into " << groups.size()
-                            << "\n");
+    LLVM_DEBUG(llvm::dbgs()
+               << "@" << func.getSymName() << ": " << merged
+               << " launches merged into " << groups.size() << "\n");
   }
 };
 

@@ -312,23 +312,38 @@ def SwitchyardGpuRegisterAccumulatorsPass
 
 def SwitchyardGpuMergeLaunchesPass
     : Pass<"switchyard-gpu-merge-launches", "::mlir::func::FuncOp"> {
-  let summary = "Launch consecutive independent kernels as one";
+  let summary = "Launch independent kernels of a host function as one";
   let description = [{
     Runs on host functions once their kernels are `gpu.launch` ops (after
     `switchyard-gpu-register-accumulators`, before the kernels are named and
-    outlined). Consecutive launches with the same static block size, none
-    of which writes a buffer another one reads or writes, become one launch:
-    its grid is the launches' blocks end to end (one dimension), and each
-    block runs the body of the launch its index falls in, with that
-    launch's own block index and grid size. A layer's optimizer updates
-    (one kernel per parameter) become one multi-tensor kernel, and so do the
-    sums of squares of the gradient norm, and the independent elementwise
-    kernels and reductions of a backward pass.
+    outlined). Launches of a block with the same static block size, none of
+    which writes a buffer another one reads or writes, become one launch at
+    the place of the last of them: its grid is the launches' blocks end to
+    end (one dimension), and each block runs the body of the launch its
+    index falls in, with that launch's own block index and grid size. A
+    layer's optimizer updates (one kernel per parameter) become one
+    multi-tensor kernel, and so do the independent elementwise kernels and
+    reductions of a backward pass.
 
-    Launches move down past allocations and ops without memory effects
-    only (never past a free or another memory access). Buffers are told
-    apart through view-like ops to their roots: two distinct allocations of
-    the host code never share memory, two function arguments may. Left as
+    First the launches are brought together: in each run of launches,
+    allocations, frees and ops without memory effects, a list schedule of
+    the launches' dependences places, from the earliest launch not yet
+    placed, that launch and every ready launch of the same block size among
+    the next `window` (those whose predecessors are all placed before it);
+    each other op of the run moves to right before the first launch that
+    uses it, each free to right after the last group that touches its
+    buffer. A chain of a 256-thread partial sum and a single-thread final
+    sum per buffer, repeated over buffers, becomes all the partial sums,
+    then all the final ones.
+
+    Then the earlier launches of a group move down to the last one; what
+    they move past must allow it: other launches that neither read what the
+    group writes nor write what it touches, allocations, frees of buffers
+    the group does not touch, and ops without memory effects (anything
+    else ends the group there). Buffers are told apart through view-like
+    ops to their roots: two distinct allocations of the host code never
+    share memory, two function arguments may. A launch joins the first
+    open group it can; groups of several block sizes grow side by side. Left as
     they are: launches with a barrier or shared memory (the tensor-core
     kernels; a barrier under a branch on the block index would still be
     uniform, but the GPU emulation serializes threads around barriers at
@@ -374,6 +389,9 @@ def SwitchyardGpuMergeLaunchesPass
   let options = [
     Option<"maxLaunches", "max-launches", "int64_t", /*default=*/"64",
            "At most this many launches go into one">,
+    Option<"window", "window", "int64_t", /*default=*/"16",
+           "How many launches ahead a group may take its launches from "
+           "(0: none; the launches are not reordered)">,
     Option<"maxParameterBytes", "max-parameter-bytes", "int64_t",
            /*default=*/"3072",
            "At most this many bytes of kernel parameters (estimated before "

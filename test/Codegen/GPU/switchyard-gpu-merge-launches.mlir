@@ -1,6 +1,8 @@
 // RUN: switchyard-opt %s --pass-pipeline="builtin.module(func.func(switchyard-gpu-merge-launches))" --split-input-file | FileCheck %s
 // With a parameter budget that one kernel's descriptors fill, nothing merges.
 // RUN: switchyard-opt %s --pass-pipeline="builtin.module(func.func(switchyard-gpu-merge-launches{max-parameter-bytes=128}))" --split-input-file | FileCheck %s --check-prefix=BUDGET
+// Without reordering (window=0), the chains below stay four launches.
+// RUN: switchyard-opt %s --pass-pipeline="builtin.module(func.func(switchyard-gpu-merge-launches{window=0}))" --split-input-file | FileCheck %s --check-prefix=WINDOW
 // BUDGET-LABEL: func.func @independent
 // BUDGET-COUNT-2: gpu.launch blocks
 // BUDGET-NOT: scf.if
@@ -90,4 +92,64 @@ func.func @kept(%a: memref<256xf32>, %b: memref<256xf32>, %n: index) {
     gpu.terminator
   }
   return
+}
+
+// -----
+
+// Two chains, each a 256-thread kernel then a single-thread kernel that
+// reads its result, then frees the temporary: the independent launches are
+// brought together (a list schedule of their dependences) and merged, the
+// partial results' kernels first, then the final ones; each free follows
+// the kernel that last reads its buffer. With window=0 nothing moves and
+// nothing merges (each kernel depends on the one before or a free stands
+// between).
+// CHECK-LABEL: func.func @chains
+// CHECK: gpu.launch
+// CHECK: scf.if
+// CHECK: memref.store {{.*}}, %[[T0:[a-z_0-9]+]][
+// CHECK: } else {
+// CHECK: memref.store {{.*}}, %[[T1:[a-z_0-9]+]][
+// CHECK: gpu.launch
+// CHECK: scf.if
+// CHECK: memref.load %[[T0]]
+// CHECK: } else {
+// CHECK: memref.load %[[T1]]
+// CHECK: gpu.terminator
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.dealloc %[[T0]]
+// CHECK-NEXT: gpu.dealloc %[[T1]]
+// CHECK-NOT: gpu.launch
+// WINDOW-LABEL: func.func @chains
+// WINDOW-COUNT-4: gpu.launch blocks
+// WINDOW-NOT: scf.if
+func.func @chains(%a: memref<256xf32>, %b: memref<256xf32>, %n: index) -> (memref<f32>, memref<f32>) {
+  %c1 = arith.constant 1 : index
+  %c256 = arith.constant 256 : index
+  %t0 = gpu.alloc () : memref<256xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+    %v = memref.load %a[%tx] : memref<256xf32>
+    memref.store %v, %t0[%tx] : memref<256xf32>
+    gpu.terminator
+  }
+  %r0 = gpu.alloc () : memref<f32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %v = memref.load %t0[%tx] : memref<256xf32>
+    memref.store %v, %r0[] : memref<f32>
+    gpu.terminator
+  }
+  gpu.dealloc %t0 : memref<256xf32>
+  %t1 = gpu.alloc () : memref<256xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+    %v = memref.load %b[%tx] : memref<256xf32>
+    memref.store %v, %t1[%tx] : memref<256xf32>
+    gpu.terminator
+  }
+  %r1 = gpu.alloc () : memref<f32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %v = memref.load %t1[%tx] : memref<256xf32>
+    memref.store %v, %r1[] : memref<f32>
+    gpu.terminator
+  }
+  gpu.dealloc %t1 : memref<256xf32>
+  return %r0, %r1 : memref<f32>, memref<f32>
 }

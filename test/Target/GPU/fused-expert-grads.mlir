@@ -28,7 +28,7 @@
 // PTX-NOT: __nv_
 
 // UNFUSED-LABEL: llvm.func @grads(
-// UNFUSED-COUNT-7: gpu.launch_func
+// UNFUSED-COUNT-5: gpu.launch_func
 func.func @grads(%x: tensor<?x16xf32>, %wv: tensor<6x16x8xf32>, %wo: tensor<6x8x16xf32>, %g: tensor<?x2x2xf32>, %i: tensor<?x2x2xi32>, %v: tensor<?x2x8xf32>, %dy: tensor<?x16xf32>) -> (tensor<?x16xf32>, tensor<6x16x8xf32>, tensor<?x2x2xf32>, tensor<6x8x16xf32>, tensor<?x2x2xf32>) {
   %dv, %dwo, %dgo = moe.expert_merge_grad %v, %wo, %g, %i, %dy : tensor<?x2x8xf32>, tensor<6x8x16xf32>, tensor<?x2x2xf32>, tensor<?x2x2xi32>, tensor<?x16xf32> -> tensor<?x2x8xf32>, tensor<6x8x16xf32>, tensor<?x2x2xf32>
   %dx, %dwv, %dgv = moe.expert_proj_grad %x, %wv, %g, %i, %dv : tensor<?x16xf32>, tensor<6x16x8xf32>, tensor<?x2x2xf32>, tensor<?x2x2xi32>, tensor<?x2x8xf32> -> tensor<?x16xf32>, tensor<6x16x8xf32>, tensor<?x2x2xf32>

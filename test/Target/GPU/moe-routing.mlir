@@ -15,26 +15,28 @@
 
 // Host: one stream per call; the result-sized buffers, the scores, the
 // dense gates and the all-experts projections are device allocations;
-// logits, sigmoid, top-k with the projection through every expert (one
-// contraction, independent of the top-k: switchyard-gpu-merge-launches
-// launches both as one kernel), dense gates and the gated sum over the
+// the logits with the projection through every expert (one contraction;
+// both read only the input: switchyard-gpu-merge-launches launches them as
+// one kernel), sigmoid, top-k, dense gates and the gated sum over the
 // experts are five launches in order on that stream (each reduction's
-// threads store its initial zero: no fill kernels); temporaries are freed
-// on it; the result is returned (the caller owns it) after one
-// synchronisation.
+// threads store its initial zero: no fill kernels); each temporary is freed
+// on it after its last kernel; the result is returned (the caller owns it)
+// after one synchronisation.
 // CHECK-LABEL: llvm.func @route(
 // CHECK: %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
-// CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
+// CHECK-COUNT-2: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
 // CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_0 blocks in
 // CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_1 blocks in
-// CHECK-COUNT-3: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
+// CHECK-COUNT-2: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
 // CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_2 blocks in
+// CHECK: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
 // CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
 // CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_3 blocks in
+// CHECK-COUNT-2: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
 // CHECK: llvm.call @mgpuMemAlloc({{.*}}, %[[STREAM]], {{.*}})
 // CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @route_kernels::@route_kernel_4 blocks in
 // CHECK-NOT: gpu.launch_func
-// CHECK-COUNT-5: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
+// CHECK-COUNT-2: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
 // CHECK: llvm.call @mgpuStreamSynchronize(%[[STREAM]])
 // CHECK: llvm.call @mgpuStreamDestroy(%[[STREAM]])
 // CHECK: llvm.return
