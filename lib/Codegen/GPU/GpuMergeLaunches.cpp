@@ -447,8 +447,14 @@ struct SwitchyardGpuMergeLaunchesPass
     func::FuncOp func = getOperation();
     // First bring independent launches together, run by run of ops that
     // can be reordered.
+    // The host code's blocks (not the kernels' bodies).
     SmallVector<Block *> blocks;
-    func.walk([&](Block *block) { blocks.push_back(block); });
+    func.walk([&](Block *block) {
+      Operation *parent = block->getParentOp();
+      if (!isa<gpu::LaunchOp>(parent) &&
+          !parent->getParentOfType<gpu::LaunchOp>())
+        blocks.push_back(block);
+    });
     for (Block *block : blocks) {
       SmallVector<Operation *> run;
       auto flush = [&] {
@@ -468,7 +474,7 @@ struct SwitchyardGpuMergeLaunchesPass
     // independent of the group, the other ops between them allocations,
     // frees of other buffers and ops without memory effects.
     SmallVector<SmallVector<Candidate>> groups;
-    func.walk([&](Block *block) {
+    for (Block *block : blocks) {
       // The groups that may still grow; each floats down past what it can
       // cross.
       std::list<Group> open;
@@ -520,7 +526,7 @@ struct SwitchyardGpuMergeLaunchesPass
         }
       }
       closeAll();
-    });
+    }
     IRRewriter rewriter(&getContext());
     [[maybe_unused]] int64_t merged = 0;
     for (ArrayRef<Candidate> group : groups) {
