@@ -161,7 +161,7 @@ bool addedOptionError(OpPassManager &pm, llvm::Error error) {
 /// Tensors to buffers, the buffers in device memory.
 void buildBufferizationStages(OpPassManager &pm) {
   // As on the CPU: public functions return fresh buffers the caller owns.
-  switchyard::buildBufferizePipeline(pm);
+  switchyard::buildBufferizePipeline(pm, /*rematerializeFills=*/true);
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuDeviceMemoryPass());
 }

@@ -84,15 +84,19 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
     pm.addPass(createSwitchyardFuseElementwisePass());
 }
 
-void switchyard::buildBufferizePipeline(OpPassManager &pm) {
+void switchyard::buildBufferizePipeline(OpPassManager &pm,
+                                        bool rematerializeFills) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // Public functions return freshly allocated buffers that the caller owns
   // and frees (the ownership-based deallocation clones results it does not
   // own, such as returned arguments).
   // Each op that accumulates into zeros gets a fill of its own (CSE merged
-  // them), not a copy of a shared one.
-  pm.addPass(createSwitchyardRematerializeFillsPass());
+  // them), not a copy of a shared one: on the GPU a kernel less per op. (On
+  // the CPU the copies are cheap, and the LLVM code of the 47M step with
+  // the fills rematerialized took four times as long to compile.)
+  if (rematerializeFills)
+    pm.addPass(createSwitchyardRematerializeFillsPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =

@@ -181,7 +181,10 @@ void buildModelToLinalgPipeline(OpPassManager &pm, int64_t numLayers,
 /// Linalg on tensors to buffers: one-shot bufferization across function
 /// boundaries (identity layouts) and ownership-based deallocation; public
 /// functions return fresh buffers their caller owns. Shared by the targets.
-void buildBufferizePipeline(OpPassManager &pm);
+/// With `rematerializeFills` (the GPU's), every op that starts from a
+/// shared fill gets a fill of its own first (switchyard-rematerialize-fills)
+/// instead of a copy of the filled buffer.
+void buildBufferizePipeline(OpPassManager &pm, bool rematerializeFills = false);
 
 /// Stages 5-6 for the CPU: linalg on tensors (with arith, math, scf,
 /// tensor) in func.func, to the LLVM dialect. Public functions return

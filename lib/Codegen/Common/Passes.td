@@ -113,7 +113,8 @@ def SwitchyardRematerializeFillsPass
     : Pass<"switchyard-rematerialize-fills", "::mlir::ModuleOp"> {
   let summary = "One linalg.fill per op that takes it as its initial value";
   let description = [{
-    Runs on tensors, right before bufferization. CSE merges identical
+    Runs on tensors, right before bufferization (the GPU pipeline's; on
+    the CPU the copies are cheap). CSE merges identical
     fills, so the zeros that several reductions start from are one
     `linalg.fill` whose result several ops take as their init operand;
     one-shot bufferization then fills one buffer and, for each op but the
