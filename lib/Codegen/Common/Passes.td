@@ -58,7 +58,8 @@ def SwitchyardFuseElementwisePass
     consumer's loops must all be parallel). A producer that a consumer reads
     in a larger iteration space (a row's mean read by every element of the
     row) is computed again per element, by a copy for each such consumer,
-    if it is cheap: at most four arithmetic operations, no math functions.
+    if it is cheap: at most four operations (arithmetic or math functions),
+    no loops, no reads of other tensors.
     Left alone:
 
     - matmul-like consumers (`linalg::isaContractionOpInterface`): the

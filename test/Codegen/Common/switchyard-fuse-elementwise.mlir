@@ -94,8 +94,8 @@ func.func @read_before(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %r: tensor<4xf3
 #vec = affine_map<(d0) -> (d0)>
 
 // A cheap producer that larger iteration spaces broadcast (a row's mean)
-// is computed again by each of its consumers; an expensive one (a square
-// root) stays an op of its own.
+// is computed again by each of its consumers; one of more than four
+// operations (a row's root mean square) stays an op of its own.
 // CHECK-LABEL: func.func @broadcast
 // CHECK-SAME: %[[SUM:[a-z0-9]+]]: tensor<4xf32>
 // CHECK: linalg.generic
@@ -122,7 +122,11 @@ func.func @broadcast(%x: tensor<4x8xf32>, %sum: tensor<4xf32>) -> (tensor<4x8xf3
   } -> tensor<4xf32>
   %root = linalg.generic {indexing_maps = [#vec, #vec], iterator_types = ["parallel"]} ins(%sum : tensor<4xf32>) outs(%e1 : tensor<4xf32>) {
   ^bb0(%p: f32, %o: f32):
-    %s = math.sqrt %p : f32
+    %q = arith.divf %p, %c8 : f32
+    %r = arith.addf %q, %c8 : f32
+    %t = arith.mulf %r, %r : f32
+    %u = arith.subf %t, %q : f32
+    %s = math.sqrt %u : f32
     linalg.yield %s : f32
   } -> tensor<4xf32>
   %a = linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%x, %mean, %root : tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4x8xf32>) {
