@@ -152,6 +152,10 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
           continue;
         return WalkResult::interrupt();
       }
+      // Memory named by something other than a buffer (a TMA descriptor
+      // made on the host from one): which buffer is not known here.
+      if (!isa<MemRefType>(value.getType()))
+        return WalkResult::interrupt();
       Value root = rootBuffer(value);
       if (body.isAncestor(root.getParentRegion()))
         continue; // The thread's or the block's own memory.

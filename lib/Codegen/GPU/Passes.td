@@ -348,7 +348,10 @@ def SwitchyardGpuMergeLaunchesPass
     kernels; a barrier under a branch on the block index would still be
     uniform, but the GPU emulation serializes threads around barriers at
     the top level of loops), attributions, a cluster, more than one block
-    in their body, or an op whose memory effects are unknown. At most
+    in their body, or an op whose memory effects are unknown (none
+    declared, or on memory named by something other than a buffer: the
+    wgmma kernels' TMA descriptors); such a launch also ends the run of
+    ops the schedule may reorder. At most
     `max-launches` go into one, and no more than keep the merged kernel's
     parameters (the host values its bodies use: memref descriptors,
     indices) within `max-parameter-bytes`: PTX before ISA 8.1 allows a
