@@ -18,8 +18,9 @@
 #   3. the layer's ops one by one (bench/Inputs/kernels-47m.mlir), fused and
 #      unfused, forward and loss-and-gradient, against PyTorch
 #      (bench/torch_kernels.py);
-#   4. the dense matmuls of the 47M models at batch 4 (output layer, FFN,
-#      a query projection: bench/Inputs/matmuls-47m.mlir) against PyTorch;
+#   4. the matmuls of the 47M models at batch 4 (output layer, FFN, a
+#      query projection, one expert's value and output projections:
+#      bench/Inputs/matmuls-47m.mlir) against PyTorch on the same shapes;
 #   5. whole training steps against the same models in PyTorch
 #      (bench/torch_train_step.py): one block at the 47M widths, batch 4
 #      (bench/Inputs/*-47m-1block.mlir) on all cores and on one thread
@@ -95,7 +96,7 @@ bench="$build/bin/switchyard-bench"
   "$bench" --kernels "$root/bench/Inputs/kernels-47m.mlir" --reps "$reps"
   echo '```'
   echo
-  echo "The dense matmuls of the 47M models at batch 4 × 256 (bench/Inputs/matmuls-47m.mlir):"
+  echo "The matmuls of the 47M models at batch 4 × 256 (bench/Inputs/matmuls-47m.mlir):"
   echo
   echo '```'
   "$bench" --kernels "$root/bench/Inputs/matmuls-47m.mlir" --fuse none --reps "$reps" \

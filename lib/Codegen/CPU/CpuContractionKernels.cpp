@@ -193,6 +193,17 @@ public:
     auto outType = cast<MemRefType>(out.getType());
     inBounds = !outType.isDynamicDim(outType.getRank() - 1) &&
                outType.getShape().back() % columns == 0;
+    // A static n whose last tile is at most half full ends in a tile half
+    // as wide (n = 76 with 32 columns: 32 + 32 + 16, not 32 + 32 + 32):
+    // a third fewer multiply-adds wasted on the padding.
+    int64_t n = op.getStaticLoopRanges()[plan.n];
+    if (!ShapedType::isDynamic(n) && columns % 2 == 0) {
+      int64_t tail = n % columns;
+      if (tail > 0 && tail <= columns / 2) {
+        narrowStart = n - tail;
+        narrowInBounds = tail == columns / 2;
+      }
+    }
 
     // One reduction, or several where a is packed too: b is packed panel
     // by panel, the reductions taken as one (their linear index, the last
@@ -227,7 +238,8 @@ public:
                << (packed ? ", reduction chunks of " +
                                 std::to_string(reductionChunk)
                           : std::string())
-               << (inBounds ? "" : ", last columns masked") << "\n");
+               << (inBounds ? "" : ", last columns masked")
+               << (narrowStart >= 0 ? ", a narrow last tile" : "") << "\n");
     if (zeroFill)
       foldZeroFill();
     buildOuter(0);
@@ -373,14 +385,14 @@ private:
   /// (or of the whole reduction): the output's values, or zeros where the
   /// zero fill is folded and the chunk is the first.
   SmallVector<Value> startTile(int64_t tileRows) {
-    auto vectorType = VectorType::get({columns}, b.getF32Type());
+    auto vectorType = VectorType::get({tileColumns}, b.getF32Type());
     Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
     auto read = [&] {
       SmallVector<Value> acc;
       for (int64_t row = 0; row < tileRows; ++row)
         acc.push_back(vector::TransferReadOp::create(
             b, loc, vectorType, out, indices(plan.outDims, row), zero,
-            ArrayRef<bool>{inBounds}));
+            ArrayRef<bool>{tileInBounds}));
       return acc;
     };
     if (!zeroStart)
@@ -605,8 +617,12 @@ private:
     return result;
   }
 
+  /// The block's column tiles for a row tile of `tileRows` rows: all
+  /// `columns` wide, or, where n ends in a narrow tile, the full ones and
+  /// then that one (in the block that holds it: a loop of at most one
+  /// iteration).
   void buildColumns(int64_t tileRows) {
-    loop(blockStart, blockEnd, constant(columns), [&](Value n0) {
+    auto tile = [&](Value n0) {
       ivs[plan.n] = n0;
       if (packed)
         panelTile = tileOf(n0);
@@ -616,8 +632,22 @@ private:
       for (int64_t row = 0; row < tileRows; ++row)
         vector::TransferWriteOp::create(b, loc, acc[row], out,
                                         indices(plan.outDims, row),
-                                        ArrayRef<bool>{inBounds});
-    });
+                                        ArrayRef<bool>{tileInBounds});
+    };
+    tileColumns = columns;
+    if (narrowStart < 0) {
+      tileInBounds = inBounds;
+      loop(blockStart, blockEnd, constant(columns), tile);
+      return;
+    }
+    Value narrow = constant(narrowStart);
+    tileInBounds = true;
+    loop(blockStart, arith::MinUIOp::create(b, loc, blockEnd, narrow),
+         constant(columns), tile);
+    tileColumns = columns / 2;
+    tileInBounds = narrowInBounds;
+    loop(arith::MaxUIOp::create(b, loc, blockStart, narrow), blockEnd,
+         constant(columns), tile);
   }
 
   SmallVector<Value> buildReduction(size_t depth, ValueRange acc,
@@ -655,7 +685,7 @@ private:
     Value row;
     if (packed) {
       row = vector::TransferReadOp::create(
-          b, loc, VectorType::get({columns}, bElement), panel,
+          b, loc, VectorType::get({tileColumns}, bElement), panel,
           ValueRange{panelTile, kk, constant(0)},
           arith::ConstantOp::create(b, loc, b.getFloatAttr(bElement, 0.0)),
           ArrayRef<bool>{true});
@@ -663,8 +693,8 @@ private:
       Value padding =
           arith::ConstantOp::create(b, loc, b.getFloatAttr(bElement, 0.0));
       row = vector::TransferReadOp::create(
-          b, loc, VectorType::get({columns}, bElement), bMatrix,
-          indices(plan.bDims, 0), padding, ArrayRef<bool>{inBounds});
+          b, loc, VectorType::get({tileColumns}, bElement), bMatrix,
+          indices(plan.bDims, 0), padding, ArrayRef<bool>{tileInBounds});
     }
     row = replayCasts(b, loc, bFactor, row);
     bool fromPanel = packA && tileRows == rows;
@@ -687,6 +717,12 @@ private:
   RewriterBase &b;
   KernelPlan plan;
   int64_t rows, columns, panelBytes, blockColumns = 0, reductionChunk = 0;
+  /// Where n's narrow last tile starts (-1: none), and whether it is full.
+  int64_t narrowStart = -1;
+  bool narrowInBounds = false;
+  /// The width of the tile being built, and whether it lies within n.
+  int64_t tileColumns = 0;
+  bool tileInBounds = false;
   Location loc;
   Value blockStart, blockEnd, chunkStart, chunkLength, panelTile;
   SmallVector<Value> sizes;

@@ -31,7 +31,11 @@ def SwitchyardCpuContractionKernelsPass
     AVX-512, 6 × 16 on AVX2, whose 16 registers would spill the former's
     accumulators.
     Rows past the last multiple of `rows` are done one at a time, columns
-    past the end of `n` are masked.
+    past the end of `n` are masked. Where a static `n` leaves its last tile
+    at most half full, that tile is half as wide (`n` = 76 with 32 columns:
+    tiles of 32, 32 and 16, not a third of 32 with 20 lanes masked), so
+    that fewer multiply-adds go to the padding; each output element's sum
+    is the same either way.
 
     With one reduction dimension (every matmul, batched or not), or several
     where `a` is packed too (below; they are then taken as one, in their

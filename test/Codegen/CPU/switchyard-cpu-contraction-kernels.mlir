@@ -6,10 +6,12 @@
 
 // dX = dY·W: W's rows are the vector rows; 8 rows of dX per tile (the
 // first 16 of 20), then the last 4 one at a time; 48 columns: one full
-// tile of 32 and a masked one. Two tiles in all: blocks of one tile, so
-// that the parallel loop over the blocks has more than one iteration. Each
-// block copies its part of W (12 steps of the reduction × 32 columns, zero
-// past column 48) into a panel on the stack, which every row tile reads.
+// tile of 32 and a narrow one of 16 (the last tile at most half full: 16
+// columns wide, not 32 with 16 of them masked). Two tiles in all: blocks
+// of one tile, so that the parallel loop over the blocks has more than one
+// iteration. Each block copies its part of W (12 steps of the reduction ×
+// 32 columns, zero past column 48) into a panel on the stack, which every
+// row tile reads.
 // CHECK-LABEL: func.func @matmul
 // CHECK-NOT: linalg.generic
 // CHECK-NOT: linalg.transpose
@@ -26,7 +28,8 @@
 // CHECK:         vector.transfer_write %[[WROW]], %[[BPANEL]][%{{.*}}, %[[KK]], %{{.*}}] {in_bounds = [true]}
 // CHECK:     %[[FULL:.*]] = arith.subi %c20, %{{[0-9]+}} : index
 // CHECK:     scf.for %[[M:.*]] = %{{.*}} to %[[FULL]] step %c8
-// CHECK:       scf.for %[[N:.*]] = %[[NB]] to %[[END]] step %c32
+// CHECK:       %[[MAIN:.*]] = arith.minui %[[END]], %c32
+// CHECK:       scf.for %[[N:.*]] = %[[NB]] to %[[MAIN]] step %c32
 // CHECK:         %[[TILE:.*]] = arith.divui
 // CHECK:         %[[ACC0:.*]] = vector.transfer_read %[[DX:.*]][%[[M]], %[[N]]], %{{.*}} : memref<20x48xf32>, vector<32xf32>
 // CHECK:         scf.for %[[S:[a-z0-9_]+]] = %{{.*}} to %[[LEN]] step %{{.*}} iter_args(%[[A0:[a-z0-9_]+]] = %[[ACC0]], {{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
@@ -38,9 +41,18 @@
 // CHECK-COUNT-7:   vector.fma
 // CHECK:           scf.yield
 // CHECK-COUNT-8:   vector.transfer_write
+// The narrow tile, in the block that holds column 32 (a loop of at most
+// one iteration), within the row: no mask.
+// CHECK:       %[[NARROW:.*]] = arith.maxui %[[NB]], %c32
+// CHECK:       scf.for %{{.*}} = %[[NARROW]] to %[[END]] step %c32
+// CHECK:         vector.transfer_read %[[DX]]{{.*}} {in_bounds = [true]} : memref<20x48xf32>, vector<16xf32>
+// CHECK:         vector.transfer_read %[[BPANEL]]{{.*}} : memref<1x12x32xf32>, vector<16xf32>
+// CHECK-COUNT-8:   vector.fma {{.*}} : vector<16xf32>
+// CHECK-COUNT-8:   vector.transfer_write {{.*}} {in_bounds = [true]} : vector<16xf32>, memref<20x48xf32>
 // The rows past the last full tile, one at a time.
 // CHECK:     scf.for %{{.*}} = %[[FULL]] to %c20 step %c1
-// CHECK:       vector.fma
+// CHECK:       vector.fma {{.*}} : vector<32xf32>
+// CHECK:       vector.fma {{.*}} : vector<16xf32>
 // CHECK-NOT: vector.fma
 // CHECK: llvm.intr.stackrestore %[[STACK]]
 // CHECK: } {switchyard.parallel}
@@ -67,7 +79,8 @@ func.func @matmul(%dy: memref<20x12xf32>, %w: memref<12x48xf32>, %dx: memref<20x
 
 // Y = X·Wᵀ: W's last index is the reduction, so its panel is copied element
 // by element, the reduction innermost (W's rows); the columns past the end
-// of Y's row (40 of the panel's 64) read W's last row and store zero.
+// of Y's row (40 of the panel's 64) read W's last row and store zero. The
+// last 8 columns are a narrow tile of 16, masked.
 // CHECK-LABEL: func.func @transposed
 // CHECK-NOT: linalg.transpose
 // CHECK: %[[BPANEL:.*]] = memref.alloca() {alignment = 64 : i64} : memref<1x6x32xf32>
@@ -81,6 +94,11 @@ func.func @matmul(%dy: memref<20x12xf32>, %w: memref<12x48xf32>, %dx: memref<20x
 // CHECK:     %[[Z:.*]] = arith.select %[[INSIDE]], %[[V]], %{{.*}} : f32
 // CHECK:     memref.store %[[Z]], %[[BPANEL]][%{{.*}}, %[[KK]], %{{.*}}]
 // CHECK: vector.transfer_read %[[BPANEL]]
+// CHECK: %[[NARROW:.*]] = arith.maxui %{{.*}}, %c32
+// CHECK: scf.for %{{.*}} = %[[NARROW]] to
+// CHECK:   vector.transfer_read %{{.*}}, %{{.*}} : memref<8x40xf32>, vector<16xf32>
+// CHECK:   vector.transfer_read %[[BPANEL]]{{.*}} : memref<1x6x32xf32>, vector<16xf32>
+// CHECK:   vector.transfer_write %{{.*}} : vector<16xf32>, memref<8x40xf32>
 func.func @transposed(%x: memref<8x6xf32>, %w: memref<40x6xf32>, %y: memref<8x40xf32>) {
   linalg.generic {indexing_maps = [affine_map<(n, o, i) -> (n, i)>, affine_map<(n, o, i) -> (o, i)>, affine_map<(n, o, i) -> (n, o)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : memref<8x6xf32>, memref<40x6xf32>) outs(%y : memref<8x40xf32>) {
   ^bb0(%a: f32, %b: f32, %c: f32):
