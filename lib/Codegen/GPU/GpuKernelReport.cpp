@@ -344,6 +344,53 @@ Work regionWork(Region &region, SizeEvaluator &sizes) {
   return work;
 }
 
+/// One body of a launch that switchyard-gpu-merge-launches formed: its
+/// blocks of the merged grid and the work of each of their threads.
+struct MergedPart {
+  int64_t blocks;
+  Work work;
+};
+
+/// The bodies of a merged launch (marked kMergedLaunchAttr): the chain
+/// `scf.if (block id < end of body i) {body i} else {...}` that the merge
+/// built, the last body in the innermost else. Empty where a bound or
+/// `totalBlocks` is unknown, or the body is not that chain.
+SmallVector<MergedPart> mergedParts(gpu::LaunchOp launch, SizeEvaluator &sizes,
+                                    std::optional<int64_t> totalBlocks) {
+  if (!launch->hasAttr(switchyard::kMergedLaunchAttr) || !totalBlocks)
+    return {};
+  SmallVector<MergedPart> parts;
+  Value blockId = launch.getBlockIds().x;
+  int64_t start = 0;
+  Block *block = &launch.getBody().front();
+  while (true) {
+    scf::IfOp next;
+    for (Operation &op : *block)
+      if (auto branch = dyn_cast<scf::IfOp>(op)) {
+        auto compare = branch.getCondition().getDefiningOp<arith::CmpIOp>();
+        if (compare && compare.getPredicate() == arith::CmpIPredicate::ult &&
+            compare.getLhs() == blockId) {
+          next = branch;
+          break;
+        }
+      }
+    if (!next) {
+      Work work;
+      for (Operation &op : *block)
+        work += opWork(&op, sizes);
+      parts.push_back({*totalBlocks - start, work});
+      return parts;
+    }
+    std::optional<int64_t> end =
+        sizes(next.getCondition().getDefiningOp<arith::CmpIOp>().getRhs());
+    if (!end || *end < start || next.getElseRegion().empty())
+      return {};
+    parts.push_back({*end - start, regionWork(next.getThenRegion(), sizes)});
+    start = *end;
+    block = &next.getElseRegion().front();
+  }
+}
+
 /// One row of the report.
 struct KernelRow {
   std::string name;
@@ -503,7 +550,26 @@ struct SwitchyardGpuKernelReportPass
     row.work = regionWork(launch.getBody(), sizes);
     std::optional<int64_t> blocks = product(row.grid);
     std::optional<int64_t> threads = product(row.block);
-    if (blocks && threads) {
+    SmallVector<MergedPart> parts = mergedParts(launch, sizes, blocks);
+    if (!parts.empty() && threads) {
+      // Each block runs its own body: the work per thread is the mean over
+      // the blocks, the estimate the threads' work over the resident
+      // threads, and at least the longest thread's.
+      int64_t resident = smCount * threadsPerSm;
+      double weighted = 0, longest = 0;
+      Work mean;
+      for (const MergedPart &part : parts) {
+        double share = static_cast<double>(part.blocks) /
+                       static_cast<double>(std::max<int64_t>(*blocks, 1));
+        mean += part.work.scaled(share);
+        weighted += static_cast<double>(part.blocks * *threads) *
+                    part.work.total() / static_cast<double>(resident);
+        longest = std::max(longest, part.work.total());
+      }
+      row.work = mean;
+      row.estimate = std::max(weighted, longest) * row.launches.value_or(1);
+      row.estimateKnown = true;
+    } else if (blocks && threads) {
       // Waves: how many times the GPU's resident threads are filled.
       int64_t resident = smCount * threadsPerSm;
       double waves = static_cast<double>(

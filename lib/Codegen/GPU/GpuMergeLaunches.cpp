@@ -259,6 +259,7 @@ void merge(RewriterBase &rewriter, ArrayRef<Candidate> group) {
   auto merged = gpu::LaunchOp::create(rewriter, loc, total, one, one, block.x,
                                       block.y, block.z);
   merged->setDiscardableAttrs(last->getDiscardableAttrDictionary());
+  merged->setAttr(switchyard::kMergedLaunchAttr, rewriter.getUnitAttr());
   Block &body = merged.getBody().front();
   rewriter.setInsertionPointToStart(&body);
   Value blockId = merged.getBlockIds().x;

@@ -13,6 +13,11 @@
 
 namespace mlir::switchyard {
 
+/// Marks a gpu.launch that switchyard-gpu-merge-launches made of several:
+/// its body branches on the block index to each one's body, which the
+/// kernel report accounts for block by block.
+inline constexpr llvm::StringLiteral kMergedLaunchAttr = "switchyard.merged";
+
 #define GEN_PASS_DECL
 #include "lib/Codegen/GPU/Passes.h.inc"
 

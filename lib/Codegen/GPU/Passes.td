@@ -351,7 +351,8 @@ def SwitchyardGpuMergeLaunchesPass
     in their body, or an op whose memory effects are unknown (none
     declared, or on memory named by something other than a buffer: the
     wgmma kernels' TMA descriptors); such a launch also ends the run of
-    ops the schedule may reorder. At most
+    ops the schedule may reorder. The merged launch is marked
+    `switchyard.merged`, for `switchyard-gpu-kernel-report`. At most
     `max-launches` go into one, and no more than keep the merged kernel's
     parameters (the host values its bodies use: memref descriptors,
     indices) within `max-parameter-bytes`: PTX before ISA 8.1 allows a
@@ -429,7 +430,10 @@ def SwitchyardGpuKernelReportPass
     does): how many times host loops launch it, its grid and block sizes,
     its dynamic shared memory, and the work of one thread, as operations
     and memory accesses (loads, stores, nvgpu ops) with every loop counted
-    by its trip count and the longer branch of every `scf.if`. Sizes are
+    by its trip count and the longer branch of every `scf.if` (but a launch
+    that `switchyard-gpu-merge-launches` made of several, marked
+    `switchyard.merged`, is taken body by body: each body's blocks do its
+    work, the mean over the blocks is shown). Sizes are
     evaluated from the IR (constants, arith and affine index arithmetic,
     `memref.dim` of allocations); the arguments of a function that is not
     public are those of its first call, a call's results what its callee
@@ -441,7 +445,8 @@ def SwitchyardGpuKernelReportPass
 
     Rows are sorted by an estimate: launches x waves x work per thread,
     waves being how many times `sm-count` x `threads-per-sm` resident
-    threads are filled. It finds kernels with too little parallelism for
+    threads are filled (for a merged launch, the work of all its threads
+    over the resident threads, and no less than its longest thread's). It finds kernels with too little parallelism for
     their work (a reduction in one thread, a few hundred threads summing
     thousands of rows) without a GPU; it models neither memory bandwidth
     nor latency nor tensor-core throughput, so it is not a time: measure
