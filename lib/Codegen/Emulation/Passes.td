@@ -47,8 +47,10 @@ def SwitchyardGpuLaunchToHostLoopsPass
       checks). A `gpu.shuffle` is
       emulated in the butterfly form (`xor`, width 32, a constant offset),
       also as an exchange between two barriers: lane `l` reads lane
-      `l ^ offset` of its warp. Barriers must be at the top of the kernel or
-      of `scf.for` loops whose bounds all threads share, blocks
+      `l ^ offset` of its warp. Barriers must be at the top of the kernel,
+      of `scf.for` loops whose bounds all threads share or of `scf.if`
+      branches without results on a condition all threads share (a merged
+      launch's bodies, chosen by the block index), blocks
       one-dimensional (and a multiple of 32 threads where warps exchange
       values). Other shuffle modes and widths, clusters, workgroup
       attributions, wgmma, TMA and other NVVM or nvgpu ops are errors.

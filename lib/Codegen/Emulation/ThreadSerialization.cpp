@@ -608,12 +608,22 @@ LogicalResult Serializer::serializeBlock(Block &block) {
   for (Operation *op : ops) {
     if (isa<gpu::BarrierOp>(op) || !containsBarrier(op))
       continue;
+    if (auto branch = dyn_cast<scf::IfOp>(op)) {
+      // Every thread of the block takes the same branch (a merged launch's
+      // choice of body by the block index): its stretches are the branch's.
+      if (branch.getNumResults() || !isUniform(branch.getCondition()))
+        return op->emitOpError()
+               << "contains a barrier under a condition that differs between "
+                  "threads or with results; the GPU emulation cannot "
+                  "serialise its threads";
+      continue;
+    }
     auto loop = dyn_cast<scf::ForOp>(op);
     if (!loop)
       return op->emitOpError()
              << "contains a barrier; the GPU emulation serialises threads "
-                "around barriers at the top of a kernel or of scf.for loops "
-                "only";
+                "around barriers at the top of a kernel, of scf.for loops "
+                "and of scf.if branches on a uniform condition only";
     if (failed(privatizeLoop(loop)))
       return failure();
   }
@@ -638,8 +648,10 @@ LogicalResult Serializer::serializeBlock(Block &block) {
     }
     if (containsBarrier(op)) {
       flush();
-      if (failed(serializeBlock(*cast<scf::ForOp>(op).getBody())))
-        return failure();
+      for (Region &region : op->getRegions())
+        for (Block &inner : region)
+          if (failed(serializeBlock(inner)))
+            return failure();
       continue;
     }
     stretch.push_back(op);
@@ -800,11 +812,12 @@ LogicalResult mlir::switchyard::checkSerializable(gpu::LaunchOp launch) {
   WalkResult walk = launch.getBody().walk([&](Operation *op) {
     if (isa<gpu::BarrierOp>(op)) {
       for (Operation *p = op->getParentOp(); p != launch; p = p->getParentOp())
-        if (!isa<scf::ForOp>(p)) {
+        if (!isa<scf::ForOp, scf::IfOp>(p)) {
           op->emitOpError() << "inside " << p->getName()
                             << " is not emulated: the GPU emulation "
                                "serialises threads around barriers at the "
-                               "top of a kernel or of scf.for loops only";
+                               "top of a kernel, of scf.for loops and of "
+                               "scf.if branches only";
           return WalkResult::interrupt();
         }
     } else if (auto ld = dyn_cast<nvgpu::LdMatrixOp>(op)) {

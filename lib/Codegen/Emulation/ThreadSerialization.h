@@ -35,8 +35,10 @@ bool needsSerializedThreads(Operation *op);
 bool needsSerializedThreads(gpu::LaunchOp launch);
 
 /// Checks that `launch` has the form serializeThreads handles, and emits why
-/// not: one-dimensional blocks; barriers only at the top of the body or of
-/// scf.for loops whose bounds all threads share; ldmatrix non-transposed on
+/// not: one-dimensional blocks; barriers only at the top of the body, of
+/// scf.for loops whose bounds all threads share and of scf.if branches
+/// without results on a condition all threads share (a merged launch's
+/// bodies; serializeThreads checks both); ldmatrix non-transposed on
 /// 16-bit elements; mma.sync m16n8k16 on bf16 or f16 with f32 accumulators
 /// (A row-major, B column-major); gpu.shuffle in xor mode over the whole
 /// warp (width 32) by a constant offset; values that live across a barrier

@@ -14,7 +14,9 @@
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
@@ -90,13 +92,15 @@ struct Accesses {
 };
 
 /// A launch: whether this pass can merge it (one block in its body, no
-/// attributions, no barrier and no shared memory: its body then runs the
-/// same under a condition on the block; a static block size), and the
-/// buffers it accesses.
+/// attributions, a static block size and a static dynamic shared memory
+/// size, if any: its body then runs the same under a condition on the
+/// block, which all the block's threads evaluate alike, barriers
+/// included), and the buffers it accesses.
 struct Candidate {
   gpu::LaunchOp launch;
   bool mergeable = false;
   std::array<int64_t, 3> block = {0, 0, 0};
+  int64_t sharedBytes = 0;
   Accesses accesses;
   /// The host values its body uses: the kernel's parameters.
   SetVector<Value> captured;
@@ -118,8 +122,14 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
   candidate.mergeable =
       launch.getBody().hasOneBlock() && !launch.getAsyncToken() &&
       launch.getWorkgroupAttributions().empty() &&
-      launch.getPrivateAttributions().empty() &&
-      !launch.getDynamicSharedMemorySize() && !launch.hasClusterSize();
+      launch.getPrivateAttributions().empty() && !launch.hasClusterSize();
+  if (Value shared = launch.getDynamicSharedMemorySize()) {
+    std::optional<int64_t> known = constantIndex(shared);
+    if (known)
+      candidate.sharedBytes = *known;
+    else
+      candidate.mergeable = false;
+  }
   gpu::KernelDim3 sizes = launch.getBlockSizeOperandValues();
   std::array<Value, 3> blockSizes = {sizes.x, sizes.y, sizes.z};
   for (auto [i, size] : llvm::enumerate(blockSizes)) {
@@ -130,9 +140,25 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
       candidate.block[i] = *known;
   }
   Region &body = launch.getBody();
+  auto record = [&](MemoryEffects::Effect *effect, Value value) {
+    Value root = rootBuffer(value);
+    if (body.isAncestor(root.getParentRegion()))
+      return; // The thread's or the block's own memory.
+    if (isa<MemoryEffects::Write>(effect))
+      candidate.accesses.writes.push_back(root);
+    else if (isa<MemoryEffects::Read>(effect))
+      candidate.accesses.reads.push_back(root);
+  };
   WalkResult walk = body.walk([&](Operation *op) {
-    if (isa<gpu::BarrierOp, gpu::DynamicSharedMemoryOp>(op))
-      candidate.mergeable = false;
+    // A barrier orders the block's own accesses, which the other ops
+    // declare; mma.sync works on registers; ldmatrix declares a read
+    // without naming its source.
+    if (isa<gpu::BarrierOp, NVVM::MmaOp>(op))
+      return WalkResult::advance();
+    if (auto load = dyn_cast<nvgpu::LdMatrixOp>(op)) {
+      record(MemoryEffects::Read::get(), load.getSrcMemref());
+      return WalkResult::advance();
+    }
     auto effects = dyn_cast<MemoryEffectOpInterface>(op);
     if (!effects) {
       if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
@@ -156,13 +182,7 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
       // made on the host from one): which buffer is not known here.
       if (!isa<MemRefType>(value.getType()))
         return WalkResult::interrupt();
-      Value root = rootBuffer(value);
-      if (body.isAncestor(root.getParentRegion()))
-        continue; // The thread's or the block's own memory.
-      if (isa<MemoryEffects::Write>(effect.getEffect()))
-        candidate.accesses.writes.push_back(root);
-      else if (isa<MemoryEffects::Read>(effect.getEffect()))
-        candidate.accesses.reads.push_back(root);
+      record(effect.getEffect(), value);
     }
     return WalkResult::advance();
   });
@@ -170,6 +190,11 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
     return failure();
   getUsedValuesDefinedAbove(body, candidate.captured);
   return candidate;
+}
+
+/// Whether `a` and `b` launch blocks of the same size and shared memory.
+bool sameShape(const Candidate &a, const Candidate &b) {
+  return a.block == b.block && a.sharedBytes == b.sharedBytes;
 }
 
 /// Whether `a` and `b` may run in either order: neither writes a buffer
@@ -257,7 +282,8 @@ void merge(RewriterBase &rewriter, ArrayRef<Candidate> group) {
   gpu::KernelDim3 block = last.getBlockSizeOperandValues();
   Value one = index(1);
   auto merged = gpu::LaunchOp::create(rewriter, loc, total, one, one, block.x,
-                                      block.y, block.z);
+                                      block.y, block.z,
+                                      last.getDynamicSharedMemorySize());
   merged->setDiscardableAttrs(last->getDiscardableAttrDictionary());
   merged->setAttr(switchyard::kMergedLaunchAttr, rewriter.getUnitAttr());
   Block &body = merged.getBody().front();
@@ -369,7 +395,7 @@ void scheduleRun(ArrayRef<Operation *> ops, int64_t window, int64_t maxLaunches,
     if (launches[first].mergeable) {
       for (int64_t k = first + 1; k < n && k <= first + window; ++k) {
         const Candidate &c = launches[k];
-        if (!c.mergeable || c.block != launches[first].block || !ready(k) ||
+        if (!c.mergeable || !sameShape(c, launches[first]) || !ready(k) ||
             static_cast<int64_t>(members.size()) >= maxLaunches ||
             group.bytesWith(c) > maxParameterBytes)
           continue;
@@ -508,7 +534,7 @@ struct SwitchyardGpuMergeLaunchesPass
         // be independent of it to move past it.
         auto joins = [&](const Group &g) {
           return candidate->mergeable &&
-                 g.members.front().block == candidate->block &&
+                 sameShape(g.members.front(), *candidate) &&
                  static_cast<int64_t>(g.members.size()) < maxLaunches &&
                  g.bytesWith(*candidate) <= maxParameterBytes &&
                  independent(candidate->accesses, g.accesses);

@@ -343,15 +343,18 @@ def SwitchyardGpuMergeLaunchesPass
     else ends the group there). Buffers are told apart through view-like
     ops to their roots: two distinct allocations of the host code never
     share memory, two function arguments may. A launch joins the first
-    open group it can; groups of several block sizes grow side by side. Left as
-    they are: launches with a barrier or shared memory (the tensor-core
-    kernels; a barrier under a branch on the block index would still be
-    uniform, but the GPU emulation serializes threads around barriers at
-    the top level of loops), attributions, a cluster, more than one block
-    in their body, or an op whose memory effects are unknown (none
-    declared, or on memory named by something other than a buffer: the
-    wgmma kernels' TMA descriptors); such a launch also ends the run of
-    ops the schedule may reorder. The merged launch is marked
+    open group it can; groups of several block sizes grow side by side.
+    Launches with barriers and dynamic shared memory (the tensor-core
+    kernels) merge with those of the same block size and the same shared
+    memory size, which the merged launch keeps: every thread of a block
+    takes the same branch, so a barrier under it is reached by all (the
+    GPU emulation serializes the threads of such a branch on its own).
+    Left as they are: launches with attributions, a cluster, a dynamic
+    shared memory size not known when compiling, more than one block in
+    their body, or an op whose memory effects are unknown (none declared,
+    or on memory named by something other than a buffer: the wgmma
+    kernels' TMA descriptors); such a launch also ends the run of ops the
+    schedule may reorder. The merged launch is marked
     `switchyard.merged`, for `switchyard-gpu-kernel-report`. At most
     `max-launches` go into one, and no more than keep the merged kernel's
     parameters (the host values its bodies use: memref descriptors,

@@ -50,8 +50,8 @@ func.func @independent(%a: memref<?xf32>, %b: memref<?xf32>, %n0: index, %n1: in
 // -----
 
 // Left apart: a kernel that reads what the one before wrote, kernels of
-// different block sizes, two kernels that write function arguments (which
-// may be the same memory), and a kernel with a barrier.
+// different block sizes, and two kernels that write function arguments
+// (which may be the same memory; one of them with a barrier).
 // CHECK-LABEL: func.func @kept
 // CHECK-COUNT-6: gpu.launch
 // CHECK-NOT: scf.if
@@ -152,4 +152,65 @@ func.func @chains(%a: memref<256xf32>, %b: memref<256xf32>, %n: index) -> (memre
   }
   gpu.dealloc %t1 : memref<256xf32>
   return %r0, %r1 : memref<f32>, memref<f32>
+}
+
+// -----
+
+// Kernels with barriers and dynamic shared memory (the tensor-core
+// kernels) merge where their shared memory is the same: every thread of a
+// block takes the same branch, barriers included. The merged launch keeps
+// the shared memory size; a kernel that needs more stays apart.
+// CHECK-LABEL: func.func @shared_memory
+// CHECK: gpu.launch blocks(%{{.*}}) in (%{{.*}}) threads(%{{.*}}) in (%{{.*}} = %c128, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) dynamic_shared_memory_size %c1024_i32
+// CHECK: scf.if
+// CHECK: gpu.barrier
+// CHECK: } else {
+// CHECK: gpu.barrier
+// CHECK: } {switchyard.merged}
+// CHECK: gpu.launch blocks(%{{.*}}) in (%{{.*}}) threads(%{{.*}}) in (%{{.*}}) dynamic_shared_memory_size %c2048_i32
+// CHECK-NOT: scf.if
+// CHECK: return
+// Adjacent, they merge without reordering too.
+// WINDOW-LABEL: func.func @shared_memory
+// WINDOW: } {switchyard.merged}
+func.func @shared_memory(%a: memref<128xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %c1024_i32 = arith.constant 1024 : i32
+  %c2048_i32 = arith.constant 2048 : i32
+  %p = gpu.alloc () : memref<128xf32>
+  %q = gpu.alloc () : memref<128xf32>
+  %r = gpu.alloc () : memref<128xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) dynamic_shared_memory_size %c1024_i32 {
+    %smem = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+    %tile = memref.view %smem[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<128xf32, #gpu.address_space<workgroup>>
+    %v = memref.load %a[%tx] : memref<128xf32>
+    memref.store %v, %tile[%tx] : memref<128xf32, #gpu.address_space<workgroup>>
+    gpu.barrier
+    %w = memref.load %tile[%tx] : memref<128xf32, #gpu.address_space<workgroup>>
+    memref.store %w, %p[%tx] : memref<128xf32>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) dynamic_shared_memory_size %c1024_i32 {
+    %smem = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+    %tile = memref.view %smem[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<128xf32, #gpu.address_space<workgroup>>
+    %v = memref.load %a[%tx] : memref<128xf32>
+    memref.store %v, %tile[%tx] : memref<128xf32, #gpu.address_space<workgroup>>
+    gpu.barrier
+    %w = memref.load %tile[%tx] : memref<128xf32, #gpu.address_space<workgroup>>
+    memref.store %w, %q[%tx] : memref<128xf32>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) dynamic_shared_memory_size %c2048_i32 {
+    %smem = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+    %tile = memref.view %smem[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<128xf32, #gpu.address_space<workgroup>>
+    %v = memref.load %a[%tx] : memref<128xf32>
+    memref.store %v, %tile[%tx] : memref<128xf32, #gpu.address_space<workgroup>>
+    gpu.barrier
+    %w = memref.load %tile[%tx] : memref<128xf32, #gpu.address_space<workgroup>>
+    memref.store %w, %r[%tx] : memref<128xf32>
+    gpu.terminator
+  }
+  return
 }
