@@ -60,8 +60,24 @@ struct AdamScalars {
   }
 };
 
+/// Sets `b`'s location to a name location `name` around it while alive:
+/// the GPU kernel report names kernels by such names.
+class NamedLocation {
+public:
+  NamedLocation(ImplicitLocOpBuilder &b, StringRef name)
+      : b(b), saved(b.getLoc()) {
+    b.setLoc(NameLoc::get(b.getStringAttr(name), saved));
+  }
+  ~NamedLocation() { b.setLoc(saved); }
+
+private:
+  ImplicitLocOpBuilder &b;
+  Location saved;
+};
+
 /// Σ g² over a gradient, as a tensor<f32>.
 Value sumOfSquares(ImplicitLocOpBuilder &b, Value g) {
+  NamedLocation named(b, "grad_norm");
   unsigned rank = cast<RankedTensorType>(g.getType()).getRank();
   return generic(
       b, {g}, filled(b, {}, b.getF32Type(), 0.0),
@@ -80,6 +96,7 @@ Value sumOfSquares(ImplicitLocOpBuilder &b, Value g) {
 linalg::GenericOp adamW(ImplicitLocOpBuilder &b, const AdamScalars &h,
                         Value factor, Value param, Value gradient, Value m,
                         Value v) {
+  NamedLocation named(b, "adamw");
   auto type = cast<RankedTensorType>(param.getType());
   unsigned rank = type.getRank();
   bool decays = rank >= 2;

@@ -122,7 +122,15 @@ LogicalResult reverseSweep(
     }
     if (!any)
       continue;
-    b.setLoc(op->getLoc());
+    // The adjoint's ops are named after the op they differentiate
+    // (`linear_grad`), as convert-moe-to-linalg names the forward ops, for
+    // the GPU kernel report.
+    b.setLoc(isa<moe::MoeDialect>(op->getDialect())
+                 ? Location(NameLoc::get(
+                       StringAttr::get(op->getContext(),
+                                       op->getName().stripDialect() + "_grad"),
+                       op->getLoc()))
+                 : op->getLoc());
     SmallVector<Value> operandAdjoints;
     if (FailureOr<SmallVector<Value>> called =
             callRule ? callRule(op, resultAdjoints)

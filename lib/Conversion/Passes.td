@@ -171,7 +171,11 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
     contraction (Transformer-XL's relative keys: `q · relᵀ` over every
     distance, then a skew that reads each pair's distance); the flash-attention ops of `moe-fuse-attention` become
     row kernels instead (`scf.forall` over query or key rows, on `vector<F>`
-    rows, with an online softmax), which never build it.
+    rows, with an online softmax), which never build it. Each moe op's
+    location is first wrapped in a name location of its kind
+    (`loc("gate"(...))`; an op that lm-differentiate built keeps its own,
+    `linear_grad`), which what it lowers to inherits: the GPU kernel report
+    names the ops of each kernel by it.
 
     Before:
 

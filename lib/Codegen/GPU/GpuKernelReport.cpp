@@ -34,6 +34,8 @@
 #include "mlir/Support/FileUtilities.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
@@ -344,6 +346,23 @@ Work regionWork(Region &region, SizeEvaluator &sizes) {
   return work;
 }
 
+/// The kinds of op whose code `launch` runs: the names of the name
+/// locations of its body's ops (convert-moe-to-linalg names each moe op's
+/// lowering after it), in order of appearance, `+`-joined; "-" for none.
+std::string opKinds(gpu::LaunchOp launch) {
+  llvm::SetVector<StringRef> names;
+  launch.getBody().walk([&](Operation *op) {
+    op->getLoc()->walk([&](Location loc) {
+      if (auto named = dyn_cast<NameLoc>(loc))
+        names.insert(named.getName().getValue());
+      return WalkResult::advance();
+    });
+  });
+  if (names.empty())
+    return "-";
+  return llvm::join(names, "+");
+}
+
 /// One body of a launch that switchyard-gpu-merge-launches formed: its
 /// blocks of the merged grid and the work of each of their threads.
 struct MergedPart {
@@ -394,6 +413,8 @@ SmallVector<MergedPart> mergedParts(gpu::LaunchOp launch, SizeEvaluator &sizes,
 /// One row of the report.
 struct KernelRow {
   std::string name;
+  /// The kinds of op the kernel computes (name locations, `+`-joined).
+  std::string ops;
   /// Position in launch order.
   size_t order = 0;
   std::optional<int64_t> launches;
@@ -548,6 +569,7 @@ struct SwitchyardGpuKernelReportPass
     if (launchesKnown)
       row.launches = launches;
     row.work = regionWork(launch.getBody(), sizes);
+    row.ops = opKinds(launch);
     std::optional<int64_t> blocks = product(row.grid);
     std::optional<int64_t> threads = product(row.block);
     SmallVector<MergedPart> parts = mergedParts(launch, sizes, blocks);
@@ -639,9 +661,9 @@ struct SwitchyardGpuKernelReportPass
        << threadsPerSm << " threads\n"
        << "estimate = launches x waves x work per thread (operations + "
           "memory accesses, loops by trip count); static, not a time\n";
-    os << llvm::format("%7s %6s %9s  %-15s %-11s %8s %10s %10s  %s\n",
+    os << llvm::format("%7s %6s %9s  %-15s %-11s %8s %10s %10s  %s  %s\n",
                        "share", "launch", "threads", "grid", "block",
-                       "shared", "ops/thr", "mem/thr", "kernel");
+                       "shared", "ops/thr", "mem/thr", "kernel", "computes");
     size_t shown = 0;
     for (const KernelRow &row : rows) {
       if (top > 0 && shown++ >= static_cast<size_t>(top))
@@ -660,14 +682,14 @@ struct SwitchyardGpuKernelReportPass
                                                                  *threads))
                                    : std::string("?");
       std::string trips = row.work.unknownTrips ? "+" : "";
-      os << llvm::format("%7s %6s %9s  %-15s %-11s %8lld %10s %10s  %s\n",
+      os << llvm::format("%7s %6s %9s  %-15s %-11s %8lld %10s %10s  %s  %s\n",
                          share.c_str(), launches.c_str(), allThreads.c_str(),
                          geometry(row.grid).c_str(),
                          geometry(row.block).c_str(),
                          static_cast<long long>(row.sharedBytes),
                          (compact(row.work.operations) + trips).c_str(),
                          (compact(row.work.memoryAccesses) + trips).c_str(),
-                         row.name.c_str());
+                         row.name.c_str(), row.ops.c_str());
     }
     if (top > 0 && rows.size() > static_cast<size_t>(top))
       os << "(" << rows.size() - top << " more launches)\n";

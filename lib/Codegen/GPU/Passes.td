@@ -446,6 +446,13 @@ def SwitchyardGpuKernelReportPass
     from one call of the public functions (a model's block functions: once
     per layer).
 
+    The last column names the ops whose code the kernel runs: the name
+    locations of its body's ops (`convert-moe-to-linalg` names what each
+    moe op lowers to after it, `lm-differentiate` what each gradient rule
+    builds, `linear_grad`, and the training step its `grad_norm` and
+    `adamw`), `+`-joined for fused and merged kernels, `-` for none: the
+    way from a kernel's name in a GPU profile to the model's ops.
+
     Rows are sorted by an estimate: launches x waves x work per thread,
     waves being how many times `sm-count` x `threads-per-sm` resident
     threads are filled (for a merged launch, the work of all its threads
@@ -458,8 +465,8 @@ def SwitchyardGpuKernelReportPass
     ```
     kernel report: 3 launches in the IR; dynamic sizes 16, 132 SMs x 2048 threads
     estimate = launches x waves x work per thread (operations + memory accesses, loops by trip count); static, not a time
-      share launch   threads  grid            block         shared    ops/thr    mem/thr  kernel
-      99.9%      1         1  1x1x1           1x1x1              0   2.04e+06   1.02e+06  f_kernel_2
+      share launch   threads  grid            block         shared    ops/thr    mem/thr  kernel  computes
+      99.9%      1         1  1x1x1           1x1x1              0   2.04e+06   1.02e+06  f_kernel_2  layer_norm
     ?: unknown; +: a loop of unknown trip count counted once
     launches per call: @f 3
     ```

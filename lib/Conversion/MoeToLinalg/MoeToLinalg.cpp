@@ -1138,6 +1138,18 @@ struct ConvertMoeToLinalgPass
                    << ", factors rounded to " << flashAttentionRounding
                    << "\n";
     });
+    // What each op lowers to keeps its kind in its location, which the
+    // GPU kernel report shows per kernel (switchyard-gpu-kernel-report).
+    getOperation()->walk([](Operation *op) {
+      if (!isa<moe::MoeDialect>(op->getDialect()))
+        return;
+      // Named already: by lm-differentiate, after the op it differentiates.
+      if (isa<NameLoc>(op->getLoc()))
+        return;
+      op->setLoc(NameLoc::get(
+          StringAttr::get(op->getContext(), op->getName().stripDialect()),
+          op->getLoc()));
+    });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();
