@@ -841,4 +841,10 @@ TEST(ExecutionTest, ContractionKernelsOddShapes) {
   checkContraction({"column blocks", 1, 13, 200, 700, false, false});
   checkContraction({"column blocks, B copied transposed", 2, 9, 100, 900,
                     false, true});
+  // With 32 columns (AVX-512's tile), a last tile at most half full is
+  // half as wide: full (n = 48 = 32 + 16) or masked (n = 76 = 32 + 32 + 12,
+  // the expert projections' width). The n above end in such tiles too
+  // (45, 70, 33, 200, 100); with AVX2's 16 columns, 48 and 76 do not.
+  checkContraction({"a narrow last tile, full", 1, 11, 48, 20, false, false});
+  checkContraction({"a narrow last tile, masked", 2, 19, 76, 41, false, true});
 }
