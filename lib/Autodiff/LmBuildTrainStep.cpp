@@ -45,20 +45,11 @@ enum Hyper : int64_t {
   kNumHyper
 };
 
-/// The AdamW hyperparameters, read from the `hyper` tensor.
-struct AdamScalars {
-  Value lr, beta1, beta2, eps, decay, correction1, correction2;
-
-  static AdamScalars read(ImplicitLocOpBuilder &b, Value hyper) {
-    auto at = [&](int64_t index) -> Value {
-      return tensor::ExtractOp::create(b, hyper,
-                                       ValueRange{indexConstant(b, index)});
-    };
-    return {at(kLr),          at(kBeta1),       at(kBeta2),
-            at(kEps),         at(kWeightDecay), at(kCorrection1),
-            at(kCorrection2)};
-  }
-};
+/// The hyperparameters an AdamW update reads, in the order its
+/// linalg.generic takes them.
+constexpr Hyper kAdamHyper[] = {kLr,         kBeta1,       kBeta2,
+                                kEps,        kWeightDecay, kCorrection1,
+                                kCorrection2};
 
 /// Sets `b`'s location to a name location `name` around it while alive:
 /// the GPU kernel report names kernels by such names.
@@ -91,11 +82,13 @@ Value sumOfSquares(ImplicitLocOpBuilder &b, Value g) {
 }
 
 /// One AdamW update of a parameter and its moments, the gradient scaled by
-/// `factor` (clipping): a linalg.generic whose results are the new
-/// parameter, m and v.
-linalg::GenericOp adamW(ImplicitLocOpBuilder &b, const AdamScalars &h,
-                        Value factor, Value param, Value gradient, Value m,
-                        Value v) {
+/// `factor` (a tensor<f32>: clipping): a linalg.generic whose results are
+/// the new parameter, m and v. The hyperparameters and the factor are
+/// inputs of the generic that every element reads at the same place, not
+/// scalars extracted before it: on the GPU an extracted scalar is a
+/// single-thread kernel and a device buffer per value and call.
+linalg::GenericOp adamW(ImplicitLocOpBuilder &b, Value hyper, Value factor,
+                        Value param, Value gradient, Value m, Value v) {
   NamedLocation named(b, "adamw");
   auto type = cast<RankedTensorType>(param.getType());
   unsigned rank = type.getRank();
@@ -107,12 +100,25 @@ linalg::GenericOp adamW(ImplicitLocOpBuilder &b, const AdamScalars &h,
   Value initM = tensor::EmptyOp::create(b, sizes, element);
   Value initV = tensor::EmptyOp::create(b, sizes, element);
   Value one = f32Constant(b, 1.0);
+  SmallVector<Value> inputs = {param, gradient, m, v};
+  SmallVector<AffineMap> maps(4, id);
+  for (Hyper index : kAdamHyper) {
+    inputs.push_back(hyper);
+    maps.push_back(AffineMap::get(rank, 0, b.getAffineConstantExpr(index)));
+  }
+  inputs.push_back(factor);
+  maps.push_back(AffineMap::get(rank, 0, {}, b.getContext()));
+  maps.append(3, id);
   return linalg::GenericOp::create(
-      b, TypeRange{type, type, type}, ValueRange{param, gradient, m, v},
-      ValueRange{initP, initM, initV}, SmallVector<AffineMap>(7, id),
-      iterators(rank),
+      b, TypeRange{type, type, type}, inputs, ValueRange{initP, initM, initV},
+      maps, iterators(rank),
       [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         ImplicitLocOpBuilder b(nestedLoc, nested);
+        struct {
+          Value lr, beta1, beta2, eps, decay, correction1, correction2;
+        } h = {args[4], args[5], args[6], args[7],
+               args[8], args[9], args[10]};
+        Value factor = args[11];
         Value pv = toF32(b, args[0]);
         Value g = arith::MulFOp::create(b, toF32(b, args[1]), factor);
         Value mNew = arith::AddFOp::create(
@@ -306,11 +312,9 @@ struct LmBuildTrainStepPass
     return optimizerFunction(
         group, step, "_adamw", inputs, results,
         [k](ImplicitLocOpBuilder &b, ValueRange args) {
-          AdamScalars scalars = AdamScalars::read(b, args[0]);
-          Value factor = tensor::ExtractOp::create(b, args[1], ValueRange{});
           SmallVector<Value> p, m, v;
           for (unsigned i = 0; i < k; ++i) {
-            auto update = adamW(b, scalars, factor, args[2 + i],
+            auto update = adamW(b, args[0], args[1], args[2 + i],
                                 args[2 + k + i], args[2 + 2 * k + i],
                                 args[2 + 3 * k + i]);
             p.push_back(update.getResult(0));
@@ -430,9 +434,9 @@ struct LmBuildTrainStepPass
       vs.push_back(body->getArgument(grad.getNumArguments() + numParams + p));
     }
     SmallVector<Value> newParams(numParams), newM(numParams), newV(numParams);
+    Value factorTensor = tensor::FromElementsOp::create(
+        b, RankedTensorType::get({}, f32), ValueRange{factor});
     if (!groups.empty()) {
-      Value factorTensor = tensor::FromElementsOp::create(
-          b, RankedTensorType::get({}, f32), ValueRange{factor});
       for (const ParamGroup &group : groups) {
         SmallVector<Value> operands = {hyper, factorTensor};
         for (ValueRange values : {ValueRange(params), ValueRange(gradients),
@@ -448,12 +452,11 @@ struct LmBuildTrainStepPass
         }
       }
     }
-    AdamScalars scalars = AdamScalars::read(b, hyper);
     for (unsigned p = 0; p < numParams; ++p) {
       if (groupOf[p] >= 0)
         continue;
-      auto update = adamW(b, scalars, factor, params[p], gradients[p], ms[p],
-                          vs[p]);
+      auto update = adamW(b, hyper, factorTensor, params[p], gradients[p],
+                          ms[p], vs[p]);
       newParams[p] = update.getResult(0);
       newM[p] = update.getResult(1);
       newV[p] = update.getResult(2);

@@ -125,7 +125,11 @@ def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
     when `clip > 0`; `m ← β1·m + (1-β1)·g`; `v ← β2·v + (1-β2)·g²`;
     `p ← p - lr·((m / (1-β1^t)) / (sqrt(v / (1-β2^t)) + eps) + wd·p)`, with
     decoupled weight decay on matrices only (parameters of rank 2 or more;
-    not on norms and biases), as in AdamW.
+    not on norms and biases), as in AdamW. Each parameter's update is one
+    linalg.generic that takes the hyperparameters (`hyper` at constant
+    indices) and the clipping factor (a `tensor<f32>`) as inputs every
+    element reads at one place: no scalar is extracted for it (on the GPU,
+    an extracted scalar is a single-thread kernel and a buffer of its own).
 
     ```mlir
     func.func @m_train_step(%t: tensor<?x4xi32>, %w: tensor<16x8xf32> {lm.param = "w"},

@@ -5,6 +5,10 @@
 // gradient norm, and the new parameters, m and v. Its numerics are checked
 // against a C++ AdamW in test/unit/GradientTest.cpp.
 
+// The maps of the AdamW updates' hyperparameter inputs (below).
+// CHECK-DAG: #[[LR:.*]] = affine_map<(d0, d1) -> (0)>
+// CHECK-DAG: #[[C2:.*]] = affine_map<(d0, d1) -> (7)>
+// CHECK-DAG: #[[SCALAR:.*]] = affine_map<(d0, d1) -> ()>
 // CHECK-LABEL: func.func @f_train_step(
 // CHECK-SAME: %{{.*}}: tensor<4x6xf32> {lm.param = "x"}, %{{.*}}: tensor<6xf32> {lm.param = "b"}, %{{.*}}: tensor<1x4xi32>,
 // CHECK-SAME: %{{.*}}: tensor<4x6xf32> {lm.adam_m = "x"}, %{{.*}}: tensor<6xf32> {lm.adam_m = "b"},
@@ -17,7 +21,13 @@
 // CHECK: %[[G:.*]]:3 = call @f_grad(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<4x6xf32>, tensor<6xf32>, tensor<1x4xi32>) -> (tensor<f32>, tensor<4x6xf32>, tensor<6xf32>)
 // CHECK: math.sqrt
 // CHECK: arith.minimumf
-// CHECK: %[[X:.*]]:3 = linalg.generic {{.*}} outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
+// Each update reads the hyperparameters (learning rate, betas, epsilon,
+// decay, the bias corrections: 0-4, 6, 7) and the clipping factor as inputs
+// that every element reads at one place, not as scalars extracted before
+// it (on the GPU each would be a single-thread kernel and a buffer).
+// CHECK-NOT: tensor.extract %[[HYPER]][%c0
+// CHECK: %[[FACTOR:.*]] = tensor.from_elements %{{.*}} : tensor<f32>
+// CHECK: %[[X:.*]]:3 = linalg.generic {indexing_maps = [{{.*}}, #[[LR]], {{.*}}, #[[C2]], #[[SCALAR]], {{.*}}]{{.*}} ins({{.*}}, %[[HYPER]], %[[HYPER]], %[[HYPER]], %[[HYPER]], %[[HYPER]], %[[HYPER]], %[[HYPER]], %[[FACTOR]] : {{.*}}) outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
 // CHECK: %[[B:.*]]:3 = linalg.generic {{.*}} outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<6xf32>, tensor<6xf32>, tensor<6xf32>)
 // CHECK: return %{{.*}}, %{{.*}}, %[[X]]#0, %[[B]]#0, %[[X]]#1, %[[B]]#1, %[[X]]#2, %[[B]]#2
 func.func @f(%x: tensor<4x6xf32> {lm.param = "x"}, %b: tensor<6xf32> {lm.param = "b"}, %t: tensor<1x4xi32>) -> tensor<f32> {
