@@ -12,6 +12,7 @@
 #include "dialect/Lm/IR/LmOps.h"
 #include "lib/Autodiff/BlockFunctions.h"
 #include "lib/Autodiff/Passes.h"
+#include "lib/Dialect/Moe/Utils/Kernels.h"
 #include "dialect/Moe/IR/MoeInterfaces.h"
 #include "dialect/Moe/IR/MoeOps.h"
 #include "lib/Support/TensorBuilders.h"
@@ -126,10 +127,7 @@ LogicalResult reverseSweep(
     // (`linear_grad`), as convert-moe-to-linalg names the forward ops, for
     // the GPU kernel report.
     b.setLoc(isa<moe::MoeDialect>(op->getDialect())
-                 ? Location(NameLoc::get(
-                       StringAttr::get(op->getContext(),
-                                       op->getName().stripDialect() + "_grad"),
-                       op->getLoc()))
+                 ? switchyard::kindLocation(op, "_grad")
                  : op->getLoc());
     SmallVector<Value> operandAdjoints;
     if (FailureOr<SmallVector<Value>> called =

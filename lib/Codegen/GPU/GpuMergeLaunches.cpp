@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lib/Codegen/Common/HostCode.h"
 #include "lib/Codegen/GPU/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -21,7 +22,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/Support/Debug.h"
 
@@ -35,6 +35,7 @@ namespace mlir::switchyard {
 #define DEBUG_TYPE "switchyard-gpu-merge-launches"
 
 using namespace mlir;
+using mlir::switchyard::viewedBuffer;
 
 namespace {
 
@@ -67,14 +68,6 @@ std::optional<int64_t> constantIndex(Value value) {
     return isa<arith::MulIOp>(def) ? *a * *b : *a + *b;
   }
   return std::nullopt;
-}
-
-/// The buffer a memref value views: through view-like ops to an
-/// allocation, a function argument or another op's result.
-Value rootBuffer(Value memref) {
-  while (auto view = memref.getDefiningOp<ViewLikeOpInterface>())
-    memref = view.getViewSource();
-  return memref;
 }
 
 /// Whether two root buffers may share memory: the same buffer, or neither
@@ -141,7 +134,7 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
   }
   Region &body = launch.getBody();
   auto record = [&](MemoryEffects::Effect *effect, Value value) {
-    Value root = rootBuffer(value);
+    Value root = viewedBuffer(value);
     if (body.isAncestor(root.getParentRegion()))
       return; // The thread's or the block's own memory.
     if (isa<MemoryEffects::Write>(effect))
@@ -247,7 +240,7 @@ struct Group {
     if (isa<gpu::AllocOp, memref::AllocOp>(op))
       return true;
     if (isa<gpu::DeallocOp, memref::DeallocOp>(op)) {
-      Value freed = rootBuffer(op->getOperand(op->getNumOperands() - 1));
+      Value freed = viewedBuffer(op->getOperand(op->getNumOperands() - 1));
       auto touches = [&](Value v) { return mayAlias(v, freed); };
       return llvm::none_of(accesses.reads, touches) &&
              llvm::none_of(accesses.writes, touches);
@@ -441,7 +434,7 @@ void scheduleRun(ArrayRef<Operation *> ops, int64_t window, int64_t maxLaunches,
   for (Operation *op : ops) {
     if (!isa<gpu::DeallocOp, memref::DeallocOp>(op))
       continue;
-    Value freed = rootBuffer(op->getOperand(op->getNumOperands() - 1));
+    Value freed = viewedBuffer(op->getOperand(op->getNumOperands() - 1));
     int64_t last = -1;
     for (auto [root, g] : lastUse)
       if (mayAlias(root, freed))

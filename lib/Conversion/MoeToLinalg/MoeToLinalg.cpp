@@ -1146,9 +1146,7 @@ struct ConvertMoeToLinalgPass
       // Named already: by lm-differentiate, after the op it differentiates.
       if (isa<NameLoc>(op->getLoc()))
         return;
-      op->setLoc(NameLoc::get(
-          StringAttr::get(op->getContext(), op->getName().stripDialect()),
-          op->getLoc()));
+      op->setLoc(kindLocation(op));
     });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

@@ -366,6 +366,12 @@ Value mlir::switchyard::applyDropout(ImplicitLocOpBuilder &b, Value x,
                  });
 }
 
+Location mlir::switchyard::kindLocation(Operation *op, StringRef suffix) {
+  return NameLoc::get(StringAttr::get(op->getContext(),
+                                      op->getName().stripDialect() + suffix),
+                      op->getLoc());
+}
+
 void mlir::switchyard::replaceCast(PatternRewriter &rewriter,
                                    ImplicitLocOpBuilder &b, Operation *op,
                                    ValueRange values) {

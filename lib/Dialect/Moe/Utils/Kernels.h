@@ -22,6 +22,11 @@ class PatternRewriter;
 
 namespace mlir::switchyard {
 
+/// The location of what a lowering or a gradient rule builds for `op`:
+/// its own, named after its kind and `suffix` (`linear`, `linear_grad`), by
+/// which the GPU kernel report tells what each kernel computes.
+Location kindLocation(Operation *op, StringRef suffix = "");
+
 /// Replaces `op` by `values`, cast to its result types where a lowering
 /// built them more or less static than the op declares.
 void replaceCast(PatternRewriter &rewriter, ImplicitLocOpBuilder &b,
