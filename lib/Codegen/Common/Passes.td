@@ -110,6 +110,77 @@ def SwitchyardFuseElementwisePass
                            "::mlir::linalg::LinalgDialect"];
 }
 
+def SwitchyardFuseRowsPass
+    : Pass<"switchyard-fuse-rows", "::mlir::ModuleOp"> {
+  let summary = "Fuse row reductions and the ops around them into one loop "
+                "over rows";
+  let description = [{
+    Gathers a row reduction (a `linalg.generic` whose leading loops are
+    parallel, its trailing loops reductions, its result indexed by the
+    leading loops) and the ops after it that read its rows (or the rows of
+    another op of the group) into one `scf.forall` over the rows: layer
+    norm's mean, variance and normalisation, its gradient's two row sums
+    and the update that reads them, softmax's maximum, sum and division.
+    Each op of the group becomes the same op on one row (its row dimensions
+    sliced away), the rows' results are inserted into full-sized results,
+    and the fills an op starts from are made per row inside the loop.
+    Runs on tensors, after the lowering to linalg and the elementwise
+    fusion.
+
+    The forall carries a `#gpu.block<linear_dim_i>` mapping:
+    `switchyard-gpu-row-kernels` gives each row a thread block, whose
+    threads share the row's elements and reduce through shared memory
+    (one kernel instead of one per op). Its results are those of the ops
+    it replaces.
+
+    An op joins the group when its leading loops are parallel and as many
+    as the group's rows, of the same sizes; it reads a result of the group
+    through a map that starts with those loops; every other operand's map
+    uses a row loop only as a whole index; and its body reads no indices
+    and no other tensors. An op outside the group that reads a result of
+    the group ends it (the group's loop comes before that op). Contractions
+    stay out: their kernels take plain factors.
+
+    Before:
+
+    ```mlir
+    %sum = linalg.generic {indexing_maps = [#id, #rows],
+                           iterator_types = ["parallel", "reduction"]}
+        ins(%x : tensor<4x8xf32>) outs(%zero : tensor<4xf32>) {...}
+    %y = linalg.generic {indexing_maps = [#id, #rows, #id],
+                         iterator_types = ["parallel", "parallel"]}
+        ins(%x, %sum : tensor<4x8xf32>, tensor<4xf32>)
+        outs(%e : tensor<4x8xf32>) {...}
+    ```
+
+    After:
+
+    ```mlir
+    %r:2 = scf.forall (%i) in (4) shared_outs(%s = %e0, %o = %e)
+        -> (tensor<4xf32>, tensor<4x8xf32>) {
+      %xi = tensor.extract_slice %x[%i, 0] [1, 8] [1, 1]
+          : tensor<4x8xf32> to tensor<8xf32>
+      %si = tensor.extract_slice %s[%i] [1] [1] : tensor<4xf32> to tensor<f32>
+      %zi = linalg.fill ins(%c0 : f32) outs(%si : tensor<f32>) -> tensor<f32>
+      %sum = linalg.generic {...} ins(%xi : tensor<8xf32>)
+          outs(%zi : tensor<f32>) {...}
+      %oi = tensor.extract_slice %o[%i, 0] [1, 8] [1, 1]
+          : tensor<4x8xf32> to tensor<8xf32>
+      %y = linalg.generic {...} ins(%xi, %sum : tensor<8xf32>, tensor<f32>)
+          outs(%oi : tensor<8xf32>) {...}
+      scf.forall.in_parallel {
+        tensor.parallel_insert_slice %sum into %s[%i] [1] [1] ...
+        tensor.parallel_insert_slice %y into %o[%i, 0] [1, 8] [1, 1] ...
+      }
+    } {mapping = [#gpu.block<linear_dim_0>]}
+    ```
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def SwitchyardRematerializeFillsPass
     : Pass<"switchyard-rematerialize-fills", "::mlir::ModuleOp"> {
   let summary = "One linalg.fill per op that takes it as its initial value";

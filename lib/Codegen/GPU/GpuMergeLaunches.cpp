@@ -185,9 +185,17 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
   return candidate;
 }
 
-/// Whether `a` and `b` launch blocks of the same size and shared memory.
+/// The dynamic shared memory up to which launches merge whatever their
+/// sizes, the merged launch taking the largest: the row kernels' partial
+/// results beside kernels that use none.
+constexpr int64_t kSmallSharedBytes = 4096;
+
+/// Whether `a` and `b` launch blocks of the same size and the same shared
+/// memory, or little enough of it.
 bool sameShape(const Candidate &a, const Candidate &b) {
-  return a.block == b.block && a.sharedBytes == b.sharedBytes;
+  return a.block == b.block &&
+         (a.sharedBytes == b.sharedBytes ||
+          std::max(a.sharedBytes, b.sharedBytes) <= kSmallSharedBytes);
 }
 
 /// Whether `a` and `b` may run in either order: neither writes a buffer
@@ -274,9 +282,15 @@ void merge(RewriterBase &rewriter, ArrayRef<Candidate> group) {
   }
   gpu::KernelDim3 block = last.getBlockSizeOperandValues();
   Value one = index(1);
+  Value sharedBytes = last.getDynamicSharedMemorySize();
+  int64_t mostShared = 0;
+  for (const Candidate &c : group)
+    mostShared = std::max(mostShared, c.sharedBytes);
+  if (mostShared != group.back().sharedBytes)
+    sharedBytes = arith::ConstantIntOp::create(rewriter, loc,
+                                               rewriter.getI32Type(), mostShared);
   auto merged = gpu::LaunchOp::create(rewriter, loc, total, one, one, block.x,
-                                      block.y, block.z,
-                                      last.getDynamicSharedMemorySize());
+                                      block.y, block.z, sharedBytes);
   merged->setDiscardableAttrs(last->getDiscardableAttrDictionary());
   merged->setAttr(switchyard::kMergedLaunchAttr, rewriter.getUnitAttr());
   Block &body = merged.getBody().front();

@@ -133,6 +133,69 @@ def SwitchyardGpuSplitReductionsPass
   ];
 }
 
+def SwitchyardGpuRowKernelsPass
+    : Pass<"switchyard-gpu-row-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Row loops as kernels with a thread block per row";
+  let description = [{
+    Turns each bufferized `scf.forall` mapped to `#gpu.block<linear_dim_i>`
+    (the loops over rows that `switchyard-fuse-rows` forms) into one
+    `gpu.launch` with a thread block per row. The linalg ops of a row run
+    one after the other, a barrier between them, their iterations shared
+    by the block's threads:
+
+    - an op without reductions: thread `t` computes the elements `t`,
+      `t + block-size`, ... of the row, in order of its loops;
+    - a reduction to one value per row whose body combines the previous
+      value with one new term by `arith.addf`, `arith.maximumf` or
+      `arith.maxnumf` (f32): each thread combines its strided share of
+      the terms, the partial results meet in shared memory and thread 0
+      combines them with the initial value, in thread order;
+    - any other op: thread `t` computes the parallel iterations `t`,
+      `t + block-size`, ..., each with its reduction loops in order.
+
+    Adjacent threads read adjacent elements of a row, where the one-
+    thread-per-row kernels of a reduction read one row each. Reductions are
+    summed in another order than the CPU's (a partial sum per thread).
+
+    Before:
+
+    ```mlir
+    scf.forall (%i) in (%n) {
+      %x = memref.subview %in[%i, 0] [1, 512] [1, 1] : ... to memref<512xf32, ...>
+      %s = memref.subview %sum[%i] [1] [1] : ... to memref<f32, ...>
+      linalg.fill ins(%zero : f32) outs(%s : memref<f32, ...>)
+      linalg.generic {... ["reduction"]} ins(%x : ...) outs(%s : ...) {...}
+    } {mapping = [#gpu.block<linear_dim_0>]}
+    ```
+
+    After:
+
+    ```mlir
+    gpu.launch blocks(%b, %by, %bz) in (%gx = %n, ...)
+               threads(%t, %ty, %tz) in (%bx = %c128, ...)
+               dynamic_shared_memory_size %c512_i32 {
+      %x = memref.subview %in[%b, 0] [1, 512] [1, 1] : ...
+      ...
+      scf.for %e = %t to %c1 step %c128 { ... store %zero ... }
+      gpu.barrier
+      %part = scf.for %k = %t to %c512 step %c128 iter_args(%a = %cst0) ...
+      memref.store %part, %partials[%t]
+      gpu.barrier
+      scf.if %thread0 { ... combine %partials[0 .. 127] into %s ... }
+      gpu.barrier
+      gpu.terminator
+    }
+    ```
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"128",
+           "Threads per row">,
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def SwitchyardGpuParallelDimsFirstPass
     : Pass<"switchyard-gpu-parallel-dims-first", "::mlir::func::FuncOp"> {
   let summary = "Interchange linalg loops so that parallel dimensions come first";
@@ -346,7 +409,9 @@ def SwitchyardGpuMergeLaunchesPass
     open group it can; groups of several block sizes grow side by side.
     Launches with barriers and dynamic shared memory (the tensor-core
     kernels) merge with those of the same block size and the same shared
-    memory size, which the merged launch keeps: every thread of a block
+    memory size, which the merged launch keeps, or, up to 4 KiB (the row
+    kernels' partial results), any size, the merged launch taking the
+    largest: every thread of a block
     takes the same branch, so a barrier under it is reached by all (the
     GPU emulation serializes the threads of such a branch on its own).
     Left as they are: launches with attributions, a cluster, a dynamic

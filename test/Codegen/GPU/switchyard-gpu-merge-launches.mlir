@@ -157,17 +157,19 @@ func.func @chains(%a: memref<256xf32>, %b: memref<256xf32>, %n: index) -> (memre
 // -----
 
 // Kernels with barriers and dynamic shared memory (the tensor-core
-// kernels) merge where their shared memory is the same: every thread of a
-// block takes the same branch, barriers included. The merged launch keeps
-// the shared memory size; a kernel that needs more stays apart.
+// kernels) merge where their shared memory is the same, or small (up to
+// 4 KiB): every thread of a block takes the same branch, barriers
+// included. The merged launch takes the largest size; a kernel that needs
+// more than 4 KiB, and not the same, stays apart.
 // CHECK-LABEL: func.func @shared_memory
-// CHECK: gpu.launch blocks(%{{.*}}) in (%{{.*}}) threads(%{{.*}}) in (%{{.*}} = %c128, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) dynamic_shared_memory_size %c1024_i32
+// CHECK: %[[LARGEST:.*]] = arith.constant 2048 : i32
+// CHECK: gpu.launch blocks(%{{.*}}) in (%{{.*}}) threads(%{{.*}}) in (%{{.*}} = %c128, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) dynamic_shared_memory_size %[[LARGEST]]
 // CHECK: scf.if
 // CHECK: gpu.barrier
 // CHECK: } else {
 // CHECK: gpu.barrier
 // CHECK: } {switchyard.merged}
-// CHECK: gpu.launch blocks(%{{.*}}) in (%{{.*}}) threads(%{{.*}}) in (%{{.*}}) dynamic_shared_memory_size %c2048_i32
+// CHECK: gpu.launch blocks(%{{.*}}) in (%{{.*}}) threads(%{{.*}}) in (%{{.*}}) dynamic_shared_memory_size %c8192_i32
 // CHECK-NOT: scf.if
 // CHECK: return
 // Adjacent, they merge without reordering too.
@@ -179,6 +181,7 @@ func.func @shared_memory(%a: memref<128xf32>, %n: index) {
   %c128 = arith.constant 128 : index
   %c1024_i32 = arith.constant 1024 : i32
   %c2048_i32 = arith.constant 2048 : i32
+  %c8192_i32 = arith.constant 8192 : i32
   %p = gpu.alloc () : memref<128xf32>
   %q = gpu.alloc () : memref<128xf32>
   %r = gpu.alloc () : memref<128xf32>
@@ -192,7 +195,7 @@ func.func @shared_memory(%a: memref<128xf32>, %n: index) {
     memref.store %w, %p[%tx] : memref<128xf32>
     gpu.terminator
   }
-  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) dynamic_shared_memory_size %c1024_i32 {
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) dynamic_shared_memory_size %c2048_i32 {
     %smem = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
     %tile = memref.view %smem[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<128xf32, #gpu.address_space<workgroup>>
     %v = memref.load %a[%tx] : memref<128xf32>
@@ -202,7 +205,7 @@ func.func @shared_memory(%a: memref<128xf32>, %n: index) {
     memref.store %w, %q[%tx] : memref<128xf32>
     gpu.terminator
   }
-  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) dynamic_shared_memory_size %c2048_i32 {
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %n, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) dynamic_shared_memory_size %c8192_i32 {
     %smem = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
     %tile = memref.view %smem[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<128xf32, #gpu.address_space<workgroup>>
     %v = memref.load %a[%tx] : memref<128xf32>
