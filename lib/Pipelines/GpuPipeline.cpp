@@ -200,6 +200,7 @@ void buildKernelFormationStages(OpPassManager &pm,
   pm.addPass(switchyard::createSwitchyardOutlineOpsPass(outline));
   switchyard::SwitchyardGpuRowKernelsPassOptions rowKernels;
   rowKernels.blockSize = formation.blockSize;
+  rowKernels.elementType = formation.elementType;
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuRowKernelsPass(rowKernels));
   if (formation.elementType != "f32") {

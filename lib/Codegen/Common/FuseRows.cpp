@@ -70,11 +70,16 @@ bool hasScalarBody(linalg::GenericOp op) {
   });
 }
 
-/// Whether `op` is a contraction: the targets' matmul kernels take those,
-/// their factors rounded as the GPU's tensor cores round them (a product
-/// with a vector too, which computed here would not be).
+/// Whether `op` is a matmul (rows of one factor times columns of the
+/// other), which the targets' matmul kernels take; a product with a vector
+/// (a row's dot product with a norm's weight) is a row reduction like any
+/// other.
 bool isMatmulLike(linalg::GenericOp op) {
-  return linalg::isaContractionOpInterface(op);
+  if (!linalg::isaContractionOpInterface(op))
+    return false;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  return failed(dims) || (!dims->m.empty() && !dims->n.empty());
 }
 
 /// The number of rows of a row reduction (parallel loops, then reductions,

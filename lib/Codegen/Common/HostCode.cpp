@@ -1,11 +1,14 @@
 //===- HostCode.cpp - what host code of the GPU target may do -------------===//
 //
-// The memory-access test and the viewed buffer of HostCode.h.
+// The memory-access test, the viewed buffer and the aliasing of buffers of
+// HostCode.h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Codegen/Common/HostCode.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -47,4 +50,11 @@ Value switchyard::viewedBuffer(Value v) {
   while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
     v = view.getViewSource();
   return v;
+}
+
+bool switchyard::mayAlias(Value a, Value b) {
+  auto fresh = [](Value v) {
+    return isa_and_nonnull<gpu::AllocOp, memref::AllocOp>(v.getDefiningOp());
+  };
+  return a == b || (!fresh(a) && !fresh(b));
 }

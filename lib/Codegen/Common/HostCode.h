@@ -38,6 +38,10 @@ bool readsOrWritesMemory(Operation *op);
 /// collapse/expand_shape, cast, ...) to an allocation or a block argument.
 Value viewedBuffer(Value v);
 
+/// Whether two root buffers (viewedBuffer) may share memory: the same
+/// buffer, or neither a fresh allocation of the host code.
+bool mayAlias(Value a, Value b);
+
 } // namespace mlir::switchyard
 
 #endif // SWITCHYARD_LIB_CODEGEN_COMMON_HOSTCODE_H

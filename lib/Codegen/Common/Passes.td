@@ -138,8 +138,9 @@ def SwitchyardFuseRowsPass
     through a map that starts with those loops; every other operand's map
     uses a row loop only as a whole index; and its body reads no indices
     and no other tensors. An op outside the group that reads a result of
-    the group ends it (the group's loop comes before that op). Contractions
-    stay out: their kernels take plain factors.
+    the group ends it (the group's loop comes before that op). Matmuls
+    stay out (the targets' matmul kernels take them); a product with a
+    vector, such as a row's dot product with a norm's weight, joins.
 
     Before:
 

@@ -31,6 +31,7 @@ namespace mlir::switchyard {
 
 using namespace mlir;
 using mlir::switchyard::readsOrWritesMemory;
+using mlir::switchyard::viewedBuffer;
 
 namespace {
 /// Ops that only the host can execute.
@@ -86,6 +87,97 @@ int64_t kernelParamBytes(Value value, const llvm::DenseSet<Operation *> &device,
   return 8;
 }
 
+/// The longest chain of a scalar read and its arithmetic that kernels
+/// compute again instead of a single-thread kernel passing it on.
+constexpr size_t kMaxRecomputedOps = 32;
+
+/// Clones each scalar read of `block` that only kernels use, with the
+/// arithmetic on it, into every kernel that uses it (each thread computes
+/// it again: the dropout's key from its seed), where no op between the read
+/// and the kernel may write the buffer read. The rest of the pass then
+/// finds nothing to run in a kernel of its own for it.
+void recomputeScalarReadsInKernels(Block &block) {
+  SmallVector<memref::LoadOp> loads;
+  for (Operation &op : block)
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      loads.push_back(load);
+  for (memref::LoadOp load : loads) {
+    // The read and the host ops that compute on it, transitively; every
+    // other use must be in a kernel's body.
+    llvm::SetVector<Operation *> chain;
+    llvm::SetVector<gpu::LaunchOp> kernels;
+    chain.insert(load);
+    bool onlyKernels = true;
+    for (size_t i = 0; i < chain.size() && onlyKernels; ++i) {
+      for (Value result : chain[i]->getResults()) {
+        for (Operation *user : result.getUsers()) {
+          Operation *top = block.findAncestorOpInBlock(*user);
+          auto kernel = dyn_cast_or_null<gpu::LaunchOp>(top);
+          if (kernel && kernel != user) {
+            kernels.insert(kernel);
+          } else if (user == top && isMemoryEffectFree(user) &&
+                     user->getNumRegions() == 0 &&
+                     !user->hasTrait<OpTrait::IsTerminator>()) {
+            chain.insert(user);
+          } else {
+            onlyKernels = false;
+          }
+        }
+      }
+    }
+    if (!onlyKernels || kernels.empty() || chain.size() > kMaxRecomputedOps)
+      continue;
+    // In program order: the clones' operands before them.
+    SmallVector<Operation *> ordered(chain.begin(), chain.end());
+    llvm::sort(ordered, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    // Memory order: nothing between the read and a kernel writes the buffer.
+    Value buffer = viewedBuffer(load.getMemref());
+    auto writesBuffer = [&](Operation *op) {
+      return op
+          ->walk([&](Operation *nested) {
+            return switchyard::accessesBuffer(
+                       nested, /*writesOnly=*/true,
+                       [&](Value v) {
+                         return switchyard::mayAlias(viewedBuffer(v), buffer);
+                       })
+                       ? WalkResult::interrupt()
+                       : WalkResult::advance();
+          })
+          .wasInterrupted();
+    };
+    // And the whole chain comes before each kernel (the clones' operands
+    // are then all defined there).
+    bool unchanged = true;
+    for (gpu::LaunchOp kernel : kernels) {
+      for (Operation *op : chain)
+        unchanged &= op->isBeforeInBlock(kernel);
+      for (Operation *op = load->getNextNode();
+           unchanged && op && op != kernel.getOperation(); op = op->getNextNode())
+        unchanged &= chain.contains(op) || !writesBuffer(op);
+    }
+    if (!unchanged)
+      continue;
+    LLVM_DEBUG(llvm::dbgs() << "recomputing a scalar read (" << chain.size()
+                            << " ops) in " << kernels.size() << " kernels\n");
+    OpBuilder b(load.getContext());
+    for (gpu::LaunchOp kernel : kernels) {
+      b.setInsertionPointToStart(&kernel.getBody().front());
+      IRMapping map;
+      for (Operation *op : ordered)
+        b.clone(*op, map);
+      for (Operation *op : ordered)
+        for (Value result : op->getResults())
+          result.replaceUsesWithIf(map.lookup(result), [&](OpOperand &use) {
+            return kernel->isProperAncestor(use.getOwner());
+          });
+    }
+    for (Operation *op : llvm::reverse(ordered))
+      op->erase();
+  }
+}
+
 struct SwitchyardGpuLaunchHostComputePass
     : public switchyard::impl::SwitchyardGpuLaunchHostComputePassBase<
           SwitchyardGpuLaunchHostComputePass> {
@@ -100,6 +192,7 @@ struct SwitchyardGpuLaunchHostComputePass
   /// Finds the ops of `block` that must run on the device, groups them into
   /// runs and turns each run into a single-thread launch.
   LogicalResult processBlock(Block &block) {
+    recomputeScalarReadsInKernels(block);
     // Ops that touch buffers, or use a value computed by such an op.
     llvm::DenseSet<Operation *> device;
     auto usesDeviceValue = [&](Operation *op) {

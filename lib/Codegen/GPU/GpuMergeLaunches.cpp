@@ -35,6 +35,7 @@ namespace mlir::switchyard {
 #define DEBUG_TYPE "switchyard-gpu-merge-launches"
 
 using namespace mlir;
+using mlir::switchyard::mayAlias;
 using mlir::switchyard::viewedBuffer;
 
 namespace {
@@ -70,14 +71,6 @@ std::optional<int64_t> constantIndex(Value value) {
   return std::nullopt;
 }
 
-/// Whether two root buffers may share memory: the same buffer, or neither
-/// a fresh allocation of the host code.
-bool mayAlias(Value a, Value b) {
-  auto fresh = [](Value v) {
-    return isa_and_nonnull<gpu::AllocOp, memref::AllocOp>(v.getDefiningOp());
-  };
-  return a == b || (!fresh(a) && !fresh(b));
-}
 
 /// The buffers (from outside) a launch reads and writes.
 struct Accesses {

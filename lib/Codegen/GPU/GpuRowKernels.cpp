@@ -7,7 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lib/Codegen/Common/Contractions.h"
 #include "lib/Codegen/GPU/Passes.h"
+#include "lib/Support/TensorBuilders.h"
 
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -242,6 +244,15 @@ struct SwitchyardGpuRowKernelsPass
           << int64_t(blockSize);
       return signalPassFailure();
     }
+    FailureOr<FloatType> type =
+        switchyard::parseRoundingType(&getContext(), elementType);
+    if (failed(type)) {
+      emitError(getOperation().getLoc())
+          << "switchyard-gpu-row-kernels: unsupported element-type '"
+          << elementType << "'; expected f32, bf16 or f16";
+      return signalPassFailure();
+    }
+    roundTo = *type;
     SmallVector<scf::ForallOp> loops;
     getOperation().walk([&](scf::ForallOp forall) {
       if (isRowLoop(forall))
@@ -337,6 +348,11 @@ struct SwitchyardGpuRowKernelsPass
       auto generic = dyn_cast<linalg::GenericOp>(copy);
       if (!generic)
         continue;
+      if (roundTo)
+        if (FailureOr<switchyard::Contraction> c =
+                switchyard::matchContraction(generic);
+            succeeded(c))
+          switchyard::roundContractionFactors(rewriter, *c, roundTo);
       rewriter.setInsertionPoint(generic);
       if (Operation *combiner = singleCombiner(generic))
         emit.emitBlockReduction(generic, combiner);
@@ -352,6 +368,9 @@ struct SwitchyardGpuRowKernelsPass
                             << " threads at " << loc << "\n");
     return success();
   }
+
+  /// The type contractions' factors are rounded to; null: none.
+  FloatType roundTo;
 };
 
 } // namespace

@@ -156,6 +156,11 @@ def SwitchyardGpuRowKernelsPass
     Adjacent threads read adjacent elements of a row, where the one-
     thread-per-row kernels of a reduction read one row each. Reductions are
     summed in another order than the CPU's (a partial sum per thread).
+    With a 16-bit `element-type`, the factors of a contraction in a row (a
+    row's dot product with a norm's weight) are rounded to it, as
+    `switchyard-gpu-tensor-core-matmul` rounds those of the contractions it
+    leaves to SIMT code and `switchyard-round-contraction-operands` those of
+    the CPU reference.
 
     Before:
 
@@ -190,6 +195,9 @@ def SwitchyardGpuRowKernelsPass
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"128",
            "Threads per row">,
+    Option<"elementType", "element-type", "std::string", /*default=*/"\"f32\"",
+           "Element type to which contractions' factors are rounded: f32 "
+           "(none), bf16 or f16">,
   ];
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::gpu::GPUDialect",
@@ -283,6 +291,13 @@ def SwitchyardGpuLaunchHostComputePass
     run computes and later code uses is passed through a 0-d device buffer:
     stored at the end of the run, loaded at the start of each later kernel
     that uses it.
+
+    First, a scalar read that only kernels use, with the arithmetic the
+    host does on it (at most 32 ops: the dropout's key from its seed), is
+    cloned into each of those kernels, every thread computing it again,
+    where no op between the read and the kernel may write the buffer read
+    (a launch, a call or a store that may touch it); a single-thread kernel
+    and a 0-d buffer fewer.
 
     Host ops without memory effects (constants, `memref.dim`, index
     arithmetic) stay on the host, and so does a call of a function of the

@@ -113,3 +113,75 @@ func.func @declared(%x: memref<4xf32>) {
   call @opaque(%x) : (memref<4xf32>) -> ()
   return
 }
+
+// -----
+
+// A scalar read that only kernels use, with its arithmetic (a dropout key
+// from its seed), is computed again in each kernel that uses it, in program
+// order, rather than in a single-thread kernel of its own: no op between
+// the read and the kernels writes the seed's buffer (a fresh allocation
+// cannot be it).
+// CHECK-LABEL: func.func @recomputed
+// CHECK-SAME: (%[[SEED:.*]]: memref<i64>, %[[OUT:.*]]: memref<256xi64>)
+// CHECK-NOT: memref.load
+// CHECK: gpu.launch
+// CHECK-NEXT: %[[S:.*]] = memref.load %[[SEED]][]
+// CHECK-NEXT: %[[A:.*]] = arith.addi %[[S]], %{{.*}}
+// CHECK-NEXT: %[[B:.*]] = arith.shrui %[[A]], %{{.*}}
+// CHECK-NEXT: arith.xori %[[A]], %[[B]]
+// CHECK: gpu.launch
+// CHECK-NEXT: memref.load %[[SEED]][]
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @recomputed(%seed: memref<i64>, %out: memref<256xi64>) {
+  %c1 = arith.constant 1 : index
+  %c256 = arith.constant 256 : index
+  %k = arith.constant 7 : i64
+  %s = memref.load %seed[] : memref<i64>
+  %a = arith.addi %s, %k : i64
+  %b = arith.shrui %a, %k : i64
+  %key = arith.xori %a, %b : i64
+  %tmp = gpu.alloc () : memref<256xi64>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+    %i = arith.index_cast %tx : index to i64
+    %v = arith.addi %key, %i : i64
+    memref.store %v, %tmp[%tx] : memref<256xi64>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+    %t = memref.load %tmp[%tx] : memref<256xi64>
+    %v = arith.xori %key, %t : i64
+    memref.store %v, %out[%tx] : memref<256xi64>
+    gpu.terminator
+  }
+  gpu.dealloc %tmp : memref<256xi64>
+  return
+}
+
+// -----
+
+// A kernel in between may write the buffer read (two function arguments
+// may be one buffer): the read runs once, in a kernel of its own before it.
+// CHECK-LABEL: func.func @overwritten
+// CHECK: gpu.launch
+// CHECK:   memref.load %{{.*}}[] : memref<i64>
+// CHECK:   memref.store %{{.*}}, %{{.*}}[] : memref<i64>
+// CHECK: gpu.launch
+// CHECK: gpu.launch
+// CHECK:   memref.load %{{.*}}[] : memref<i64>
+func.func @overwritten(%seed: memref<i64>, %other: memref<i64>, %out: memref<256xi64>) {
+  %c1 = arith.constant 1 : index
+  %c256 = arith.constant 256 : index
+  %k = arith.constant 7 : i64
+  %s = memref.load %seed[] : memref<i64>
+  %key = arith.addi %s, %k : i64
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    memref.store %k, %other[] : memref<i64>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+    memref.store %key, %out[%tx] : memref<256xi64>
+    gpu.terminator
+  }
+  return
+}
