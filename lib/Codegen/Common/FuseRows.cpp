@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
@@ -366,9 +367,13 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
     rewriter.replaceAllUsesWith(op->getResult(0), forall.getResult(index));
   for (linalg::GenericOp op : llvm::reverse(group.ops))
     rewriter.eraseOp(op);
+  // Each fill once: ops of the group may start from the same one.
+  llvm::SmallSetVector<Operation *, 4> unused;
   for (linalg::FillOp fill : fills)
     if (fill && fill->use_empty())
-      rewriter.eraseOp(fill);
+      unused.insert(fill);
+  for (Operation *fill : unused)
+    rewriter.eraseOp(fill);
 }
 
 struct SwitchyardFuseRowsPass
