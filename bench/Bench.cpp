@@ -78,12 +78,19 @@ rt::CompileOptions bench::compileOptions(const Options &options,
     fusions = "none";
     experts = "dense";
   } else if (fuse == kGroupedExperts) {
-    fusions = "router,attention,elementwise";
+    fusions = "router,attention,elementwise,rows";
     experts = "grouped";
+  }
+  bool withoutRows = fuse == kWithoutRows;
+  if (withoutRows) {
+    fusions = "default";
+    experts = "default";
   }
   compile.fusion = check(
       mlir::switchyard::resolveFusions(fusions, experts, target(options)),
       "--fuse");
+  if (withoutRows)
+    compile.fusion->rows = false;
   return compile;
 }
 
@@ -93,6 +100,8 @@ std::string bench::fusionLabel(const Options &options, llvm::StringRef fuse) {
     return "unfused, dense experts";
   if (fuse == kGroupedExperts)
     return "grouped experts";
+  if (fuse == kWithoutRows)
+    return "default without rows";
   std::string fusions = mlir::switchyard::describeFusions(
       check(mlir::switchyard::resolveFusions(fuse, "default", target(options)),
             "--fuse"));

@@ -87,9 +87,13 @@ inline constexpr llvm::StringLiteral kDenseExperts = "dense";
 /// kernels are one thread per row.
 inline constexpr llvm::StringLiteral kGroupedExperts = "grouped";
 
+/// The device's default setting without switchyard-fuse-rows (`switchyard
+/// --fuse` of the default list less `rows`): what fusing rows buys.
+inline constexpr llvm::StringLiteral kWithoutRows = "no-rows";
+
 /// The compile options (with gradients) of a fusion setting: default (the
-/// device's own, FusionOptions::targetDefault), all, none, kGroupedExperts
-/// or, on the CPU, kDenseExperts.
+/// device's own, FusionOptions::targetDefault), all, none, kGroupedExperts,
+/// kWithoutRows or, on the CPU, kDenseExperts.
 rt::CompileOptions compileOptions(const Options &options, llvm::StringRef fuse);
 
 /// The compiler target whose defaults the options' device takes.

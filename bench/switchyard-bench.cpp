@@ -72,7 +72,8 @@ cl::list<std::string> fuse(
              "projections unfused and grouped by expert: on the GPU on "
              "tensor cores; switchyard --experts) and/or, on the CPU, dense "
              "(none, with the expert projections dense over all experts "
-             "instead of grouped by expert) (default for --kernels: "
+             "instead of grouped by expert), no-rows (default without "
+             "switchyard-fuse-rows) (default for --kernels: "
              "all,none,grouped on the GPU, all,none,dense on the CPU; for "
              "--train-step: default; the layer benchmark measures them all, "
              "each setting once)"),
@@ -208,10 +209,10 @@ int main(int argc, char **argv) {
   }
   for (const std::string &setting : options.fusions)
     if (setting != "default" && setting != "all" && setting != "none" &&
-        setting != kGroupedExperts &&
+        setting != kGroupedExperts && setting != kWithoutRows &&
         (setting != kDenseExperts || options.gpu())) {
       llvm::errs() << "switchyard-bench: error: --fuse: expected default, all, "
-                      "none, grouped or (on the CPU) dense, found '"
+                      "none, grouped, no-rows or (on the CPU) dense, found '"
                    << setting << "'\n";
       return 1;
     }

@@ -16,11 +16,12 @@
 using namespace mlir::switchyard;
 
 /// The fusions a setting names, with their names.
-static std::array<std::pair<bool FusionOptions::*, llvm::StringLiteral>, 4>
+static std::array<std::pair<bool FusionOptions::*, llvm::StringLiteral>, 5>
     kFusionNames = {{{&FusionOptions::router, "router"},
                      {&FusionOptions::expertProjection, "expert-projection"},
                      {&FusionOptions::attention, "attention"},
-                     {&FusionOptions::elementwise, "elementwise"}}};
+                     {&FusionOptions::elementwise, "elementwise"},
+                     {&FusionOptions::rows, "rows"}}};
 
 /// Applies `spec` to the fusions of `fusion`.
 static llvm::Error applyFusionSetting(llvm::StringRef spec,
@@ -43,7 +44,7 @@ static llvm::Error applyFusionSetting(llvm::StringRef spec,
       return llvm::createStringError(
           "unknown fusion '" + name.trim().str() +
           "'; expected default, all, none, or a comma-separated list of "
-          "router, expert-projection, attention, elementwise");
+          "router, expert-projection, attention, elementwise, rows");
     fusion.*(known->first) = true;
   }
   return llvm::Error::success();

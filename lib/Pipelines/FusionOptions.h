@@ -49,15 +49,19 @@ struct FusionOptions {
   /// read their results (after the lowering to linalg, on every op of the
   /// program, not only the moe ops').
   bool elementwise = true;
+  /// switchyard-fuse-rows: a row reduction and the ops that read its rows
+  /// (layer norm, its gradient, the cross-entropy's row sums) in one loop
+  /// over rows; on the GPU one kernel, a thread block per row.
+  bool rows = true;
 
   /// Every fusion (the expert grouping as given).
   static FusionOptions all(bool groupedExperts = true) {
-    return {true, true, true, groupedExperts, true};
+    return {true, true, true, groupedExperts, true, true};
   }
   /// No fusion: every moe op through its plain linalg lowering, every
   /// linalg op a loop nest (or kernel) of its own.
   static FusionOptions none(bool groupedExperts = true) {
-    return {false, false, false, groupedExperts, false};
+    return {false, false, false, groupedExperts, false, false};
   }
 
   /// Each target's defaults: the choices that make its code fastest by
@@ -67,11 +71,13 @@ struct FusionOptions {
   /// three fused for a layer's forward and backward; on the CPU no moe op
   /// fused, the experts grouped: the fused expert projections are row
   /// kernels, one thread per row, and the unfused lowerings' matmuls run as
-  /// register-blocked vector kernels. Both fuse elementwise ops.
+  /// register-blocked vector kernels. Both fuse elementwise ops; the GPU
+  /// rows too (one kernel, a block per row, for three to five), which on
+  /// the CPU measured no faster than the loop nests one op after another.
   static FusionOptions targetDefault(Target target) {
     if (target == Target::Gpu)
-      return {true, false, true, /*groupedExperts=*/true, true};
-    return {false, false, false, /*groupedExperts=*/true, true};
+      return {true, false, true, /*groupedExperts=*/true, true, true};
+    return {false, false, false, /*groupedExperts=*/true, true, false};
   }
 
   bool operator==(const FusionOptions &other) const = default;

@@ -160,9 +160,6 @@ bool addedOptionError(OpPassManager &pm, llvm::Error error) {
 
 /// Tensors to buffers, the buffers in device memory.
 void buildBufferizationStages(OpPassManager &pm) {
-  // Row reductions and the ops that read their rows as one loop over rows,
-  // a kernel with a thread block per row (switchyard-gpu-row-kernels).
-  pm.addPass(switchyard::createSwitchyardFuseRowsPass());
   // As on the CPU: public functions return fresh buffers the caller owns.
   switchyard::buildBufferizePipeline(pm, /*rematerializeFills=*/true);
   pm.addNestedPass<func::FuncOp>(

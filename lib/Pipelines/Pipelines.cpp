@@ -82,6 +82,9 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
   // split-block-gradients moved between a block's functions are in place.
   if (options.fusion.elementwise)
     pm.addPass(createSwitchyardFuseElementwisePass());
+  // After the elementwise fusion, whose fused ops it gathers by rows.
+  if (options.fusion.rows)
+    pm.addPass(createSwitchyardFuseRowsPass());
 }
 
 void switchyard::buildBufferizePipeline(OpPassManager &pm,

@@ -103,7 +103,8 @@ struct ModelPipelineOptions : public PassPipelineOptions<Derived> {
                      "list of router (moe-fuse-router), expert-projection "
                      "(moe-fuse-expert-projection), attention "
                      "(moe-fuse-attention), elementwise "
-                     "(switchyard-fuse-elementwise)"),
+                     "(switchyard-fuse-elementwise), rows "
+                     "(switchyard-fuse-rows)"),
       llvm::cl::init("default")};
   detail::PassOptions::Option<std::string, ExpertsSettingParser> experts{
       *this, "experts",

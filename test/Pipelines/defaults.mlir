@@ -3,7 +3,7 @@
 // the CPU fuses no moe op and groups the expert projections by expert; the
 // GPU target and its emulation fuse the router and the attention and group
 // the unfused expert projections, padded to 64-row tiles. Both fuse
-// elementwise ops; `none` does not.
+// elementwise ops, the GPU rows too; `none` does neither.
 // RUN: switchyard-opt %s --switchyard-cpu-pipeline --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=GPU
 // RUN: switchyard-opt %s --switchyard-gpu-emulation-pipeline --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=GPU
@@ -17,6 +17,7 @@
 // CPU-NOT: moe-fuse
 // CPU: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=0
 // CPU: switchyard-fuse-elementwise
+// CPU-NOT: switchyard-fuse-rows
 
 // GPU: convert-lm-to-func,
 // GPU-NEXT: lm-hoist-block-invariants,
@@ -24,8 +25,9 @@
 // GPU-NEXT: moe-fuse-attention,
 // GPU-NEXT: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=64
 // GPU: switchyard-fuse-elementwise
+// GPU-NEXT: switchyard-fuse-rows
 
-// BAD-FUSE: unknown fusion 'gate'; expected default, all, none, or a comma-separated list of router, expert-projection, attention, elementwise
+// BAD-FUSE: unknown fusion 'gate'; expected default, all, none, or a comma-separated list of router, expert-projection, attention, elementwise, rows
 // BAD-EXPERTS: expected default, grouped or dense, found 'sparse'
 
 // CPU-SET: convert-lm-to-func,
@@ -33,6 +35,7 @@
 // CPU-SET-NEXT: moe-fuse-router,
 // CPU-SET-NEXT: convert-moe-to-linalg{{.*}}grouped-experts=false
 // CPU-SET-NOT: switchyard-fuse-elementwise
+// CPU-SET-NOT: switchyard-fuse-rows
 
 lm.model @m(%t: tensor<?x8xi32>) -> tensor<?x8x16xf32> {
   %x0 = lm.embed "embed" %t {vocab = 16} : tensor<?x8xi32> -> tensor<?x8x16xf32>

@@ -90,12 +90,12 @@ ModelOptions::ModelOptions()
                 cl::init(0), cl::cat(category)),
       fuse("fuse",
            cl::desc("Fusions to apply: default (the fastest set measured for "
-                    "the device: router,attention,elementwise on the GPU and "
-                    "in its emulation, with the expert projections grouped; "
-                    "elementwise on the CPU), all, none, or "
+                    "the device: router,attention,elementwise,rows on the GPU "
+                    "and in its emulation, with the expert projections "
+                    "grouped; elementwise on the CPU), all, none, or "
                     "a comma-separated list of router, expert-projection, "
-                    "attention, elementwise (the unfused route computes the "
-                    "same results; see docs/Fusions.md)"),
+                    "attention, elementwise, rows (the unfused route computes "
+                    "the same results; see docs/Fusions.md)"),
            cl::init("default"), cl::cat(category)),
       experts("experts",
               cl::desc("How the unfused expert projections (V and O, and "

@@ -78,7 +78,7 @@ struct SwitchyardCpuLoopOrderPass
   void runOnOperation() override {
     SmallVector<linalg::LinalgOp> ops;
     getOperation().walk([&](linalg::LinalgOp op) {
-      if (op.getNumReductionLoops() > 0 && op.getNumLoops() > 1)
+      if (op.getNumReductionLoops() > 0)
         ops.push_back(op);
     });
     IRRewriter rewriter(&getContext());

@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/IR/Builders.h"
@@ -112,6 +113,24 @@ std::optional<int64_t> takeBounds(RewriterBase &rewriter,
   return step;
 }
 
+/// Moves the static stack allocations of `function`'s loops (the
+/// per-iteration temporaries of switchyard-cpu-forall-to-loops) to its
+/// entry: one per call, each chunk of a parallel loop its own, reused by
+/// the iterations (each writes its temporaries before reading them), and
+/// in the entry block, where LLVM promotes them to registers. An alloca in
+/// a loop would grow the stack with every iteration.
+void hoistStackTemporaries(func::FuncOp function) {
+  Block &entry = function.getBody().front();
+  SmallVector<memref::AllocaOp> allocas;
+  function.walk([&](memref::AllocaOp alloca) {
+    if (alloca->getBlock() != &entry && alloca.getType().hasStaticShape() &&
+        alloca.getDynamicSizes().empty() && alloca.getSymbolOperands().empty())
+      allocas.push_back(alloca);
+  });
+  for (memref::AllocaOp alloca : allocas)
+    alloca->moveBefore(&entry, entry.begin());
+}
+
 struct SwitchyardCpuOutlineLoopsPass
     : public switchyard::impl::SwitchyardCpuOutlineLoopsPassBase<
           SwitchyardCpuOutlineLoopsPass> {
@@ -153,6 +172,7 @@ struct SwitchyardCpuOutlineLoopsPass
       }
       func::FuncOp outlined = outlinedOp->function;
       func::CallOp call = outlinedOp->call;
+      hoistStackTemporaries(outlined);
       SmallVector<Attribute> passthrough{rewriter.getStringAttr("noinline")};
       if (std::optional<int64_t> step = takeBounds(rewriter, outlined, call))
         passthrough.push_back(rewriter.getStrArrayAttr(

@@ -206,6 +206,13 @@ def SwitchyardCpuOutlineLoopsPass
     Functions that keep a loop, and functions called from one that does,
     keep their optimisations.
 
+    The static stack allocations in a nest (an iteration's temporaries,
+    from `switchyard-cpu-forall-to-loops`) move to the entry of its
+    function: one per call (each chunk of a parallel loop has its own),
+    reused by the iterations, which write them before they read them, and
+    where LLVM promotes them to registers; in the loop they would grow the
+    stack with every iteration.
+
     A nest whose outermost loop is marked `switchyard.parallel` (its
     iterations are independent: `switchyard-linalg-to-loops` with
     `mark-parallel`, `switchyard-cpu-contraction-kernels`) and has a
@@ -347,8 +354,13 @@ def SwitchyardCpuForallToLoopsPass
     writing its own part of the shared outputs. On the CPU the foralls are
     the grouped expert formulation's loop over the experts (each expert's
     block of sorted rows, or its own weight gradient) and the fused row
-    kernels (one iteration per row or per query block). A forall nested in
-    another runs inline in its parent's iterations.
+    kernels (one iteration per row or per query block) and the loops over
+    rows of `switchyard-fuse-rows`. A forall nested in another runs inline
+    in its parent's iterations. An iteration's temporaries (static
+    allocations in the body, up to 16 KiB each: a row's statistics) go on
+    the stack instead of the heap (an allocation per row cost more than
+    the row's work); `switchyard-cpu-outline-loops` moves them to the entry
+    of the loop's function.
 
     Before:
 
@@ -386,9 +398,11 @@ def SwitchyardCpuLoopOrderPass
     (hoisted); a parallel one on a tie, keeping the others in their order,
     so that LLVM's loop vectorizer sees contiguous rows: `dX = dY·W` and
     `dW = dYᵀ·X` become row updates (axpy), `Y = X·Wᵀ` a dot product of
-    two rows, a softmax's `Σ_v exp(x[t, v] − m[t])` a sum along each row. Reductions are marked `reassoc`, so that a dot product is
-    vectorized (any f32 summation order is valid; docs/Semantics.md fixes
-    none). CPU pipeline only; named ops that need it are generalized first.
+    two rows, a softmax's `Σ_v exp(x[t, v] − m[t])` a sum along each row.
+    The additions of every reduction (a single-loop one too: a row's sum
+    in the loops over rows of `switchyard-fuse-rows`) are marked
+    `reassoc`, so that a dot product is vectorized (any f32 summation order
+    is valid; docs/Semantics.md fixes none). CPU pipeline only; named ops that need it are generalized first.
 
     Before (`dX[n, i] = Σ_o dY[n, o] · W[o, i]`):
 

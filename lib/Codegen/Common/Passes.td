@@ -125,13 +125,15 @@ def SwitchyardFuseRowsPass
     sliced away), the rows' results are inserted into full-sized results,
     and the fills an op starts from are made per row inside the loop.
     Runs on tensors, after the lowering to linalg and the elementwise
-    fusion.
+    fusion (`--fuse` names it `rows`).
 
     The forall carries a `#gpu.block<linear_dim_i>` mapping:
     `switchyard-gpu-row-kernels` gives each row a thread block, whose
     threads share the row's elements and reduce through shared memory
-    (one kernel instead of one per op). Its results are those of the ops
-    it replaces.
+    (one kernel instead of one per op). On the CPU
+    `switchyard-cpu-forall-to-loops` makes it a loop over rows on all
+    cores, each op's pass over a row following the last while the row is
+    in cache. Its results are those of the ops it replaces.
 
     An op joins the group when its leading loops are parallel and as many
     as the group's rows, of the same sizes; it reads a result of the group

@@ -34,3 +34,31 @@ func.func @tensors(%t: tensor<4xf32>, %v: f32) -> tensor<4xf32> {
   }
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// An iteration's temporaries go on the stack (switchyard-cpu-outline-loops
+// moves them to its function's entry); one too large for it, or of a
+// dynamic size, stays on the heap.
+// CHECK-LABEL: func.func @temporaries
+// CHECK: scf.for
+// CHECK: %[[T:.*]] = memref.alloca() {alignment = 64 : i64} : memref<f32>
+// CHECK: memref.store %{{.*}}, %[[T]][]
+// CHECK: memref.alloc() : memref<8192xf32>
+// CHECK: memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK-NOT: memref.dealloc %[[T]]
+// CHECK: } {switchyard.parallel}
+func.func @temporaries(%out: memref<?xf32>, %n: index, %v: f32) {
+  scf.forall (%i) in (%n) {
+    %t = memref.alloc() {alignment = 64 : i64} : memref<f32>
+    memref.store %v, %t[] : memref<f32>
+    %big = memref.alloc() : memref<8192xf32>
+    %dyn = memref.alloc(%n) : memref<?xf32>
+    %w = memref.load %t[] : memref<f32>
+    memref.store %w, %out[%i] : memref<?xf32>
+    memref.dealloc %t : memref<f32>
+    memref.dealloc %big : memref<8192xf32>
+    memref.dealloc %dyn : memref<?xf32>
+  }
+  return
+}

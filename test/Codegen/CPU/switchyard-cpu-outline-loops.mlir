@@ -272,3 +272,25 @@ func.func @rows(%x: memref<?xf32>, %n: index, %s: index) {
   } {switchyard.parallel}
   return
 }
+
+// -----
+
+// A loop's stack temporaries move to the entry of its function: one per
+// call, not one per iteration.
+// CHECK-LABEL: func.func private @rows_loop0(
+// CHECK-NEXT: %[[T:.*]] = memref.alloca() : memref<f32>
+// CHECK: scf.for
+// CHECK-NOT: memref.alloca
+// CHECK: memref.store %{{.*}}, %[[T]][]
+func.func @rows(%out: memref<8xf32>, %v: f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %t = memref.alloca() : memref<f32>
+    memref.store %v, %t[] : memref<f32>
+    %w = memref.load %t[] : memref<f32>
+    memref.store %w, %out[%i] : memref<8xf32>
+  } {switchyard.parallel}
+  return
+}
