@@ -283,22 +283,25 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
   MLIRContext *ctx = rewriter.getContext();
   rewriter.setInsertionPoint(last);
 
-  // The full-sized results: a fresh tensor where an op starts from a fill
-  // (made per row inside the loop), the op's own init otherwise.
+  // The full-sized results, one per init of each op, in order: a fresh
+  // tensor where an op starts from a fill (made per row inside the loop),
+  // the op's own init otherwise.
   SmallVector<Value> sharedOuts;
   SmallVector<linalg::FillOp> fills;
   for (linalg::GenericOp op : group.ops) {
-    Value init = op.getDpsInitOperand(0)->get();
-    auto fill = init.getDefiningOp<linalg::FillOp>();
-    fills.push_back(fill);
-    if (fill) {
-      SmallVector<OpFoldResult> sizes =
-          tensor::getMixedSizes(rewriter, loc, init);
-      init = tensor::EmptyOp::create(
-          rewriter, loc, sizes,
-          cast<RankedTensorType>(init.getType()).getElementType());
+    for (OpOperand &initOperand : op.getDpsInitsMutable()) {
+      Value init = initOperand.get();
+      auto fill = init.getDefiningOp<linalg::FillOp>();
+      fills.push_back(fill);
+      if (fill) {
+        SmallVector<OpFoldResult> sizes =
+            tensor::getMixedSizes(rewriter, loc, init);
+        init = tensor::EmptyOp::create(
+            rewriter, loc, sizes,
+            cast<RankedTensorType>(init.getType()).getElementType());
+      }
+      sharedOuts.push_back(init);
     }
-    sharedOuts.push_back(init);
   }
   SmallVector<OpFoldResult> rowSizes;
   for (unsigned i = 0; i < rows; ++i)
@@ -318,9 +321,8 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
   IRMapping rowsOf; // a group op's result -> its row
   SmallVector<RowSlice, 4> outSlices;
   SmallVector<Value> rowResults;
-  for (auto [index, constOp] : llvm::enumerate(group.ops)) {
-    linalg::GenericOp op = constOp;
-    SmallVector<Value> inputs;
+  for (linalg::GenericOp op : group.ops) {
+    SmallVector<Value> inputs, inits;
     SmallVector<AffineMap> maps;
     for (OpOperand *operand : op.getDpsInputOperands()) {
       AffineMap map = op.getMatchingIndexingMap(operand);
@@ -335,25 +337,31 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
                            ? extractRow(rewriter, loc, operand->get(), slice)
                            : operand->get());
     }
-    OpOperand *initOperand = op.getDpsInitOperand(0);
-    AffineMap outMap = op.getMatchingIndexingMap(initOperand);
-    maps.push_back(dropRows(outMap, rows));
-    Value shared = forall.getRegionIterArgs()[index];
-    RowSlice outSlice = rowSlice(rewriter, loc, shared, outMap, rowIndices);
-    Value init = extractRow(rewriter, loc, shared, outSlice);
-    if (linalg::FillOp fill = fills[index])
-      init = linalg::FillOp::create(rewriter, fill.getLoc(), fill.value(), init)
-                 .getResult(0);
+    for (OpOperand &initOperand : op.getDpsInitsMutable()) {
+      AffineMap outMap = op.getMatchingIndexingMap(&initOperand);
+      maps.push_back(dropRows(outMap, rows));
+      unsigned index = outSlices.size();
+      Value shared = forall.getRegionIterArgs()[index];
+      RowSlice outSlice = rowSlice(rewriter, loc, shared, outMap, rowIndices);
+      Value init = extractRow(rewriter, loc, shared, outSlice);
+      if (linalg::FillOp fill = fills[index])
+        init =
+            linalg::FillOp::create(rewriter, fill.getLoc(), fill.value(), init)
+                .getResult(0);
+      inits.push_back(init);
+      outSlices.push_back(outSlice);
+    }
     SmallVector<utils::IteratorType> iterators(
         llvm::drop_begin(op.getIteratorTypesArray(), rows));
-    auto rowOp = linalg::GenericOp::create(
-        rewriter, op.getLoc(), TypeRange{init.getType()}, inputs,
-        ValueRange{init}, maps, iterators);
+    auto rowOp = linalg::GenericOp::create(rewriter, op.getLoc(),
+                                           ValueRange(inits).getTypes(),
+                                           inputs, inits, maps, iterators);
     rewriter.cloneRegionBefore(op.getRegion(), rowOp.getRegion(),
                                rowOp.getRegion().end());
-    rowsOf.map(op->getResult(0), rowOp->getResult(0));
-    outSlices.push_back(outSlice);
-    rowResults.push_back(rowOp->getResult(0));
+    for (auto [result, row] : llvm::zip(op->getResults(), rowOp->getResults())) {
+      rowsOf.map(result, row);
+      rowResults.push_back(row);
+    }
   }
   rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
   for (auto [index, row] : llvm::enumerate(rowResults)) {
@@ -363,8 +371,10 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
                                           s.offsets, s.sizes, s.strides);
   }
 
-  for (auto [index, op] : llvm::enumerate(group.ops))
-    rewriter.replaceAllUsesWith(op->getResult(0), forall.getResult(index));
+  unsigned next = 0;
+  for (linalg::GenericOp op : group.ops)
+    for (Value result : op->getResults())
+      rewriter.replaceAllUsesWith(result, forall.getResult(next++));
   for (linalg::GenericOp op : llvm::reverse(group.ops))
     rewriter.eraseOp(op);
   // Each fill once: ops of the group may start from the same one.

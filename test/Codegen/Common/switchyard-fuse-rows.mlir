@@ -119,3 +119,38 @@ func.func @matmul(%x: tensor<4x8xf32>, %w: tensor<6x8xf32>) -> tensor<4x6xf32> {
   } -> tensor<4x6xf32>
   return %y : tensor<4x6xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// An op with two results (as the elementwise fusion leaves a producer's
+// result beside its consumer's) joins with both: a shared output and a
+// result of the loop each.
+// CHECK-LABEL: func.func @two_results
+// CHECK: %[[R:.*]]:3 = scf.forall
+// CHECK: %[[Y:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel"]} {{.*}} outs(%{{.*}}, %{{.*}} : tensor<8xf32>, tensor<8xf32>)
+// CHECK: tensor.parallel_insert_slice %[[Y]]#0
+// CHECK: tensor.parallel_insert_slice %[[Y]]#1
+// CHECK: return %[[R]]#1, %[[R]]#2
+func.func @two_results(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x8xf32>) outs(%z : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %o, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %y:2 = linalg.generic {indexing_maps = [#id, #row, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum : tensor<4x8xf32>, tensor<4xf32>) outs(%e2, %e2 : tensor<4x8xf32>, tensor<4x8xf32>) {
+  ^bb0(%a: f32, %s: f32, %o: f32, %p: f32):
+    %d = arith.divf %a, %s : f32
+    %m = arith.mulf %a, %s : f32
+    linalg.yield %d, %m : f32, f32
+  } -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  return %y#0, %y#1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
