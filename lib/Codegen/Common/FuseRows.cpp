@@ -102,6 +102,28 @@ unsigned rowReductionRows(linalg::GenericOp op) {
   return rows;
 }
 
+/// The most elements of a reduction to one value that one thread block
+/// takes (a group without rows); above it, switchyard-gpu-split-reductions
+/// spreads it over many blocks (its `min-elements`).
+constexpr int64_t kMaxBlockReduction = 8192;
+
+/// Whether `op` reduces a small static tensor to one value (a parameter's
+/// sum of squares for the gradient norm): a group without rows, one
+/// thread block on the GPU where it was one thread.
+bool isSmallWholeReduction(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || !op.hasPureTensorSemantics() ||
+      isMatmulLike(op) || !hasScalarBody(op) || op.getNumLoops() == 0 ||
+      op.getNumParallelLoops() != 0)
+    return false;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return false;
+  int64_t elements = 1;
+  for (int64_t range : ranges)
+    elements *= range;
+  return elements <= kMaxBlockReduction;
+}
+
 /// Where a dimension's size comes from: a constant, or the dimension of a
 /// value that no op here defines from another (a function argument, a
 /// reshape's result).
@@ -195,6 +217,10 @@ bool canJoin(const RowGroup &group, linalg::GenericOp op) {
   unsigned rows = group.rows;
   if (!op.hasPureTensorSemantics() || isMatmulLike(op) ||
       !hasScalarBody(op) || op.getNumLoops() < rows)
+    return false;
+  // Without rows, the group is one thread block: only small reductions
+  // and scalar ops join it.
+  if (rows == 0 && op.getNumLoops() != 0 && !isSmallWholeReduction(op))
     return false;
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   for (unsigned i = 0; i < rows; ++i)
@@ -303,12 +329,15 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
       sharedOuts.push_back(init);
     }
   }
+  // A group without rows: a loop of one iteration (one thread block).
   SmallVector<OpFoldResult> rowSizes;
   for (unsigned i = 0; i < rows; ++i)
     rowSizes.push_back(
         tensor::getMixedSize(rewriter, loc, sharedOuts.front(), i));
+  if (rows == 0)
+    rowSizes.push_back(rewriter.getIndexAttr(1));
   SmallVector<Attribute> mapping;
-  for (unsigned i = 0; i < rows; ++i)
+  for (unsigned i = 0; i < rowSizes.size(); ++i)
     mapping.push_back(gpu::GPUBlockMappingAttr::get(
         ctx, static_cast<gpu::MappingId>(
                  static_cast<unsigned>(gpu::MappingId::LinearDim0) + i)));
@@ -316,7 +345,8 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
                                       rewriter.getArrayAttr(mapping));
 
   Block *body = forall.getBody();
-  SmallVector<Value> rowIndices(forall.getInductionVars());
+  SmallVector<Value> rowIndices(
+      llvm::drop_begin(forall.getInductionVars(), rows == 0 ? 1 : 0));
   rewriter.setInsertionPointToStart(body);
   IRMapping rowsOf; // a group op's result -> its row
   SmallVector<RowSlice, 4> outSlices;
@@ -407,7 +437,8 @@ struct SwitchyardFuseRowsPass
           }
           if (!group.ops.empty() && group.readsGroup(&op))
             close();
-          if (unsigned rows = generic ? rowReductionRows(generic) : 0) {
+          unsigned rows = generic ? rowReductionRows(generic) : 0;
+          if (rows || (generic && isSmallWholeReduction(generic))) {
             close();
             group.rows = rows;
             group.rowSizes.resize(rows);

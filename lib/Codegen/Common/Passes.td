@@ -135,6 +135,12 @@ def SwitchyardFuseRowsPass
     cores, each op's pass over a row following the last while the row is
     in cache. Its results are those of the ops it replaces.
 
+    A small reduction to one value (a static tensor of at most 8192
+    elements: a norm weight's sum of squares for the gradient norm) is a
+    group without rows, a loop of one iteration: on the GPU one thread block
+    instead of one thread; reductions of that kind and scalar ops after it
+    join it. Larger ones are left to `switchyard-gpu-split-reductions`.
+
     An op joins the group when its leading loops are parallel and as many
     as the group's rows, of the same sizes; it reads a result of the group
     through a map that starts with those loops; every other operand's map

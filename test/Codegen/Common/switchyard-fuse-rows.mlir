@@ -154,3 +154,51 @@ func.func @two_results(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>
   } -> (tensor<4x8xf32>, tensor<4x8xf32>)
   return %y#0, %y#1 : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+#v = affine_map<(d0) -> (d0)>
+#s = affine_map<(d0) -> ()>
+#m = affine_map<(d0, d1) -> (d0, d1)>
+#ms = affine_map<(d0, d1) -> ()>
+
+// Small reductions to one value (sums of squares of 412 and 8 x 512
+// elements) are a group without rows: a loop of one iteration, each op
+// whole. One above 8192 elements (its split reduction spreads it over many
+// blocks) stays out.
+// CHECK-LABEL: func.func @sums_of_squares
+// CHECK: %[[R:.*]]:2 = scf.forall (%{{.*}}) in (1) shared_outs
+// CHECK: linalg.fill
+// CHECK: linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%{{.*}} : tensor<412xf32>)
+// CHECK: linalg.fill
+// CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "reduction"]} ins(%{{.*}} : tensor<8x512xf32>)
+// CHECK: } {mapping = [#gpu.block<linear_dim_0>]}
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<9x1024xf32>)
+// CHECK: return %[[R]]#0, %[[R]]#1
+func.func @sums_of_squares(%a: tensor<412xf32>, %b: tensor<8x512xf32>, %c: tensor<9x1024xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %sa = linalg.generic {indexing_maps = [#v, #s], iterator_types = ["reduction"]}
+      ins(%a : tensor<412xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%x: f32, %o: f32):
+    %q = arith.mulf %x, %x : f32
+    %t = arith.addf %o, %q : f32
+    linalg.yield %t : f32
+  } -> tensor<f32>
+  %sb = linalg.generic {indexing_maps = [#m, #ms], iterator_types = ["reduction", "reduction"]}
+      ins(%b : tensor<8x512xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%x: f32, %o: f32):
+    %q = arith.mulf %x, %x : f32
+    %t = arith.addf %o, %q : f32
+    linalg.yield %t : f32
+  } -> tensor<f32>
+  %sc = linalg.generic {indexing_maps = [#m, #ms], iterator_types = ["reduction", "reduction"]}
+      ins(%c : tensor<9x1024xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%x: f32, %o: f32):
+    %q = arith.mulf %x, %x : f32
+    %t = arith.addf %o, %q : f32
+    linalg.yield %t : f32
+  } -> tensor<f32>
+  return %sa, %sb, %sc : tensor<f32>, tensor<f32>, tensor<f32>
+}
