@@ -79,6 +79,26 @@ Value addSeedArgument(func::FuncOp func, DictionaryAttr attrs) {
   return func.getArguments().back();
 }
 
+/// A block function's seeding: the step's seed and an `i64` offset, the
+/// first stream of its call, appended to its arguments; its masks draw
+/// from `seed + offset`. The offset is a scalar argument rather than a
+/// seed computed by the caller, so that the sum is made where the masks
+/// are drawn (on the GPU, inside their kernels) instead of in code of its
+/// own between the calls.
+Value addBlockSeedArguments(func::FuncOp func) {
+  Value seed = addSeedArgument(func, DictionaryAttr());
+  Type i64 = IntegerType::get(func.getContext(), 64);
+  (void)func.insertArgument(func.getNumArguments(), i64, DictionaryAttr(),
+                            func.getLoc());
+  Value offset = func.getArguments().back();
+  OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+  Location loc = func.getLoc();
+  Value sum = arith::AddIOp::create(
+      b, loc, tensor::ExtractOp::create(b, loc, seed, ValueRange{}), offset);
+  return tensor::FromElementsOp::create(b, loc, seed.getType(),
+                                        ValueRange{sum});
+}
+
 /// Records `value`'s float results as active when an operand is.
 void propagateActivity(Operation *op, llvm::DenseSet<Value> &active) {
   if (llvm::any_of(op->getOperands(),
@@ -91,8 +111,8 @@ void propagateActivity(Operation *op, llvm::DenseSet<Value> &active) {
 /// The gradient functions of one block function, for one pattern of active
 /// arguments.
 struct BlockGradient {
-  /// The block in training mode: its arguments, then the seed if it has
-  /// dropout; its results.
+  /// The block in training mode: its arguments, then the seed and the
+  /// stream offset if it has dropout; its results.
   func::FuncOp forward;
   /// The vector-Jacobian product: `forward`'s arguments, then one adjoint
   /// per result; returns `forward`'s results (recomputed), then the
@@ -213,7 +233,7 @@ struct LmDifferentiatePass
     SmallVector<moe::DropoutMaskOp> masks = unseededMasks(forward);
     gradient->numMasks = masks.size();
     if (!masks.empty())
-      seedMasks(masks, addSeedArgument(forward, DictionaryAttr()));
+      seedMasks(masks, addBlockSeedArguments(forward));
     symbols.insert(forward, Block::iterator(callee));
     gradient->forward = forward;
 
@@ -325,8 +345,8 @@ struct LmDifferentiatePass
 
     // Training mode: dropout masks draw from a per-step seed argument, each
     // mask from its own stream, in program order; a block function's masks
-    // take the streams from its call's position on (its seed argument is
-    // the step's seed plus that offset).
+    // take the streams from its call's position on (the step's seed and
+    // that offset are its last arguments).
     SmallVector<std::pair<moe::DropoutMaskOp, unsigned>> maskStreams;
     DenseMap<Operation *, unsigned> streamBase;
     unsigned numStreams = 0;
@@ -375,18 +395,9 @@ struct LmDifferentiatePass
       OpBuilder at(&op);
       SmallVector<Value> operands(op.getOperands());
       if ((*gradient)->numMasks) {
-        Value callSeed = seed;
-        if (unsigned base = streamBase.lookup(&op)) {
-          // seed + base, as a scalar: a constant tensor would be a global
-          // that the GPU's host code cannot have.
-          Location loc = op.getLoc();
-          Value sum = arith::AddIOp::create(
-              at, loc, tensor::ExtractOp::create(at, loc, seed, ValueRange{}),
-              arith::ConstantOp::create(at, loc, at.getI64IntegerAttr(base)));
-          callSeed = tensor::FromElementsOp::create(at, loc, seed.getType(),
-                                                    ValueRange{sum});
-        }
-        operands.push_back(callSeed);
+        operands.push_back(seed);
+        operands.push_back(arith::ConstantOp::create(
+            at, op.getLoc(), at.getI64IntegerAttr(streamBase.lookup(&op))));
       }
       auto call = func::CallOp::create(at, op.getLoc(),
                                        (*gradient)->forward, operands);

@@ -30,7 +30,10 @@ def LmDifferentiatePass : Pass<"lm-differentiate", "ModuleOp"> {
     `<name>_grad` is the model in training mode: if it contains unseeded
     `moe.dropout_mask` ops (residual and expert dropout), it takes one more
     argument, the step's seed `tensor<i64>` (marked `lm.seed`), and each
-    mask draws from it with its own `stream` number.
+    mask draws from it with its own `stream` number. A block function's
+    training form takes the seed and an `i64` offset, the first stream of
+    its call, and its masks draw from `seed + offset`: the layers share one
+    function, each call with its own streams.
 
     The backward pass visits the ops between the parameters and the loss in
     reverse order and asks each for its gradient rule
@@ -85,13 +88,13 @@ def LmSplitBlockGradientsPass : Pass<"lm-split-block-gradients", "ModuleOp"> {
 
     ```mlir
     // Before
-    %y = call @m__ffn_train(%x, %w, %seed) : (...) -> tensor<?x8x16xf32>
+    %y = call @m__ffn_train(%x, %w, %seed, %c3) : (...) -> tensor<?x8x16xf32>
     ...
-    %y2, %dx, %dw = call @m__ffn_vjp(%x, %w, %seed, %dy) : (...) -> (...)
+    %y2, %dx, %dw = call @m__ffn_vjp(%x, %w, %seed, %c3, %dy) : (...) -> (...)
     // After
-    %y, %r0, %r1 = call @m__ffn_train(%x, %w, %seed) : (...) -> (...)
+    %y, %r0, %r1 = call @m__ffn_train(%x, %w, %seed, %c3) : (...) -> (...)
     ...
-    %dx, %dw = call @m__ffn_bwd(%x, %w, %seed, %y, %r0, %r1, %dy) : (...) -> (...)
+    %dx, %dw = call @m__ffn_bwd(%x, %w, %seed, %c3, %y, %r0, %r1, %dy) : (...) -> (...)
     ```
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];

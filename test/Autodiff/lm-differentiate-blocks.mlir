@@ -4,32 +4,35 @@
 
 // A model whose blocks are functions (lm-outline-layers): each block
 // function is differentiated once. Its training forward function draws
-// its dropout masks from a seed argument, streams 0, 1, ... in program
-// order; each call passes the step's seed plus the number of masks drawn
-// before it, so that every mask keeps the stream it has with the layers
-// inline. The vector-Jacobian product recomputes the forward pass, then
-// returns the block's result and the adjoints of its active arguments.
+// its dropout masks from a seed argument plus an offset argument, streams
+// 0, 1, ... in program order; each call passes the step's seed and the
+// number of masks drawn before it, so that every mask keeps the stream it
+// has with the layers inline. The vector-Jacobian product recomputes the
+// forward pass, then returns the block's result and the adjoints of its
+// active arguments.
 // CHECK-LABEL: func.func private @m__ffn_train(
-// CHECK-SAME: %[[SEED:[a-z0-9]+]]: tensor<i64>) -> tensor<?x4x16xf32>
+// CHECK-SAME: %[[SEED:[a-z0-9]+]]: tensor<i64>, %[[OFFSET:[a-z0-9]+]]: i64) -> tensor<?x4x16xf32>
 // CHECK-SAME: lm.generated
-// CHECK: moe.dropout_mask %{{.*}} seed(%[[SEED]]) {rate = 1.000000e-01 : f64}
+// CHECK: %[[S:.*]] = tensor.extract %[[SEED]][] : tensor<i64>
+// CHECK: %[[SUM:.*]] = arith.addi %[[S]], %[[OFFSET]] : i64
+// CHECK: %[[MASKSEED:.*]] = tensor.from_elements %[[SUM]] : tensor<i64>
+// CHECK: moe.dropout_mask %{{.*}} seed(%[[MASKSEED]]) {rate = 1.000000e-01 : f64}
 // CHECK-LABEL: func.func private @m__ffn_vjp(
-// CHECK-SAME: tensor<i64>, %{{.*}}: tensor<?x4x16xf32>) -> (tensor<?x4x16xf32>, tensor<?x4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<32x16xf32>, tensor<16x32xf32>)
-// CHECK-SAME: lm.vjp = {forward = @m__ffn_train, inputs = 6 : i64, results = 1 : i64}
+// CHECK-SAME: tensor<i64>, %{{.*}}: i64, %{{.*}}: tensor<?x4x16xf32>) -> (tensor<?x4x16xf32>, tensor<?x4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<32x16xf32>, tensor<16x32xf32>)
+// CHECK-SAME: lm.vjp = {forward = @m__ffn_train, inputs = 7 : i64, results = 1 : i64}
 // The inference function keeps its unseeded masks.
 // CHECK-LABEL: func.func private @m__ffn(
 // CHECK: moe.dropout_mask %{{.*}} {rate = 1.000000e-01 : f64} : tensor<?x4x16xf32> -> tensor<?x4x16xi1>
 // CHECK-LABEL: func.func @m_grad(
 // CHECK-SAME: %[[SEEDARG:[a-z0-9]+]]: tensor<i64> {lm.seed})
-// CHECK: %[[X1:.*]] = call @m__ffn_train(%[[X0:[a-z0-9]+]], {{.*}}, %[[SEEDARG]])
-// CHECK: %[[S:.*]] = tensor.extract %[[SEEDARG]][] : tensor<i64>
-// CHECK: %[[S1:.*]] = arith.addi %[[S]], %c1_i64 : i64
-// CHECK: %[[SEED1:.*]] = tensor.from_elements %[[S1]] : tensor<i64>
-// CHECK: call @m__ffn_train(%[[X1]], {{.*}}, %[[SEED1]])
+// CHECK: %[[C0:.*]] = arith.constant 0 : i64
+// CHECK: %[[X1:.*]] = call @m__ffn_train(%[[X0:[a-z0-9]+]], {{.*}}, %[[SEEDARG]], %[[C0]])
+// CHECK: %[[C1:.*]] = arith.constant 1 : i64
+// CHECK: call @m__ffn_train(%[[X1]], {{.*}}, %[[SEEDARG]], %[[C1]])
 // The reverse sweep: the last block's product first, its input's adjoint
 // into the one before.
-// CHECK: %[[D1:.*]]:6 = call @m__ffn_vjp(%[[X1]], {{.*}}, %[[SEED1]], %{{.*}})
-// CHECK: call @m__ffn_vjp(%[[X0]], {{.*}}, %[[SEEDARG]], %[[D1]]#1)
+// CHECK: %[[D1:.*]]:6 = call @m__ffn_vjp(%[[X1]], {{.*}}, %[[SEEDARG]], %[[C1]], %{{.*}})
+// CHECK: call @m__ffn_vjp(%[[X0]], {{.*}}, %[[SEEDARG]], %[[C0]], %[[D1]]#1)
 
 // After the split, the training forward function returns its result and
 // the residuals (the dropout mask, the hidden layer before and after the
@@ -39,11 +42,11 @@
 // SPLIT-LABEL: func.func private @m__ffn_train(
 // SPLIT-SAME: -> (tensor<?x4x16xf32>, tensor<?x4x16xi1>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?x4x16xf32>)
 // SPLIT-LABEL: func.func private @m__ffn_bwd(
-// SPLIT-SAME: tensor<i64>, %{{.*}}: tensor<?x4x16xf32>, %{{.*}}: tensor<?x4x16xi1>, %{{.*}}: tensor<?x32xf32>, %{{.*}}: tensor<?x32xf32>, %{{.*}}: tensor<?x4x16xf32>, %{{.*}}: tensor<?x4x16xf32>)
+// SPLIT-SAME: tensor<i64>, %{{.*}}: i64, %{{.*}}: tensor<?x4x16xf32>, %{{.*}}: tensor<?x4x16xi1>, %{{.*}}: tensor<?x32xf32>, %{{.*}}: tensor<?x32xf32>, %{{.*}}: tensor<?x4x16xf32>, %{{.*}}: tensor<?x4x16xf32>)
 // SPLIT-SAME: -> (tensor<?x4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<32x16xf32>, tensor<16x32xf32>)
 // The dropout gradient applies the mask it receives.
 // SPLIT-NOT: moe.dropout_mask
-// SPLIT: linalg.generic {{.*}} ins(%arg11, %arg7 : tensor<?x4x16xf32>, tensor<?x4x16xi1>)
+// SPLIT: linalg.generic {{.*}} ins(%arg12, %arg8 : tensor<?x4x16xf32>, tensor<?x4x16xi1>)
 // SPLIT-LABEL: func.func @m_grad(
 // SPLIT: %[[F0:.*]]:5 = call @m__ffn_train(
 // SPLIT: %[[F1:.*]]:5 = call @m__ffn_train(%[[F0]]#0,

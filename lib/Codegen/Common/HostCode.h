@@ -39,7 +39,9 @@ bool readsOrWritesMemory(Operation *op);
 Value viewedBuffer(Value v);
 
 /// Whether two root buffers (viewedBuffer) may share memory: the same
-/// buffer, or neither a fresh allocation of the host code.
+/// buffer, or neither a fresh allocation (of the host code, or a kernel's
+/// dynamic shared memory); a kernel's shared or private memory never
+/// shares memory with device memory.
 bool mayAlias(Value a, Value b);
 
 } // namespace mlir::switchyard

@@ -991,9 +991,12 @@ struct DropoutMaskLowering : public OpRewritePattern<moe::DropoutMaskOp> {
     }
     Value stream = arith::ConstantOp::create(
         b, b.getI64IntegerAttr(op.getStream()));
+    // A block function's seed is `seed + offset` made from elements:
+    // folded, the key is arithmetic on the step's seed alone.
     Value key = splitMix64(
         b, arith::AddIOp::create(
-               b, tensor::ExtractOp::create(b, seed, ValueRange{}), stream));
+               b, b.createOrFold<tensor::ExtractOp>(seed, ValueRange{}),
+               stream));
     auto threshold = static_cast<int64_t>(
         std::floor(op.getRate().convertToDouble() * double(1 << 24)));
     SmallVector<Value> dims;

@@ -160,6 +160,40 @@ func.func @recomputed(%seed: memref<i64>, %out: memref<256xi64>) {
 
 // -----
 
+// A kernel in between that writes its shared memory (a row kernel's
+// partial sums) does not write the seed's buffer: the read is still
+// computed again in the kernel that uses it.
+// CHECK-LABEL: func.func @past_shared_memory
+// CHECK-SAME: (%[[SEED:.*]]: memref<i64>, %[[OUT:.*]]: memref<256xi64>)
+// CHECK-NOT: memref.load
+// CHECK: gpu.launch
+// CHECK: gpu.dynamic_shared_memory
+// CHECK-NOT: memref.load %[[SEED]]
+// CHECK: gpu.launch
+// CHECK-NEXT: memref.load %[[SEED]][]
+func.func @past_shared_memory(%seed: memref<i64>, %out: memref<256xi64>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c256 = arith.constant 256 : index
+  %c2048 = arith.constant 2048 : i32
+  %k = arith.constant 7 : i64
+  %s = memref.load %seed[] : memref<i64>
+  %key = arith.addi %s, %k : i64
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) dynamic_shared_memory_size %c2048 {
+    %shared = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+    %view = memref.view %shared[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<256xi64, #gpu.address_space<workgroup>>
+    memref.store %k, %view[%tx] : memref<256xi64, #gpu.address_space<workgroup>>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+    memref.store %key, %out[%tx] : memref<256xi64>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
 // A kernel in between may write the buffer read (two function arguments
 // may be one buffer): the read runs once, in a kernel of its own before it.
 // CHECK-LABEL: func.func @overwritten
