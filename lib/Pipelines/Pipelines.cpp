@@ -82,9 +82,12 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
   // split-block-gradients moved between a block's functions are in place.
   if (options.fusion.elementwise)
     pm.addPass(createSwitchyardFuseElementwisePass());
-  // After the elementwise fusion, whose fused ops it gathers by rows.
-  if (options.fusion.rows)
+  // After the elementwise fusion, whose fused ops it gathers by rows; large
+  // reductions to one value split into rows for it first.
+  if (options.fusion.rows) {
+    pm.addPass(createSwitchyardSplitWholeReductionsPass());
     pm.addPass(createSwitchyardFuseRowsPass());
+  }
 }
 
 void switchyard::buildBufferizePipeline(OpPassManager &pm,

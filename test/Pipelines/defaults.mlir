@@ -17,6 +17,7 @@
 // CPU-NOT: moe-fuse
 // CPU: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=0
 // CPU: switchyard-fuse-elementwise
+// CPU-NOT: switchyard-split-whole-reductions
 // CPU-NOT: switchyard-fuse-rows
 
 // GPU: convert-lm-to-func,
@@ -25,6 +26,7 @@
 // GPU-NEXT: moe-fuse-attention,
 // GPU-NEXT: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=64
 // GPU: switchyard-fuse-elementwise
+// GPU-NEXT: switchyard-split-whole-reductions{{.*}}
 // GPU-NEXT: switchyard-fuse-rows
 
 // BAD-FUSE: unknown fusion 'gate'; expected default, all, none, or a comma-separated list of router, expert-projection, attention, elementwise, rows

@@ -139,7 +139,8 @@ def SwitchyardFuseRowsPass
     elements: a norm weight's sum of squares for the gradient norm) is a
     group without rows, a loop of one iteration: on the GPU one thread block
     instead of one thread; reductions of that kind and scalar ops after it
-    join it. Larger ones are left to `switchyard-gpu-split-reductions`.
+    join it. Larger ones are split first
+    (`switchyard-split-whole-reductions`) into rows and a small one.
 
     An op joins the group when its leading loops are parallel and as many
     as the group's rows, of the same sizes; it reads a result of the group
@@ -190,9 +191,85 @@ def SwitchyardFuseRowsPass
                            "::mlir::tensor::TensorDialect"];
 }
 
+def SwitchyardSplitWholeReductionsPass
+    : Pass<"switchyard-split-whole-reductions", "::mlir::ModuleOp"> {
+  let summary = "Split reductions of large tensors to one value by rows";
+  let description = [{
+    A reduction of a whole static tensor to one value (a gradient's sum of
+    squares for the global norm) with more than `max-unsplit` elements
+    becomes two: the same reduction over rows of consecutive elements, each
+    row to one partial result, then the combination of the partial results
+    into the op's output. The rows are the input's elements in order,
+    reshaped to `[rows, columns]` (a view once in buffers); `rows` is the
+    divisor of the element count nearest to elements / `row-elements`
+    with rows of at least 1024 elements (a count with no such divisor is
+    left alone). `switchyard-fuse-rows` then gives each row a thread block
+    and the combination of at most 8192 results one block: two kernels
+    with every thread busy, where the reduction was a chain of partial sums
+    over the leading dimension and a final sum by one thread.
+
+    Split: `linalg.generic` on tensors whose loops are all reductions over
+    static sizes, every input read whole in loop order, a body without
+    indices or regions whose result combines the accumulator (read once)
+    with one other value through a single op with a neutral element
+    (`arith.addf`, `arith.maximumf`, ...). The combination order changes:
+    floating-point sums are reassociated. Runs before `switchyard-fuse-rows`
+    (`--fuse rows`).
+
+    Before:
+
+    ```mlir
+    %s = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>,
+                                          affine_map<(d0, d1) -> ()>],
+                         iterator_types = ["reduction", "reduction"]}
+        ins(%g : tensor<152x412xf32>) outs(%zero : tensor<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %sq = arith.mulf %in, %in : f32
+      %r = arith.addf %out, %sq : f32
+      linalg.yield %r : f32
+    } -> tensor<f32>
+    ```
+
+    After:
+
+    ```mlir
+    %flat = tensor.collapse_shape %g [[0, 1]]
+        : tensor<152x412xf32> into tensor<62624xf32>
+    %rows = tensor.expand_shape %flat [[0, 1]] output_shape [16, 3914]
+        : tensor<62624xf32> into tensor<16x3914xf32>
+    %init = linalg.fill ins(%c0 : f32) outs(%e : tensor<16xf32>) -> tensor<16xf32>
+    %p = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>,
+                                          affine_map<(d0, d1) -> (d0)>],
+                         iterator_types = ["parallel", "reduction"]}
+        ins(%rows : tensor<16x3914xf32>) outs(%init : tensor<16xf32>) {
+      ... the same body ...
+    } -> tensor<16xf32>
+    %s = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>,
+                                          affine_map<(d0) -> ()>],
+                         iterator_types = ["reduction"]}
+        ins(%p : tensor<16xf32>) outs(%zero : tensor<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %r = arith.addf %out, %in : f32
+      linalg.yield %r : f32
+    } -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"maxUnsplit", "max-unsplit", "int64_t", /*default=*/"8192",
+           "Leave reductions of at most this many elements whole "
+           "(switchyard-fuse-rows gives them one thread block)">,
+    Option<"rowElements", "row-elements", "int64_t", /*default=*/"4096",
+           "The number of elements per row to aim for">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def SwitchyardRematerializeFillsPass
     : Pass<"switchyard-rematerialize-fills", "::mlir::ModuleOp"> {
-  let summary = "One linalg.fill per op that takes it as its initial value";
+  let summary = "One linalg.fill (one tensor.empty) per op that takes it as "
+                "its initial value";
   let description = [{
     Runs on tensors, right before bufferization (the GPU pipeline's; on
     the CPU the copies are cheap). CSE merges identical
@@ -204,6 +281,14 @@ def SwitchyardRematerializeFillsPass
     its own, with a `tensor.empty` of its own, right before it: each op's
     buffer is filled where it is written, and `switchyard-outline-ops`
     (`fills-with-users`) can hand the fill to the op's kernel.
+
+    Likewise a `tensor.empty` that several `scf.forall` loops take as
+    shared outputs (CSE merges the row loops' equal empty outputs) is
+    cloned before each loop but the first. One-shot bufferization would
+    write them all into one buffer, one loop after the other, and the
+    kernels of independent loops (the partial sums of two gradients'
+    squares) could not be launched together
+    (`switchyard-gpu-merge-launches`).
 
     Before:
 

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lib/Codegen/Common/Reductions.h"
 #include "lib/Codegen/GPU/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -41,7 +42,7 @@ namespace {
 /// reduction dimensions, and a body that combines the output's value with
 /// one other value through a single op with a neutral element (arith.addf,
 /// arith.maximumf, ...); null otherwise.
-Operation *splittableCombiner(linalg::GenericOp op) {
+Operation *bufferReductionCombiner(linalg::GenericOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1 ||
       op.getNumReductionLoops() < 2)
     return nullptr;
@@ -52,17 +53,7 @@ Operation *splittableCombiner(linalg::GenericOp op) {
     if (!dim || iterators[dim.getPosition()] != utils::IteratorType::parallel)
       return nullptr;
   }
-  SmallVector<Operation *> combiners;
-  if (!matchReduction(op.getRegionOutputArgs(), 0, combiners) ||
-      combiners.size() != 1 || combiners[0]->getNumOperands() != 2 ||
-      combiners[0]->getNumResults() != 1 ||
-      !arith::getNeutralElement(combiners[0]))
-    return nullptr;
-  // The accumulator must be exactly one of the combiner's operands.
-  Value accumulator = op.getRegionOutputArgs()[0];
-  if (llvm::count(combiners[0]->getOperands(), accumulator) != 1)
-    return nullptr;
-  return combiners[0];
+  return switchyard::splittableCombiner(op);
 }
 
 struct SwitchyardGpuSplitReductionsPass
@@ -197,13 +188,13 @@ struct SwitchyardGpuSplitReductionsPass
   void runOnOperation() override {
     SmallVector<linalg::GenericOp> worklist;
     getOperation().walk([&](linalg::GenericOp op) {
-      if (splittableCombiner(op))
+      if (bufferReductionCombiner(op))
         worklist.push_back(op);
     });
     IRRewriter rewriter(&getContext());
     while (!worklist.empty()) {
       linalg::GenericOp op = worklist.pop_back_val();
-      Operation *combiner = splittableCombiner(op);
+      Operation *combiner = bufferReductionCombiner(op);
       if (!combiner)
         continue;
       SmallVector<unsigned> promoted = dimsToParallelize(op);
@@ -217,7 +208,7 @@ struct SwitchyardGpuSplitReductionsPass
         llvm::dbgs() << " made parallel\n";
       });
       linalg::GenericOp combineOp = split(rewriter, op, combiner, promoted);
-      if (splittableCombiner(combineOp))
+      if (bufferReductionCombiner(combineOp))
         worklist.push_back(combineOp);
     }
   }

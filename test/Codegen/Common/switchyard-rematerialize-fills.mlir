@@ -36,3 +36,40 @@ func.func @sums(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<f32>, tensor<f3
   } -> tensor<f32>
   return %a, %b, %c : tensor<f32>, tensor<f32>, tensor<f32>
 }
+
+// Two row loops (switchyard-fuse-rows) write into the same empty tensor,
+// twice in the second: each loop but the first, and each of its shared
+// outputs, gets an empty tensor of its own, so that bufferization gives
+// them separate buffers. An empty tensor that ops only read stays.
+// CHECK-LABEL: func.func @row_loops
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}} = %[[E]])
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}} = %[[E1]], %{{.*}} = %[[E2]])
+// CHECK: %[[G:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[G]], %[[G]] : tensor<4xf32>, tensor<4xf32>)
+func.func @row_loops(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %e = tensor.empty() : tensor<4xf32>
+  %a = scf.forall (%i) in (4) shared_outs(%o = %e) -> (tensor<4xf32>) {
+    %r = tensor.extract_slice %x[%i, 0] [1, 1] [1, 1] : tensor<4x8xf32> to tensor<1xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %r into %o[%i] [1] [1] : tensor<1xf32> into tensor<4xf32>
+    }
+  }
+  %b:2 = scf.forall (%i) in (4) shared_outs(%o = %e, %p = %e) -> (tensor<4xf32>, tensor<4xf32>) {
+    %r = tensor.extract_slice %x[%i, 1] [1, 1] [1, 1] : tensor<4x8xf32> to tensor<1xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %r into %o[%i] [1] [1] : tensor<1xf32> into tensor<4xf32>
+      tensor.parallel_insert_slice %r into %p[%i] [1] [1] : tensor<1xf32> into tensor<4xf32>
+    }
+  }
+  %g = tensor.empty() : tensor<4xf32>
+  %f = tensor.empty() : tensor<4xf32>
+  %c = linalg.generic {indexing_maps = [#v, #v, #v], iterator_types = ["parallel"]} ins(%g, %g : tensor<4xf32>, tensor<4xf32>) outs(%f : tensor<4xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %t = arith.addf %p, %q : f32
+    linalg.yield %t : f32
+  } -> tensor<4xf32>
+  return %a, %b#0, %b#1, %c : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
