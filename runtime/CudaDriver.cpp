@@ -24,6 +24,7 @@
 #include <mutex>
 
 using namespace switchyard::runtime::cuda;
+using switchyard::runtime::MemoryPlan;
 using llvm::Expected;
 
 namespace {
@@ -108,6 +109,9 @@ struct Driver::Impl {
   /// used by one launch at a time.
   std::mutex profileEventsMutex;
   CUevent profileStart = nullptr, profileStop = nullptr;
+  /// The memory plans of planned calls, by key (created on first use).
+  std::mutex planMutex;
+  std::map<std::string, std::unique_ptr<MemoryPlan>> plans;
 
   /// An error naming the call, the driver's error and the context.
   llvm::Error check(CUresult result, llvm::StringRef call,
@@ -424,6 +428,14 @@ void Driver::release(DevicePtr pointer) {
   impl->liveBlocks.erase(it);
 }
 
+std::vector<std::string> Driver::memoryPlanKeys() const {
+  std::lock_guard<std::mutex> lock(impl->planMutex);
+  std::vector<std::string> keys;
+  for (const auto &entry : impl->plans)
+    keys.push_back(entry.first);
+  return keys;
+}
+
 llvm::Error Driver::trimPool() {
   std::lock_guard<std::mutex> lock(impl->poolMutex);
   for (auto &[size, blocks] : impl->freeBlocks)
@@ -545,6 +557,10 @@ void defer(llvm::Error error) {
     deferred = std::move(message);
 }
 
+/// The plan that serves the generated code's allocations on this thread
+/// (between Driver::beginPlannedCall and endPlannedCall), or null.
+thread_local MemoryPlan *activePlan = nullptr;
+
 /// The driver for a wrapper, or null with the error deferred.
 Driver *driverOrDefer() {
   Expected<Driver &> driver = Driver::get();
@@ -636,6 +652,8 @@ extern "C" void mgpuStreamDestroy(void *stream) {
 }
 
 extern "C" void *mgpuMemAlloc(uint64_t bytes, void *, bool) {
+  if (MemoryPlan *plan = activePlan)
+    return reinterpret_cast<void *>(plan->allocate(bytes));
   Driver *driver = driverOrDefer();
   if (!driver)
     return nullptr;
@@ -648,6 +666,8 @@ extern "C" void *mgpuMemAlloc(uint64_t bytes, void *, bool) {
 }
 
 extern "C" void mgpuMemFree(void *pointer, void *) {
+  if (MemoryPlan *plan = activePlan)
+    return plan->release(reinterpret_cast<DevicePtr>(pointer));
   if (Driver *driver = driverOrDefer())
     driver->release(reinterpret_cast<DevicePtr>(pointer));
 }
@@ -720,6 +740,37 @@ extern "C" void *mgpuTensorMapEncodeTiledMemref(int64_t rank, void *descriptor,
 }
 
 } // namespace
+
+void Driver::beginPlannedCall(const std::string &key) {
+  std::lock_guard<std::mutex> lock(impl->planMutex);
+  std::unique_ptr<MemoryPlan> &plan = impl->plans[key];
+  if (!plan)
+    plan = std::make_unique<MemoryPlan>(
+        [this](uint64_t bytes) -> uint64_t {
+          Expected<DevicePtr> pointer = allocate(bytes);
+          if (!pointer) {
+            defer(pointer.takeError());
+            return 0;
+          }
+          return *pointer;
+        },
+        [this](uint64_t pointer) { release(pointer); });
+  plan->beginCall();
+  activePlan = plan.get();
+}
+
+void Driver::endPlannedCall() {
+  if (activePlan)
+    activePlan->endCall();
+  activePlan = nullptr;
+}
+
+const MemoryPlan *Driver::memoryPlan(const std::string &key) const {
+  std::lock_guard<std::mutex> lock(impl->planMutex);
+  auto it = impl->plans.find(key);
+  return it == impl->plans.end() ? nullptr : it->second.get();
+}
+
 
 std::vector<std::pair<std::string, void *>> switchyard::runtime::cuda::
     mgpuSymbols() {

@@ -21,6 +21,8 @@
 #ifndef SWITCHYARD_RUNTIME_CUDADRIVER_H
 #define SWITCHYARD_RUNTIME_CUDADRIVER_H
 
+#include "runtime/MemoryPlan.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -89,6 +91,20 @@ public:
   llvm::Error trimPool();
   /// Bytes held from the driver (in use and cached).
   uint64_t poolBytes() const;
+
+  /// The allocations and frees of generated code (mgpuMemAlloc,
+  /// mgpuMemFree) on the calling thread, from here to endPlannedCall(), go
+  /// through the MemoryPlan of `key` (runtime/MemoryPlan.h; one per key,
+  /// made on first use, its backend the pool): the first such call records
+  /// them, the calls after it take their temporaries from one arena at
+  /// fixed offsets. `key` names what decides the allocations: the function
+  /// and its arguments' shapes.
+  void beginPlannedCall(const std::string &key);
+  void endPlannedCall();
+  /// The plan of `key`; null before its first call.
+  const MemoryPlan *memoryPlan(const std::string &key) const;
+  /// The keys of the plans made so far.
+  std::vector<std::string> memoryPlanKeys() const;
 
   llvm::Error copyToDevice(DevicePtr destination, const void *source,
                            uint64_t bytes, Stream stream);

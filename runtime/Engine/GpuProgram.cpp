@@ -30,6 +30,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/TargetSelect.h"
+
+#include <cstdlib>
 #include "llvm/Target/TargetMachine.h"
 
 #include <set>
@@ -311,6 +313,14 @@ public:
   const cuda::DevicePtr pointer;
 };
 
+/// Whether calls take their temporaries from memory plans
+/// (cuda::Driver::beginPlannedCall): SWITCHYARD_MEMORY_PLAN=1 in the
+/// environment.
+bool memoryPlansEnabled() {
+  const char *value = std::getenv("SWITCHYARD_MEMORY_PLAN");
+  return value && llvm::StringRef(value) == "1";
+}
+
 /// Bytes of a dense tensor of `type` and `shape`.
 uint64_t denseBytes(ElementType type, llvm::ArrayRef<int64_t> shape) {
   uint64_t count = 1;
@@ -489,8 +499,25 @@ GpuProgram::callResident(StringRef name,
   if (llvm::Error error = driver.synchronize(impl->stream))
     return fail(std::move(error));
 
+  // With memory plans on, the call's temporaries come from its plan's
+  // arena once a first call with these shapes recorded them.
+  std::string planKey;
+  if (memoryPlansEnabled()) {
+    llvm::raw_string_ostream key(planKey);
+    key << name;
+    for (const CallArgument &argument : arguments) {
+      key << ';';
+      llvm::interleave(argument.device ? argument.device->shape()
+                                       : llvm::ArrayRef<int64_t>(
+                                             argument.host->shape),
+                       key, "x");
+    }
+    driver.beginPlannedCall(planKey);
+  }
   Expected<std::vector<detail::ResultDescriptor>> results =
       detail::invoke(*entry, function, descriptors);
+  if (!planKey.empty())
+    driver.endPlannedCall();
   if (!results)
     return fail(results.takeError());
   // Results are device buffers from mgpuMemAlloc that the caller owns,

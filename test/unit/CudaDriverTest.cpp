@@ -74,6 +74,53 @@ TEST(CudaDriverTest, PoolReusesBlocksAndCopiesRoundTrip) {
   EXPECT_FALSE(static_cast<bool>(driver.destroyStream(*stream)));
 }
 
+TEST(CudaDriverTest, PlannedCallsServeTheGeneratedCodeFromAnArena) {
+  llvm::Expected<cuda::Driver &> got = cuda::Driver::get();
+  if (!got) {
+    GTEST_SKIP() << llvm::toString(got.takeError());
+  }
+  cuda::Driver &driver = *got;
+  void *(*memAlloc)(uint64_t, void *, bool) = nullptr;
+  void (*memFree)(void *, void *) = nullptr;
+  for (auto &[name, address] : cuda::mgpuSymbols()) {
+    if (name == "mgpuMemAlloc")
+      memAlloc = reinterpret_cast<void *(*)(uint64_t, void *, bool)>(address);
+    if (name == "mgpuMemFree")
+      memFree = reinterpret_cast<void (*)(void *, void *)>(address);
+  }
+  ASSERT_TRUE(memAlloc && memFree);
+  // What generated code does in a call: a and c one after the other while
+  // b lives; a and c share the arena's memory from the second call on.
+  auto call = [&] {
+    driver.beginPlannedCall("test;4");
+    void *a = memAlloc(4000, nullptr, false);
+    void *b = memAlloc(2000, nullptr, false);
+    memFree(a, nullptr);
+    void *c = memAlloc(4000, nullptr, false);
+    memFree(b, nullptr);
+    memFree(c, nullptr);
+    driver.endPlannedCall();
+    return std::vector<void *>{a, b, c};
+  };
+  call();
+  std::vector<void *> second = call(), third = call();
+  EXPECT_EQ(second, third);
+  EXPECT_EQ(second[0], second[2]);
+  const switchyard::runtime::MemoryPlan *plan = driver.memoryPlan("test;4");
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->replayedCalls(), 2u);
+  EXPECT_FALSE(static_cast<bool>(cuda::takeDeferredError()));
+
+  // The arena is device memory: a copy round-trips through b's place.
+  std::vector<float> in(500), out(500, -1.0f);
+  std::iota(in.begin(), in.end(), 0.25f);
+  auto b = reinterpret_cast<cuda::DevicePtr>(second[1]);
+  ASSERT_FALSE(static_cast<bool>(driver.copyToDevice(b, in.data(), 2000, nullptr)));
+  ASSERT_FALSE(static_cast<bool>(driver.copyToHost(out.data(), b, 2000, nullptr)));
+  ASSERT_FALSE(static_cast<bool>(driver.synchronize(nullptr)));
+  EXPECT_EQ(std::memcmp(in.data(), out.data(), 2000), 0);
+}
+
 TEST(CudaDriverTest, BadModulesAreReportedWithTheDriverError) {
   llvm::Expected<cuda::Driver &> got = cuda::Driver::get();
   if (!got) {

@@ -21,6 +21,7 @@
 
 #include "gtest/gtest.h"
 
+#include <cstdlib>
 #include <dlfcn.h>
 
 #include <string>
@@ -124,13 +125,18 @@ TEST(GpuHostCodeTest, ACallLoadsTheKernelsAndLaunchesThem) {
   EXPECT_EQ(fake->modulesLoaded(), modulesBefore + 1);
 }
 
-TEST(GpuHostCodeTest, TrainingStepsLaunchTheSameKernelsEachStep) {
-  FakeDriver *fake = fakeDriver();
-  ASSERT_TRUE(fake);
+/// The small model with its training step, for the GPU (kernels at -O0).
+llvm::Expected<std::unique_ptr<rt::GpuProgram>> compileSmallTraining() {
   rt::CompileOptions options;
   options.trainStep = true;
   options.optLevel = 0;
-  auto gpu = rt::GpuProgram::compile(kSmallModel, "small.mlir", options);
+  return rt::GpuProgram::compile(kSmallModel, "small.mlir", options);
+}
+
+TEST(GpuHostCodeTest, TrainingStepsLaunchTheSameKernelsEachStep) {
+  FakeDriver *fake = fakeDriver();
+  ASSERT_TRUE(fake);
+  auto gpu = compileSmallTraining();
   ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
   fake->resetLaunches();
   auto first = trainBriefly(**gpu);
@@ -143,6 +149,47 @@ TEST(GpuHostCodeTest, TrainingStepsLaunchTheSameKernelsEachStep) {
   auto second = trainBriefly(**gpu);
   ASSERT_TRUE(static_cast<bool>(second)) << llvm::toString(second.takeError());
   EXPECT_EQ(fake->launches(), once);
+}
+
+TEST(GpuHostCodeTest, TrainingStepsTakeTheirTemporariesFromAMemoryPlan) {
+  FakeDriver *fake = fakeDriver();
+  ASSERT_TRUE(fake);
+  auto gpu = compileSmallTraining();
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  fake->resetLaunches();
+  auto unplanned = trainBriefly(**gpu);
+  ASSERT_TRUE(static_cast<bool>(unplanned))
+      << llvm::toString(unplanned.takeError());
+  std::vector<std::string> launches = fake->launches();
+
+  // With plans on: the first step records its allocations, the steps after
+  // it take them from the arena, and launch the same kernels.
+  ASSERT_EQ(setenv("SWITCHYARD_MEMORY_PLAN", "1", 1), 0);
+  fake->resetLaunches();
+  auto first = trainBriefly(**gpu);
+  auto second = trainBriefly(**gpu);
+  unsetenv("SWITCHYARD_MEMORY_PLAN");
+  ASSERT_TRUE(static_cast<bool>(first)) << llvm::toString(first.takeError());
+  ASSERT_TRUE(static_cast<bool>(second)) << llvm::toString(second.takeError());
+  std::vector<std::string> twice = launches;
+  twice.insert(twice.end(), launches.begin(), launches.end());
+  EXPECT_EQ(fake->launches(), twice);
+
+  llvm::Expected<cuda::Driver &> driver = cuda::Driver::get();
+  ASSERT_TRUE(static_cast<bool>(driver)) << llvm::toString(driver.takeError());
+  const rt::MemoryPlan *step = nullptr;
+  for (const std::string &key : driver->memoryPlanKeys())
+    if (llvm::StringRef(key).contains("_train_step;"))
+      step = driver->memoryPlan(key);
+  ASSERT_TRUE(step) << "no plan for the training step";
+  // Four steps: one recorded, three replayed, none strayed.
+  EXPECT_EQ(step->recordedCalls(), 1u);
+  EXPECT_EQ(step->replayedCalls(), 3u);
+  EXPECT_EQ(step->strayedCalls(), 0u);
+  EXPECT_TRUE(step->planned());
+  // Temporaries that do not live at once share the arena.
+  EXPECT_GT(step->arenaBytes(), 0u);
+  EXPECT_LT(step->arenaBytes(), step->plannedBytes());
 }
 
 TEST(GpuHostCodeTest, TheKernelReportCountsTheLaunchesOfAStep) {
