@@ -23,6 +23,9 @@
 #            models in PyTorch (bench/torch_train_step.py, bf16 autocast);
 #   train-fused  the same with --fuse all (the SwitchHead model's expert
 #            projections fused too);
+#   train-planned  the train phase's Switchyard steps with
+#            SWITCHYARD_MEMORY_PLAN=1 (temporaries from one arena per call,
+#            docs/GPU.md), without the peers: against the train phase's;
 #   profile  a few training steps of each 47M model (default fusions) with
 #            SWITCHYARD_KERNEL_PROFILE=${PROFILE_TOP:-40}: each launch timed
 #            alone (CUDA events), the longest kernels by name with their
@@ -137,6 +140,13 @@ for phase in $phases; do
       run 570 "Training steps, 47M SwitchHead against dense, batch 16$title" \
         --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
         --fuse "$fuse" --batch 16 --reps 10 ;;
+    train-planned)
+      peers=(--python=)
+      SWITCHYARD_MEMORY_PLAN=1 run 570 \
+        "Training steps, 47M SwitchHead and dense, batch 16, memory plans" \
+        --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
+        --batch 16 --reps 10
+      peers=(--python "$python") ;;
     profile)
       peers=(--python=)
       for model in switchhead-47m dense-47m; do
@@ -145,7 +155,7 @@ for phase in $phases; do
           --train-step "$root/examples/models/$model.mlir" --batch 16 --reps 2
       done
       peers=(--python "$python") ;;
-    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, profile)"; status=1 ;;
+    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, train-planned, profile)"; status=1 ;;
   esac
 done
 
