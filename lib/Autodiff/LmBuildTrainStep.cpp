@@ -145,13 +145,39 @@ linalg::GenericOp adamW(ImplicitLocOpBuilder &b, Value hyper, Value factor,
       });
 }
 
-/// The parameters one call of a block function reads (indices into the
-/// gradient function's parameters, in the call's operand order), and that
-/// block function.
+/// The parameters that one layer's calls of block functions read (indices
+/// into the gradient function's parameters, in the calls' operand order),
+/// and those block functions, in call order.
 struct ParamGroup {
-  func::FuncOp block;
+  SmallVector<func::FuncOp, 2> blocks;
   SmallVector<unsigned> params;
 };
+
+/// The groups of single block calls (in call order) joined by layer: the
+/// calls repeat a pattern of `period` block functions (an attention block,
+/// then a feed-forward block), the shortest of up to 4 that they repeat at
+/// least twice; each repetition becomes one group. Unchanged where the
+/// calls repeat no such pattern, or a single block.
+SmallVector<ParamGroup> groupsByLayer(SmallVector<ParamGroup> calls) {
+  for (size_t period = 2; period <= 4; ++period) {
+    if (calls.size() % period != 0 || calls.size() / period < 2)
+      continue;
+    bool repeats = true;
+    for (size_t i = period; i < calls.size() && repeats; ++i)
+      repeats = calls[i].blocks == calls[i % period].blocks;
+    if (!repeats)
+      continue;
+    SmallVector<ParamGroup> layers;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (i % period == 0)
+        layers.emplace_back();
+      llvm::append_range(layers.back().blocks, calls[i].blocks);
+      llvm::append_range(layers.back().params, calls[i].params);
+    }
+    return layers;
+  }
+  return calls;
+}
 
 struct LmBuildTrainStepPass
     : public switchyard::impl::LmBuildTrainStepPassBase<LmBuildTrainStepPass> {
@@ -214,7 +240,7 @@ struct LmBuildTrainStepPass
       func::FuncOp callee = blockCallee(call);
       if (!callee || !callee->hasAttr("lm.block_forward"))
         return;
-      ParamGroup group{callee, {}};
+      ParamGroup group{{callee}, {}};
       for (Value operand : call.getOperands())
         if (auto arg = dyn_cast<BlockArgument>(operand);
             arg && arg.getOwner() == &body &&
@@ -249,15 +275,26 @@ struct LmBuildTrainStepPass
   }
 
   /// A private function of the optimizer, before `step`, named after the
-  /// group's block; each distinct one built once by `fill`.
+  /// group's blocks; each distinct one built once by `fill`.
   func::FuncOp optimizerFunction(
       const ParamGroup &group, func::FuncOp step, StringRef suffix,
       ArrayRef<Type> inputs, ArrayRef<Type> results,
       function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, ValueRange)>
           fill) {
-    StringRef base = func::FuncOp(group.block).getName();
-    base.consume_back("_train");
-    std::string name = (base + suffix).str();
+    // Named after the blocks: the first's name, then the others' own part
+    // (after the model's name): `m__switchhead_ffn_adamw`.
+    std::string name;
+    for (func::FuncOp block : group.blocks) {
+      StringRef base = block.getName();
+      base.consume_back("_train");
+      if (!name.empty()) {
+        size_t own = base.rfind("__");
+        name += "_" + (own == StringRef::npos ? base : base.drop_front(own + 2)).str();
+        continue;
+      }
+      name = base.str();
+    }
+    name += suffix.str();
     // The same block may have its parameters in another pattern (a
     // parameter shared with another call): the types tell them apart.
     std::string key = name;
@@ -391,7 +428,8 @@ struct LmBuildTrainStepPass
     // Parameters that one block call reads (lm-outline-layers) are updated
     // by that block's optimizer functions, called once per layer; the
     // others here.
-    SmallVector<ParamGroup> groups = paramGroups(grad, paramArgs);
+    SmallVector<ParamGroup> groups =
+        groupsByLayer(paramGroups(grad, paramArgs));
     SmallVector<int> groupOf(numParams, -1);
     for (auto [index, group] : llvm::enumerate(groups))
       for (unsigned p : group.params)

@@ -115,11 +115,17 @@ def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
     a call of `<name>_grad`, so that its code exists once in the module.
 
     The parameters that one call of a block's training forward function
-    reads (`lm.block_forward`, from `lm-differentiate`) are updated by that
-    block's optimizer functions, built once per block and called once per
-    layer: `<block>_sum_squares` (each gradient's Σ g²) and `<block>_adamw`
-    (`hyper`, the clipping factor as a `tensor<f32>`, then the parameters,
-    gradients, m and v; returns the new parameters, m and v). The other
+    reads (`lm.block_forward`, from `lm-differentiate`) are updated by
+    optimizer functions built once per kind of layer and called once per
+    layer: where the block calls repeat a pattern of two to four blocks (an
+    attention block, then a feed-forward block), each repetition is a layer
+    and its functions take all its blocks' parameters
+    (`m__switchhead_ffn_adamw`); otherwise each block call is one.
+    `<layer>_sum_squares` returns each gradient's Σ g², `<layer>_adamw`
+    takes `hyper`, the clipping factor as a `tensor<f32>`, then the
+    parameters, gradients, m and v, and returns the new parameters, m and
+    v. One function for a whole layer gives the GPU's launch merging the
+    independent updates and sums of both blocks at once. The other
     parameters (embedding, final norm, output) are updated in the step
     itself. The norm adds every parameter's Σ g² in parameter order either
     way, so the results do not depend on the grouping.

@@ -282,8 +282,8 @@ def SwitchyardCpuBarePointerCallsPass
     pointer (one value) instead of a descriptor of 3 + 2·rank values, and
     the callee and caller rebuild the rest from the type.
 
-    The optimizer functions of a training step (`<block>_adamw`,
-    `<block>_sum_squares`, from `lm-build-train-step`) take and return a
+    The optimizer functions of a training step (`<layer>_adamw`,
+    `<layer>_sum_squares`, from `lm-build-train-step`) take and return a
     layer's parameters, gradients and moments, all static: per layer about
     a hundred descriptors, whose fields the step moved one by one through
     registers and frames (docs/Performance.md, "Compile times"). Functions

@@ -65,10 +65,11 @@ func.func private @external(memref<4xf32>)
 // LLVM: llvm.insertvalue %[[R]], %{{.*}}[0]
 // LLVM: llvm.insertvalue %[[R]], %{{.*}}[1]
 
-// In the CPU pipeline: a block's optimizer functions (static parameters,
-// gradients and moments) take bare pointers; its forward function (a batch
+// In the CPU pipeline: a layer's optimizer functions (static parameters,
+// gradients and moments of its attention and feed-forward blocks) take bare
+// pointers; its forward function (a batch
 // of activations) takes descriptors.
 // RUN: switchyard-opt %examples/models/dense-tiny.mlir --switchyard-cpu-pipeline="train-step=1" | FileCheck %s --check-prefix=PIPELINE
 // PIPELINE-DAG: llvm.func @dense_tiny__ffn(%arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: i64,
-// PIPELINE-DAG: llvm.func @dense_tiny__ffn_sum_squares(%arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: !llvm.ptr, %arg3: !llvm.ptr) -> !llvm.struct<(ptr, ptr, ptr, ptr)>
-// PIPELINE-DAG: llvm.func @dense_tiny__ffn_adamw(%arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: !llvm.ptr, %arg3: !llvm.ptr, %arg4: !llvm.ptr,
+// PIPELINE-DAG: llvm.func @dense_tiny__mha_ffn_sum_squares(%arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: !llvm.ptr, %arg3: !llvm.ptr, %arg4: !llvm.ptr, %arg5: !llvm.ptr, %arg6: !llvm.ptr, %arg7: !llvm.ptr, %arg8: !llvm.ptr, %arg9: !llvm.ptr) -> !llvm.struct<(ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr)>
+// PIPELINE-DAG: llvm.func @dense_tiny__mha_ffn_adamw(%arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: !llvm.ptr, %arg3: !llvm.ptr, %arg4: !llvm.ptr,
