@@ -14,8 +14,10 @@ using namespace switchyard::runtime;
 namespace {
 constexpr size_t kNotFreed = ~size_t(0);
 
-uint64_t alignUp(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
+/// The bytes a buffer of `bytes` takes in the arena: at least one, rounded
+/// up to the alignment.
+uint64_t slotBytes(uint64_t bytes, uint64_t alignment) {
+  return (std::max<uint64_t>(bytes, 1) + alignment - 1) / alignment * alignment;
 }
 } // namespace
 
@@ -33,7 +35,7 @@ uint64_t switchyard::runtime::planArena(const std::vector<BufferLife> &buffers,
   uint64_t size = 0;
   for (size_t index : order) {
     const BufferLife &buffer = buffers[index];
-    uint64_t bytes = alignUp(std::max<uint64_t>(buffer.bytes, 1), alignment);
+    uint64_t bytes = slotBytes(buffer.bytes, alignment);
     // The placed buffers live at the same time, by offset.
     std::vector<size_t> overlapping;
     for (size_t other : placed)
@@ -46,9 +48,8 @@ uint64_t switchyard::runtime::planArena(const std::vector<BufferLife> &buffers,
     for (size_t other : overlapping) {
       if (offset + bytes <= offsets[other])
         break;
-      uint64_t otherEnd = offsets[other] +
-                          alignUp(std::max<uint64_t>(buffers[other].bytes, 1),
-                                  alignment);
+      uint64_t otherEnd =
+          offsets[other] + slotBytes(buffers[other].bytes, alignment);
       offset = std::max(offset, otherEnd);
     }
     offsets[index] = offset;
@@ -171,7 +172,7 @@ void MemoryPlan::endCall() {
   arenaSize = size;
   unsharedBytes = 0;
   for (const BufferLife &life : lives)
-    unsharedBytes += alignUp(std::max<uint64_t>(life.bytes, 1), alignment);
+    unsharedBytes += slotBytes(life.bytes, alignment);
   planBytes = recordedBytes;
   planOffsets.assign(recordedBytes.size(), kEscapes);
   for (size_t k = 0; k < planned.size(); ++k)

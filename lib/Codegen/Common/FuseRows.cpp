@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Codegen/Common/Passes.h"
+#include "lib/Codegen/Common/Reductions.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -102,26 +103,13 @@ unsigned rowReductionRows(linalg::GenericOp op) {
   return rows;
 }
 
-/// The most elements of a reduction to one value that one thread block
-/// takes (a group without rows); above it, switchyard-gpu-split-reductions
-/// spreads it over many blocks (its `min-elements`).
-constexpr int64_t kMaxBlockReduction = 8192;
-
 /// Whether `op` reduces a small static tensor to one value (a parameter's
 /// sum of squares for the gradient norm): a group without rows, one
 /// thread block on the GPU where it was one thread.
 bool isSmallWholeReduction(linalg::GenericOp op) {
-  if (op.getNumDpsInits() != 1 || !op.hasPureTensorSemantics() ||
-      isMatmulLike(op) || !hasScalarBody(op) || op.getNumLoops() == 0 ||
-      op.getNumParallelLoops() != 0)
-    return false;
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  if (llvm::any_of(ranges, ShapedType::isDynamic))
-    return false;
-  int64_t elements = 1;
-  for (int64_t range : ranges)
-    elements *= range;
-  return elements <= kMaxBlockReduction;
+  std::optional<int64_t> elements = switchyard::wholeReductionElements(op);
+  return elements && *elements <= switchyard::kMaxBlockReduction &&
+         !isMatmulLike(op) && hasScalarBody(op);
 }
 
 /// Where a dimension's size comes from: a constant, or the dimension of a

@@ -52,26 +52,13 @@ Value switchyard::viewedBuffer(Value v) {
   return v;
 }
 
-/// Whether `v` is a kernel's own memory (shared or private to its threads)
-/// rather than device memory that host code names.
-static bool isKernelLocal(Value v) {
-  auto type = dyn_cast<MemRefType>(v.getType());
-  if (!type)
-    return false;
-  if (auto space = dyn_cast_or_null<gpu::AddressSpaceAttr>(type.getMemorySpace()))
-    return space.getValue() != gpu::AddressSpace::Global;
-  return false;
+bool switchyard::isOwnMemory(Value root, Operation *op) {
+  return op->isAncestor(root.getParentRegion()->getParentOp());
 }
 
 bool switchyard::mayAlias(Value a, Value b) {
-  if (a == b)
-    return true;
-  // A kernel's shared or private memory and device memory are apart.
-  if (isKernelLocal(a) != isKernelLocal(b))
-    return false;
   auto fresh = [](Value v) {
-    return isa_and_nonnull<gpu::AllocOp, memref::AllocOp,
-                           gpu::DynamicSharedMemoryOp>(v.getDefiningOp());
+    return isa_and_nonnull<gpu::AllocOp, memref::AllocOp>(v.getDefiningOp());
   };
-  return !fresh(a) && !fresh(b);
+  return a == b || (!fresh(a) && !fresh(b));
 }

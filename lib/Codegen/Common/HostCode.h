@@ -38,10 +38,13 @@ bool readsOrWritesMemory(Operation *op);
 /// collapse/expand_shape, cast, ...) to an allocation or a block argument.
 Value viewedBuffer(Value v);
 
+/// Whether the root buffer `root` (viewedBuffer) is memory of `op`'s own,
+/// defined inside it: a kernel's shared memory or a thread's stack, which
+/// no host code and no other kernel names.
+bool isOwnMemory(Value root, Operation *op);
+
 /// Whether two root buffers (viewedBuffer) may share memory: the same
-/// buffer, or neither a fresh allocation (of the host code, or a kernel's
-/// dynamic shared memory); a kernel's shared or private memory never
-/// shares memory with device memory.
+/// buffer, or neither a fresh allocation of the host code.
 bool mayAlias(Value a, Value b);
 
 } // namespace mlir::switchyard

@@ -24,6 +24,11 @@ inline constexpr llvm::StringLiteral kParallelLoopAttr = "switchyard.parallel";
 inline constexpr llvm::StringLiteral kParallelForAttr =
     "switchyard-parallel-for";
 
+/// The most elements of a reduction to one value that one thread block
+/// takes whole (switchyard-fuse-rows); larger ones are split by rows first
+/// (switchyard-split-whole-reductions, its `max-unsplit`).
+inline constexpr int64_t kMaxBlockReduction = 8192;
+
 #define GEN_PASS_DECL
 #include "lib/Codegen/Common/Passes.h.inc"
 

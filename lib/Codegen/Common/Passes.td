@@ -255,7 +255,8 @@ def SwitchyardSplitWholeReductionsPass
     ```
   }];
   let options = [
-    Option<"maxUnsplit", "max-unsplit", "int64_t", /*default=*/"8192",
+    Option<"maxUnsplit", "max-unsplit", "int64_t",
+           /*default=*/"::mlir::switchyard::kMaxBlockReduction",
            "Leave reductions of at most this many elements whole "
            "(switchyard-fuse-rows gives them one thread block)">,
     Option<"rowElements", "row-elements", "int64_t", /*default=*/"4096",

@@ -1,6 +1,6 @@
 //===- Reductions.cpp - reductions that can be split ---------------------===//
 //
-// The combiner test of Reductions.h.
+// The whole-reduction size and the combiner test of Reductions.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +10,20 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 using namespace mlir;
+
+std::optional<int64_t>
+switchyard::wholeReductionElements(linalg::GenericOp op) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
+      op.getNumLoops() == 0 || op.getNumParallelLoops() != 0)
+    return std::nullopt;
+  int64_t elements = 1;
+  for (int64_t range : op.getStaticLoopRanges()) {
+    if (ShapedType::isDynamic(range))
+      return std::nullopt;
+    elements *= range;
+  }
+  return elements;
+}
 
 Operation *switchyard::splittableCombiner(linalg::GenericOp op) {
   if (op.getNumDpsInits() != 1)

@@ -1,7 +1,8 @@
 //===- Reductions.h - reductions that can be split ------------*- C++ -*-===//
 //
-// The test that a reduction's combination can be split: its partial results
-// combined in any grouping, starting from a neutral element. Shared by
+// Reductions to one value of a static size, and the test that a reduction's
+// combination can be split: its partial results combined in any grouping,
+// starting from a neutral element. Shared by switchyard-fuse-rows,
 // switchyard-split-whole-reductions (reductions to one value, by rows, on
 // tensors) and switchyard-gpu-split-reductions (on buffers).
 //
@@ -12,7 +13,13 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 
+#include <optional>
+
 namespace mlir::switchyard {
+
+/// The number of elements `op` reduces to one value, where it is one: on
+/// tensors, one output, every loop a reduction, all of static size.
+std::optional<int64_t> wholeReductionElements(linalg::GenericOp op);
 
 /// The op of `op`'s body that combines the accumulator of its one output
 /// with one other value, where the body yields that op's result, the op has

@@ -36,16 +36,11 @@ namespace {
 constexpr int64_t kMinRowElements = 1024;
 
 /// The combiner of `op` if it is a reduction of a whole static tensor to
-/// one value that can be split: every loop a reduction, every input read
+/// one value that can be split (wholeReductionElements): every input read
 /// whole in loop order, a scalar body whose result combines the
 /// accumulator with one other value through a single op with a neutral
 /// element (arith.addf, arith.maximumf, ...); null otherwise.
 Operation *wholeReductionCombiner(linalg::GenericOp op) {
-  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
-      op.getNumLoops() == 0 || op.getNumParallelLoops() != 0 ||
-      op->getNumResults() != 1 ||
-      llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
-    return nullptr;
   AffineMap identity =
       AffineMap::getMultiDimIdentityMap(op.getNumLoops(), op.getContext());
   for (OpOperand *input : op.getDpsInputOperands())
@@ -145,18 +140,21 @@ struct SwitchyardSplitWholeReductionsPass
   }
 
   void runOnOperation() override {
-    SmallVector<std::pair<linalg::GenericOp, Operation *>> candidates;
+    struct Candidate {
+      linalg::GenericOp op;
+      Operation *combiner;
+      int64_t elements;
+    };
+    SmallVector<Candidate> candidates;
     getOperation().walk([&](linalg::GenericOp op) {
+      std::optional<int64_t> elements = switchyard::wholeReductionElements(op);
+      if (!elements || *elements <= maxUnsplit)
+        return;
       if (Operation *combiner = wholeReductionCombiner(op))
-        candidates.emplace_back(op, combiner);
+        candidates.push_back({op, combiner, *elements});
     });
     IRRewriter rewriter(&getContext());
-    for (auto [op, combiner] : candidates) {
-      int64_t elements = 1;
-      for (int64_t range : op.getStaticLoopRanges())
-        elements *= range;
-      if (elements <= maxUnsplit)
-        continue;
+    for (auto [op, combiner, elements] : candidates) {
       int64_t rows = rowsFor(elements);
       if (rows == 1)
         continue;

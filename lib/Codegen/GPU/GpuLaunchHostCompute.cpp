@@ -140,7 +140,9 @@ void recomputeScalarReadsInKernels(Block &block) {
             return switchyard::accessesBuffer(
                        nested, /*writesOnly=*/true,
                        [&](Value v) {
-                         return switchyard::mayAlias(viewedBuffer(v), buffer);
+                         Value root = viewedBuffer(v);
+                         return !switchyard::isOwnMemory(root, op) &&
+                                switchyard::mayAlias(root, buffer);
                        })
                        ? WalkResult::interrupt()
                        : WalkResult::advance();

@@ -71,7 +71,6 @@ std::optional<int64_t> constantIndex(Value value) {
   return std::nullopt;
 }
 
-
 /// The buffers (from outside) a launch reads and writes.
 struct Accesses {
   SmallVector<Value> reads, writes;
@@ -128,7 +127,7 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
   Region &body = launch.getBody();
   auto record = [&](MemoryEffects::Effect *effect, Value value) {
     Value root = viewedBuffer(value);
-    if (body.isAncestor(root.getParentRegion()))
+    if (switchyard::isOwnMemory(root, launch))
       return; // The thread's or the block's own memory.
     if (isa<MemoryEffects::Write>(effect))
       candidate.accesses.writes.push_back(root);
