@@ -192,6 +192,11 @@ void buildKernelFormationStages(OpPassManager &pm,
   // launches.
   // A fill goes with the op that accumulates into its buffer, whose
   // kernel stores it (switchyard-linalg-to-loops fold-fills).
+  // A matmul's elementwise consumer goes with it, computed in the
+  // tensor-core kernel's stores.
+  if (formation.tensorCores && formation.elementType != "f32")
+    pm.addNestedPass<func::FuncOp>(
+        switchyard::createSwitchyardMarkEpiloguesPass());
   switchyard::SwitchyardOutlineOpsPassOptions outline;
   outline.fillsWithUsers = true;
   pm.addPass(switchyard::createSwitchyardOutlineOpsPass(outline));

@@ -8,7 +8,9 @@
 #include "lib/Codegen/Common/HostCode.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -56,9 +58,29 @@ bool switchyard::isOwnMemory(Value root, Operation *op) {
   return op->isAncestor(root.getParentRegion()->getParentOp());
 }
 
+bool switchyard::isFreshAllocation(Value root) {
+  return isa_and_nonnull<gpu::AllocOp, memref::AllocOp>(root.getDefiningOp());
+}
+
 bool switchyard::mayAlias(Value a, Value b) {
-  auto fresh = [](Value v) {
-    return isa_and_nonnull<gpu::AllocOp, memref::AllocOp>(v.getDefiningOp());
-  };
-  return a == b || (!fresh(a) && !fresh(b));
+  return a == b || (!isFreshAllocation(a) && !isFreshAllocation(b));
+}
+
+bool switchyard::onlyAllocates(Operation *op) {
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return isMemoryEffectFree(op);
+  SmallVector<MemoryEffects::EffectInstance> instances;
+  effects.getEffects(instances);
+  return llvm::all_of(instances, [](const MemoryEffects::EffectInstance &e) {
+    return isa<MemoryEffects::Allocate>(e.getEffect());
+  });
+}
+
+bool switchyard::formsKernel(Operation *op) {
+  if (op->getNumResults() != 0)
+    return false;
+  if (isa<linalg::LinalgOp, scf::ForallOp, scf::ParallelOp, scf::ForOp>(op))
+    return true;
+  return op->getDialect() && op->getDialect()->getNamespace() == "moe";
 }

@@ -5,8 +5,9 @@
 // whether an op reads or writes memory, shared by the pass that moves such
 // ops into kernels (switchyard-gpu-launch-host-compute) and the GPU
 // emulation's check that none is left (switchyard-gpu-launch-to-host-loops);
-// and the buffer a view reads, for the passes that reason about which
-// accesses may touch the same buffer.
+// the buffer a view reads, for the passes that reason about which
+// accesses may touch the same buffer; and which ops only allocate and
+// which form kernels, for the passes that move ops past others.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,9 +44,22 @@ Value viewedBuffer(Value v);
 /// no host code and no other kernel names.
 bool isOwnMemory(Value root, Operation *op);
 
+/// Whether the root buffer `root` (viewedBuffer) is an allocation of the
+/// host code (memref.alloc, gpu.alloc): memory no other root names.
+bool isFreshAllocation(Value root);
+
 /// Whether two root buffers (viewedBuffer) may share memory: the same
 /// buffer, or neither a fresh allocation of the host code.
 bool mayAlias(Value a, Value b);
+
+/// Whether `op` only allocates: memory-effect free but for fresh buffers
+/// (memref.alloc, gpu.alloc), which no other op's buffer can be.
+bool onlyAllocates(Operation *op);
+
+/// Whether `op` is a piece of work that code generation turns into loops or
+/// a kernel of its own: a linalg op, a loop nest, or a moe kernel op, on
+/// buffers (no results).
+bool formsKernel(Operation *op);
 
 } // namespace mlir::switchyard
 

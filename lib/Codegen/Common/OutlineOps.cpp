@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lib/Codegen/Common/Epilogues.h"
+#include "lib/Codegen/Common/HostCode.h"
 #include "lib/Codegen/Common/Outlining.h"
 #include "lib/Codegen/Common/Passes.h"
 #include "lib/Codegen/Common/SameFunctions.h"
@@ -35,22 +37,13 @@ namespace mlir::switchyard {
 #define DEBUG_TYPE "switchyard-outline-ops"
 
 using namespace mlir;
+using switchyard::formsKernel;
+using switchyard::onlyAllocates;
 
 namespace {
 
 /// The attribute that marks the functions switchyard-outline-ops makes.
 constexpr llvm::StringLiteral kOutlinedAttr = "switchyard.outlined_op";
-
-/// Whether `op` is a piece of work that code generation turns into loops or
-/// a kernel of its own: a linalg op, a loop nest, or a moe kernel op, on
-/// buffers (no results).
-bool formsKernel(Operation *op) {
-  if (op->getNumResults() != 0)
-    return false;
-  if (isa<linalg::LinalgOp, scf::ForallOp, scf::ParallelOp, scf::ForOp>(op))
-    return true;
-  return op->getDialect() && op->getDialect()->getNamespace() == "moe";
-}
 
 /// Whether `value` is computed, within its function, from a value read from
 /// memory (a count loaded from a buffer, say); an op whose effects are not
@@ -106,19 +99,6 @@ bool fillsBufferOf(ArrayRef<Operation *> group, Operation *op) {
          user.getDpsInitOperand(0)->get() == fill.getDpsInitOperand(0)->get();
 }
 
-/// Whether `op` only allocates: memory-effect free but for fresh buffers
-/// (memref.alloc, gpu.alloc), which no other op's buffer can be.
-bool onlyAllocates(Operation *op) {
-  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
-  if (!effects)
-    return isMemoryEffectFree(op);
-  SmallVector<MemoryEffects::EffectInstance> instances;
-  effects.getEffects(instances);
-  return llvm::all_of(instances, [](const MemoryEffects::EffectInstance &e) {
-    return isa<MemoryEffects::Allocate>(e.getEffect());
-  });
-}
-
 /// Moves each linalg.fill down to the linalg op that writes the buffer it
 /// filled, past allocations and ops without memory effects that do not use
 /// that buffer (the allocation of the op's other buffers, index
@@ -152,7 +132,7 @@ struct SwitchyardOutlineOpsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // Each group: one op, or a fill and the op after it that writes the
-    // buffer it filled.
+    // buffer it filled; a contraction's marked epilogue joins its group.
     SmallVector<SmallVector<Operation *, 2>> groups;
     DenseMap<Value, bool> readsMemory;
     for (auto func : module.getOps<func::FuncOp>()) {
@@ -162,8 +142,20 @@ struct SwitchyardOutlineOpsPass
         sinkFillsToWriters(func);
       for (Block &block : func.getBody())
         for (Operation &op : block) {
-          if (!formsKernel(&op) ||
-              !usesOnlyBuffersIndicesAndConstants(&op, readsMemory))
+          if (!formsKernel(&op))
+            continue;
+          bool outlinable = usesOnlyBuffersIndicesAndConstants(&op, readsMemory);
+          // A marked epilogue goes with its contraction, the op before it
+          // (switchyard-mark-epilogues); where it stays, so does that op.
+          if (op.hasAttr(switchyard::kEpilogueAttr) && !groups.empty() &&
+              groups.back().back()->getNextNode() == &op) {
+            if (outlinable)
+              groups.back().push_back(&op);
+            else
+              groups.pop_back();
+            continue;
+          }
+          if (!outlinable)
             continue;
           if (fillsWithUsers && !groups.empty() &&
               fillsBufferOf(groups.back(), &op))

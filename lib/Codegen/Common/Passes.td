@@ -315,6 +315,79 @@ def SwitchyardRematerializeFillsPass
                            "::mlir::tensor::TensorDialect"];
 }
 
+def SwitchyardMarkEpiloguesPass
+    : Pass<"switchyard-mark-epilogues", "::mlir::func::FuncOp"> {
+  let summary = "Mark the elementwise consumers of contractions that their "
+                "kernels can compute as they store";
+  let description = [{
+    Runs on buffers, before `switchyard-outline-ops`. A matmul's result is
+    usually read once, element by element, by the elementwise op after it:
+    a bias, an activation, a residual add with dropout. As separate kernels
+    the second reads back what the first just wrote. This pass marks such a
+    consumer with `switchyard.epilogue`, and
+    `switchyard-gpu-tensor-core-matmul` computes it in the matmul kernel's
+    stores (or, with split-K, in the loop that adds the parts), one kernel
+    and one trip through memory fewer.
+
+    Marked: a `linalg.generic` whose loops are all parallel, one per
+    dimension of the contraction's output `C`, that reads `C` at its loop
+    indices and writes its outputs through permutations, its body without
+    memory effects or regions (`switchyard::isElementwiseEpilogue`), and
+    the first op after the contraction that reads `C`, with only
+    allocations, ops without memory effects, and linalg ops that neither
+    touch `C` nor write what the consumer reads or read what it writes
+    between them (a feed-forward layer's backward computes a weight
+    gradient between its two matmuls). Where it reads an
+    `memref.expand_shape` of `C` (a `[tokens, features]` product read as
+    `[batch, sequence, features]`), its loops are first collapsed to `C`'s
+    (`linalg::collapseOpIterationDims`; `linalg.index` becomes a
+    delinearization). The allocations and ops without memory effects
+    between the two move before the contraction (and its zero fill), and
+    the consumer moves right after it.
+
+    The fused kernel writes an element of an output while other blocks still
+    compute theirs, so the pass proves that no access changes meaning: `C`
+    is an allocation of the function (nothing else names it) that the
+    consumer reads only at the loop indices, and every output is `C` itself
+    or another allocation of the function, not a factor of the contraction,
+    read by the consumer (if at all) only where it writes it.
+
+    Before:
+
+    ```mlir
+    linalg.fill ins(%zero : f32) outs(%c : memref<?x2080xf32>)
+    linalg.matmul_transpose_b ins(%x, %w : memref<?x412xf32>, memref<2080x412xf32>)
+                              outs(%c : memref<?x2080xf32>)
+    %h = memref.alloc(%n) : memref<?x2080xf32>
+    linalg.generic {indexing_maps = [#id, #id],
+                    iterator_types = ["parallel", "parallel"]}
+        ins(%c : memref<?x2080xf32>) outs(%h : memref<?x2080xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %r = arith.maximumf %in, %zero : f32
+      linalg.yield %r : f32
+    }
+    ```
+
+    After:
+
+    ```mlir
+    %h = memref.alloc(%n) : memref<?x2080xf32>
+    linalg.fill ins(%zero : f32) outs(%c : memref<?x2080xf32>)
+    linalg.matmul_transpose_b ins(%x, %w : memref<?x412xf32>, memref<2080x412xf32>)
+                              outs(%c : memref<?x2080xf32>)
+    linalg.generic {indexing_maps = [#id, #id],
+                    iterator_types = ["parallel", "parallel"]}
+        ins(%c : memref<?x2080xf32>) outs(%h : memref<?x2080xf32>)
+        attrs = {switchyard.epilogue} {
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def SwitchyardOutlineOpsPass
     : Pass<"switchyard-outline-ops", "::mlir::ModuleOp"> {
   let summary = "Compile each distinct kernel-forming op once: one function "
@@ -351,6 +424,12 @@ def SwitchyardOutlineOpsPass
     `switchyard-gpu-tensor-core-matmul`), and a reduction's loop nest
     stores the initial value per output element
     (`switchyard-linalg-to-loops` with `fold-fills`).
+
+    An elementwise consumer marked `switchyard.epilogue` right after a
+    contraction (`switchyard-mark-epilogues`) goes into the contraction's
+    function; where it cannot be outlined (it uses a scalar from above),
+    the contraction and its fill stay in place with it, so that
+    `switchyard-gpu-tensor-core-matmul` finds the pair either way.
 
     Before:
 

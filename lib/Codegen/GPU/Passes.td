@@ -783,6 +783,13 @@ def SwitchyardGpuTensorCoreMatmulPass
       m16n8k16` in f32, eight per warp per 16 of K). C is read the same
       way and stored with guards, so both `C = A·B` after a fill and
       `C += A·B` are right.
+    - an elementwise consumer marked `switchyard.epilogue` right after such
+      an op (`switchyard-mark-epilogues`: a bias, an activation, a residual
+      add with dropout) is computed where the kernel stores each element
+      of C (with split-K, in the loop that adds the parts): its other
+      inputs loaded at that element's indices, its body cloned with C's
+      f32 value for C, its outputs stored; its op goes. On the SIMT and
+      wgmma routes it stays, a kernel of its own.
 
     The lane-to-fragment and lane-to-ldmatrix-row maps come from upstream's
     `nvgpu::getLaneIdAndValueIdToOperandCoord` and

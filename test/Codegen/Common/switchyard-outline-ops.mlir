@@ -155,3 +155,46 @@ func.func @sunk(%x: memref<4x4xf32>, %w: memref<4x8xf32>, %d: memref<4x8xf32>, %
   memref.dealloc %t : memref<4x4xf32>
   return
 }
+
+// -----
+
+// A contraction's marked epilogue (switchyard-mark-epilogues) goes into its
+// function; one that uses a float from above stays where it is, and so do
+// its contraction and fill, so that the tensor-core pass still finds the
+// epilogue right after the contraction.
+// PAIR-LABEL: func.func private @epilogues_op0(
+// PAIR: linalg.fill
+// PAIR-NEXT: linalg.matmul
+// PAIR-NEXT: linalg.generic
+// PAIR-SAME: switchyard.epilogue
+// PAIR-NEXT: ^bb
+// PAIR: return
+// PAIR-LABEL: func.func @epilogues(
+// PAIR: call @epilogues_op0(
+// PAIR-NEXT: linalg.fill
+// PAIR-NEXT: linalg.matmul
+// PAIR-NEXT: linalg.generic
+// PAIR-SAME: switchyard.epilogue
+// PAIR-NOT: call
+func.func @epilogues(%x: memref<4x4xf32>, %w: memref<4x8xf32>, %c: memref<4x8xf32>, %y: memref<4x8xf32>, %s: f32) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x8xf32>)
+  linalg.matmul ins(%x, %w : memref<4x4xf32>, memref<4x8xf32>) outs(%c : memref<4x8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(m, n) -> (m, n)>, affine_map<(m, n) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x8xf32>) outs(%y : memref<4x8xf32>) attrs = {switchyard.epilogue} {
+  ^bb0(%in: f32, %o: f32):
+    %r = arith.maximumf %in, %zero : f32
+    linalg.yield %r : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x8xf32>)
+  linalg.matmul ins(%x, %w : memref<4x4xf32>, memref<4x8xf32>) outs(%c : memref<4x8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(m, n) -> (m, n)>, affine_map<(m, n) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x8xf32>) outs(%y : memref<4x8xf32>) attrs = {switchyard.epilogue} {
+  ^bb0(%in: f32, %o: f32):
+    %r = arith.mulf %in, %s : f32
+    linalg.yield %r : f32
+  }
+  return
+}

@@ -12,7 +12,8 @@
 //   - another contraction with one M, one N and one K dimension (and at
 //     most one batch dimension): the mma.sync kernel (MmaSync.cpp), which
 //     starts from zero accumulators in place of a zero fill of C right
-//     before it;
+//     before it, and computes the elementwise consumer marked right after
+//     it (switchyard-mark-epilogues) where it stores C;
 //   - any other contraction, and every one without `tensor-cores`: the SIMT
 //     fallback, its factors rounded as the CPU reference rounds them;
 //   - moe.flash_attention_kernel and moe.flash_attention_grad_kernel on
@@ -32,6 +33,7 @@
 
 #include "dialect/Moe/IR/MoeOps.h"
 #include "lib/Codegen/Common/Contractions.h"
+#include "lib/Codegen/Common/Epilogues.h"
 #include "lib/Codegen/GPU/Passes.h"
 #include "lib/Support/TensorBuilders.h"
 
@@ -118,10 +120,25 @@ struct SwitchyardGpuTensorCoreMatmulPass
         linalg::FillOp zeroFill = switchyard::precedingZeroFill(c.op);
         MmaProblem problem = contractionProblem(rewriter, c, policy);
         problem.outZero = static_cast<bool>(zeroFill);
+        // The elementwise consumer marked as its epilogue: computed where
+        // the kernel stores each element of C.
+        linalg::GenericOp epilogue = switchyard::markedEpilogue(c.op);
+        if (epilogue) {
+          Location loc = epilogue.getLoc();
+          problem.epilogue = [epilogue, loc, out = problem.out,
+                              outIndices = problem.outIndices](
+                                 OpBuilder &b, Value batch, Value m, Value n,
+                                 Value value) {
+            switchyard::buildEpilogue(b, loc, epilogue, out,
+                                      outIndices(b, batch, m, n), value);
+          };
+        }
         buildMmaKernel(rewriter, c.op, type, problem);
         rewriter.eraseOp(c.op);
         if (zeroFill)
           rewriter.eraseOp(zeroFill);
+        if (epilogue)
+          rewriter.eraseOp(epilogue);
       } else {
         LLVM_DEBUG(llvm::dbgs()
                    << "[" DEBUG_TYPE "] SIMT, rounded factors: "

@@ -217,6 +217,10 @@ private:
   /// the buffer.
   void addParts(const MmaProblem &problem, gpu::LaunchOp launch,
                 Value partial);
+  /// Stores the final `value` of C[batch, m, n] and computes the problem's
+  /// epilogue on it.
+  void storeResult(const MmaProblem &problem, Value batch, Value m, Value n,
+                   Value value);
 
   // Inside the kernel: the thread, its lane, the batch, the end of the
   // block's K range.
@@ -522,14 +526,21 @@ void KernelBuilder::build(const MmaProblem &problem) {
           memref::StoreOp::create(b, loc, result, partial,
                                   ValueRange{part, batch, at.row, at.col});
         else
-          memref::StoreOp::create(b, loc, result, problem.out,
-                                  problem.outIndices(b, batch, at.row, at.col));
+          storeResult(problem, batch, at.row, at.col, result);
       }
     }
   }
   gpu::TerminatorOp::create(b, loc);
   if (splits)
     addParts(problem, launch, partial);
+}
+
+void KernelBuilder::storeResult(const MmaProblem &problem, Value batch,
+                                Value m, Value n, Value value) {
+  memref::StoreOp::create(b, loc, value, problem.out,
+                          problem.outIndices(b, batch, m, n));
+  if (problem.epilogue)
+    problem.epilogue(b, batch, m, n, value);
 }
 
 void KernelBuilder::addParts(const MmaProblem &problem, gpu::LaunchOp launch,
@@ -560,7 +571,7 @@ void KernelBuilder::addParts(const MmaProblem &problem, gpu::LaunchOp launch,
           scf::YieldOp::create(
               nb, nl, ValueRange{arith::AddFOp::create(nb, nl, acc[0], x)});
         });
-    memref::StoreOp::create(b, loc, sum.getResult(0), problem.out, at);
+    storeResult(problem, bi, m, n, sum.getResult(0));
   }
   gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(),
                          /*asyncDependencies=*/ValueRange(), partial);

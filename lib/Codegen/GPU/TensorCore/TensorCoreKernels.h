@@ -207,6 +207,12 @@ struct MmaProblem {
   /// accumulators start from zero without reading C, and split-K's parts
   /// are summed without it. Only where the grid writes every element of C.
   bool outZero = false;
+  /// Where set, called with each element of C once its final value is
+  /// known and stored (in the kernel's stores, or with split-K in the loop
+  /// that adds the parts): the elementwise consumer computed there
+  /// (switchyard-mark-epilogues).
+  std::function<void(OpBuilder &b, Value batch, Value m, Value n, Value value)>
+      epilogue;
   /// Split-K (a host value, or null for none): each batch's K range is cut
   /// into this many parts of whole K steps, the grid's third dimension runs
   /// over batches x parts, each block's tile goes to a buffer of partial

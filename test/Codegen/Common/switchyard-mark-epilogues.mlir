@@ -1,0 +1,213 @@
+// RUN: switchyard-opt %s --split-input-file --switchyard-mark-epilogues | FileCheck %s
+
+#x = affine_map<(m, n, k) -> (m, k)>
+#wt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+#row = affine_map<(m, n) -> (n)>
+
+// The bias and ReLU after a matmul: the allocation of its output moves
+// before the matmul's zero fill, the consumer is marked.
+// CHECK-LABEL: func.func @bias_relu(
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<8x16xf32>, %[[B:[^:]*]]: memref<8xf32>
+// CHECK: %[[C:.*]] = memref.alloc
+// CHECK-NEXT: %[[H:.*]] = memref.alloc
+// CHECK-NEXT: linalg.fill {{.*}} outs(%[[C]]
+// CHECK-NEXT: linalg.generic {{.*}} ins(%[[X]], %[[W]] : {{.*}}) outs(%[[C]]
+// CHECK: linalg.generic {{.*}} ins(%[[C]], %[[B]] : {{.*}}) outs(%[[H]] : {{.*}}) attrs = {switchyard.epilogue}
+func.func @bias_relu(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %b: memref<8xf32>, %n: index) -> memref<?x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc(%n) : memref<?x8xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<?x8xf32>)
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x16xf32>, memref<8x16xf32>) outs(%c : memref<?x8xf32>) {
+  ^bb0(%a: f32, %bb: f32, %acc: f32):
+    %m = arith.mulf %a, %bb : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %h = memref.alloc(%n) : memref<?x8xf32>
+  linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %b : memref<?x8xf32>, memref<8xf32>) outs(%h : memref<?x8xf32>) {
+  ^bb0(%v: f32, %bias: f32, %o: f32):
+    %s = arith.addf %v, %bias : f32
+    %r = arith.maximumf %s, %zero : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %c : memref<?x8xf32>
+  return %h : memref<?x8xf32>
+}
+
+// -----
+
+#x = affine_map<(m, n, k) -> (m, k)>
+#wt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id3 = affine_map<(b, s, n) -> (b, s, n)>
+
+// A consumer over [batch, 4, 8] of the [batch * 4, 8] product: its loops
+// are collapsed to the product's, its index 0 and 1 recovered from the
+// collapsed index, the other operands collapsed alike.
+// CHECK-LABEL: func.func @reshaped(
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<8x16xf32>, %[[R:[^:]*]]: memref<?x4x8xf32>
+// CHECK: %[[Y:.*]] = memref.alloc(%{{.*}}) : memref<?x4x8xf32>
+// CHECK-DAG: %[[RF:.*]] = memref.collapse_shape %[[R]] {{\[\[}}0, 1], [2]]
+// CHECK-DAG: %[[YF:.*]] = memref.collapse_shape %[[Y]] {{\[\[}}0, 1], [2]]
+// CHECK: linalg.fill
+// CHECK-NEXT: linalg.generic {{.*}} outs(%[[C:[^ ]*]] :
+// CHECK-NEXT: ^bb
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel"]} ins(%[[C]], %[[RF]] : memref<?x8xf32>, memref<?x8xf32>) outs(%[[YF]] : memref<?x8xf32>) attrs = {switchyard.epilogue}
+// CHECK: %[[I:.*]] = linalg.index 0
+// CHECK: arith.remsi %[[I]], %{{.*}}
+func.func @reshaped(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %r: memref<?x4x8xf32>, %n: index, %b: index) -> memref<?x4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc(%n) : memref<?x8xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<?x8xf32>)
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x16xf32>, memref<8x16xf32>) outs(%c : memref<?x8xf32>) {
+  ^bb0(%a: f32, %bb: f32, %acc: f32):
+    %m = arith.mulf %a, %bb : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %c3 = memref.expand_shape %c [[0, 1], [2]] output_shape [%b, 4, 8] : memref<?x8xf32> into memref<?x4x8xf32>
+  %y = memref.alloc(%b) : memref<?x4x8xf32>
+  linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%c3, %r : memref<?x4x8xf32>, memref<?x4x8xf32>) outs(%y : memref<?x4x8xf32>) {
+  ^bb0(%v: f32, %res: f32, %o: f32):
+    %i = linalg.index 1 : index
+    %ii = arith.index_cast %i : index to i32
+    %fi = arith.sitofp %ii : i32 to f32
+    %s = arith.addf %v, %res : f32
+    %t = arith.addf %s, %fi : f32
+    linalg.yield %t : f32
+  }
+  return %y : memref<?x4x8xf32>
+}
+
+// -----
+
+#x = affine_map<(m, n, k) -> (m, k)>
+#w = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#tx = affine_map<(i, o, t) -> (t, i)>
+#tdy = affine_map<(i, o, t) -> (t, o)>
+#tw = affine_map<(i, o, t) -> (i, o)>
+#id = affine_map<(m, n) -> (m, n)>
+
+// The consumer behind a weight gradient that touches none of its buffers
+// moves up to the product's matmul.
+// CHECK-LABEL: func.func @behind_independent(
+// CHECK: linalg.generic {{.*}} outs(%[[DH:[^ ]*]] : memref<?x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[DH]], %{{.*}} : memref<?x8xf32>, memref<?x8xf32>) outs(%{{.*}} : memref<?x8xf32>) attrs = {switchyard.epilogue}
+// CHECK: linalg.fill
+// CHECK-NEXT: linalg.generic {{.*}} outs(%{{.*}} : memref<8x4xf32>)
+func.func @behind_independent(%dy: memref<?x4xf32>, %w: memref<4x8xf32>, %x: memref<?x8xf32>, %pre: memref<?x8xf32>, %n: index) -> (memref<?x8xf32>, memref<8x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %dh = memref.alloc(%n) : memref<?x8xf32>
+  linalg.fill ins(%zero : f32) outs(%dh : memref<?x8xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%dy, %w : memref<?x4xf32>, memref<4x8xf32>) outs(%dh : memref<?x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %dw = memref.alloc() : memref<8x4xf32>
+  linalg.fill ins(%zero : f32) outs(%dw : memref<8x4xf32>)
+  linalg.generic {indexing_maps = [#tx, #tdy, #tw], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %dy : memref<?x8xf32>, memref<?x4xf32>) outs(%dw : memref<8x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %g = memref.alloc(%n) : memref<?x8xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%dh, %pre : memref<?x8xf32>, memref<?x8xf32>) outs(%g : memref<?x8xf32>) {
+  ^bb0(%v: f32, %p: f32, %o: f32):
+    %pos = arith.cmpf ogt, %p, %zero : f32
+    %r = arith.select %pos, %v, %zero : f32
+    linalg.yield %r : f32
+  }
+  return %g, %dw : memref<?x8xf32>, memref<8x4xf32>
+}
+
+// -----
+
+#x = affine_map<(m, n, k) -> (m, k)>
+#wt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+#t = affine_map<(m, n) -> (n, m)>
+
+// Not marked: a product that is not the function's own allocation (someone
+// else may read it); a consumer that reads the product transposed (an
+// element another block computes); an output that is a factor of the
+// matmul (written while other blocks read it); an op between that writes
+// a buffer the consumer reads.
+// CHECK-LABEL: func.func @not_marked(
+// CHECK-NOT: switchyard.epilogue
+// CHECK: return
+func.func @not_marked(%x: memref<8x8xf32>, %w: memref<8x8xf32>, %arg: memref<8x8xf32>, %v: memref<8x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%arg : memref<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %o1 = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%arg : memref<8x8xf32>) outs(%o1 : memref<8x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %r = arith.maximumf %in, %zero : f32
+    linalg.yield %r : f32
+  }
+  %c2 = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c2 : memref<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %o2 = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c2 : memref<8x8xf32>) outs(%o2 : memref<8x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  }
+  %c3 = memref.alloc() : memref<8x8xf32>
+  %xs = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%xs, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c3 : memref<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c3 : memref<8x8xf32>) outs(%xs : memref<8x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  }
+  %c4 = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c4 : memref<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.copy ins(%x : memref<8x8xf32>) outs(%v : memref<8x8xf32>)
+  %o4 = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c4, %v : memref<8x8xf32>, memref<8x8xf32>) outs(%o4 : memref<8x8xf32>) {
+  ^bb0(%in: f32, %vv: f32, %o: f32):
+    %r = arith.addf %in, %vv : f32
+    linalg.yield %r : f32
+  }
+  return
+}
