@@ -326,7 +326,7 @@ def SwitchyardMarkEpiloguesPass
     the second reads back what the first just wrote. This pass marks such a
     consumer with `switchyard.epilogue`, and
     `switchyard-gpu-tensor-core-matmul` computes it in the matmul kernel's
-    stores (or, with split-K, in the loop that adds the parts), one kernel
+    stores (or, with split-K, where the last block adds the parts), one kernel
     and one trip through memory fewer.
 
     Marked: a `linalg.generic` whose loops are all parallel, one per

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
@@ -69,7 +70,7 @@ LogicalResult checkEmulable(gpu::LaunchOp launch) {
                                          : StringRef();
     bool indexQuery = isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp,
                           gpu::GridDimOp>(op);
-    if (switchyard::needsSerializedThreads(op))
+    if (switchyard::needsSerializedThreads(op) || isa<NVVM::MembarOp>(op))
       return WalkResult::advance();
     if ((dialect == "gpu" && !indexQuery && !isa<gpu::TerminatorOp>(op)) ||
         dialect == "nvgpu" || dialect == "nvvm") {
@@ -111,6 +112,12 @@ LogicalResult emulate(gpu::LaunchOp launch, IRRewriter &rewriter) {
                                            "barriers"
                                          : "")
                           << "\n");
+  // A memory fence orders a thread's accesses for the others; here every
+  // access of every thread and block happens one after another anyway.
+  SmallVector<NVVM::MembarOp> fences;
+  launch.getBody().walk([&](NVVM::MembarOp fence) { fences.push_back(fence); });
+  for (NVVM::MembarOp fence : fences)
+    rewriter.eraseOp(fence);
   if (serialized && failed(switchyard::serializeThreads(launch, rewriter)))
     return failure();
   rewriter.setInsertionPoint(launch);

@@ -52,7 +52,9 @@ def SwitchyardGpuLaunchToHostLoopsPass
       branches without results on a condition all threads share (a merged
       launch's bodies, chosen by the block index), blocks
       one-dimensional (and a multiple of 32 threads where warps exchange
-      values). Other shuffle modes and widths, clusters, workgroup
+      values). A memory fence (`nvvm.memory.barrier`: split-K's count of
+      finished parts) is dropped, since every access already happens one
+      after another. Other shuffle modes and widths, clusters, workgroup
       attributions, wgmma, TMA and other NVVM or nvgpu ops are errors.
     - `gpu.alloc` / `gpu.dealloc` / `gpu.memcpy` become `memref.alloc`
       (64-byte aligned) / `memref.dealloc` / `memref.copy`; a synchronous

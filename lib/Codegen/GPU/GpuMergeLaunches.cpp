@@ -135,10 +135,10 @@ FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
       candidate.accesses.reads.push_back(root);
   };
   WalkResult walk = body.walk([&](Operation *op) {
-    // A barrier orders the block's own accesses, which the other ops
-    // declare; mma.sync works on registers; ldmatrix declares a read
-    // without naming its source.
-    if (isa<gpu::BarrierOp, NVVM::MmaOp>(op))
+    // A barrier or fence orders the accesses that the other ops declare;
+    // mma.sync works on registers; ldmatrix declares a read without naming
+    // its source.
+    if (isa<gpu::BarrierOp, NVVM::MmaOp, NVVM::MembarOp>(op))
       return WalkResult::advance();
     if (auto load = dyn_cast<nvgpu::LdMatrixOp>(op)) {
       record(MemoryEffects::Read::get(), load.getSrcMemref());

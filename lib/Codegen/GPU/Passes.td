@@ -786,7 +786,7 @@ def SwitchyardGpuTensorCoreMatmulPass
     - an elementwise consumer marked `switchyard.epilogue` right after such
       an op (`switchyard-mark-epilogues`: a bias, an activation, a residual
       add with dropout) is computed where the kernel stores each element
-      of C (with split-K, in the loop that adds the parts): its other
+      of C (with split-K, where the last block adds the parts): its other
       inputs loaded at that element's indices, its body cloned with C's
       f32 value for C, its outputs stored; its op goes. On the SIMT and
       wgmma routes it stays, a kernel of its own.
@@ -810,10 +810,16 @@ def SwitchyardGpuTensorCoreMatmulPass
     parts of whole K steps (P is computed by host code: K is usually
     dynamic); the grid's third dimension runs over batches x parts, each
     block accumulates its part from zero into a buffer of partial results
-    [P, batches, M, N] (`gpu.alloc`), and an `scf.parallel` over C (a SIMT
-    kernel) adds the parts to C in part order, so results do not depend on
-    scheduling. The f32 sums are associated differently from the unsplit
-    kernel's.
+    [P, batches, M, N] (`gpu.alloc`), and the last block of each tile to
+    finish adds the parts to C in part order, so results do not depend on
+    scheduling: after a barrier, thread 0 fences the block's stores
+    (`nvvm.memory.barrier <gpu>`, membar.gl) and counts the part with an
+    atomic add on the tile's counter (a zero-filled i32 buffer [batches,
+    tiles], whose fill depends on nothing and merges with an earlier
+    kernel); the block that counts the P-th part fences again and sums
+    every part, as CUTLASS's serial split-K does with its semaphore. No
+    kernel of its own adds the parts. The f32 sums are associated
+    differently from the unsplit kernel's.
 
     With `wgmma` as well (sm_90a only; off by default), the ops that also
     have no batch dimension and static N and K that are multiples of 128
@@ -893,8 +899,8 @@ def SwitchyardGpuTensorCoreMatmulPass
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
-    "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
-    "::mlir::memref::MemRefDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
   ];

@@ -352,3 +352,28 @@ func.func @dynamic_block(%in: memref<?xf32>, %out: memref<?xf32>, %n: index) {
   }
   return
 }
+
+// -----
+
+// A memory fence (split-K's count of finished parts) is dropped: blocks
+// and threads run one after another. The atomic add stays, on host memory.
+// CHECK-LABEL: func.func @fence_and_count(
+// CHECK-NOT: nvvm.memory.barrier
+// CHECK: memref.atomic_rmw addi
+// CHECK-NOT: nvvm.memory.barrier
+// CHECK: return
+func.func @fence_and_count(%parts: memref<4xf32>, %count: memref<1xi32>) {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1 : i32
+  %x = arith.constant 2.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    memref.store %x, %parts[%bx] : memref<4xf32>
+    nvvm.memory.barrier <gpu>
+    %old = memref.atomic_rmw addi %one, %count[%c0] : (i32, memref<1xi32>) -> i32
+    gpu.terminator
+  }
+  return
+}

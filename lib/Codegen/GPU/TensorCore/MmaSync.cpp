@@ -9,7 +9,8 @@
 // mma.sync per 16 of K), K staged 32 at a time through padded shared tiles
 // with the next step's loads in flight. Grids of few tiles over a long K
 // (weight gradients: K is the token count) split K into parts written to a
-// buffer of partial results that a parallel loop adds to C in part order.
+// buffer of partial results; the last block of a tile to finish (a counter
+// per tile) adds them to C in part order.
 // Last, the MmaProblem of a contraction; the grouped expert kernels make
 // theirs in GroupedKernels.cpp.
 //
@@ -213,10 +214,14 @@ private:
                            bool rowsContiguous, Value k0);
   /// Stores what `fetch` returned into the shared tile.
   void store(ValueRange factors, Value tile, int64_t rows, bool rowsContiguous);
-  /// After the split-K `launch`: adds the parts in `partial` to C and frees
-  /// the buffer.
-  void addParts(const MmaProblem &problem, gpu::LaunchOp launch,
-                Value partial);
+  /// At the end of a split-K kernel whose block has stored its part of the
+  /// tile in `partial`: counts the block in `counters` (one per tile), and
+  /// the last of the tile's blocks adds the parts of each element inside
+  /// C (`elements`, `inBounds`) to C in part order.
+  void addPartsInLastBlock(const MmaProblem &problem, Value shared,
+                           gpu::LaunchOp launch, Value partial, Value counters,
+                           ArrayRef<std::pair<Value, Value>> elements,
+                           ArrayRef<Value> inBounds);
   /// Stores the final `value` of C[batch, m, n] and computes the problem's
   /// epilogue on it.
   void storeResult(const MmaProblem &problem, Value batch, Value m, Value n,
@@ -335,7 +340,7 @@ void KernelBuilder::build(const MmaProblem &problem) {
   Value one = cst(1);
   Value splits = problem.splits;
   // Split-K: the partial results, [parts, batches, M, N].
-  Value partial;
+  Value partial, counters;
   if (splits) {
     auto type = MemRefType::get(SmallVector<int64_t>(4, ShapedType::kDynamic),
                                 b.getF32Type());
@@ -344,6 +349,21 @@ void KernelBuilder::build(const MmaProblem &problem) {
                                    ValueRange{splits, batches, sizeM, sizeN},
                                    /*symbolOperands=*/ValueRange())
                   .getMemref();
+    // How many of each tile's parts are done, from zero (a fill that
+    // depends on nothing: switchyard-gpu-merge-launches runs it with an
+    // earlier kernel).
+    Type i32 = b.getI32Type();
+    auto countersType =
+        MemRefType::get(SmallVector<int64_t>(3, ShapedType::kDynamic), i32);
+    counters = gpu::AllocOp::create(b, loc, countersType,
+                                    /*asyncToken=*/Type(),
+                                    /*asyncDependencies=*/ValueRange(),
+                                    ValueRange{batches, gridY, gridX},
+                                    /*symbolOperands=*/ValueRange())
+                   .getMemref();
+    linalg::FillOp::create(
+        b, loc, ValueRange{arith::ConstantIntOp::create(b, loc, i32, 0)},
+        ValueRange{counters});
   }
   auto aligned = [&](const MmaProblem::Operand &operand) {
     return operand.runsInLastDim ? runsAligned(operand.buffer) : Value();
@@ -512,11 +532,15 @@ void KernelBuilder::build(const MmaProblem &problem) {
     scf::YieldOp::create(b, loc, acc);
   }
 
-  // Store the accumulators inside C.
+  // Store the accumulators inside C (or this part's).
+  SmallVector<std::pair<Value, Value>> elements;
+  SmallVector<Value> inBounds;
   for (int64_t i = 0; i < kWarpMTiles; ++i) {
     for (int64_t j = 0; j < kWarpNTiles; ++j) {
       for (int64_t v = 0; v < kAccValues; ++v) {
         Position at = accPosition(i, j, v);
+        elements.push_back({at.row, at.col});
+        inBounds.push_back(at.inBounds);
         auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, at.inBounds,
                                       /*withElseRegion=*/false);
         OpBuilder::InsertionGuard guard(b);
@@ -530,9 +554,16 @@ void KernelBuilder::build(const MmaProblem &problem) {
       }
     }
   }
-  gpu::TerminatorOp::create(b, loc);
   if (splits)
-    addParts(problem, launch, partial);
+    addPartsInLastBlock(problem, shared, launch, partial, counters, elements,
+                        inBounds);
+  gpu::TerminatorOp::create(b, loc);
+  if (splits) {
+    b.setInsertionPointAfter(launch);
+    for (Value buffer : {partial, counters})
+      gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(),
+                             /*asyncDependencies=*/ValueRange(), buffer);
+  }
 }
 
 void KernelBuilder::storeResult(const MmaProblem &problem, Value batch,
@@ -543,38 +574,76 @@ void KernelBuilder::storeResult(const MmaProblem &problem, Value batch,
     problem.epilogue(b, batch, m, n, value);
 }
 
-void KernelBuilder::addParts(const MmaProblem &problem, gpu::LaunchOp launch,
-                             Value partial) {
-  // C[b, m, n] += Σ_part partial[part, b, m, n], parts in order: a parallel
-  // loop over C (n fastest, so consecutive threads read consecutive
-  // partial results), which becomes a SIMT kernel.
-  b.setInsertionPointAfter(launch);
-  Value zero = cst(0), one = cst(1);
-  auto loop = scf::ParallelOp::create(
-      b, loc, ValueRange{zero, zero, zero},
-      ValueRange{problem.batches, problem.sizeM, problem.sizeN},
-      ValueRange{one, one, one});
+void KernelBuilder::addPartsInLastBlock(
+    const MmaProblem &problem, Value shared, gpu::LaunchOp launch,
+    Value partial, Value counters, ArrayRef<std::pair<Value, Value>> elements,
+    ArrayRef<Value> inBounds) {
+  // The serial reduction of split-K (CUTLASS's semaphore, the CUDA
+  // samples' threadFenceReduction): every thread's part is stored; after a
+  // barrier one thread makes the block's stores visible to the GPU
+  // (membar.gl, cumulative over the stores the barrier ordered before it)
+  // and counts the part; the block that counts the last part reads every
+  // part after a fence of its own. The parts are added in part order
+  // whichever block is last, so the result does not depend on the order
+  // the blocks ran in.
+  Type i32 = b.getI32Type();
+  // The tiles' shared memory is free once every warp is past its last
+  // ldmatrix (the barrier): the flag takes its first word.
+  Value flag = sharedView(shared, workgroupType({1}, i32), 0);
+  gpu::BarrierOp::create(b, loc);
+  Value zero = cst(0);
+  Value first =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, zero);
   {
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, first,
+                                  /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value bi = loop.getInductionVars()[0], m = loop.getInductionVars()[1],
-          n = loop.getInductionVars()[2];
-    SmallVector<Value> at = problem.outIndices(b, bi, m, n);
-    Value c = problem.outZero ? zeroOf(b.getF32Type())
-                              : memref::LoadOp::create(b, loc, problem.out, at)
-                                    .getResult();
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+    Value counted = memref::AtomicRMWOp::create(
+        b, loc, arith::AtomicRMWKind::addi,
+        arith::ConstantIntOp::create(b, loc, i32, 1), counters,
+        ValueRange{batch, launch.getBlockIds().y, launch.getBlockIds().x});
+    Value lastPart =
+        arith::IndexCastOp::create(b, loc, i32, sub1(problem.splits));
+    Value last = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                       counted, lastPart);
+    memref::StoreOp::create(b, loc, arith::ExtUIOp::create(b, loc, i32, last),
+                            flag, ValueRange{zero});
+  }
+  gpu::BarrierOp::create(b, loc);
+  Value isLast = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ne,
+      memref::LoadOp::create(b, loc, flag, ValueRange{zero}),
+      arith::ConstantIntOp::create(b, loc, i32, 0));
+  auto lastBlock = scf::IfOp::create(b, loc, TypeRange{}, isLast,
+                                     /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(lastBlock.thenBlock());
+  NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+  Value one = cst(1);
+  Type f32 = b.getF32Type();
+  for (auto [element, within] : llvm::zip_equal(elements, inBounds)) {
+    auto [m, n] = element;
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, within,
+                                  /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value c = problem.outZero
+                  ? zeroOf(f32)
+                  : memref::LoadOp::create(b, loc, problem.out,
+                                           problem.outIndices(b, batch, m, n))
+                        .getResult();
     auto sum = scf::ForOp::create(
         b, loc, zero, problem.splits, one, ValueRange{c},
         [&](OpBuilder &nb, Location nl, Value p, ValueRange acc) {
           Value x = memref::LoadOp::create(nb, nl, partial,
-                                           ValueRange{p, bi, m, n});
+                                           ValueRange{p, batch, m, n});
           scf::YieldOp::create(
               nb, nl, ValueRange{arith::AddFOp::create(nb, nl, acc[0], x)});
         });
-    storeResult(problem, bi, m, n, sum.getResult(0));
+    storeResult(problem, batch, m, n, sum.getResult(0));
   }
-  gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(),
-                         /*asyncDependencies=*/ValueRange(), partial);
 }
 
 } // namespace

@@ -43,19 +43,20 @@ func.func @bias_relu(%x: memref<?x64xf32>, %w: memref<48x64xf32>, %b: memref<48x
 
 // -----
 
-// A weight gradient split along its long K: the kernel stores its parts,
-// the loop that adds them stores C and computes the epilogue (its index
-// read from the loop).
+// A weight gradient split along its long K: each block stores its part,
+// the last block of the tile adds the parts, stores C and computes the
+// epilogue (its indices the element's).
 // CHECK-LABEL: func.func @split(
 // CHECK-SAME: %[[X:[^:]*]]: memref<?x40xf32>, %[[DY:[^:]*]]: memref<?x33xf32>, %[[G:[^:]*]]: memref<40x33xf32>, %[[U:[^:]*]]: memref<40x33xi1>)
 // CHECK: gpu.launch
-// CHECK: scf.parallel (%[[B:.*]], %[[M:.*]], %[[N:.*]]) =
+// CHECK: nvvm.memory.barrier <gpu>
 // CHECK: %[[SUM:.*]] = scf.for
-// CHECK: memref.store %[[SUM]], %[[G]][%[[M]], %[[N]]]
+// CHECK: memref.store %[[SUM]], %[[G]][%[[M:.*]], %[[N:.*]]]
 // CHECK-NEXT: %[[POS:.*]] = arith.cmpf ogt, %[[SUM]], %{{.*}} : f32
 // CHECK-NEXT: %[[I:.*]] = arith.cmpi eq, %[[M]], %[[N]] : index
 // CHECK-NEXT: %[[BOTH:.*]] = arith.andi %[[POS]], %[[I]] : i1
 // CHECK-NEXT: memref.store %[[BOTH]], %[[U]][%[[M]], %[[N]]] : memref<40x33xi1>
+// CHECK: gpu.terminator
 // CHECK-NOT: linalg.generic
 // CHECK: return
 func.func @split(%x: memref<?x40xf32>, %dy: memref<?x33xf32>, %g: memref<40x33xf32>, %u: memref<40x33xi1>) {

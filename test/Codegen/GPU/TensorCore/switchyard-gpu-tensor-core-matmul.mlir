@@ -255,8 +255,9 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // (expert >= 3); moe.grouped_weight_grad with one batch per expert and K
 // over its segment, split: its 3 tiles are far below split-k-blocks, so
 // each segment is cut into clamp(rows / 3 / 256, 1, ceil(512 / 3)) parts,
-// the grid's z runs over experts x parts, and a parallel loop adds the
-// parts to dw. A tile_size that is not a multiple of 64 stays for
+// the grid's z runs over experts x parts, and the last block of each tile
+// to count its part (a zero-filled counter per tile) adds the parts to dw
+// in part order. A tile_size that is not a multiple of 64 stays for
 // switchyard-lower-grouped-kernels.
 // CHECK-LABEL: func.func @grouped(
 // CHECK-SAME: %[[ROWS:[^:]*]]: memref<?x32xf32>, %[[W:[^:]*]]: memref<3x32x16xbf16>, %[[TE:[^:]*]]: memref<?xindex>, %[[OUT:[^:]*]]: memref<?x16xf32>, %[[SEG:[^:]*]]: memref<4xindex>, %[[DW:[^:]*]]: memref<3x32x16xf32>, %[[DY:[^:]*]]: memref<?x16xf32>)
@@ -275,6 +276,8 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // CHECK: %[[P1:.*]] = arith.minui %[[P0]], %c171
 // CHECK: %[[PARTS:.*]] = arith.maxui %[[P1]], %c1
 // CHECK: %[[PARTIAL:.*]] = gpu.alloc  (%[[PARTS]], %{{.*}}, %{{.*}}, %{{.*}}) : memref<?x?x?x?xf32>
+// CHECK: %[[COUNTERS:.*]] = gpu.alloc  (%{{.*}}, %{{.*}}, %{{.*}}) : memref<?x?x?xi32>
+// CHECK: linalg.fill ins(%{{.*}} : i32) outs(%[[COUNTERS]] : memref<?x?x?xi32>)
 // CHECK: %[[GZ:.*]] = arith.muli %{{.*}}, %[[PARTS]]
 // CHECK: gpu.launch blocks(%[[BX2:[^,]*]], %[[BY2:[^,]*]], %[[BZ2:[^)]*]]) in (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %[[GZ]])
 // CHECK: %[[PART:.*]] = arith.remui %[[BZ2]], %[[PARTS]]
@@ -296,14 +299,32 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // CHECK: nvvm.mma.sync
 // CHECK: memref.store %{{.*}}, %[[PARTIAL]][%[[PART]], %[[E2]], %{{.*}}, %{{.*}}] : memref<?x?x?x?xf32>
 // CHECK-NOT: memref.store %{{.*}}, %[[DW]]
-// CHECK: gpu.terminator
-// CHECK: scf.parallel (%[[PE:.*]], %[[PA:.*]], %[[PC:.*]]) = {{.*}} {
-// CHECK: %[[OLD_DW:.*]] = memref.load %[[DW]][%[[PE]], %[[PA]], %[[PC]]]
+// After a barrier, thread 0 fences the block's stores, counts the part
+// and tells the block whether it was the last; the last block fences and
+// adds the parts in order to dw.
+// CHECK: gpu.barrier
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0
+// CHECK: scf.if %[[FIRST]] {
+// CHECK: nvvm.memory.barrier <gpu>
+// CHECK: %[[COUNTED:.*]] = memref.atomic_rmw addi %{{.*}}, %[[COUNTERS]][%[[E2]], %[[BY2]], %[[BX2]]] : (i32, memref<?x?x?xi32>) -> i32
+// CHECK: %[[LASTPART:.*]] = arith.index_cast %{{.*}} : index to i32
+// CHECK: %[[ISLAST:.*]] = arith.cmpi eq, %[[COUNTED]], %[[LASTPART]] : i32
+// CHECK: %[[FLAG:.*]] = arith.extui %[[ISLAST]] : i1 to i32
+// CHECK: memref.store %[[FLAG]], %[[FLAGS:.*]][%c0{{.*}}] : memref<1xi32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: %[[READ:.*]] = memref.load %[[FLAGS]]
+// CHECK: %[[LAST:.*]] = arith.cmpi ne, %[[READ]], %{{.*}} : i32
+// CHECK: scf.if %[[LAST]] {
+// CHECK: nvvm.memory.barrier <gpu>
+// CHECK: scf.if
+// CHECK: %[[OLD_DW:.*]] = memref.load %[[DW]][%[[E2]], %[[PA:.*]], %[[PC:.*]]]
 // CHECK: %[[SUM:.*]] = scf.for %[[P:.*]] = %{{.*}} to %[[PARTS]] step %{{.*}} iter_args(%[[ACC:.*]] = %[[OLD_DW]]) -> (f32) {
-// CHECK: %[[X:.*]] = memref.load %[[PARTIAL]][%[[P]], %[[PE]], %[[PA]], %[[PC]]]
+// CHECK: %[[X:.*]] = memref.load %[[PARTIAL]][%[[P]], %[[E2]], %[[PA]], %[[PC]]]
 // CHECK: arith.addf %[[ACC]], %[[X]]
-// CHECK: memref.store %[[SUM]], %[[DW]][%[[PE]], %[[PA]], %[[PC]]]
+// CHECK: memref.store %[[SUM]], %[[DW]][%[[E2]], %[[PA]], %[[PC]]]
+// CHECK: gpu.terminator
 // CHECK: gpu.dealloc %[[PARTIAL]]
+// CHECK: gpu.dealloc %[[COUNTERS]]
 // CHECK: moe.grouped_matmul {{.*}} tile_size(16)
 func.func @grouped(%rows: memref<?x32xf32>, %w: memref<3x32x16xbf16>, %te: memref<?xindex>, %out: memref<?x16xf32>, %seg: memref<4xindex>, %dw: memref<3x32x16xf32>, %dy: memref<?x16xf32>) {
   moe.grouped_matmul ins(%rows, %w, %te : memref<?x32xf32>, memref<3x32x16xbf16>, memref<?xindex>) outs(%out : memref<?x16xf32>) tile_size(64)
@@ -327,8 +348,10 @@ func.func @grouped(%rows: memref<?x32xf32>, %w: memref<3x32x16xbf16>, %te: memre
 // CHECK: %[[PARTIAL:.*]] = gpu.alloc  (%[[PARTS]], %c1, %c40, %c33) : memref<?x?x?x?xf32>
 // CHECK: gpu.launch
 // CHECK: memref.store %{{.*}}, %[[PARTIAL]]
-// CHECK: scf.parallel
+// CHECK: memref.atomic_rmw addi
 // CHECK: memref.store %{{.*}}, %[[DW]]
+// CHECK: gpu.terminator
+// CHECK-NOT: scf.parallel
 // CHECK: gpu.dealloc %[[PARTIAL]]
 // NOSPLIT-LABEL: func.func @weight_grad(
 // NOSPLIT-NOT: gpu.alloc
