@@ -15,6 +15,8 @@
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::switchyard {
@@ -28,6 +30,29 @@ using namespace mlir;
 using namespace mlir::switchyard;
 
 namespace {
+
+/// Whether the root buffer `root` (viewedBuffer) is one whose aliases the
+/// pass can tell: an allocation of the function (only its views alias it)
+/// or an argument (which may alias any other argument). A buffer that
+/// another op picks (arith.select, scf.if, a call) may be any of several.
+bool knownRoot(Value root) {
+  return isFreshAllocation(root) || isa<BlockArgument>(root);
+}
+
+/// Whether every buffer `op` takes has a known root (knownRoot).
+bool buffersKnown(Operation *op) {
+  return llvm::all_of(op->getOperands(), [](Value v) {
+    return !isa<MemRefType>(v.getType()) || knownRoot(viewedBuffer(v));
+  });
+}
+
+/// Whether the body of linalg op `op` reads or writes no memory: its
+/// accesses are then its operands'.
+bool bodyWithoutEffects(linalg::LinalgOp op) {
+  return llvm::all_of(op.getBlock()->without_terminator(), [](Operation &nested) {
+    return isMemoryEffectFree(&nested);
+  });
+}
 
 /// The buffers a linalg op on buffers reads (inputs and outputs) or writes
 /// (outputs), as roots (viewedBuffer).
@@ -55,7 +80,8 @@ bool commute(linalg::LinalgOp earlier, linalg::LinalgOp later) {
 /// The first linalg.generic after `contraction` that reads its output
 /// `product` (or a view of it), when only these stand between them:
 /// allocations and ops without memory effects (collected in `between`),
-/// and linalg ops on buffers that do not write `product` (in `skipped`).
+/// and linalg ops on buffers that do not touch `product` (in `skipped`),
+/// whose bodies access no memory and whose buffers have known roots.
 linalg::GenericOp firstReader(linalg::LinalgOp contraction, Value product,
                               SmallVectorImpl<Operation *> &between,
                               SmallVectorImpl<linalg::LinalgOp> &skipped) {
@@ -64,10 +90,10 @@ linalg::GenericOp firstReader(linalg::LinalgOp contraction, Value product,
        next = next->getNextNode()) {
     auto linalgOp = dyn_cast<linalg::LinalgOp>(next);
     if (linalgOp && linalgOp.hasPureBufferSemantics()) {
+      if (!buffersKnown(next) || !bodyWithoutEffects(linalgOp))
+        return nullptr;
       if (llvm::is_contained(linalgBuffers(linalgOp, false), root))
         return dyn_cast<linalg::GenericOp>(next);
-      if (llvm::is_contained(linalgBuffers(linalgOp, true), root))
-        return nullptr;
       skipped.push_back(linalgOp);
       continue;
     }
@@ -122,7 +148,8 @@ linalg::GenericOp collapseToProduct(RewriterBase &rewriter,
 }
 
 /// Whether computing `consumer` in the stores of `contraction` keeps the
-/// program's meaning: its result `C` is an allocation of the function,
+/// program's meaning: every buffer either takes has a known root
+/// (knownRoot); its result `C` is an allocation of the function,
 /// which the consumer reads only at the loop indices
 /// (isElementwiseEpilogue); every output is `C` or another allocation,
 /// none a factor of the contraction, read by the consumer only where it is
@@ -131,7 +158,8 @@ bool fusionKeepsMeaning(linalg::LinalgOp contraction,
                         linalg::GenericOp consumer) {
   Value product = contraction.getDpsInitOperand(0)->get();
   Value productRoot = viewedBuffer(product);
-  if (!isFreshAllocation(productRoot))
+  if (!isFreshAllocation(productRoot) || !buffersKnown(contraction) ||
+      !buffersKnown(consumer))
     return false;
   for (OpOperand &operand : consumer->getOpOperands())
     if (isa<MemRefType>(operand.get().getType()) &&
@@ -201,7 +229,10 @@ struct SwitchyardMarkEpiloguesPass
       if (linalg::FillOp fill = precedingZeroFill(contraction))
         start = fill;
       bool movable = llvm::all_of(between, [&](Operation *op) {
-        return llvm::all_of(op->getOperands(), [&](Value v) {
+        SetVector<Value> used(op->operand_begin(), op->operand_end());
+        for (Region &region : op->getRegions())
+          getUsedValuesDefinedAbove(region, used);
+        return llvm::all_of(used, [&](Value v) {
           Operation *def = v.getDefiningOp();
           return !def || def->getBlock() != start->getBlock() ||
                  def->isBeforeInBlock(start) ||

@@ -350,7 +350,11 @@ def SwitchyardMarkEpiloguesPass
     is an allocation of the function (nothing else names it) that the
     consumer reads only at the loop indices, and every output is `C` itself
     or another allocation of the function, not a factor of the contraction,
-    read by the consumer (if at all) only where it writes it.
+    read by the consumer (if at all) only where it writes it. Every buffer
+    involved (the two ops' and the commuted ops') must be a view of an
+    allocation or of an argument: a buffer that another op picks
+    (`arith.select`, `scf.if`, a call) may be `C`, and the commuted ops'
+    bodies must not access memory of their own.
 
     Before:
 

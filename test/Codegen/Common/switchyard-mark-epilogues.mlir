@@ -211,3 +211,98 @@ func.func @not_marked(%x: memref<8x8xf32>, %w: memref<8x8xf32>, %arg: memref<8x8
   }
   return
 }
+
+// -----
+
+#x = affine_map<(m, n, k) -> (m, k)>
+#wt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+#t = affine_map<(m, n) -> (n, m)>
+
+// Not marked: buffers that another op picks (here arith.select of the
+// product and an argument) may be the product: the copy between must read
+// the product before the in-place ReLU, and the transposed read would race
+// with other blocks' stores.
+// CHECK-LABEL: func.func @picked_alias(
+// CHECK-NOT: switchyard.epilogue
+// CHECK: return
+func.func @picked_alias(%x: memref<8x8xf32>, %w: memref<8x8xf32>, %arg: memref<8x8xf32>, %cond: i1) -> (memref<8x8xf32>, memref<8x8xf32>, memref<8x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<8x8xf32>
+  %s = arith.select %cond, %c, %arg : memref<8x8xf32>
+  %o = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x8xf32>)
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>) {
+  ^bb0(%a: f32, %bb: f32, %acc: f32):
+    %m = arith.mulf %a, %bb : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  linalg.copy ins(%s : memref<8x8xf32>) outs(%o : memref<8x8xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<8x8xf32>) outs(%c : memref<8x8xf32>) {
+  ^bb0(%v: f32, %out: f32):
+    %r = arith.maximumf %v, %zero : f32
+    linalg.yield %r : f32
+  }
+  %c2 = memref.alloc() : memref<8x8xf32>
+  %s2 = arith.select %cond, %c2, %arg : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c2 : memref<8x8xf32>) {
+  ^bb0(%a: f32, %bb: f32, %acc: f32):
+    %m = arith.mulf %a, %bb : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  %o2 = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#id, #t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c2, %s2 : memref<8x8xf32>, memref<8x8xf32>) outs(%o2 : memref<8x8xf32>) {
+  ^bb0(%v: f32, %p: f32, %out: f32):
+    %r = arith.addf %v, %p : f32
+    linalg.yield %r : f32
+  }
+  return %c, %o, %o2 : memref<8x8xf32>, memref<8x8xf32>, memref<8x8xf32>
+}
+
+// -----
+
+#x = affine_map<(m, n, k) -> (m, k)>
+#wt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+
+// Not marked: an op between the two would move above the fill, but its
+// region uses a value defined after the fill.
+// CHECK-LABEL: func.func @region_use(
+// CHECK-NOT: switchyard.epilogue
+// CHECK: return
+func.func @region_use(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %n: index, %cond: i1) -> memref<?x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc(%n) : memref<?x8xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<?x8xf32>)
+  %n2 = arith.addi %n, %n : index
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x16xf32>, memref<8x16xf32>) outs(%c : memref<?x8xf32>) {
+  ^bb0(%a: f32, %bb: f32, %acc: f32):
+    %m = arith.mulf %a, %bb : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %s = scf.if %cond -> f32 {
+    %i = arith.index_cast %n2 : index to i32
+    %f = arith.sitofp %i : i32 to f32
+    scf.yield %f : f32
+  } else {
+    scf.yield %zero : f32
+  }
+  %h = memref.alloc(%n) : memref<?x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<?x8xf32>) outs(%h : memref<?x8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  return %h : memref<?x8xf32>
+}
