@@ -813,11 +813,12 @@ def SwitchyardGpuTensorCoreMatmulPass
     [P, batches, M, N] (`gpu.alloc`), and the last block of each tile to
     finish adds the parts to C in part order, so results do not depend on
     scheduling: after a barrier, thread 0 fences the block's stores
-    (`nvvm.memory.barrier <gpu>`, membar.gl) and counts the part with an
+    (`nvvm.memory.barrier <gpu>`, membar.gl), counts the part with an
     atomic add on the tile's counter (a zero-filled i32 buffer [batches,
     tiles], whose fill depends on nothing and merges with an earlier
-    kernel); the block that counts the P-th part fences again and sums
-    every part, as CUTLASS's serial split-K does with its semaphore. No
+    kernel) and fences again; the block that counts the P-th part learns
+    it through shared memory after a barrier, fences and sums every part,
+    as CUTLASS's serial split-K does with its semaphore. No
     kernel of its own adds the parts. The f32 sums are associated
     differently from the unsplit kernel's.
 

@@ -581,9 +581,11 @@ void KernelBuilder::addPartsInLastBlock(
   // The serial reduction of split-K (CUTLASS's semaphore, the CUDA
   // samples' threadFenceReduction): every thread's part is stored; after a
   // barrier one thread makes the block's stores visible to the GPU
-  // (membar.gl, cumulative over the stores the barrier ordered before it)
-  // and counts the part; the block that counts the last part reads every
-  // part after a fence of its own. The parts are added in part order
+  // (membar.gl, cumulative over the stores the barrier ordered before it),
+  // counts the part and fences again (acquiring the other blocks' parts
+  // when its count is the last); the block that counts the last part reads
+  // every part after the barrier that passes on the flag, and a fence of
+  // each thread's own. The parts are added in part order
   // whichever block is last, so the result does not depend on the order
   // the blocks ran in.
   Type i32 = b.getI32Type();
@@ -604,6 +606,9 @@ void KernelBuilder::addPartsInLastBlock(
         b, loc, arith::AtomicRMWKind::addi,
         arith::ConstantIntOp::create(b, loc, i32, 1), counters,
         ValueRange{batch, launch.getBlockIds().y, launch.getBlockIds().x});
+    // Acquire in the counting thread itself, before the barrier that hands
+    // the flag to the others (as CUTLASS's semaphore waits).
+    NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
     Value lastPart =
         arith::IndexCastOp::create(b, loc, i32, sub1(problem.splits));
     Value last = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,

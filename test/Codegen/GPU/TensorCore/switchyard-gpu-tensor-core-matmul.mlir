@@ -299,14 +299,15 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // CHECK: nvvm.mma.sync
 // CHECK: memref.store %{{.*}}, %[[PARTIAL]][%[[PART]], %[[E2]], %{{.*}}, %{{.*}}] : memref<?x?x?x?xf32>
 // CHECK-NOT: memref.store %{{.*}}, %[[DW]]
-// After a barrier, thread 0 fences the block's stores, counts the part
-// and tells the block whether it was the last; the last block fences and
-// adds the parts in order to dw.
+// After a barrier, thread 0 fences the block's stores, counts the part,
+// fences again and tells the block whether it was the last; the last block
+// fences and adds the parts in order to dw.
 // CHECK: gpu.barrier
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0
 // CHECK: scf.if %[[FIRST]] {
 // CHECK: nvvm.memory.barrier <gpu>
 // CHECK: %[[COUNTED:.*]] = memref.atomic_rmw addi %{{.*}}, %[[COUNTERS]][%[[E2]], %[[BY2]], %[[BX2]]] : (i32, memref<?x?x?xi32>) -> i32
+// CHECK-NEXT: nvvm.memory.barrier <gpu>
 // CHECK: %[[LASTPART:.*]] = arith.index_cast %{{.*}} : index to i32
 // CHECK: %[[ISLAST:.*]] = arith.cmpi eq, %[[COUNTED]], %[[LASTPART]] : i32
 // CHECK: %[[FLAG:.*]] = arith.extui %[[ISLAST]] : i1 to i32
