@@ -818,9 +818,11 @@ def SwitchyardGpuTensorCoreMatmulPass
     tiles], whose fill depends on nothing and merges with an earlier
     kernel) and fences again; the block that counts the P-th part learns
     it through shared memory after a barrier, fences and sums every part,
-    as CUTLASS's serial split-K does with its semaphore. No
-    kernel of its own adds the parts. The f32 sums are associated
-    differently from the unsplit kernel's.
+    as CUTLASS's serial split-K does with its semaphore: one loop over the
+    tile's elements, consecutive threads on consecutive columns, so that
+    its body (an epilogue included) is built once. No kernel of its own
+    adds the parts. The f32 sums are associated differently from the
+    unsplit kernel's.
 
     With `wgmma` as well (sm_90a only; off by default), the ops that also
     have no batch dimension and static N and K that are multiples of 128

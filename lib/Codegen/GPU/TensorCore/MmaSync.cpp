@@ -215,13 +215,13 @@ private:
   /// Stores what `fetch` returned into the shared tile.
   void store(ValueRange factors, Value tile, int64_t rows, bool rowsContiguous);
   /// At the end of a split-K kernel whose block has stored its part of the
-  /// tile in `partial`: counts the block in `counters` (one per tile), and
-  /// the last of the tile's blocks adds the parts of each element inside
-  /// C (`elements`, `inBounds`) to C in part order.
+  /// tile at (m0, n0) in `partial`: counts the block in `counters` (one per
+  /// tile), and the last of the tile's blocks adds the parts of each
+  /// element of the tile inside C to C in part order (none where the tile
+  /// is not `active`).
   void addPartsInLastBlock(const MmaProblem &problem, Value shared,
                            gpu::LaunchOp launch, Value partial, Value counters,
-                           ArrayRef<std::pair<Value, Value>> elements,
-                           ArrayRef<Value> inBounds);
+                           Value m0, Value n0, Value active);
   /// Stores the final `value` of C[batch, m, n] and computes the problem's
   /// epilogue on it.
   void storeResult(const MmaProblem &problem, Value batch, Value m, Value n,
@@ -533,14 +533,10 @@ void KernelBuilder::build(const MmaProblem &problem) {
   }
 
   // Store the accumulators inside C (or this part's).
-  SmallVector<std::pair<Value, Value>> elements;
-  SmallVector<Value> inBounds;
   for (int64_t i = 0; i < kWarpMTiles; ++i) {
     for (int64_t j = 0; j < kWarpNTiles; ++j) {
       for (int64_t v = 0; v < kAccValues; ++v) {
         Position at = accPosition(i, j, v);
-        elements.push_back({at.row, at.col});
-        inBounds.push_back(at.inBounds);
         auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, at.inBounds,
                                       /*withElseRegion=*/false);
         OpBuilder::InsertionGuard guard(b);
@@ -555,8 +551,8 @@ void KernelBuilder::build(const MmaProblem &problem) {
     }
   }
   if (splits)
-    addPartsInLastBlock(problem, shared, launch, partial, counters, elements,
-                        inBounds);
+    addPartsInLastBlock(problem, shared, launch, partial, counters, m0, n0,
+                        alwaysActive ? Value() : range.active);
   gpu::TerminatorOp::create(b, loc);
   if (splits) {
     b.setInsertionPointAfter(launch);
@@ -574,10 +570,10 @@ void KernelBuilder::storeResult(const MmaProblem &problem, Value batch,
     problem.epilogue(b, batch, m, n, value);
 }
 
-void KernelBuilder::addPartsInLastBlock(
-    const MmaProblem &problem, Value shared, gpu::LaunchOp launch,
-    Value partial, Value counters, ArrayRef<std::pair<Value, Value>> elements,
-    ArrayRef<Value> inBounds) {
+void KernelBuilder::addPartsInLastBlock(const MmaProblem &problem,
+                                        Value shared, gpu::LaunchOp launch,
+                                        Value partial, Value counters, Value m0,
+                                        Value n0, Value active) {
   // The serial reduction of split-K (CUTLASS's semaphore, the CUDA
   // samples' threadFenceReduction): every thread's part is stored; after a
   // barrier one thread makes the block's stores visible to the GPU
@@ -628,8 +624,19 @@ void KernelBuilder::addPartsInLastBlock(
   NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
   Value one = cst(1);
   Type f32 = b.getF32Type();
-  for (auto [element, within] : llvm::zip_equal(elements, inBounds)) {
-    auto [m, n] = element;
+  // The tile's elements, consecutive threads on consecutive columns (the
+  // parts' and C's loads coalesced), in one loop: its body, the epilogue's
+  // included, is built once rather than per accumulator register.
+  auto tileLoop = scf::ForOp::create(b, loc, tid, cst(kBlockM * kBlockN),
+                                     cst(kBlockThreads));
+  b.setInsertionPointToStart(tileLoop.getBody());
+  Value e = tileLoop.getInductionVar();
+  Value m = add(m0, arith::DivUIOp::create(b, loc, e, cst(kBlockN)));
+  Value n = add(n0, arith::RemUIOp::create(b, loc, e, cst(kBlockN)));
+  Value within = both(less(m, problem.sizeM), less(n, problem.sizeN));
+  if (active)
+    within = both(active, within);
+  {
     auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, within,
                                   /*withElseRegion=*/false);
     OpBuilder::InsertionGuard inner(b);

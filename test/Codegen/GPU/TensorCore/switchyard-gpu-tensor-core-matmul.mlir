@@ -301,7 +301,8 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // CHECK-NOT: memref.store %{{.*}}, %[[DW]]
 // After a barrier, thread 0 fences the block's stores, counts the part,
 // fences again and tells the block whether it was the last; the last block
-// fences and adds the parts in order to dw.
+// fences and adds the parts in order to dw, element by element of the
+// tile.
 // CHECK: gpu.barrier
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0
 // CHECK: scf.if %[[FIRST]] {
@@ -317,6 +318,11 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // CHECK: %[[LAST:.*]] = arith.cmpi ne, %[[READ]], %{{.*}} : i32
 // CHECK: scf.if %[[LAST]] {
 // CHECK: nvvm.memory.barrier <gpu>
+// The tile's 64 x 64 elements, 128 threads at a time, consecutive threads
+// on consecutive columns.
+// CHECK: scf.for %[[EL:.*]] = %[[TID:.*]] to %c4096 step %c128
+// CHECK: arith.divui %[[EL]], %c64
+// CHECK: arith.remui %[[EL]], %c64
 // CHECK: scf.if
 // CHECK: %[[OLD_DW:.*]] = memref.load %[[DW]][%[[E2]], %[[PA:.*]], %[[PC:.*]]]
 // CHECK: %[[SUM:.*]] = scf.for %[[P:.*]] = %{{.*}} to %[[PARTS]] step %{{.*}} iter_args(%[[ACC:.*]] = %[[OLD_DW]]) -> (f32) {
