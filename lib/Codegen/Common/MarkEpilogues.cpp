@@ -79,7 +79,8 @@ bool commute(linalg::LinalgOp earlier, linalg::LinalgOp later) {
 
 /// The first linalg.generic after `contraction` that reads its output
 /// `product` (or a view of it), when only these stand between them:
-/// allocations and ops without memory effects (collected in `between`),
+/// allocations, ops without memory effects and loads of buffers that
+/// nothing between writes (collected in `between`),
 /// and linalg ops on buffers that do not touch `product` (in `skipped`),
 /// whose bodies access no memory and whose buffers have known roots.
 linalg::GenericOp firstReader(linalg::LinalgOp contraction, Value product,
@@ -95,6 +96,19 @@ linalg::GenericOp firstReader(linalg::LinalgOp contraction, Value product,
       if (llvm::is_contained(linalgBuffers(linalgOp, false), root))
         return dyn_cast<linalg::GenericOp>(next);
       skipped.push_back(linalgOp);
+      continue;
+    }
+    // A scalar read (a training step's seed) of a buffer that neither the
+    // contraction nor a skipped op writes can move above them.
+    if (auto load = dyn_cast<memref::LoadOp>(next)) {
+      Value loaded = viewedBuffer(load.getMemref());
+      if (!knownRoot(loaded) || loaded == root ||
+          llvm::any_of(skipped, [&](linalg::LinalgOp op) {
+            return llvm::any_of(linalgBuffers(op, /*writesOnly=*/true),
+                                [&](Value w) { return mayAlias(w, loaded); });
+          }))
+        return nullptr;
+      between.push_back(next);
       continue;
     }
     if (next->hasTrait<OpTrait::IsTerminator>() || formsKernel(next) ||

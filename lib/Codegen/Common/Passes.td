@@ -334,16 +334,16 @@ def SwitchyardMarkEpiloguesPass
     indices and writes its outputs through permutations, its body without
     memory effects or regions (`switchyard::isElementwiseEpilogue`), and
     the first op after the contraction that reads `C`, with only
-    allocations, ops without memory effects, and linalg ops that neither
-    touch `C` nor write what the consumer reads or read what it writes
-    between them (a feed-forward layer's backward computes a weight
+    allocations, ops without memory effects, loads of buffers that nothing
+    between writes (a dropout seed), and linalg ops that neither touch `C`
+    nor write what the consumer reads or read what it writes between them (a feed-forward layer's backward computes a weight
     gradient between its two matmuls). Where it reads an
     `memref.expand_shape` of `C` (a `[tokens, features]` product read as
     `[batch, sequence, features]`), its loops are first collapsed to `C`'s
     (`linalg::collapseOpIterationDims`; `linalg.index` becomes a
-    delinearization). The allocations and ops without memory effects
-    between the two move before the contraction (and its zero fill), and
-    the consumer moves right after it.
+    delinearization). The allocations, ops without memory effects and
+    loads between the two move before the contraction (and its zero fill),
+    and the consumer moves right after it.
 
     The fused kernel writes an element of an output while other blocks still
     compute theirs, so the pass proves that no access changes meaning: `C`

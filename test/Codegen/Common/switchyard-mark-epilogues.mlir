@@ -306,3 +306,62 @@ func.func @region_use(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %n: index, %co
   }
   return %h : memref<?x8xf32>
 }
+
+// -----
+
+#x = affine_map<(m, n, k) -> (m, k)>
+#wt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+
+// A scalar read between the two (a dropout seed) moves above the matmul
+// with the allocations; a read of a buffer that an op between writes does
+// not, and that consumer stays unmarked.
+// CHECK-LABEL: func.func @seed_read(
+// CHECK-SAME: %[[SEED:[^:]*]]: memref<f32>, %[[V:[^:]*]]: memref<f32>
+// CHECK: memref.load %[[SEED]][]
+// CHECK: linalg.fill
+// CHECK-NEXT: linalg.generic {{.*}} outs(%[[C:[^ ]*]] :
+// CHECK: linalg.generic {{.*}} ins(%[[C]] : {{.*}}) attrs = {switchyard.epilogue}
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[V]] : memref<f32>)
+// CHECK: memref.load %[[V]][]
+// CHECK-NOT: switchyard.epilogue
+// CHECK: return
+func.func @seed_read(%x: memref<8x8xf32>, %w: memref<8x8xf32>, %seed: memref<f32>, %v: memref<f32>) -> (memref<8x8xf32>, memref<8x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x8xf32>)
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  %s = memref.load %seed[] : memref<f32>
+  %h = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<8x8xf32>) outs(%h : memref<8x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %r = arith.mulf %in, %s : f32
+    linalg.yield %r : f32
+  }
+  %c2 = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c2 : memref<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%v : memref<f32>)
+  %t = memref.load %v[] : memref<f32>
+  %h2 = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c2 : memref<8x8xf32>) outs(%h2 : memref<8x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %r = arith.mulf %in, %t : f32
+    linalg.yield %r : f32
+  }
+  return %h, %h2 : memref<8x8xf32>, memref<8x8xf32>
+}

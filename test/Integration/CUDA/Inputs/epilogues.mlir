@@ -156,3 +156,45 @@ func.func @weight_grad_update(%x: tensor<?x40xf32>, %dy: tensor<?x33xf32>, %m: t
   } -> tensor<40x33xf32>
   return %u : tensor<40x33xf32>
 }
+
+// The same with the mask drawn from a seed read from memory (a training
+// step's dropout key): host code may not read the buffer, so the key's
+// computation moves into the kernel that computes the consumer.
+func.func @down_residual_seeded(%h: tensor<?x40xf32>, %w: tensor<24x40xf32>, %res: tensor<?x24xf32>, %seed: tensor<i32>) -> tensor<?x24xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %n = tensor.dim %h, %c0 : tensor<?x40xf32>
+  %e = tensor.empty(%n) : tensor<?x24xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x24xf32>) -> tensor<?x24xf32>
+  %p = linalg.generic {indexing_maps = [#x, #wt, #c],
+                       iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%h, %w : tensor<?x40xf32>, tensor<24x40xf32>) outs(%f : tensor<?x24xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<?x24xf32>
+  %s0 = tensor.extract %seed[] : tensor<i32>
+  %c7 = arith.constant 7 : i32
+  %key = arith.muli %s0, %c7 : i32
+  %ey = tensor.empty(%n) : tensor<?x24xf32>
+  %y = linalg.generic {indexing_maps = [#id2, #id2, #id2],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%p, %res : tensor<?x24xf32>, tensor<?x24xf32>) outs(%ey : tensor<?x24xf32>) {
+  ^bb0(%v: f32, %r: f32, %o: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %ii = arith.index_cast %i : index to i32
+    %jj = arith.index_cast %j : index to i32
+    %t = arith.addi %ii, %jj : i32
+    %u = arith.addi %t, %key : i32
+    %c3 = arith.constant 3 : i32
+    %mod = arith.remui %u, %c3 : i32
+    %c0i = arith.constant 0 : i32
+    %keep = arith.cmpi ne, %mod, %c0i : i32
+    %d = arith.select %keep, %v, %zero : f32
+    %out = arith.addf %r, %d : f32
+    linalg.yield %out : f32
+  } -> tensor<?x24xf32>
+  return %y : tensor<?x24xf32>
+}
