@@ -205,11 +205,13 @@ struct SwitchyardMarkEpiloguesPass
     : public switchyard::impl::SwitchyardMarkEpiloguesPassBase<
           SwitchyardMarkEpiloguesPass> {
   void runOnOperation() override {
+    // The contractions directly in the function's body: those nested in a
+    // loop (a row group's dot products) become parts of other kernels.
     SmallVector<linalg::LinalgOp> contractions;
-    getOperation().walk([&](linalg::LinalgOp op) {
-      if (succeeded(matchContraction(op)))
-        contractions.push_back(op);
-    });
+    for (Block &block : getOperation().getBody())
+      for (auto op : block.getOps<linalg::LinalgOp>())
+        if (succeeded(matchContraction(op)))
+          contractions.push_back(op);
     IRRewriter rewriter(&getContext());
     [[maybe_unused]] unsigned marked = 0;
     for (linalg::LinalgOp contraction : contractions) {

@@ -329,8 +329,10 @@ def SwitchyardMarkEpiloguesPass
     stores (or, with split-K, where the last block adds the parts), one kernel
     and one trip through memory fewer.
 
-    Marked: a `linalg.generic` whose loops are all parallel, one per
-    dimension of the contraction's output `C`, that reads `C` at its loop
+    Marked, for a contraction directly in a function's body (one nested in
+    a loop, a row group's dot product, becomes part of another kernel): a
+    `linalg.generic` whose loops are all parallel, one per dimension of the
+    contraction's output `C`, that reads `C` at its loop
     indices and writes its outputs through permutations, its body without
     memory effects or regions (`switchyard::isElementwiseEpilogue`), and
     the first op after the contraction that reads `C`, with only

@@ -365,3 +365,40 @@ func.func @seed_read(%x: memref<8x8xf32>, %w: memref<8x8xf32>, %seed: memref<f32
   }
   return %h, %h2 : memref<8x8xf32>, memref<8x8xf32>
 }
+
+// -----
+
+#x = affine_map<(m, n, k) -> (m, k)>
+#wt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+
+// Not marked: a contraction inside a loop (a row group's) is part of the
+// loop's kernel, not a tensor-core kernel of its own.
+// CHECK-LABEL: func.func @nested(
+// CHECK-NOT: switchyard.epilogue
+// CHECK: return
+func.func @nested(%x: memref<8x8xf32>, %w: memref<8x8xf32>, %n: index) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %c = memref.alloc() : memref<8x8xf32>
+    linalg.fill ins(%zero : f32) outs(%c : memref<8x8xf32>)
+    linalg.generic {indexing_maps = [#x, #wt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>) {
+    ^bb0(%a: f32, %b: f32, %acc: f32):
+      %m = arith.mulf %a, %b : f32
+      %r = arith.addf %acc, %m : f32
+      linalg.yield %r : f32
+    }
+    %h = memref.alloc() : memref<8x8xf32>
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%c : memref<8x8xf32>) outs(%h : memref<8x8xf32>) {
+    ^bb0(%in: f32, %o: f32):
+      %r = arith.maximumf %in, %zero : f32
+      linalg.yield %r : f32
+    }
+  }
+  return
+}
