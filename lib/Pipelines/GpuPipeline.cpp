@@ -171,6 +171,8 @@ void buildBufferizationStages(OpPassManager &pm) {
 struct KernelFormation {
   std::string elementType = "f32";
   bool tensorCores = false;
+  /// Elementwise consumers of matmuls in the tensor-core kernels' stores.
+  bool epilogues = true;
   bool wgmma = false;
   int64_t blockSize = 256;
   /// Where switchyard-gpu-kernel-report writes; empty: no report.
@@ -194,7 +196,8 @@ void buildKernelFormationStages(OpPassManager &pm,
   // kernel stores it (switchyard-linalg-to-loops fold-fills).
   // A matmul's elementwise consumer goes with it, computed in the
   // tensor-core kernel's stores.
-  if (formation.tensorCores && formation.elementType != "f32")
+  if (formation.epilogues && formation.tensorCores &&
+      formation.elementType != "f32")
     pm.addNestedPass<func::FuncOp>(
         switchyard::createSwitchyardMarkEpiloguesPass());
   switchyard::SwitchyardOutlineOpsPassOptions outline;
@@ -337,8 +340,8 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
     return;
   buildBufferizationStages(pm);
   KernelFormation formation{options.elementType, options.usesTensorCores(),
-                            options.usesWgmma(), options.blockSize,
-                            options.kernelReport};
+                            options.epilogues,   options.usesWgmma(),
+                            options.blockSize,   options.kernelReport};
   buildKernelFormationStages(pm, formation);
   buildOutliningStages(pm, formation.wgmma);
   buildDeviceStages(pm, options);
@@ -380,6 +383,7 @@ void switchyard::buildGpuEmulationCodegenPipeline(
   buildBufferizationStages(pm);
   // The tensor-core route of sm_80+ (mma.sync; not wgmma), or the SIMT one.
   KernelFormation formation{options.elementType, options.usesTensorCores(),
+                            options.epilogues,
                             /*wgmma=*/false, options.blockSize,
                             /*kernelReport=*/""};
   buildKernelFormationStages(pm, formation);

@@ -107,6 +107,7 @@ GpuEmulationOptions GpuTargetOptions::emulation() const {
   GpuEmulationOptions result;
   result.blockSize = blockSize;
   result.elementType = elementType;
+  result.epilogues = epilogues;
   result.tensorCores = chipOrDefault() != "sm_75";
   return result;
 }

@@ -33,7 +33,7 @@ struct GpuEmulationOptions;
 /// formed.
 template <typename Binder>
 void bindKernelFormation(Binder &binder, int64_t &blockSize,
-                         std::string &elementType) {
+                         std::string &elementType, bool &epilogues) {
   binder.bind("block-size", blockSize,
               "Threads per block of the SIMT kernels (1-1024)");
   binder.bind("element-type", elementType,
@@ -41,6 +41,11 @@ void bindKernelFormation(Binder &binder, int64_t &blockSize,
               "(exact, SIMT), bf16 or f16 (tensor cores, mma.sync, on sm_80 "
               "and newer and in the emulation; rounded SIMT on sm_75); "
               "accumulation is f32");
+  binder.bind("epilogues", epilogues,
+              "With tensor cores: compute the elementwise op that reads a "
+              "matmul's result (bias, activation, residual add, dropout) in "
+              "the matmul kernel's stores (switchyard-mark-epilogues); "
+              "false: a kernel of its own");
 }
 
 /// Checks the shared options, naming each as `prefix` and its name.
@@ -60,6 +65,7 @@ struct GpuTargetOptions {
   unsigned optLevel = 3;
   int64_t blockSize = 256;
   std::string elementType = "f32";
+  bool epilogues = true;
   bool wgmma = false;
   std::string kernelReport;
 
@@ -86,7 +92,7 @@ struct GpuTargetOptions {
                 "CUDA 12.8 may not know it: set this empty there");
     binder.bind("opt-level", optLevel,
                 "LLVM optimisation level of the kernels (0-3)");
-    bindKernelFormation(binder, blockSize, elementType);
+    bindKernelFormation(binder, blockSize, elementType, epilogues);
     binder.bind("wgmma", wgmma,
                 "With chip sm_90a and element type bf16/f16: wgmma + TMA "
                 "kernels for the contractions that fit them (static N, K "
@@ -119,8 +125,9 @@ struct GpuTargetOptions {
   /// its name (e.g. "--gpu-" and "chip").
   llvm::Error verify(llvm::StringRef prefix) const;
   /// The GPU emulation of these kernels: the same block size and element
-  /// type, tensor-core kernels where the chip has them (sm_75's SIMT route
-  /// otherwise). Reads chip, block-size and element-type only.
+  /// type and epilogues, tensor-core kernels where the chip has them
+  /// (sm_75's SIMT route otherwise). Reads chip, block-size, element-type
+  /// and epilogues only.
   GpuEmulationOptions emulation() const;
 };
 
@@ -133,11 +140,12 @@ std::optional<llvm::StringRef> defaultPtxFeature(llvm::StringRef chip);
 struct GpuEmulationOptions {
   int64_t blockSize = 256;
   std::string elementType = "f32";
+  bool epilogues = true;
   bool tensorCores = true;
   bool checkBounds = false;
 
   template <typename Binder> void bindOptions(Binder &binder) {
-    bindKernelFormation(binder, blockSize, elementType);
+    bindKernelFormation(binder, blockSize, elementType, epilogues);
     binder.bind("tensor-cores", tensorCores,
                 "With element-type bf16 or f16: run the matmuls' "
                 "tensor-core kernels (ldmatrix + mma.sync, the GPU "
