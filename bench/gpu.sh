@@ -23,6 +23,10 @@
 #            models in PyTorch (bench/torch_train_step.py, bf16 autocast);
 #   train-fused  the same with --fuse all (the SwitchHead model's expert
 #            projections fused too);
+#   train-no-epilogues  the train phase's Switchyard steps with
+#            --gpu-epilogues=false (the matmuls' elementwise consumers as
+#            kernels of their own), without the peers: against the train
+#            phase's;
 #   train-planned  the train phase's Switchyard steps with
 #            SWITCHYARD_MEMORY_PLAN=1 (temporaries from one arena per call,
 #            docs/GPU.md), without the peers: against the train phase's;
@@ -140,6 +144,15 @@ for phase in $phases; do
       run 570 "Training steps, 47M SwitchHead against dense, batch 16$title" \
         --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
         --fuse "$fuse" --batch 16 --reps 10 ;;
+    train-no-epilogues)
+      # The train phase's Switchyard steps with the matmuls' elementwise
+      # consumers as kernels of their own: what the epilogues gain.
+      peers=(--python=)
+      run 570 \
+        "Training steps, 47M SwitchHead and dense, batch 16, epilogues off" \
+        --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
+        --batch 16 --reps 10 --gpu-epilogues=false
+      peers=(--python "$python") ;;
     train-planned)
       peers=(--python=)
       SWITCHYARD_MEMORY_PLAN=1 run 570 \
@@ -155,7 +168,7 @@ for phase in $phases; do
           --train-step "$root/examples/models/$model.mlir" --batch 16 --reps 2
       done
       peers=(--python "$python") ;;
-    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, train-planned, profile)"; status=1 ;;
+    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, train-no-epilogues, train-planned, profile)"; status=1 ;;
   esac
 done
 
