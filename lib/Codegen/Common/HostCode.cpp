@@ -66,6 +66,22 @@ bool switchyard::mayAlias(Value a, Value b) {
   return a == b || (!isFreshAllocation(a) && !isFreshAllocation(b));
 }
 
+bool switchyard::independent(const BufferAccesses &a,
+                             const BufferAccesses &b) {
+  auto conflict = [](ArrayRef<Value> writes, const BufferAccesses &other) {
+    for (Value w : writes) {
+      for (Value v : other.reads)
+        if (mayAlias(w, v))
+          return true;
+      for (Value v : other.writes)
+        if (mayAlias(w, v))
+          return true;
+    }
+    return false;
+  };
+  return !conflict(a.writes, b) && !conflict(b.writes, a);
+}
+
 bool switchyard::onlyAllocates(Operation *op) {
   auto effects = dyn_cast<MemoryEffectOpInterface>(op);
   if (!effects)

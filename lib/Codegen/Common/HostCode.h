@@ -5,9 +5,10 @@
 // whether an op reads or writes memory, shared by the pass that moves such
 // ops into kernels (switchyard-gpu-launch-host-compute) and the GPU
 // emulation's check that none is left (switchyard-gpu-launch-to-host-loops);
-// the buffer a view reads, for the passes that reason about which
-// accesses may touch the same buffer; and which ops only allocate and
-// which form kernels, for the passes that move ops past others.
+// the buffer a view reads and whether two pieces of work are independent,
+// for the passes that reason about which accesses may touch the same
+// buffer; and which ops only allocate and which form kernels, for the
+// passes that move ops past others.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 
 namespace mlir {
 class Operation;
@@ -51,6 +53,15 @@ bool isFreshAllocation(Value root);
 /// Whether two root buffers (viewedBuffer) may share memory: the same
 /// buffer, or neither a fresh allocation of the host code.
 bool mayAlias(Value a, Value b);
+
+/// The root buffers (viewedBuffer) that some work reads and writes.
+struct BufferAccesses {
+  SmallVector<Value> reads, writes;
+};
+
+/// Whether two pieces of work may run in either order: neither writes a
+/// buffer the other reads or writes (mayAlias).
+bool independent(const BufferAccesses &a, const BufferAccesses &b);
 
 /// Whether `op` only allocates: memory-effect free but for fresh buffers
 /// (memref.alloc, gpu.alloc), which no other op's buffer can be.

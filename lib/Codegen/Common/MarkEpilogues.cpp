@@ -54,27 +54,15 @@ bool bodyWithoutEffects(linalg::LinalgOp op) {
   });
 }
 
-/// The buffers a linalg op on buffers reads (inputs and outputs) or writes
-/// (outputs), as roots (viewedBuffer).
-SmallVector<Value> linalgBuffers(linalg::LinalgOp op, bool writesOnly) {
-  SmallVector<Value> roots;
+/// The buffers a linalg op on buffers reads (its inputs; its outputs count
+/// as written) and writes (its outputs), as roots (viewedBuffer).
+BufferAccesses linalgAccesses(linalg::LinalgOp op) {
+  BufferAccesses accesses;
   for (OpOperand &operand : op->getOpOperands())
-    if (isa<MemRefType>(operand.get().getType()) &&
-        (!writesOnly || op.isDpsInit(&operand)))
-      roots.push_back(viewedBuffer(operand.get()));
-  return roots;
-}
-
-/// Whether `later` can run before `earlier` (linalg ops on buffers): neither
-/// writes a buffer the other reads or writes.
-bool commute(linalg::LinalgOp earlier, linalg::LinalgOp later) {
-  auto conflict = [](ArrayRef<Value> writes, ArrayRef<Value> accesses) {
-    return llvm::any_of(writes, [&](Value w) {
-      return llvm::any_of(accesses, [&](Value a) { return mayAlias(w, a); });
-    });
-  };
-  return !conflict(linalgBuffers(earlier, true), linalgBuffers(later, false)) &&
-         !conflict(linalgBuffers(later, true), linalgBuffers(earlier, false));
+    if (isa<MemRefType>(operand.get().getType()))
+      (op.isDpsInit(&operand) ? accesses.writes : accesses.reads)
+          .push_back(viewedBuffer(operand.get()));
+  return accesses;
 }
 
 /// The first linalg.generic after `contraction` that reads its output
@@ -93,7 +81,9 @@ linalg::GenericOp firstReader(linalg::LinalgOp contraction, Value product,
     if (linalgOp && linalgOp.hasPureBufferSemantics()) {
       if (!buffersKnown(next) || !bodyWithoutEffects(linalgOp))
         return nullptr;
-      if (llvm::is_contained(linalgBuffers(linalgOp, false), root))
+      BufferAccesses accesses = linalgAccesses(linalgOp);
+      if (llvm::is_contained(accesses.reads, root) ||
+          llvm::is_contained(accesses.writes, root))
         return dyn_cast<linalg::GenericOp>(next);
       skipped.push_back(linalgOp);
       continue;
@@ -104,7 +94,7 @@ linalg::GenericOp firstReader(linalg::LinalgOp contraction, Value product,
       Value loaded = viewedBuffer(load.getMemref());
       if (!knownRoot(loaded) || loaded == root ||
           llvm::any_of(skipped, [&](linalg::LinalgOp op) {
-            return llvm::any_of(linalgBuffers(op, /*writesOnly=*/true),
+            return llvm::any_of(linalgAccesses(op).writes,
                                 [&](Value w) { return mayAlias(w, loaded); });
           }))
         return nullptr;
@@ -226,7 +216,7 @@ struct SwitchyardMarkEpiloguesPass
       linalg::GenericOp consumer =
           firstReader(contraction, product, between, skipped);
       if (!consumer || !llvm::all_of(skipped, [&](linalg::LinalgOp op) {
-            return commute(op, consumer);
+            return independent(linalgAccesses(op), linalgAccesses(consumer));
           }))
         continue;
       consumer = collapseToProduct(rewriter, consumer, product);

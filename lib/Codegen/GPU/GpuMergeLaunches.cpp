@@ -36,6 +36,7 @@ namespace mlir::switchyard {
 
 using namespace mlir;
 using mlir::switchyard::mayAlias;
+using mlir::switchyard::independent;
 using mlir::switchyard::viewedBuffer;
 
 namespace {
@@ -71,10 +72,6 @@ std::optional<int64_t> constantIndex(Value value) {
   return std::nullopt;
 }
 
-/// The buffers (from outside) a launch reads and writes.
-struct Accesses {
-  SmallVector<Value> reads, writes;
-};
 
 /// A launch: whether this pass can merge it (one block in its body, no
 /// attributions, a static block size and a static dynamic shared memory
@@ -86,7 +83,8 @@ struct Candidate {
   bool mergeable = false;
   std::array<int64_t, 3> block = {0, 0, 0};
   int64_t sharedBytes = 0;
-  Accesses accesses;
+  /// The buffers (from outside) it reads and writes.
+  switchyard::BufferAccesses accesses;
   /// The host values its body uses: the kernel's parameters.
   SetVector<Value> captured;
 };
@@ -190,29 +188,14 @@ bool sameShape(const Candidate &a, const Candidate &b) {
           std::max(a.sharedBytes, b.sharedBytes) <= kSmallSharedBytes);
 }
 
-/// Whether `a` and `b` may run in either order: neither writes a buffer
-/// the other touches.
-bool independent(const Accesses &a, const Accesses &b) {
-  auto conflict = [](ArrayRef<Value> writes, const Accesses &other) {
-    for (Value w : writes) {
-      for (Value v : other.reads)
-        if (mayAlias(w, v))
-          return true;
-      for (Value v : other.writes)
-        if (mayAlias(w, v))
-          return true;
-    }
-    return false;
-  };
-  return !conflict(a.writes, b) && !conflict(b.writes, a);
-}
 
 /// Launches waiting to be merged, with what they access and the merged
 /// kernel's parameters (every launch's host values, and per launch its
 /// first block and grid size: 3 values).
 struct Group {
   SmallVector<Candidate> members;
-  Accesses accesses;
+  /// The buffers (from outside) the launches read and write.
+  switchyard::BufferAccesses accesses;
   llvm::SmallDenseSet<Value> captured;
   int64_t bytes = 0;
 
