@@ -205,8 +205,8 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
            "With grouped-experts, T > 0 takes the formulation without host "
            "reads (the GPU's): the sort computed in parallel, each expert's "
            "segment of rows padded to a multiple of T, the products as "
-           "moe.grouped_matmul and moe.grouped_weight_grad; 0 reads the "
-           "sort on the host">,
+           "moe.grouped_matmul and moe.grouped_weight_grad reading their "
+           "rows by route; 0 reads the sort on the host">,
     Option<"scatterEmbeddingGradient", "scatter-embedding-gradient", "bool",
            /*default=*/"false",
            "Lower moe.embed_grad as a scatter-add, each row of dy added into "

@@ -24,6 +24,7 @@ include "mlir/IR/CommonTypeConstraints.td"
 defvar Moe_GroupedTypes = [F32, F16, BF16];
 
 def Moe_GroupedMatmulOp : Moe_Op<"grouped_matmul", [
+    AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DestinationStyleOpInterface]> {
   let summary = "one matmul per expert over its segment of padded rows";
@@ -43,6 +44,21 @@ def Moe_GroupedMatmulOp : Moe_Op<"grouped_matmul", [
     tile whose expert is `E` or more is padding: its rows are left as they
     are. Products accumulate in f32 (`init` is f32).
 
+    With `gather`, the rows are not laid out in the sorted order: row `p`
+    is read where its route lies, so that no sorted copy exists in memory.
+    `order` `[P]` names the route at each padded position and `rows` is
+    `[N', A]`, one row per `routes_per_row` consecutive routes; with the
+    route `r = order[p]` and `R = N' · routes_per_row` routes,
+
+    ```
+    rows'[p, a] = rows[r floordiv routes_per_row, a] · gates[r]   if r < R
+    rows'[p, a] = 0                                               otherwise
+    ```
+
+    takes the place of `rows[p, a]` (the gate factor is 1 without `gates`,
+    `[R]`; the product is formed in f32 and then rounded as a factor). A
+    padding position holds `R` or more.
+
     Like linalg's structured ops the op has value semantics on tensors and
     writes `init` in place on buffers (no result): it survives
     bufferization, so that the GPU target can give every block of rows its
@@ -52,30 +68,42 @@ def Moe_GroupedMatmulOp : Moe_Op<"grouped_matmul", [
 
     ```mlir
     %p = moe.grouped_matmul ins(%rows, %w, %te : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?xindex>) outs(%init : tensor<?x32xf32>) tile_size(64) -> tensor<?x32xf32>
+    %q = moe.grouped_matmul ins(%x, %w, %te : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?xindex>) gather(%order : tensor<?xindex>) routes_per_row(6) gates(%g : tensor<?xf32>) outs(%init : tensor<?x32xf32>) tile_size(64) -> tensor<?x32xf32>
     ```
   }];
 
   let arguments = (ins TensorOrMemRef<Moe_GroupedTypes>:$rows,
                        TensorOrMemRef<Moe_GroupedTypes>:$weight,
                        TensorOrMemRef<[Index]>:$tile_experts,
+                       Optional<TensorOrMemRef<[Index]>>:$order,
+                       Optional<TensorOrMemRef<Moe_GroupedTypes>>:$gates,
                        TensorOrMemRef<[F32]>:$init,
                        ConfinedAttr<I64Attr, [IntPositive]>:$tile_size,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$routes_per_row,
                        UnitAttr:$transpose_weight);
   let results = (outs Variadic<AnyRankedTensor>:$result);
 
   let assemblyFormat = [{
     `ins` `(` $rows `,` $weight `,` $tile_experts `:` type($rows) `,`
-    type($weight) `,` type($tile_experts) `)` `outs` `(` $init `:`
+    type($weight) `,` type($tile_experts) `)`
+    (`gather` `(` $order^ `:` type($order) `)`)?
+    (`routes_per_row` `(` $routes_per_row^ `)`)?
+    (`gates` `(` $gates^ `:` type($gates) `)`)?
+    `outs` `(` $init `:`
     type($init) `)` `tile_size` `(` $tile_size `)` (`transpose_weight`
     $transpose_weight^)? attr-dict (`->` type($result)^)?
   }];
   let extraClassDeclaration = [{
     MutableOperandRange getDpsInitsMutable() { return getInitMutable(); }
+    /// The padded row count P: dim 0 of `order` where the rows are
+    /// gathered, else of `rows`.
+    Value getPaddedRows() { return getOrder() ? getOrder() : getRows(); }
   }];
   let hasVerifier = 1;
 }
 
 def Moe_GroupedWeightGradOp : Moe_Op<"grouped_weight_grad", [
+    AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DestinationStyleOpInterface]> {
   let summary = "per expert, the sum of outer products over its segment";
@@ -90,24 +118,44 @@ def Moe_GroupedWeightGradOp : Moe_Op<"grouped_weight_grad", [
 
     in f32. Tensors or buffers, as `moe.grouped_matmul`.
 
+    With `gather`, both operands are gathered as `moe.grouped_matmul`'s
+    rows are: `order` `[P]` names the route at each padded position,
+    `lhs` has one row per `lhs_routes_per_row` routes and `rhs` one per
+    `rhs_routes_per_row`, each optionally scaled by its route's gate
+    (`lhs_gates`, `rhs_gates`, `[R]`), and positions holding `R` or more
+    are zero rows.
+
     ```mlir
     %dw = moe.grouped_weight_grad ins(%x, %dy, %seg : tensor<?x128xf32>, tensor<?x32xf32>, tensor<11xindex>) outs(%init : tensor<10x128x32xf32>) -> tensor<10x128x32xf32>
+    %dv = moe.grouped_weight_grad ins(%x, %dh, %seg : tensor<?x128xf32>, tensor<?x32xf32>, tensor<11xindex>) gather(%order : tensor<?xindex>) routes_per_row([6, 3]) rhs_gates(%g : tensor<?xf32>) outs(%init : tensor<10x128x32xf32>) -> tensor<10x128x32xf32>
     ```
   }];
 
   let arguments = (ins TensorOrMemRef<Moe_GroupedTypes>:$lhs,
                        TensorOrMemRef<Moe_GroupedTypes>:$rhs,
                        TensorOrMemRef<[Index]>:$segments,
-                       TensorOrMemRef<[F32]>:$init);
+                       Optional<TensorOrMemRef<[Index]>>:$order,
+                       Optional<TensorOrMemRef<Moe_GroupedTypes>>:$lhs_gates,
+                       Optional<TensorOrMemRef<Moe_GroupedTypes>>:$rhs_gates,
+                       TensorOrMemRef<[F32]>:$init,
+                       OptionalAttr<DenseI64ArrayAttr>:$routes_per_row);
   let results = (outs Variadic<AnyRankedTensor>:$result);
 
   let assemblyFormat = [{
     `ins` `(` $lhs `,` $rhs `,` $segments `:` type($lhs) `,` type($rhs) `,`
-    type($segments) `)` `outs` `(` $init `:` type($init) `)` attr-dict
+    type($segments) `)`
+    (`gather` `(` $order^ `:` type($order) `)`)?
+    (`routes_per_row` `(` $routes_per_row^ `)`)?
+    (`lhs_gates` `(` $lhs_gates^ `:` type($lhs_gates) `)`)?
+    (`rhs_gates` `(` $rhs_gates^ `:` type($rhs_gates) `)`)?
+    `outs` `(` $init `:` type($init) `)` attr-dict
     (`->` type($result)^)?
   }];
   let extraClassDeclaration = [{
     MutableOperandRange getDpsInitsMutable() { return getInitMutable(); }
+    /// The padded row count P: dim 0 of `order` where the operands are
+    /// gathered, else of `lhs`.
+    Value getPaddedRows() { return getOrder() ? getOrder() : getLhs(); }
   }];
   let hasVerifier = 1;
 }

@@ -6,11 +6,13 @@
 // the SIMT route (one GPU thread per output element) and of the CPU's
 // loops. The factors are rounded to `element-type` as the tensor cores
 // would see them, the SIMT counterpart of the tensor-core kernels that
-// `switchyard-gpu-tensor-core-matmul` builds for the same ops.
+// `switchyard-gpu-tensor-core-matmul` builds for the same ops; gathered
+// operands are read through GroupedOperand, as those kernels read them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Codegen/Common/Contractions.h"
+#include "lib/Codegen/Common/GroupedOperands.h"
 #include "lib/Codegen/Common/Passes.h"
 #include "dialect/Moe/IR/MoeOps.h"
 #include "lib/Support/TensorBuilders.h"
@@ -80,9 +82,18 @@ public:
     body(loop.getInductionVars());
   }
 
+  /// Element `column` of the padded row `row` of `operand`, as its kernels
+  /// read it.
+  Value element(const switchyard::GroupedOperand &operand,
+                const switchyard::GroupedOperand::Row &row, Value column) {
+    Value raw = memref::LoadOp::create(b, operand.buffer(),
+                                       ValueRange{row.index, column});
+    return operand.scale(b, b.getLoc(), row, raw);
+  }
+
   void lower(moe::GroupedMatmulOp op) {
-    Value rows = op.getRows(), w = op.getWeight(), te = op.getTileExperts(),
-          init = op.getInit();
+    auto rows = switchyard::GroupedOperand::rows(op);
+    Value w = op.getWeight(), te = op.getTileExperts(), init = op.getInit();
     bool transposed = op.getTransposeWeight();
     Value experts = dim(w, 0);
     parallel({dim(init, 0), dim(init, 1)}, [&](ValueRange pc) {
@@ -94,28 +105,28 @@ public:
       auto ifOp = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      accumulate(init, {p, c}, cst(0), dim(rows, 1), [&](Value a) {
+      switchyard::GroupedOperand::Row row = rows.row(b, b.getLoc(), p);
+      accumulate(init, {p, c}, cst(0), dim(rows.buffer(), 1), [&](Value a) {
         SmallVector<Value> at = transposed ? SmallVector<Value>{e, c, a}
                                            : SmallVector<Value>{e, a, c};
-        return std::make_pair(
-            Value(memref::LoadOp::create(b, rows, ValueRange{p, a})),
-            Value(memref::LoadOp::create(b, w, at)));
+        return std::make_pair(element(rows, row, a),
+                              Value(memref::LoadOp::create(b, w, at)));
       });
     });
   }
 
   void lower(moe::GroupedWeightGradOp op) {
-    Value lhs = op.getLhs(), rhs = op.getRhs(), seg = op.getSegments(),
-          init = op.getInit();
+    auto lhs = switchyard::GroupedOperand::lhs(op);
+    auto rhs = switchyard::GroupedOperand::rhs(op);
+    Value seg = op.getSegments(), init = op.getInit();
     parallel({dim(init, 0), dim(init, 1), dim(init, 2)}, [&](ValueRange eac) {
       Value e = eac[0], a = eac[1], c = eac[2];
       Value lo = memref::LoadOp::create(b, seg, e);
       Value hi = memref::LoadOp::create(
           b, seg, ValueRange{arith::AddIOp::create(b, e, cst(1))});
       accumulate(init, {e, a, c}, lo, hi, [&](Value p) {
-        return std::make_pair(
-            Value(memref::LoadOp::create(b, lhs, ValueRange{p, a})),
-            Value(memref::LoadOp::create(b, rhs, ValueRange{p, c})));
+        return std::make_pair(element(lhs, lhs.row(b, b.getLoc(), p), a),
+                              element(rhs, rhs.row(b, b.getLoc(), p), c));
       });
     });
   }

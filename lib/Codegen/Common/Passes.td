@@ -677,7 +677,11 @@ def SwitchyardLowerGroupedKernelsPass
     The factors are rounded to `element-type` and back to f32 (as
     `switchyard-round-contraction-operands` rounds the factors of matmuls),
     so that the CPU reference, the SIMT route of sm_75 and the tensor cores
-    multiply the same values. Accumulation is f32.
+    multiply the same values. Accumulation is f32. A gathered operand (the
+    ops' `gather`) is read at its route's row: `order[p]` names the route,
+    the row is the route over `routes_per_row`, the element is multiplied
+    by the route's gate in f32 before the rounding, and a padding position
+    (`order[p]` past the routes) reads zero.
 
     ```mlir
     moe.grouped_weight_grad ins(%x, %dy, %seg : memref<?x4xf32>, memref<?x3xf32>, memref<3xindex>) outs(%dw : memref<2x4x3xf32>)

@@ -16,12 +16,15 @@
 // needs: the sort is computed in parallel (a counting sort over chunks of
 // routes: per-chunk counts, their prefix sums, each route's rank inside its
 // chunk), each expert's segment of rows is padded to a multiple of T and
-// starts at a multiple of T, the rows are scattered into that padded order
-// (zero rows between segments), and the products are two kernel ops:
+// starts at a multiple of T, and the products are two kernel ops:
 // moe.grouped_matmul (every tile of T rows with its expert's weight; the
 // GPU's tensor cores take it as one launch) and moe.grouped_weight_grad
-// (per expert, the sum over its segment). The padding costs at most
-// T - 1 rows per expert.
+// (per expert, the sum over its segment). The kernels gather their rows by
+// route (the ops' `gather`: `order` names the route at each padded
+// position, gates are applied as the rows are read), so that no sorted
+// copy of the rows is made; only where the heads or the choices per head
+// are dynamic are the rows scattered into the padded order first. The
+// padding costs at most T - 1 rows per expert.
 //
 //===----------------------------------------------------------------------===//
 
@@ -159,10 +162,18 @@ public:
     OpFoldResult outer = transposed ? w[1] : w[2];
     if (tileRows > 0) {
       Value init = filled(b, {paddedRows, outer}, b.getF32Type(), 0.0);
+      UnitAttr transpose = transposed ? b.getUnitAttr() : UnitAttr();
+      IntegerAttr tile = b.getI64IntegerAttr(tileRows);
+      if (std::optional<KernelOperand> gathered = kernelOperand(rows))
+        return moe::GroupedMatmulOp::create(
+                   b, TypeRange{init.getType()}, gathered->rows, weight,
+                   tileExperts, order, gathered->gates, init, tile,
+                   b.getI64IntegerAttr(gathered->routesPerRow), transpose)
+            .getResult()[0];
       return moe::GroupedMatmulOp::create(
                  b, TypeRange{init.getType()}, padded(rows), weight,
-                 tileExperts, init, b.getI64IntegerAttr(tileRows),
-                 transposed ? b.getUnitAttr() : UnitAttr())
+                 tileExperts, /*order=*/Value(), /*gates=*/Value(), init, tile,
+                 IntegerAttr(), transpose)
           .getResult()[0];
     }
     Value init = tensor::EmptyOp::create(
@@ -191,9 +202,19 @@ public:
                  c = sizesOf(b, rhs.value).back();
     if (tileRows > 0) {
       Value init = filled(b, {experts, a, c}, b.getF32Type(), 0.0);
-      return moe::GroupedWeightGradOp::create(b, TypeRange{init.getType()},
-                                              padded(lhs), padded(rhs),
-                                              segments, init)
+      std::optional<KernelOperand> left = kernelOperand(lhs),
+                                   right = kernelOperand(rhs);
+      if (left && right)
+        return moe::GroupedWeightGradOp::create(
+                   b, TypeRange{init.getType()}, left->rows, right->rows,
+                   segments, order, left->gates, right->gates, init,
+                   b.getDenseI64ArrayAttr(
+                       {left->routesPerRow, right->routesPerRow}))
+            .getResult()[0];
+      return moe::GroupedWeightGradOp::create(
+                 b, TypeRange{init.getType()}, padded(lhs), padded(rhs),
+                 segments, /*order=*/Value(), /*lhs_gates=*/Value(),
+                 /*rhs_gates=*/Value(), init, DenseI64ArrayAttr())
           .getResult()[0];
     }
     Value init = tensor::EmptyOp::create(
@@ -259,6 +280,8 @@ public:
     MLIRContext *ctx = b.getContext();
     Value origin = indexConstant(b, 0);
     bool onDevice = tileRows > 0;
+    if (onDevice && !lhsRows.sorted && rhsRows.sorted)
+      return gatheredDots(lhsRows, rhsRows.value);
     Value lhs = onDevice ? padded(lhsRows) : block(b, lhsRows, origin, routes);
     Value rhs = onDevice ? padded(rhsRows) : block(b, rhsRows, origin, routes);
     Value dots = contractF32(b, lhs, dimsMap(ctx, 2, {0, 1}), rhs,
@@ -274,6 +297,66 @@ public:
   }
 
 private:
+  /// A gathered operand of the grouped kernel ops: `rows` with one row per
+  /// `routesPerRow` consecutive routes, and the routes' gates [R] or null.
+  struct KernelOperand {
+    Value rows;
+    int64_t routesPerRow;
+    Value gates;
+  };
+
+  /// `rows` as a gathered kernel operand: value [N, W] (H·k routes per
+  /// row) or [N, H, W] collapsed to [N·H, W] (k per row), gates [N, H, k]
+  /// collapsed to [R]; nullopt where H or k is dynamic, or `rows` is
+  /// sorted.
+  std::optional<KernelOperand> kernelOperand(const Rows &rows) {
+    auto indexType = cast<RankedTensorType>(indices.getType());
+    if (rows.sorted || indexType.isDynamicDim(1) || indexType.isDynamicDim(2))
+      return std::nullopt;
+    int64_t perToken = indexType.getDimSize(1) * indexType.getDimSize(2);
+    KernelOperand operand{rows.value, perToken, Value()};
+    if (cast<RankedTensorType>(rows.value.getType()).getRank() == 3) {
+      operand.rows = tensor::CollapseShapeOp::create(
+          b, rows.value, ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+      operand.routesPerRow = indexType.getDimSize(2);
+    }
+    if (rows.gated)
+      operand.gates = tensor::CollapseShapeOp::create(
+          b, gates, ArrayRef<ReassociationIndices>{{0, 1, 2}});
+    return operand;
+  }
+
+  /// dg[n, h, j] = Σ_w lhs(n, h, w) · sortedRows[slot(n, h, j), w], lhs
+  /// read at the route itself (times its gate if gated): the padded rows
+  /// of `sortedRows` [P, W] are read at the routes' positions only. f32
+  /// [N, H, k].
+  Value gatheredDots(const Rows &lhs, Value sortedRows) {
+    MLIRContext *ctx = b.getContext();
+    bool byHead = cast<RankedTensorType>(lhs.value.getType()).getRank() == 3;
+    // (n, h, j, w | )
+    SmallVector<Value> inputs{lhs.value, slots};
+    SmallVector<AffineMap> maps{
+        byHead ? dimsMap(ctx, 4, {0, 1, 3}) : dimsMap(ctx, 4, {0, 3}),
+        dimsMap(ctx, 4, {0, 1, 2})};
+    if (lhs.gated) {
+      inputs.push_back(gates);
+      maps.push_back(dimsMap(ctx, 4, {0, 1, 2}));
+    }
+    maps.push_back(dimsMap(ctx, 4, {0, 1, 2}));
+    return generic(
+        b, inputs, filled(b, sizesOf(b, indices), b.getF32Type(), 0.0), maps,
+        iterators(3, 1),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value x = toF32(b, args[0]);
+          if (lhs.gated)
+            x = arith::MulFOp::create(b, x, toF32(b, args[2]));
+          Value y = tensor::ExtractOp::create(
+              b, sortedRows, ValueRange{args[1], loopIndex(b, 3)});
+          return arith::AddFOp::create(
+              b, args.back(), arith::MulFOp::create(b, x, toF32(b, y)));
+        });
+  }
+
   /// What one expert's iteration writes: `value` at `offsets` (of `sizes`,
   /// unit strides) in the loop's output, a part no other expert writes.
   struct ExpertPart {
@@ -410,6 +493,24 @@ private:
                    });
   }
 
+  /// The 1 x ... x 1 slice of `out` at `at` holding `value`, for a
+  /// tensor.parallel_insert_slice (insertScalarSlice) that writes one
+  /// element in an scf.forall.
+  static Value scalarSlice(ImplicitLocOpBuilder &b, Value out, ValueRange at,
+                           Value value) {
+    SmallVector<OpFoldResult> offsets = getAsOpFoldResult(at);
+    SmallVector<OpFoldResult> ones(at.size(), b.getIndexAttr(1));
+    Value slice = tensor::ExtractSliceOp::create(b, out, offsets, ones, ones);
+    SmallVector<Value> zeros(at.size(), indexConstant(b, 0));
+    return tensor::InsertOp::create(b, value, slice, zeros);
+  }
+  static void insertScalarSlice(ImplicitLocOpBuilder &b, Value slice,
+                                Value out, ValueRange at) {
+    SmallVector<OpFoldResult> ones(at.size(), b.getIndexAttr(1));
+    tensor::ParallelInsertSliceOp::create(b, slice, out, getAsOpFoldResult(at),
+                                          ones, ones);
+  }
+
   /// The padded formulation's rows: `rows` scattered to their routes'
   /// sorted positions in a zero [P, W] f32 tensor (each route's row of
   /// `rows.value`, times its gate if gated), or the sorted rows themselves.
@@ -442,17 +543,9 @@ private:
           b, v,
           toF32(b, tensor::ExtractOp::create(b, gates, ValueRange{n, h, j})));
     Value out = forall.getRegionIterArgs()[0];
-    OpFoldResult one = b.getIndexAttr(1);
-    SmallVector<OpFoldResult> offsets{slot, w}, sizes{one, one},
-        strides{one, one};
-    Value slice =
-        tensor::ExtractSliceOp::create(b, out, offsets, sizes, strides);
-    Value zero = indexConstant(b, 0);
-    Value written =
-        tensor::InsertOp::create(b, v, slice, ValueRange{zero, zero});
+    Value written = scalarSlice(b, out, {slot, w}, v);
     b.setInsertionPointToStart(forall.getTerminator().getBody());
-    tensor::ParallelInsertSliceOp::create(b, written, out, offsets, sizes,
-                                          strides);
+    insertScalarSlice(b, written, out, {slot, w});
     cached = forall.getResult(0);
     return cached;
   }
@@ -485,7 +578,8 @@ private:
   ///   segments[e] = Σ_{e' < e} roundup(count[e'], T) ([E + 1]);
   ///   prefix[c, e] = Σ_{c' < c} chunkCounts[c', e];
   ///   slots[n, h, j] = segments[e] + prefix[c, e] + the routes before it
-  ///   in its chunk that pick e (a stable sort, as the host's);
+  ///   in its chunk that pick e (a stable sort, as the host's), and
+  ///   order[slots[n, h, j]] = (n·H + h)·k + j, R at the padding;
   ///   tileExperts[t] = #{e : segments[e + 1] <= t·T}, E for the tiles
   ///   past the last segment.
   /// P = (ceil(R / T) + E) · T rows bound every segment.
@@ -541,32 +635,47 @@ private:
                                               loopIndex(b, 2), loopIndex(b, 0));
           return arith::AddIOp::create(b, args[1], select(b, below, args[0]));
         });
-    // (n, h, j)
-    AffineMap id = b.getMultiDimIdentityMap(3);
-    slots = generic(
-        b, {indices}, tensor::EmptyOp::create(b, sizesOf(b, indices), index),
-        {id, id}, iterators(3),
-        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-          Value h = loopIndex(b, 1);
-          Value r = arith::AddIOp::create(
-              b,
-              arith::MulIOp::create(
-                  b,
-                  arith::AddIOp::create(
-                      b, arith::MulIOp::create(b, loopIndex(b, 0), heads), h),
-                  choices),
-              loopIndex(b, 2));
-          Value expert = expertRow(b, h, perHead, args[0]);
-          Value c = arith::DivUIOp::create(b, r, indexConstant(b, kChunk));
-          Value base = arith::AddIOp::create(
-              b, tensor::ExtractOp::create(b, segments, expert),
-              tensor::ExtractOp::create(b, prefix, ValueRange{c, expert}));
-          Value lo = arith::MulIOp::create(b, c, indexConstant(b, kChunk));
-          return arith::AddIOp::create(b, base, countPicks(b, lo, r, expert));
-        });
     Value tiles = arith::AddIOp::create(
         b, arith::CeilDivUIOp::create(b, routes, tile), experts);
     paddedRows = arith::MulIOp::create(b, tiles, tile);
+    // Each route's position, and the route at each position (R at the
+    // padding): one iteration per route (n, h, j) writes both.
+    Value orderEmpty = tensor::EmptyOp::create(
+        b, ArrayRef<OpFoldResult>{paddedRows}, index);
+    Value orderInit =
+        linalg::FillOp::create(b, routes, orderEmpty).getResult(0);
+    Value slotInit = tensor::EmptyOp::create(b, sizesOf(b, indices), index);
+    auto forall = scf::ForallOp::create(
+        b, ArrayRef<OpFoldResult>{tokens, heads, choices},
+        ValueRange{slotInit, orderInit}, std::nullopt);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(forall.getTerminator());
+      SmallVector<Value> ivs = forall.getInductionVars();
+      Value n = ivs[0], h = ivs[1], j = ivs[2];
+      Value r = arith::AddIOp::create(
+          b,
+          arith::MulIOp::create(
+              b, arith::AddIOp::create(b, arith::MulIOp::create(b, n, heads), h),
+              choices),
+          j);
+      Value expert = expertOf(b, n, h, j);
+      Value c = arith::DivUIOp::create(b, r, indexConstant(b, kChunk));
+      Value base = arith::AddIOp::create(
+          b, tensor::ExtractOp::create(b, segments, expert),
+          tensor::ExtractOp::create(b, prefix, ValueRange{c, expert}));
+      Value lo = arith::MulIOp::create(b, c, indexConstant(b, kChunk));
+      Value slot =
+          arith::AddIOp::create(b, base, countPicks(b, lo, r, expert));
+      ValueRange outs = forall.getRegionIterArgs();
+      Value slotTensor = scalarSlice(b, outs[0], {n, h, j}, slot);
+      Value orderTensor = scalarSlice(b, outs[1], {slot}, r);
+      b.setInsertionPointToStart(forall.getTerminator().getBody());
+      insertScalarSlice(b, slotTensor, outs[0], {n, h, j});
+      insertScalarSlice(b, orderTensor, outs[1], {slot});
+    }
+    slots = forall.getResult(0);
+    order = forall.getResult(1);
     // (t | e)
     tileExperts = generic(
         b, {counts}, filledIndex(b, {tiles}, 0),

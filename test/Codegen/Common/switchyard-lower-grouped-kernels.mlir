@@ -36,3 +36,42 @@ func.func @buffers(%rows: memref<?x8xbf16>, %w: memref<3x4x8xf32>,
   moe.grouped_weight_grad ins(%rows, %dy, %seg : memref<?x8xbf16>, memref<?x4xf32>, memref<4xindex>) outs(%dw : memref<3x8x4xf32>)
   return
 }
+
+// A gathered operand: row p is route order[p]'s row of x (6 routes per
+// row), times its gate in f32, zero where order[p] is past the routes (the
+// padding), then rounded.
+// CHECK-LABEL: func.func @gathered
+// CHECK-SAME: (%[[X:.*]]: memref<?x8xf32>, %{{.*}}: memref<3x8x4xf32>, %{{.*}}: memref<?xindex>, %[[ORDER:.*]]: memref<?xindex>, %[[G:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?x4xf32>)
+// CHECK: scf.parallel (%[[P:.*]], %{{.*}}) =
+// CHECK:   scf.if
+// CHECK:     %[[TOKENS:.*]] = memref.dim %[[X]], %c0
+// CHECK:     %[[ROUTES:.*]] = arith.muli %[[TOKENS]], %c6
+// CHECK:     %[[R:.*]] = memref.load %[[ORDER]][%[[P]]]
+// CHECK:     %[[VALID:.*]] = arith.cmpi ult, %[[R]], %[[ROUTES]]
+// CHECK:     %[[SAFE:.*]] = arith.select %[[VALID]], %[[R]], %c0
+// CHECK:     %[[ROW:.*]] = arith.divui %[[SAFE]], %c6
+// CHECK:     scf.for %[[A:.*]] = %c0 to %c8
+// CHECK:       %[[V:.*]] = memref.load %[[X]][%[[ROW]], %[[A]]]
+// CHECK:       %[[GATE:.*]] = memref.load %[[G]][%[[SAFE]]]
+// CHECK:       %[[GATED:.*]] = arith.mulf %[[V]], %[[GATE]] : f32
+// CHECK:       %[[F:.*]] = arith.select %[[VALID]], %[[GATED]], %cst : f32
+// CHECK:       arith.truncf %[[F]] : f32 to bf16
+// Both operands of a weight gradient gathered, by token and by head.
+// CHECK-LABEL: func.func @gathered_weight_grad
+// CHECK: scf.for %[[Q:[a-z0-9_]+]] =
+// CHECK:   memref.load %{{.*}}[%[[Q]]] : memref<?xindex>
+// CHECK:   arith.divui %{{.*}}, %c6
+// CHECK:   memref.load %{{.*}}[%[[Q]]] : memref<?xindex>
+// CHECK:   arith.divui %{{.*}}, %c3
+func.func @gathered(%x: memref<?x8xf32>, %w: memref<3x8x4xf32>,
+                    %te: memref<?xindex>, %order: memref<?xindex>,
+                    %g: memref<?xf32>, %out: memref<?x4xf32>) {
+  moe.grouped_matmul ins(%x, %w, %te : memref<?x8xf32>, memref<3x8x4xf32>, memref<?xindex>) gather(%order : memref<?xindex>) routes_per_row(6) gates(%g : memref<?xf32>) outs(%out : memref<?x4xf32>) tile_size(16)
+  return
+}
+func.func @gathered_weight_grad(%x: memref<?x8xf32>, %dh: memref<?x4xf32>,
+                                %seg: memref<4xindex>, %order: memref<?xindex>,
+                                %g: memref<?xf32>, %dw: memref<3x8x4xf32>) {
+  moe.grouped_weight_grad ins(%x, %dh, %seg : memref<?x8xf32>, memref<?x4xf32>, memref<4xindex>) gather(%order : memref<?xindex>) routes_per_row([6, 3]) rhs_gates(%g : memref<?xf32>) outs(%dw : memref<3x8x4xf32>)
+  return
+}

@@ -7,6 +7,8 @@
 
 // The padded formulation (grouped-tile-rows, the GPU's): no host reads.
 // PADDED-LABEL: func.func @proj
+// R, the routes: 6 per token.
+// PADDED: %[[R:.*]] = arith.muli %{{.*}}, %c6
 // Per chunk of 256 routes and expert, the routes that pick it (a sequential
 // count in each chunk's thread).
 // PADDED: %[[CHUNKS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs({{.*}} : tensor<?x10xindex>)
@@ -14,26 +16,39 @@
 // Each expert's count, then its segment's start (counts rounded up to 16).
 // PADDED: %[[COUNTS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[CHUNKS]] : tensor<?x10xindex>) outs({{.*}} : tensor<10xindex>)
 // PADDED: %[[SEGMENTS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[COUNTS]] : tensor<10xindex>) outs({{.*}} : tensor<11xindex>)
-// The counts of the chunks before each chunk, then each route's slot.
+// The counts of the chunks before each chunk, then each route's slot and
+// the route at each slot (R = 6 routes per token at the padding), written
+// by one iteration per route.
 // PADDED: %[[PREFIX:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[CHUNKS]] : tensor<?x10xindex>) outs({{.*}} : tensor<?x10xindex>)
-// PADDED: %[[SLOTS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg3 : tensor<?x2x3xi32>) outs({{.*}} : tensor<?x2x3xindex>)
+// PADDED: %[[UNUSED:.*]] = linalg.fill ins(%[[R]] : index) outs(%{{.*}} : tensor<?xindex>)
+// PADDED: %[[SORTED:.*]]:2 = scf.forall (%[[N:.*]], %[[H:.*]], %[[J:.*]]) in (%{{.*}}, 2, 3) shared_outs(%[[SLOTS:.*]] = %{{.*}}, %[[ORDER:.*]] = %[[UNUSED]])
 // PADDED: tensor.extract %[[SEGMENTS]]
 // PADDED: tensor.extract %[[PREFIX]]
+// PADDED: scf.yield
+// PADDED: %[[SLOT:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// PADDED: tensor.parallel_insert_slice %{{.*}} into %[[SLOTS]][%[[N]], %[[H]], %[[J]]] [1, 1, 1] [1, 1, 1]
+// PADDED: tensor.parallel_insert_slice %{{.*}} into %[[ORDER]][%[[SLOT]]] [1] [1]
 // Each tile's expert.
 // PADDED: %[[TILES:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[COUNTS]] : tensor<10xindex>) outs({{.*}} : tensor<?xindex>)
-// The rows scattered to their slots, one element per iteration.
-// PADDED: %[[ROWS:.*]] = scf.forall (%[[N:.*]], %[[H:.*]], %[[J:.*]], %[[W:.*]]) in (%{{.*}}, 2, 3, 16)
-// PADDED: %[[SLOT:.*]] = tensor.extract %[[SLOTS]][%[[N]], %[[H]], %[[J]]]
-// PADDED: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[SLOT]], %[[W]]] [1, 1] [1, 1]
-// PADDED: %[[P:.*]] = moe.grouped_matmul ins(%[[ROWS]], %arg1, %[[TILES]] : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?xindex>) outs(%{{.*}} : tensor<?x8xf32>) tile_size(16) -> tensor<?x8xf32>
+// The kernel reads each route's row of x where it lies: no scattered copy.
+// PADDED-NOT: scf.forall
+// PADDED: %[[P:.*]] = moe.grouped_matmul ins(%arg0, %arg1, %[[TILES]] : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?xindex>) gather(%[[SORTED]]#1 : tensor<?xindex>) routes_per_row(6) outs(%{{.*}} : tensor<?x8xf32>) tile_size(16) -> tensor<?x8xf32>
 // The gated sum over each head's routes, read at their slots.
-// PADDED: linalg.generic {{.*}}ins(%[[SLOTS]], %arg2 : tensor<?x2x3xindex>, tensor<?x2x3xf32>)
+// PADDED: linalg.generic {{.*}}ins(%[[SORTED]]#0, %arg2 : tensor<?x2x3xindex>, tensor<?x2x3xf32>)
 // PADDED: tensor.extract %[[P]]
+// The gradients gather as well: by token (6 routes per row of x and dy),
+// by head (3 per row of the [N·2, 8] views of dv and v), with the gates
+// of the factor the forward pass gated; each gate gradient reads its
+// route's row where it lies and the product's row at the route's slot.
 // PADDED-LABEL: func.func @grads
-// PADDED: moe.grouped_matmul {{.*}} transpose_weight
-// PADDED: moe.grouped_weight_grad
-// PADDED: moe.grouped_matmul {{.*}} transpose_weight
-// PADDED: moe.grouped_weight_grad
+// PADDED-NOT: scf.forall ({{.*}}) in ({{.*}}, 2, 3, {{8|16}})
+// PADDED: %[[DV:.*]] = tensor.collapse_shape %arg5 {{\[\[}}0, 1], [2]] : tensor<?x2x8xf32> into tensor<?x8xf32>
+// PADDED: %[[DX:.*]] = moe.grouped_matmul ins(%[[DV]], %arg1, %{{.*}}) gather(%[[ORDERV:.*]] : tensor<?xindex>) routes_per_row(3) outs({{.*}}) tile_size(16) transpose_weight
+// PADDED: moe.grouped_weight_grad ins(%arg0, %{{.*}}, %{{.*}} : tensor<?x16xf32>, tensor<?x8xf32>, tensor<11xindex>) gather(%[[ORDERV]] : tensor<?xindex>) routes_per_row([6, 3]) rhs_gates(%{{.*}} : tensor<?xf32>)
+// PADDED: linalg.generic {{.*}}ins(%arg0, %[[SLOTSV:.*]] : tensor<?x16xf32>, tensor<?x2x3xindex>)
+// PADDED: tensor.extract %[[DX]]
+// PADDED: moe.grouped_matmul ins(%arg7, %arg2, %{{.*}}) gather(%{{.*}} : tensor<?xindex>) routes_per_row(6) outs({{.*}}) tile_size(16) transpose_weight
+// PADDED: moe.grouped_weight_grad ins(%{{.*}}, %arg7, %{{.*}} : tensor<?x8xf32>, tensor<?x16xf32>, tensor<11xindex>) gather(%{{.*}} : tensor<?xindex>) routes_per_row([3, 6]) lhs_gates(%{{.*}} : tensor<?xf32>)
 
 // The grouped (CVMM) formulation of the expert projections: the routes
 // sorted by expert (offsets, then a counting sort), one matmul per expert

@@ -35,3 +35,23 @@ func.func @buffers(%rows: memref<32x8xf32>, %w: memref<3x8x4xf32>,
   moe.grouped_weight_grad ins(%rows, %out, %seg : memref<32x8xf32>, memref<32x4xf32>, memref<4xindex>) outs(%dw : memref<3x8x4xf32>)
   return
 }
+
+// -----
+
+// Gathered operands: the rows read by route through `order`, with gates.
+// CHECK-LABEL: func.func @gathered
+// CHECK: moe.grouped_matmul ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x8xf32>, tensor<3x8x4xbf16>, tensor<?xindex>) gather(%{{.*}} : tensor<?xindex>) routes_per_row(6) gates(%{{.*}} : tensor<?xf32>) outs(%{{.*}} : tensor<?x4xf32>) tile_size(16) -> tensor<?x4xf32>
+// CHECK: moe.grouped_weight_grad ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?x8xf32>, tensor<?x4xf32>, tensor<4xindex>) gather(%{{.*}} : tensor<?xindex>) routes_per_row([6, 3]) rhs_gates(%{{.*}} : tensor<?xf32>) outs(%{{.*}} : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
+// BUF-LABEL: func.func @gathered
+// BUF: moe.grouped_matmul ins({{.*}}) gather(%{{.*}} : memref<?xindex{{.*}}>) routes_per_row(6) gates(%{{.*}} : memref<?xf32{{.*}}>) outs(%{{.*}} : memref<?x4xf32{{.*}}>) tile_size(16){{$}}
+// BUF: moe.grouped_weight_grad ins({{.*}}) gather(%{{.*}} : memref<?xindex{{.*}}>) routes_per_row([6, 3]) rhs_gates(%{{.*}} : memref<?xf32{{.*}}>) outs(%{{.*}} : memref<3x8x4xf32{{.*}}>){{$}}
+func.func @gathered(%x: tensor<?x8xf32>, %w: tensor<3x8x4xbf16>,
+                    %te: tensor<?xindex>, %order: tensor<?xindex>,
+                    %g: tensor<?xf32>, %init: tensor<?x4xf32>,
+                    %dh: tensor<?x4xf32>, %seg: tensor<4xindex>,
+                    %winit: tensor<3x8x4xf32>)
+    -> (tensor<?x4xf32>, tensor<3x8x4xf32>) {
+  %p = moe.grouped_matmul ins(%x, %w, %te : tensor<?x8xf32>, tensor<3x8x4xbf16>, tensor<?xindex>) gather(%order : tensor<?xindex>) routes_per_row(6) gates(%g : tensor<?xf32>) outs(%init : tensor<?x4xf32>) tile_size(16) -> tensor<?x4xf32>
+  %dw = moe.grouped_weight_grad ins(%x, %dh, %seg : tensor<?x8xf32>, tensor<?x4xf32>, tensor<4xindex>) gather(%order : tensor<?xindex>) routes_per_row([6, 3]) rhs_gates(%g : tensor<?xf32>) outs(%winit : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
+  return %p, %dw : tensor<?x4xf32>, tensor<3x8x4xf32>
+}

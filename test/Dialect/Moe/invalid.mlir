@@ -818,6 +818,54 @@ func.func @grouped_matmul_buffer_result(%rows: memref<32x8xf32>, %w: memref<3x8x
 
 // -----
 
+func.func @grouped_matmul_gather_alone(%x: tensor<?x8xf32>, %w: tensor<3x8x4xf32>, %te: tensor<?xindex>, %order: tensor<?xindex>, %init: tensor<?x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_matmul' op expected gather and routes_per_row together}}
+  %p = moe.grouped_matmul ins(%x, %w, %te : tensor<?x8xf32>, tensor<3x8x4xf32>, tensor<?xindex>) gather(%order : tensor<?xindex>) outs(%init : tensor<?x4xf32>) tile_size(16) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_gates_alone(%rows: tensor<?x8xf32>, %w: tensor<3x8x4xf32>, %te: tensor<?xindex>, %g: tensor<?xf32>, %init: tensor<?x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_matmul' op expected gates only with gather}}
+  %p = moe.grouped_matmul ins(%rows, %w, %te : tensor<?x8xf32>, tensor<3x8x4xf32>, tensor<?xindex>) gates(%g : tensor<?xf32>) outs(%init : tensor<?x4xf32>) tile_size(16) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_gate_count(%x: tensor<5x8xf32>, %w: tensor<3x8x4xf32>, %te: tensor<?xindex>, %order: tensor<?xindex>, %g: tensor<12xf32>, %init: tensor<?x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_matmul' op expected one gate per route of rows (30), found 12}}
+  %p = moe.grouped_matmul ins(%x, %w, %te : tensor<5x8xf32>, tensor<3x8x4xf32>, tensor<?xindex>) gather(%order : tensor<?xindex>) routes_per_row(6) gates(%g : tensor<12xf32>) outs(%init : tensor<?x4xf32>) tile_size(16) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_gather_padded(%x: tensor<5x8xf32>, %w: tensor<3x8x4xf32>, %te: tensor<?xindex>, %order: tensor<48xindex>, %init: tensor<32x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_matmul' op expected the padded row count to agree: order dim 0 is 48 but init dim 0 is 32}}
+  %p = moe.grouped_matmul ins(%x, %w, %te : tensor<5x8xf32>, tensor<3x8x4xf32>, tensor<?xindex>) gather(%order : tensor<48xindex>) routes_per_row(6) outs(%init : tensor<32x4xf32>) tile_size(16) -> tensor<32x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_weight_grad_per_row(%x: tensor<?x8xf32>, %dy: tensor<?x4xf32>, %seg: tensor<4xindex>, %order: tensor<?xindex>, %init: tensor<3x8x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_weight_grad' op expected 2 routes_per_row values, found 1}}
+  %dw = moe.grouped_weight_grad ins(%x, %dy, %seg : tensor<?x8xf32>, tensor<?x4xf32>, tensor<4xindex>) gather(%order : tensor<?xindex>) routes_per_row([6]) outs(%init : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_weight_grad_routes(%x: tensor<5x8xf32>, %dy: tensor<5x4xf32>, %seg: tensor<4xindex>, %order: tensor<?xindex>, %init: tensor<3x8x4xf32>) {
+  // expected-error @+1 {{'moe.grouped_weight_grad' op expected the gathered operands to have as many routes, found 30 and 15}}
+  %dw = moe.grouped_weight_grad ins(%x, %dy, %seg : tensor<5x8xf32>, tensor<5x4xf32>, tensor<4xindex>) gather(%order : tensor<?xindex>) routes_per_row([6, 3]) outs(%init : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
+  return
+}
+
+// -----
+
 func.func @grouped_weight_grad_segments(%x: tensor<?x8xf32>, %dy: tensor<?x4xf32>, %seg: tensor<3xindex>, %init: tensor<3x8x4xf32>) {
   // expected-error @+1 {{'moe.grouped_weight_grad' op expected segments dim 0 (3) to be one more than the experts (init dim 0, 3)}}
   %dw = moe.grouped_weight_grad ins(%x, %dy, %seg : tensor<?x8xf32>, tensor<?x4xf32>, tensor<3xindex>) outs(%init : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>

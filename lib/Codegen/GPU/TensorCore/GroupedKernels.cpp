@@ -6,11 +6,15 @@
 // tile's expert from tile_experts and that expert's weight as B (a padding
 // tile's blocks run no K step and store nothing), and
 // moe.grouped_weight_grad, with a batch per expert and K over the expert's
-// segment of rows (split into parts where the grid is small).
+// segment of rows (split into parts where the grid is small). Gathered
+// operands are read by route while staging (GroupedOperand): the sorted
+// rows never exist in memory.
 //
 //===----------------------------------------------------------------------===//
 
 #include "TensorCoreKernels.h"
+
+#include "lib/Codegen/Common/GroupedOperands.h"
 
 #include "dialect/Moe/IR/MoeOps.h"
 
@@ -22,18 +26,31 @@ using namespace mlir;
 using namespace mlir::switchyard::tensor_cores;
 
 namespace {
-/// An operand read as it is stored (no casts), with the staging's runs
-/// along its last dimension: `indices` of (batch, row, k).
-MmaProblem::Operand
-plainOperand(Value buffer,
-             std::function<SmallVector<Value>(Value, Value, Value)> indices) {
+/// A grouped operand (GroupedOperand) as an operand of the mma.sync
+/// problem: read as it is stored, or gathered by route with its gate and
+/// padding applied before the rounding; `positionIsK` where the padded
+/// position is the problem's k (a weight gradient's), else its row. The
+/// staging's runs lie along the buffer's last dimension, whose elements
+/// share the position.
+MmaProblem::Operand groupedOperand(const switchyard::GroupedOperand &grouped,
+                                   Location loc, bool positionIsK) {
+  auto split = [positionIsK](Value row, Value k) {
+    return positionIsK ? std::make_pair(k, row) : std::make_pair(row, k);
+  };
   MmaProblem::Operand operand;
-  operand.buffer = buffer;
-  operand.indices = [indices](OpBuilder &, Value batch, Value row, Value k) {
-    return indices(batch, row, k);
+  operand.buffer = grouped.buffer();
+  operand.indices = [=](OpBuilder &b, Value, Value row, Value k) {
+    auto [p, column] = split(row, k);
+    return SmallVector<Value>{grouped.row(b, loc, p).index, column};
   };
   operand.cast = [](OpBuilder &, Value raw) { return raw; };
   operand.runsInLastDim = true;
+  if (grouped.gathered())
+    operand.scale = [=](OpBuilder &b, Value, Value row, Value k,
+                        Value factor) {
+      return grouped.scale(b, loc, grouped.row(b, loc, split(row, k).first),
+                           factor);
+    };
   return operand;
 }
 
@@ -50,13 +67,13 @@ MmaProblem groupedMatmulProblem(RewriterBase &rewriter, moe::GroupedMatmulOp op,
   auto dim = [&](Value v, int64_t d) -> Value {
     return memref::DimOp::create(rewriter, loc, v, d);
   };
-  Value rows = op.getRows(), weight = op.getWeight(),
-        tiles = op.getTileExperts();
+  auto rows = switchyard::GroupedOperand::rows(op);
+  Value weight = op.getWeight(), tiles = op.getTileExperts();
   bool transposed = op.getTransposeWeight();
   int64_t tileSize = op.getTileSize();
-  Value experts = dim(weight, 0), width = dim(rows, 1);
+  Value experts = dim(weight, 0), width = dim(rows.buffer(), 1);
   MmaProblem problem;
-  problem.sizeM = dim(rows, 0);
+  problem.sizeM = dim(op.getPaddedRows(), 0);
   problem.sizeN = dim(op.getInit(), 1);
   problem.batches = arith::ConstantIndexOp::create(rewriter, loc, 1);
   problem.kRange = [=, &expert](OpBuilder &b, Value, Value m0) {
@@ -68,14 +85,15 @@ MmaProblem groupedMatmulProblem(RewriterBase &rewriter, moe::GroupedMatmulOp op,
     return MmaProblem::Range{arith::ConstantIndexOp::create(b, loc, 0), width,
                              active};
   };
-  problem.operandA = plainOperand(rows, [](Value, Value m, Value k) {
-    return SmallVector<Value>{m, k};
-  });
-  problem.operandB =
-      plainOperand(weight, [=, &expert](Value, Value n, Value k) {
-        return transposed ? SmallVector<Value>{expert, n, k}
-                          : SmallVector<Value>{expert, k, n};
-      });
+  problem.operandA = groupedOperand(rows, loc, /*positionIsK=*/false);
+  problem.operandB.buffer = weight;
+  problem.operandB.indices = [=, &expert](OpBuilder &, Value, Value n,
+                                          Value k) {
+    return transposed ? SmallVector<Value>{expert, n, k}
+                      : SmallVector<Value>{expert, k, n};
+  };
+  problem.operandB.cast = [](OpBuilder &, Value raw) { return raw; };
+  problem.operandB.runsInLastDim = true;
   problem.rowsContiguousB = !transposed;
   problem.out = op.getInit();
   problem.outIndices = [](OpBuilder &, Value, Value m, Value n) {
@@ -94,7 +112,7 @@ MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
   auto dim = [&](Value v, int64_t d) -> Value {
     return memref::DimOp::create(rewriter, loc, v, d);
   };
-  Value lhs = op.getLhs(), rhs = op.getRhs(), segments = op.getSegments();
+  Value segments = op.getSegments();
   MmaProblem problem;
   problem.sizeM = dim(op.getInit(), 1);
   problem.sizeN = dim(op.getInit(), 2);
@@ -108,7 +126,7 @@ MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
         rewriter, loc, policy, initType.getDimSize(1), initType.getDimSize(2),
         experts, [&]() -> Value {
           return arith::DivUIOp::create(
-              rewriter, loc, dim(lhs, 0),
+              rewriter, loc, dim(op.getPaddedRows(), 0),
               arith::ConstantIndexOp::create(rewriter, loc, experts));
         });
   }
@@ -120,12 +138,10 @@ MmaProblem groupedWeightGradProblem(RewriterBase &rewriter,
         memref::LoadOp::create(b, loc, segments, next),
         arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)};
   };
-  problem.operandA = plainOperand(lhs, [](Value, Value a, Value p) {
-    return SmallVector<Value>{p, a};
-  });
-  problem.operandB = plainOperand(rhs, [](Value, Value c, Value p) {
-    return SmallVector<Value>{p, c};
-  });
+  problem.operandA = groupedOperand(switchyard::GroupedOperand::lhs(op), loc,
+                                    /*positionIsK=*/true);
+  problem.operandB = groupedOperand(switchyard::GroupedOperand::rhs(op), loc,
+                                    /*positionIsK=*/true);
   // K (the rows p) is the outer dimension of both.
   problem.rowsContiguousA = problem.rowsContiguousB = true;
   problem.out = op.getInit();

@@ -212,6 +212,13 @@ private:
   SmallVector<Value> fetch(const MmaProblem::Operand &operand, Value aligned,
                            Value rowStart, Value rowSize, int64_t rows,
                            bool rowsContiguous, Value k0);
+  /// The factor (or run of factors) of `operand` at (row, k) from its raw
+  /// element(s), before rounding.
+  Value castAndScale(const MmaProblem::Operand &operand, Value raw, Value row,
+                     Value k) {
+    Value factor = operand.cast(b, raw);
+    return operand.scale ? operand.scale(b, batch, row, k, factor) : factor;
+  }
   /// Stores what `fetch` returned into the shared tile.
   void store(ValueRange factors, Value tile, int64_t rows, bool rowsContiguous);
   /// At the end of a split-K kernel whose block has stored its part of the
@@ -264,12 +271,14 @@ SmallVector<Value> KernelBuilder::fetch(const MmaProblem::Operand &operand,
       Value rowIndex = add(rowStart, row);
       Value kIndex = add(k0, col);
       Value inBounds = both(less(rowIndex, rowSize), less(kIndex, kEnd));
+      Value clampedRow = minIndex(rowIndex, sub1(rowSize));
+      Value clampedK = minIndex(kIndex, sub1(kEnd));
       Value raw = memref::LoadOp::create(
           b, loc, operand.buffer,
-          operand.indices(b, batch, minIndex(rowIndex, sub1(rowSize)),
-                          minIndex(kIndex, sub1(kEnd))));
+          operand.indices(b, batch, clampedRow, clampedK));
       factors.push_back(arith::SelectOp::create(
-          b, loc, inBounds, roundedFactor(operand.cast(b, raw)),
+          b, loc, inBounds,
+          roundedFactor(castAndScale(operand, raw, clampedRow, clampedK)),
           zeroOf(elementType)));
     }
     return factors;
@@ -292,11 +301,11 @@ SmallVector<Value> KernelBuilder::fetch(const MmaProblem::Operand &operand,
     // Element index + e of the thread is element e of the run.
     auto [row, col] =
         stagedElement(tid, kBlockThreads, index, rows, kBlockK, rowsContiguous);
-    Value run = loadRun(operand.buffer, operand.indices(b, batch,
-                                                         add(rowStart, row),
-                                                         add(k0, col)));
+    Value runRow = add(rowStart, row), runK = add(k0, col);
+    Value run =
+        loadRun(operand.buffer, operand.indices(b, batch, runRow, runK));
     // Rounded as a vector (two elements per conversion on sm_80+).
-    Value rounded = roundedFactor(operand.cast(b, run));
+    Value rounded = roundedFactor(castAndScale(operand, run, runRow, runK));
     for (int64_t e = 0; e < kRun; ++e)
       factors.push_back(vector::ExtractOp::create(b, loc, rounded, e));
   }

@@ -193,6 +193,13 @@ struct MmaProblem {
         indices;
     std::function<Value(OpBuilder &b, Value raw)> cast;
     bool runsInLastDim = false;
+    /// Where set, applied to the cast factor of (batch, row, k), an element
+    /// or a run along the buffer's last dimension (whose elements share
+    /// every other index): a gathered grouped operand's gate and padding
+    /// (GroupedOperand::scale).
+    std::function<Value(OpBuilder &b, Value batch, Value row, Value k,
+                        Value factor)>
+        scale;
   };
   Operand operandA, operandB;
   /// Whether consecutive rows (m of A, n of B) rather than consecutive k

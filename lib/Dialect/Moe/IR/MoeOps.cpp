@@ -604,30 +604,93 @@ static void kernelEffects(
   }
 }
 
+/// The gather operands of a grouped kernel: `order` and `routes_per_row`
+/// come together, gates only with them; each gate vector holds one gate per
+/// route of its operand (`rows` dim 0 times its routes per row), and every
+/// gathered operand has the same route count.
+static LogicalResult
+verifyGather(Operation *op, Value order, std::optional<size_t> perRowCount,
+             ArrayRef<std::tuple<StringRef, Value, Value>> gathered,
+             ArrayRef<int64_t> routesPerRow) {
+  if (!order != !perRowCount)
+    return op->emitOpError()
+           << "expected gather and routes_per_row together";
+  if (!order) {
+    for (auto [name, rows, gates] : gathered)
+      if (gates)
+        return op->emitOpError() << "expected gates only with gather";
+    return success();
+  }
+  if (*perRowCount != gathered.size())
+    return op->emitOpError() << "expected " << gathered.size()
+                             << " routes_per_row values, found "
+                             << *perRowCount;
+  if (cast<ShapedType>(order.getType()).getRank() != 1)
+    return op->emitOpError() << "expected order of rank 1, found "
+                             << order.getType();
+  std::optional<int64_t> routes;
+  for (auto [entry, perRow] : llvm::zip_equal(gathered, routesPerRow)) {
+    auto [name, rows, gates] = entry;
+    if (perRow <= 0)
+      return op->emitOpError() << "expected positive routes_per_row";
+    int64_t count = dimOf(rows, 0);
+    int64_t total = ShapedType::isDynamic(count) ? ShapedType::kDynamic
+                                                 : count * perRow;
+    if (gates) {
+      if (cast<ShapedType>(gates.getType()).getRank() != 1)
+        return op->emitOpError() << "expected the gates of " << name
+                                 << " of rank 1, found " << gates.getType();
+      int64_t given = dimOf(gates, 0);
+      if (!ShapedType::isDynamic(total) && !ShapedType::isDynamic(given) &&
+          given != total)
+        return op->emitOpError()
+               << "expected one gate per route of " << name << " (" << total
+               << "), found " << given;
+    }
+    if (ShapedType::isDynamic(total))
+      continue;
+    if (routes && *routes != total)
+      return op->emitOpError() << "expected the gathered operands to have "
+                                  "as many routes, found "
+                               << *routes << " and " << total;
+    routes = total;
+  }
+  return success();
+}
+
 LogicalResult GroupedMatmulOp::verify() {
   Value rows = getRows(), w = getWeight(), te = getTileExperts(),
-        init = getInit();
+        init = getInit(), padded = getPaddedRows();
   if (failed(verifyTensorsOrBuffers(*this)) ||
       failed(verifyRanks(
           *this,
           {{"rows", rows}, {"weight", w}, {"tile_experts", te}, {"init", init}},
           {2, 3, 1, 2})))
     return failure();
+  std::optional<int64_t> perRow = getRoutesPerRow();
+  if (failed(verifyGather(*this, getOrder(),
+                          perRow ? std::optional<size_t>(1) : std::nullopt,
+                          {{"rows", rows, getGates()}},
+                          perRow ? ArrayRef<int64_t>(*perRow)
+                                 : ArrayRef<int64_t>())))
+    return failure();
   unsigned reduced = getTransposeWeight() ? 2 : 1;
   unsigned produced = getTransposeWeight() ? 1 : 2;
+  StringRef paddedName = getOrder() ? "order" : "rows";
   if (failed(verifySameDim(*this, "the reduced width", {"rows", rows, 1},
                            {"weight", w, reduced})) ||
       failed(verifySameDim(*this, "the output width", {"init", init, 1},
                            {"weight", w, produced})) ||
-      failed(verifySameDim(*this, "the padded row count", {"rows", rows, 0},
-                           {"init", init, 0})))
+      failed(verifySameDim(*this, "the padded row count",
+                           {paddedName, padded, 0}, {"init", init, 0})))
     return failure();
-  int64_t padded = dimOf(rows, 0), tiles = dimOf(te, 0);
-  if (!ShapedType::isDynamic(padded) && !ShapedType::isDynamic(tiles) &&
-      padded != tiles * static_cast<int64_t>(getTileSize()))
-    return emitOpError() << "expected rows dim 0 (" << padded
-                         << ") to be tile_experts dim 0 (" << tiles
-                         << ") times tile_size (" << getTileSize() << ")";
+  int64_t paddedRows = dimOf(padded, 0), tiles = dimOf(te, 0);
+  if (!ShapedType::isDynamic(paddedRows) && !ShapedType::isDynamic(tiles) &&
+      paddedRows != tiles * static_cast<int64_t>(getTileSize()))
+    return emitOpError() << "expected " << paddedName << " dim 0 ("
+                         << paddedRows << ") to be tile_experts dim 0 ("
+                         << tiles << ") times tile_size (" << getTileSize()
+                         << ")";
   return success();
 }
 
@@ -645,8 +708,16 @@ LogicalResult GroupedWeightGradOp::verify() {
           {{"lhs", lhs}, {"rhs", rhs}, {"segments", seg}, {"init", init}},
           {2, 2, 1, 3})))
     return failure();
-  if (failed(verifySameDim(*this, "the padded row count", {"lhs", lhs, 0},
-                           {"rhs", rhs, 0})) ||
+  std::optional<ArrayRef<int64_t>> perRow = getRoutesPerRow();
+  if (failed(verifyGather(
+          *this, getOrder(),
+          perRow ? std::optional<size_t>(perRow->size()) : std::nullopt,
+          {{"lhs", lhs, getLhsGates()}, {"rhs", rhs, getRhsGates()}},
+          perRow ? *perRow : ArrayRef<int64_t>())))
+    return failure();
+  if ((!getOrder() &&
+       failed(verifySameDim(*this, "the padded row count", {"lhs", lhs, 0},
+                            {"rhs", rhs, 0}))) ||
       failed(verifySameDim(*this, "the left width", {"lhs", lhs, 1},
                            {"init", init, 1})) ||
       failed(verifySameDim(*this, "the right width", {"rhs", rhs, 1},

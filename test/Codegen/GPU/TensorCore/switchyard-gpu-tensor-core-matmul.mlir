@@ -340,6 +340,49 @@ func.func @grouped(%rows: memref<?x32xf32>, %w: memref<3x32x16xbf16>, %te: memre
   return
 }
 
+// -----
+
+// Gathered grouped operands: the grid runs over the padded positions
+// (order's length), and the staging reads each position's route from
+// order, the route's row of x (6 routes per row; route 0's row at a
+// padding position, whose factor is zero) and its gate, multiplied in f32
+// before the rounding: element by element, and by runs of 4 along the row.
+// The weight gradient's parts come from the padded positions as well.
+// CHECK-LABEL: func.func @gathered(
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x32xf32>, %{{[^:]*}}: memref<3x32x16xbf16>, %{{[^:]*}}: memref<?xindex>, %[[ORDER:[^:]*]]: memref<?xindex>, %[[G:[^:]*]]: memref<?xf32>
+// CHECK: %[[P:.*]] = memref.dim %[[ORDER]], %c0
+// CHECK: %[[GRIDY:.*]] = arith.ceildivui %[[P]], %c64
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %[[GRIDY]],
+// CHECK: %[[TOKENS:.*]] = memref.dim %[[X]], %c0
+// CHECK: %[[ROUTES:.*]] = arith.muli %[[TOKENS]], %c6
+// CHECK: %[[R:.*]] = memref.load %[[ORDER]][%{{.*}}] : memref<?xindex>
+// CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[R]], %[[ROUTES]]
+// CHECK: %[[SAFE:.*]] = arith.select %[[VALID]], %[[R]], %c0
+// CHECK: %[[ROW:.*]] = arith.divui %[[SAFE]], %c6
+// CHECK: %[[V:.*]] = memref.load %[[X]][%[[ROW]], %{{.*}}] : memref<?x32xf32>
+// CHECK: %[[GATE:.*]] = memref.load %[[G]][%{{.*}}] : memref<?xf32>
+// CHECK: %[[GATED:.*]] = arith.mulf %[[V]], %[[GATE]] : f32
+// CHECK: %[[F:.*]] = arith.select %{{.*}}, %[[GATED]], %{{.*}} : f32
+// CHECK: arith.truncf %[[F]] : f32 to bf16
+// CHECK: %[[FOUR:.*]] = vector.load %[[X]][%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<?x32xf32>, vector<4xf32>
+// CHECK: %[[RGATE:.*]] = memref.load %[[G]][%{{.*}}] : memref<?xf32>
+// CHECK: %[[RGATES:.*]] = vector.broadcast %[[RGATE]] : f32 to vector<4xf32>
+// CHECK: arith.mulf %[[FOUR]], %[[RGATES]] : vector<4xf32>
+// CHECK: nvvm.mma.sync
+// CHECK: %[[P2:.*]] = memref.dim %[[ORDER]], %c0
+// CHECK: arith.divui %[[P2]], %c3
+// CHECK: gpu.launch
+// CHECK: memref.load %[[ORDER]]
+// CHECK: arith.divui %{{.*}}, %c6
+// CHECK: memref.load %[[ORDER]]
+// CHECK: arith.divui %{{.*}}, %c3
+// CHECK: nvvm.mma.sync
+func.func @gathered(%x: memref<?x32xf32>, %w: memref<3x32x16xbf16>, %te: memref<?xindex>, %order: memref<?xindex>, %g: memref<?xf32>, %out: memref<?x16xf32>, %seg: memref<4xindex>, %dw: memref<3x32x16xf32>, %dh: memref<?x16xf32>) {
+  moe.grouped_matmul ins(%x, %w, %te : memref<?x32xf32>, memref<3x32x16xbf16>, memref<?xindex>) gather(%order : memref<?xindex>) routes_per_row(6) gates(%g : memref<?xf32>) outs(%out : memref<?x16xf32>) tile_size(64)
+  moe.grouped_weight_grad ins(%x, %dh, %seg : memref<?x32xf32>, memref<?x16xf32>, memref<4xindex>) gather(%order : memref<?xindex>) routes_per_row([6, 3]) rhs_gates(%g : memref<?xf32>) outs(%dw : memref<3x32x16xf32>)
+  return
+}
+
 
 // -----
 
