@@ -30,6 +30,10 @@
 #   train-planned  the train phase's Switchyard steps with
 #            SWITCHYARD_MEMORY_PLAN=1 (temporaries from one arena per call,
 #            docs/GPU.md), without the peers: against the train phase's;
+#   train-graphs  the train phase's Switchyard steps with
+#            SWITCHYARD_CUDA_GRAPHS=1 (each step replayed as a CUDA graph,
+#            its temporaries from a memory plan, docs/GPU.md), without the
+#            peers: against the train phase's;
 #   profile  a few training steps of each 47M model (default fusions) with
 #            SWITCHYARD_KERNEL_PROFILE=${PROFILE_TOP:-40}: each launch timed
 #            alone (CUDA events), the longest kernels by name with their
@@ -153,12 +157,18 @@ for phase in $phases; do
         --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
         --batch 16 --reps 10 --gpu-epilogues=false
       peers=(--python "$python") ;;
-    train-planned)
+    train-planned|train-graphs)
       peers=(--python=)
-      SWITCHYARD_MEMORY_PLAN=1 run 570 \
-        "Training steps, 47M SwitchHead and dense, batch 16, memory plans" \
+      if [ "$phase" = train-planned ]; then
+        setting=SWITCHYARD_MEMORY_PLAN what="memory plans"
+      else
+        setting=SWITCHYARD_CUDA_GRAPHS what="CUDA graphs"
+      fi
+      export "$setting=1"
+      run 570 "Training steps, 47M SwitchHead and dense, batch 16, $what" \
         --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
         --batch 16 --reps 10
+      unset "$setting"
       peers=(--python "$python") ;;
     profile)
       peers=(--python=)
@@ -168,7 +178,7 @@ for phase in $phases; do
           --train-step "$root/examples/models/$model.mlir" --batch 16 --reps 2
       done
       peers=(--python "$python") ;;
-    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, train-no-epilogues, train-planned, profile)"; status=1 ;;
+    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, train-no-epilogues, train-planned, train-graphs, profile)"; status=1 ;;
   esac
 done
 

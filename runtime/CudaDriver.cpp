@@ -70,6 +70,12 @@ llvm::Error failure(const llvm::Twine &message) {
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
   X(cuEventElapsedTime)                                                        \
+  X(cuStreamBeginCapture)                                                      \
+  X(cuStreamEndCapture)                                                        \
+  X(cuGraphInstantiateWithFlags)                                               \
+  X(cuGraphLaunch)                                                             \
+  X(cuGraphExecDestroy)                                                        \
+  X(cuGraphDestroy)                                                            \
   X(cuTensorMapEncodeTiled)
 
 struct EntryPoints {
@@ -385,6 +391,44 @@ llvm::Error Driver::destroyStream(Stream stream) {
                      "cuStreamDestroy", "destroying a stream");
 }
 
+llvm::Error Driver::beginCapture(Stream stream) {
+  return impl->check(
+      impl->cu.cuStreamBeginCapture(static_cast<CUstream>(stream),
+                                    CU_STREAM_CAPTURE_MODE_RELAXED),
+      "cuStreamBeginCapture", "capturing a call as a CUDA graph");
+}
+
+Expected<GraphExec> Driver::endCapture(Stream stream) {
+  CUgraph graph = nullptr;
+  if (llvm::Error error = impl->check(
+          impl->cu.cuStreamEndCapture(static_cast<CUstream>(stream), &graph),
+          "cuStreamEndCapture", "ending the capture of a call"))
+    return std::move(error);
+  CUgraphExec exec = nullptr;
+  llvm::Error instantiated = impl->check(
+      impl->cu.cuGraphInstantiateWithFlags(&exec, graph, 0),
+      "cuGraphInstantiateWithFlags", "instantiating a captured call");
+  // The executable graph keeps what it needs of the graph.
+  llvm::consumeError(impl->check(impl->cu.cuGraphDestroy(graph),
+                                 "cuGraphDestroy", "destroying a graph"));
+  if (instantiated)
+    return std::move(instantiated);
+  return static_cast<GraphExec>(exec);
+}
+
+llvm::Error Driver::launchGraph(GraphExec graph, Stream stream) {
+  return impl->check(impl->cu.cuGraphLaunch(static_cast<CUgraphExec>(graph),
+                                            static_cast<CUstream>(stream)),
+                     "cuGraphLaunch", "replaying a captured call");
+}
+
+void Driver::destroyGraph(GraphExec graph) {
+  if (graph)
+    llvm::consumeError(
+        impl->check(impl->cu.cuGraphExecDestroy(static_cast<CUgraphExec>(graph)),
+                    "cuGraphExecDestroy", "destroying a captured call"));
+}
+
 Expected<DevicePtr> Driver::allocate(uint64_t bytes) {
   uint64_t size = sizeClass(bytes);
   std::lock_guard<std::mutex> lock(impl->poolMutex);
@@ -561,6 +605,10 @@ void defer(llvm::Error error) {
 /// (between Driver::beginPlannedCall and endPlannedCall), or null.
 thread_local MemoryPlan *activePlan = nullptr;
 
+/// The capturing stream of the generated code on this thread (between
+/// Driver::beginCapturedCall and endCapturedCall), or null.
+thread_local Stream capturingStream = nullptr;
+
 /// The driver for a wrapper, or null with the error deferred.
 Driver *driverOrDefer() {
   Expected<Driver &> driver = Driver::get();
@@ -630,6 +678,8 @@ extern "C" void mgpuLaunchKernel(void *function, intptr_t gridX,
 }
 
 extern "C" void *mgpuStreamCreate() {
+  if (capturingStream)
+    return capturingStream;
   Driver *driver = driverOrDefer();
   if (!driver)
     return nullptr;
@@ -642,11 +692,15 @@ extern "C" void *mgpuStreamCreate() {
 }
 
 extern "C" void mgpuStreamSynchronize(void *stream) {
+  if (stream && stream == capturingStream)
+    return;
   if (Driver *driver = driverOrDefer())
     defer(driver->synchronize(stream));
 }
 
 extern "C" void mgpuStreamDestroy(void *stream) {
+  if (stream && stream == capturingStream)
+    return;
   if (Driver *driver = driverOrDefer())
     defer(driver->destroyStream(stream));
 }
@@ -764,6 +818,10 @@ void Driver::endPlannedCall() {
     activePlan->endCall();
   activePlan = nullptr;
 }
+
+void Driver::beginCapturedCall(Stream stream) { capturingStream = stream; }
+
+void Driver::endCapturedCall() { capturingStream = nullptr; }
 
 const MemoryPlan *Driver::memoryPlan(const std::string &key) const {
   std::lock_guard<std::mutex> lock(impl->planMutex);

@@ -39,6 +39,7 @@ namespace switchyard::runtime::cuda {
 using Module = void *;
 using Function = void *;
 using Stream = void *;
+using GraphExec = void *;
 using DevicePtr = uint64_t;
 
 /// What the runtime knows about the device it uses.
@@ -105,6 +106,24 @@ public:
   const MemoryPlan *memoryPlan(const std::string &key) const;
   /// The keys of the plans made so far.
   std::vector<std::string> memoryPlanKeys() const;
+
+  /// CUDA graphs (stream capture): between beginCapture and endCapture,
+  /// the work given to `stream` is recorded, not run (relaxed mode, so that
+  /// the pool may allocate from the driver meanwhile); endCapture
+  /// instantiates what was recorded, and launchGraph runs it on a stream,
+  /// as one launch. A capture that met an operation streams cannot
+  /// capture (a synchronisation) fails at endCapture.
+  llvm::Error beginCapture(Stream stream);
+  llvm::Expected<GraphExec> endCapture(Stream stream);
+  llvm::Error launchGraph(GraphExec graph, Stream stream);
+  void destroyGraph(GraphExec graph);
+  /// Generated code on the calling thread, from here to endCapturedCall(),
+  /// works on `stream` (capturing): the streams it creates are that one,
+  /// and synchronising or destroying it does nothing, so that the calls a
+  /// function makes, each on a stream of its own with one synchronisation
+  /// at its end, are captured in their order on one stream.
+  void beginCapturedCall(Stream stream);
+  void endCapturedCall();
 
   llvm::Error copyToDevice(DevicePtr destination, const void *source,
                            uint64_t bytes, Stream stream);

@@ -77,8 +77,9 @@ public:
 
   /// Whether calls are served from the arena.
   bool planned() const { return arena != 0; }
-  /// The arena's bytes (0 without a plan).
+  /// The arena's bytes and address (0 without a plan).
   uint64_t arenaBytes() const { return arenaSize; }
+  uint64_t arenaAddress() const { return arena; }
   /// The bytes the planned buffers would take without sharing.
   uint64_t plannedBytes() const { return unsharedBytes; }
   /// Calls served from the arena from beginning to end.

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Engine/GpuProgram.h"
+#include "runtime/Engine/CallGraphs.h"
 #include "runtime/Engine/NativeCode.h"
 #include "runtime/Engine/ObjectLoader.h"
 #include "runtime/CompileCache.h"
@@ -62,6 +63,8 @@ struct GpuProgram::Impl {
   bool constructed = false;
   /// The stream argument and result copies run on; created on first call.
   cuda::Stream stream = nullptr;
+  /// The calls replayed as CUDA graphs (SWITCHYARD_CUDA_GRAPHS=1).
+  CallGraphs graphs;
 
   /// A function of the host code without arguments.
   Expected<void (*)()> lookupFunction(StringRef name) {
@@ -90,6 +93,7 @@ GpuProgram::~GpuProgram() {
   // constructors loaded at the first call (mgpuModuleUnload); an error they
   // defer is not this program's caller's business.
   bool called = impl->stream != nullptr;
+  impl->graphs.clear();
   if (impl->constructed)
     for (const std::string &name : impl->structors.destructors) {
       Expected<void (*)()> function = impl->lookupFunction(name);
@@ -295,13 +299,20 @@ namespace {
 /// A tensor in device memory from the driver's pool, which it returns there
 /// when destroyed. The pool belongs to the process-wide driver, so a handle
 /// may outlive the program that made it.
+///
+/// A handle lent from the outputs of a CUDA graph (CallGraphs) holds them
+/// instead: the memory goes back when the graph and its handles are gone,
+/// and the graph is not replayed while the handle lives.
 class GpuDeviceTensor final : public DeviceTensor {
 public:
   GpuDeviceTensor(ElementType type, std::vector<int64_t> shape,
-                  std::string name, cuda::DevicePtr pointer)
+                  std::string name, cuda::DevicePtr pointer,
+                  std::shared_ptr<GraphOutputs> lender = nullptr)
       : DeviceTensor(type, std::move(shape), std::move(name)),
-        pointer(pointer) {}
+        pointer(pointer), lender(std::move(lender)) {}
   ~GpuDeviceTensor() override {
+    if (lender)
+      return;
     // A handle exists only where the driver did (it came from it).
     if (Expected<cuda::Driver &> driver = cuda::Driver::get())
       driver->release(pointer);
@@ -311,6 +322,9 @@ public:
   StringRef backend() const override { return "gpu"; }
 
   const cuda::DevicePtr pointer;
+
+private:
+  std::shared_ptr<GraphOutputs> lender;
 };
 
 /// Whether calls take their temporaries from memory plans
@@ -399,6 +413,109 @@ GpuProgram::call(StringRef name, llvm::ArrayRef<const HostTensor *> arguments) {
   return outputs;
 }
 
+namespace {
+/// The results of a call whose host code (or graph) ran on `stream`:
+/// handles for the kept ones, host tensors for the others. `owned`: the
+/// result buffers the caller may take (the others are released);
+/// `lender`: the graph outputs that kept results may borrow.
+Expected<std::vector<CallResult>> collectResults(
+    GpuProgram &program, cuda::Stream stream, cuda::Driver &driver,
+    StringRef name, const FunctionSpec &function,
+    const std::vector<detail::ResultDescriptor> &results,
+    llvm::ArrayRef<bool> keep, std::set<void *> owned,
+    const std::shared_ptr<GraphOutputs> &lender) {
+  // Buffers of a graph's outputs, each lent to at most one handle.
+  std::set<void *> lendable;
+  if (lender)
+    for (cuda::DevicePtr buffer : lender->buffers)
+      lendable.insert(reinterpret_cast<void *>(buffer));
+  auto releaseOwned = [&] {
+    for (void *pointer : owned)
+      driver.release(reinterpret_cast<cuda::DevicePtr>(pointer));
+    owned.clear();
+  };
+  auto fail = [&](llvm::Error error) -> llvm::Error {
+    llvm::consumeError(driver.synchronize(stream));
+    releaseOwned();
+    return failure(llvm::formatv("calling @{0} on the GPU: {1}", name,
+                                 llvm::toString(std::move(error))));
+  };
+
+  // The generated code synchronised its stream before returning (a graph's
+  // replay is ordered before the copies below on the same stream). Kept
+  // results become handles: a result that is a whole dense buffer of its
+  // own is adopted as it is (lent, where a graph owns it); any other (a
+  // view, an argument's buffer, a buffer another result took) is copied
+  // into a new buffer first. Host results: copy each one's whole view out,
+  // then gather it densely.
+  std::vector<CallResult> outputs(results.size());
+  std::vector<std::vector<uint8_t>> staging(results.size());
+  for (auto [index, spec, result] : llvm::enumerate(function.results, results)) {
+    size_t elementSize = sizeOf(spec.type);
+    int64_t span = result.spanElements();
+    if (span > 0 && !result.aligned)
+      return fail(failure(
+          llvm::formatv("result #{0} is a null device pointer", index)));
+    bool kept = index < keep.size() && keep[index];
+    if (kept && isWholeDenseBuffer(result)) {
+      auto pointer = reinterpret_cast<cuda::DevicePtr>(result.allocated);
+      if (owned.erase(result.allocated)) {
+        outputs[index].device = std::make_unique<GpuDeviceTensor>(
+            spec.type, result.sizes, "", pointer);
+        continue;
+      }
+      if (lendable.erase(result.allocated)) {
+        outputs[index].device = std::make_unique<GpuDeviceTensor>(
+            spec.type, result.sizes, "", pointer, lender);
+        continue;
+      }
+    }
+    auto first = reinterpret_cast<cuda::DevicePtr>(result.aligned) +
+                 uint64_t(result.offset) * elementSize;
+    if (kept && result.isDense()) {
+      uint64_t bytes = denseBytes(spec.type, result.sizes);
+      Expected<cuda::DevicePtr> buffer =
+          driver.allocate(std::max<uint64_t>(bytes, 1));
+      if (!buffer)
+        return fail(buffer.takeError());
+      outputs[index].device = std::make_unique<GpuDeviceTensor>(
+          spec.type, result.sizes, "", *buffer);
+      if (bytes > 0)
+        if (llvm::Error error =
+                driver.copyOnDevice(*buffer, first, bytes, stream))
+          return fail(std::move(error));
+      continue;
+    }
+    // Host results, and kept strided views (gathered on the host, uploaded
+    // below: generated code does not return those for a train step).
+    staging[index].resize(size_t(std::max<int64_t>(span, 0)) * elementSize);
+    if (span > 0)
+      if (llvm::Error error =
+              driver.copyToHost(staging[index].data(), first,
+                                staging[index].size(), stream))
+        return fail(std::move(error));
+  }
+  if (llvm::Error error = driver.synchronize(stream))
+    return fail(std::move(error));
+  for (auto [index, spec, result] : llvm::enumerate(function.results, results)) {
+    if (outputs[index].device)
+      continue;
+    HostTensor host = detail::gather(result, spec.type, staging[index].data());
+    if (index < keep.size() && keep[index]) {
+      Expected<std::unique_ptr<DeviceTensor>> handle = program.upload(host);
+      if (!handle)
+        return fail(handle.takeError());
+      outputs[index].device = std::move(*handle);
+    } else {
+      outputs[index].host = std::move(host);
+    }
+  }
+  releaseOwned();
+  return outputs;
+}
+
+} // namespace
+
 Expected<std::vector<CallResult>>
 GpuProgram::callResident(StringRef name,
                          llvm::ArrayRef<CallArgument> arguments,
@@ -447,22 +564,64 @@ GpuProgram::callResident(StringRef name,
     return failure(llvm::formatv("calling @{0} on the GPU: {1}", name,
                                  llvm::toString(entry.takeError())));
 
+  // With memory plans on, the call's temporaries come from its plan's
+  // arena once a first call with these shapes recorded them; graphs need
+  // them.
+  bool graphs = cudaGraphsEnabled();
+  std::string planKey;
+  if (graphs || memoryPlansEnabled()) {
+    llvm::raw_string_ostream key(planKey);
+    key << name;
+    for (const CallArgument &argument : arguments) {
+      key << ';';
+      llvm::interleave(argument.device ? argument.device->shape()
+                                       : llvm::ArrayRef<int64_t>(
+                                             argument.host->shape),
+                       key, "x");
+    }
+  }
+  auto invoke = [&](std::vector<std::vector<int64_t>> &descriptors) {
+    return detail::invoke(*entry, function, descriptors);
+  };
+
+  if (graphs) {
+    std::vector<CallGraphs::Argument> staged;
+    for (const CallArgument &argument : arguments) {
+      CallGraphs::Argument &next = staged.emplace_back();
+      if (argument.device) {
+        const auto &handle =
+            static_cast<const GpuDeviceTensor &>(*argument.device);
+        next.device = handle.pointer;
+        next.shape.assign(handle.shape().begin(), handle.shape().end());
+        next.bytes = denseBytes(handle.type(), next.shape);
+      } else {
+        next.host = argument.host->bytes.data();
+        next.bytes = argument.host->bytes.size();
+        next.shape = argument.host->shape;
+      }
+    }
+    if (std::optional<Expected<CallGraphs::Replayed>> replayed =
+            impl->graphs.call(driver, planKey, staged, impl->stream,
+                              invoke)) {
+      if (!*replayed) {
+        llvm::consumeError(driver.synchronize(impl->stream));
+        return failure(llvm::formatv("calling @{0} on the GPU: {1}", name,
+                                     llvm::toString(replayed->takeError())));
+      }
+      return collectResults(*this, impl->stream, driver, name, function,
+                            (*replayed)->results, keep, /*owned=*/{},
+                            (*replayed)->outputs);
+    }
+  }
+
   // Device copies of the host arguments, returned to the pool on every
   // path; handles stay their owners'.
   std::vector<cuda::DevicePtr> argumentBuffers;
-  std::set<void *> resultBuffers;
-  auto releaseAll = [&] {
-    for (cuda::DevicePtr pointer : argumentBuffers)
-      driver.release(pointer);
-    for (void *pointer : resultBuffers)
-      driver.release(reinterpret_cast<cuda::DevicePtr>(pointer));
-    argumentBuffers.clear();
-    resultBuffers.clear();
-  };
   auto fail = [&](llvm::Error error) -> llvm::Error {
     // Let the device finish with the buffers before they are reused.
     llvm::consumeError(driver.synchronize(impl->stream));
-    releaseAll();
+    for (cuda::DevicePtr pointer : argumentBuffers)
+      driver.release(pointer);
     return failure(llvm::formatv("calling @{0} on the GPU: {1}", name,
                                  llvm::toString(std::move(error))));
   };
@@ -499,100 +658,29 @@ GpuProgram::callResident(StringRef name,
   if (llvm::Error error = driver.synchronize(impl->stream))
     return fail(std::move(error));
 
-  // With memory plans on, the call's temporaries come from its plan's
-  // arena once a first call with these shapes recorded them.
-  std::string planKey;
-  if (memoryPlansEnabled()) {
-    llvm::raw_string_ostream key(planKey);
-    key << name;
-    for (const CallArgument &argument : arguments) {
-      key << ';';
-      llvm::interleave(argument.device ? argument.device->shape()
-                                       : llvm::ArrayRef<int64_t>(
-                                             argument.host->shape),
-                       key, "x");
-    }
+  if (!planKey.empty())
     driver.beginPlannedCall(planKey);
-  }
-  Expected<std::vector<detail::ResultDescriptor>> results =
-      detail::invoke(*entry, function, descriptors);
+  Expected<std::vector<detail::ResultDescriptor>> results = invoke(descriptors);
   if (!planKey.empty())
     driver.endPlannedCall();
   if (!results)
     return fail(results.takeError());
   // Results are device buffers from mgpuMemAlloc that the caller owns,
   // unless one is an argument's buffer (a function returning its argument).
+  std::set<void *> resultBuffers;
   for (const detail::ResultDescriptor &result : *results)
     if (result.allocated && !argumentPointers.count(result.allocated))
       resultBuffers.insert(result.allocated);
   // The wrappers cannot report errors to generated code: they keep them.
-  if (llvm::Error error = cuda::takeDeferredError())
+  if (llvm::Error error = cuda::takeDeferredError()) {
+    for (void *pointer : resultBuffers)
+      driver.release(reinterpret_cast<cuda::DevicePtr>(pointer));
     return fail(std::move(error));
-
-  // The generated code synchronised its stream before returning. Kept
-  // results become handles: a result that is a whole dense buffer of its
-  // own is adopted as it is; any other (a view, an argument's buffer, a
-  // buffer another result took) is copied into a new buffer first. Host
-  // results: copy each one's whole view out, then gather it densely.
-  std::vector<CallResult> outputs(results->size());
-  std::vector<std::vector<uint8_t>> staging(results->size());
-  for (auto [index, spec, result] :
-       llvm::enumerate(function.results, *results)) {
-    size_t elementSize = sizeOf(spec.type);
-    int64_t span = result.spanElements();
-    if (span > 0 && !result.aligned)
-      return fail(failure(
-          llvm::formatv("result #{0} is a null device pointer", index)));
-    bool kept = index < keep.size() && keep[index];
-    if (kept && resultBuffers.count(result.allocated) &&
-        isWholeDenseBuffer(result)) {
-      resultBuffers.erase(result.allocated);
-      outputs[index].device = std::make_unique<GpuDeviceTensor>(
-          spec.type, result.sizes, "",
-          reinterpret_cast<cuda::DevicePtr>(result.allocated));
-      continue;
-    }
-    auto first = reinterpret_cast<cuda::DevicePtr>(result.aligned) +
-                 uint64_t(result.offset) * elementSize;
-    if (kept && result.isDense()) {
-      uint64_t bytes = denseBytes(spec.type, result.sizes);
-      Expected<cuda::DevicePtr> buffer =
-          driver.allocate(std::max<uint64_t>(bytes, 1));
-      if (!buffer)
-        return fail(buffer.takeError());
-      outputs[index].device = std::make_unique<GpuDeviceTensor>(
-          spec.type, result.sizes, "", *buffer);
-      if (bytes > 0)
-        if (llvm::Error error =
-                driver.copyOnDevice(*buffer, first, bytes, impl->stream))
-          return fail(std::move(error));
-      continue;
-    }
-    // Host results, and kept strided views (gathered on the host, uploaded
-    // below: generated code does not return those for a train step).
-    staging[index].resize(size_t(std::max<int64_t>(span, 0)) * elementSize);
-    if (span > 0)
-      if (llvm::Error error =
-              driver.copyToHost(staging[index].data(), first,
-                                staging[index].size(), impl->stream))
-        return fail(std::move(error));
   }
-  if (llvm::Error error = driver.synchronize(impl->stream))
-    return fail(std::move(error));
-  for (auto [index, spec, result] :
-       llvm::enumerate(function.results, *results)) {
-    if (outputs[index].device)
-      continue;
-    HostTensor host = detail::gather(result, spec.type, staging[index].data());
-    if (index < keep.size() && keep[index]) {
-      Expected<std::unique_ptr<DeviceTensor>> handle = upload(host);
-      if (!handle)
-        return fail(handle.takeError());
-      outputs[index].device = std::move(*handle);
-    } else {
-      outputs[index].host = std::move(host);
-    }
-  }
-  releaseAll();
+  Expected<std::vector<CallResult>> outputs = collectResults(
+      *this, impl->stream, driver, name, function, *results, keep,
+      std::move(resultBuffers), /*lender=*/nullptr);
+  for (cuda::DevicePtr pointer : argumentBuffers)
+    driver.release(pointer);
   return outputs;
 }

@@ -9,6 +9,10 @@
 // looked up by name in the image; launches are checked (a known kernel,
 // block and shared-memory limits, parameters given) and recorded, not run,
 // so a kernel's outputs stay as they were (zero: allocations are cleared).
+// Streams capture as the driver's do: between cuStreamBeginCapture and
+// cuStreamEndCapture a stream's launches, copies and fills are kept in a
+// graph instead of done, a synchronisation of it fails and spoils the
+// capture, and cuGraphLaunch does (and records) the graph's work in order.
 // The tests read the record through the `switchyardFake*` functions.
 //
 //===----------------------------------------------------------------------===//
@@ -18,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -34,6 +39,17 @@ struct Function {
   std::string name;
 };
 
+/// A captured graph: its work in capture order (a launch records its
+/// kernel's name; a copy or fill does what it would have done).
+struct Graph {
+  std::vector<std::function<void()>> work;
+  bool spoiled = false;
+};
+
+struct Stream {
+  Graph *capture = nullptr;
+};
+
 struct State {
   std::mutex mutex;
   std::set<Module *> modules;
@@ -42,6 +58,9 @@ struct State {
   std::vector<std::string> launches;
   size_t modulesLoaded = 0;
   size_t liveBytes = 0;
+  size_t graphsInstantiated = 0;
+  size_t graphLaunches = 0;
+  size_t liveGraphs = 0;
 };
 
 State &state() {
@@ -49,7 +68,24 @@ State &state() {
   return *s;
 }
 
-int contextTag, streamTag, eventTag;
+int contextTag, eventTag;
+
+/// `work` done now, or kept in the graph `stream` captures; false where
+/// the stream is capturing and `capturable` is not.
+bool doOrCapture(CUstream stream, std::function<void()> work,
+                 bool capturable = true) {
+  auto *fake = reinterpret_cast<Stream *>(stream);
+  if (!fake || !fake->capture) {
+    work();
+    return true;
+  }
+  if (!capturable) {
+    fake->capture->spoiled = true;
+    return false;
+  }
+  fake->capture->work.push_back(std::move(work));
+  return true;
+}
 
 /// The bytes of a module image: a cubin is an ELF file whose section
 /// headers end it; anything else must be PTX text.
@@ -103,6 +139,20 @@ size_t switchyardFakeModulesLoaded() {
 size_t switchyardFakeLiveBytes() {
   std::lock_guard<std::mutex> lock(state().mutex);
   return state().liveBytes;
+}
+
+/// Graphs instantiated and graph launches since the start; graphs alive.
+size_t switchyardFakeGraphsInstantiated() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().graphsInstantiated;
+}
+size_t switchyardFakeGraphLaunches() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().graphLaunches;
+}
+size_t switchyardFakeLiveGraphs() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().liveGraphs;
 }
 
 void switchyardFakeResetLaunches() {
@@ -245,26 +295,117 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int gridX,
                         unsigned int gridY, unsigned int gridZ,
                         unsigned int blockX, unsigned int blockY,
                         unsigned int blockZ, unsigned int sharedBytes,
-                        CUstream, void **params, void **extra) {
-  std::lock_guard<std::mutex> lock(state().mutex);
-  auto *kernel = reinterpret_cast<Function *>(function);
-  if (!state().functions.count(kernel))
-    return CUDA_ERROR_INVALID_HANDLE;
-  if (gridX * gridY * gridZ == 0 || blockX * blockY * blockZ == 0 ||
-      blockX * blockY * blockZ > 1024 || sharedBytes > 227 * 1024 ||
-      (!params && !extra))
-    return CUDA_ERROR_INVALID_VALUE;
-  state().launches.push_back(kernel->name);
+                        CUstream stream, void **params, void **extra) {
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    auto *kernel = reinterpret_cast<Function *>(function);
+    if (!state().functions.count(kernel))
+      return CUDA_ERROR_INVALID_HANDLE;
+    if (gridX * gridY * gridZ == 0 || blockX * blockY * blockZ == 0 ||
+        blockX * blockY * blockZ > 1024 || sharedBytes > 227 * 1024 ||
+        (!params && !extra))
+      return CUDA_ERROR_INVALID_VALUE;
+    name = kernel->name;
+  }
+  doOrCapture(stream, [name] {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().launches.push_back(name);
+  });
   return CUDA_SUCCESS;
 }
 
 CUresult cuStreamCreate(CUstream *stream, unsigned int) {
-  *stream = reinterpret_cast<CUstream>(&streamTag);
+  *stream = reinterpret_cast<CUstream>(new Stream());
   return CUDA_SUCCESS;
 }
 
-CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
-CUresult cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream stream) {
+  // A capturing stream cannot be waited for; the capture is spoiled.
+  return doOrCapture(stream, [] {}, /*capturable=*/false)
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+CUresult cuStreamDestroy(CUstream stream) {
+  auto *fake = reinterpret_cast<Stream *>(stream);
+  if (!fake)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (fake->capture)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  delete fake;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode) {
+  auto *fake = reinterpret_cast<Stream *>(stream);
+  if (!fake)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; // the legacy stream
+  if (fake->capture)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  fake->capture = new Graph();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+  auto *fake = reinterpret_cast<Stream *>(stream);
+  if (!fake || !fake->capture)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  Graph *captured = fake->capture;
+  fake->capture = nullptr;
+  if (captured->spoiled) {
+    delete captured;
+    *graph = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  *graph = reinterpret_cast<CUgraph>(captured);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
+                                     unsigned long long) {
+  if (!graph)
+    return CUDA_ERROR_INVALID_VALUE;
+  *exec = reinterpret_cast<CUgraphExec>(
+      new Graph(*reinterpret_cast<Graph *>(graph)));
+  std::lock_guard<std::mutex> lock(state().mutex);
+  ++state().graphsInstantiated;
+  ++state().liveGraphs;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  auto *graph = reinterpret_cast<Graph *>(exec);
+  if (!graph)
+    return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    ++state().graphLaunches;
+  }
+  // A launch on a capturing stream would nest the graph: not needed here.
+  if (!doOrCapture(stream, [graph] {
+        for (const std::function<void()> &work : graph->work)
+          work();
+      }))
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  if (!exec)
+    return CUDA_ERROR_INVALID_VALUE;
+  delete reinterpret_cast<Graph *>(exec);
+  std::lock_guard<std::mutex> lock(state().mutex);
+  --state().liveGraphs;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph graph) {
+  if (!graph)
+    return CUDA_ERROR_INVALID_VALUE;
+  delete reinterpret_cast<Graph *>(graph);
+  return CUDA_SUCCESS;
+}
 
 CUresult cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
   void *memory = std::calloc(1, bytes ? bytes : 1);
@@ -289,42 +430,52 @@ CUresult cuMemFree(CUdeviceptr pointer) {
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr destination, const void *source,
-                           size_t bytes, CUstream) {
-  std::memcpy(reinterpret_cast<void *>(destination), source, bytes);
+                           size_t bytes, CUstream stream) {
+  doOrCapture(stream, [=] {
+    std::memcpy(reinterpret_cast<void *>(destination), source, bytes);
+  });
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyDtoHAsync(void *destination, CUdeviceptr source, size_t bytes,
-                           CUstream) {
-  std::memcpy(destination, reinterpret_cast<const void *>(source), bytes);
+                           CUstream stream) {
+  doOrCapture(stream, [=] {
+    std::memcpy(destination, reinterpret_cast<const void *>(source), bytes);
+  });
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr destination, CUdeviceptr source,
-                           size_t bytes, CUstream) {
-  std::memmove(reinterpret_cast<void *>(destination),
-               reinterpret_cast<const void *>(source), bytes);
+                           size_t bytes, CUstream stream) {
+  doOrCapture(stream, [=] {
+    std::memmove(reinterpret_cast<void *>(destination),
+                 reinterpret_cast<const void *>(source), bytes);
+  });
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr destination, CUdeviceptr source,
-                       size_t bytes, CUstream) {
-  return cuMemcpyDtoDAsync(destination, source, bytes, nullptr);
+                       size_t bytes, CUstream stream) {
+  return cuMemcpyDtoDAsync(destination, source, bytes, stream);
 }
 
 CUresult cuMemsetD32Async(CUdeviceptr destination, unsigned int value,
-                          size_t count, CUstream) {
-  auto *words = reinterpret_cast<uint32_t *>(destination);
-  for (size_t i = 0; i < count; ++i)
-    words[i] = value;
+                          size_t count, CUstream stream) {
+  doOrCapture(stream, [=] {
+    auto *words = reinterpret_cast<uint32_t *>(destination);
+    for (size_t i = 0; i < count; ++i)
+      words[i] = value;
+  });
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemsetD16Async(CUdeviceptr destination, unsigned short value,
-                          size_t count, CUstream) {
-  auto *halves = reinterpret_cast<uint16_t *>(destination);
-  for (size_t i = 0; i < count; ++i)
-    halves[i] = value;
+                          size_t count, CUstream stream) {
+  doOrCapture(stream, [=] {
+    auto *halves = reinterpret_cast<uint16_t *>(destination);
+    for (size_t i = 0; i < count; ++i)
+      halves[i] = value;
+  });
   return CUDA_SUCCESS;
 }
 

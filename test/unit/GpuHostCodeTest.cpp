@@ -39,6 +39,9 @@ struct FakeDriver {
   const char *(*launchName)(size_t) = nullptr;
   size_t (*modulesLoaded)() = nullptr;
   void (*resetLaunches)() = nullptr;
+  size_t (*graphsInstantiated)() = nullptr;
+  size_t (*graphLaunches)() = nullptr;
+  size_t (*liveGraphs)() = nullptr;
 
   static FakeDriver *get() {
     static FakeDriver driver;
@@ -57,8 +60,16 @@ struct FakeDriver {
           reinterpret_cast<size_t (*)()>(find("switchyardFakeModulesLoaded"));
       driver.resetLaunches =
           reinterpret_cast<void (*)()>(find("switchyardFakeResetLaunches"));
+      driver.graphsInstantiated = reinterpret_cast<size_t (*)()>(
+          find("switchyardFakeGraphsInstantiated"));
+      driver.graphLaunches =
+          reinterpret_cast<size_t (*)()>(find("switchyardFakeGraphLaunches"));
+      driver.liveGraphs =
+          reinterpret_cast<size_t (*)()>(find("switchyardFakeLiveGraphs"));
       return driver.launchCount && driver.launchName &&
-             driver.modulesLoaded && driver.resetLaunches;
+             driver.modulesLoaded && driver.resetLaunches &&
+             driver.graphsInstantiated && driver.graphLaunches &&
+             driver.liveGraphs;
     }();
     return found ? &driver : nullptr;
   }
@@ -83,15 +94,9 @@ using switchyard::test::kSmallModel;
 
 /// A few training steps of `program` on a small byte corpus.
 llvm::Expected<rt::TrainSummary> trainBriefly(rt::Program &program) {
-  rt::TokenCorpus corpus = switchyard::test::smallCorpus(40, 400);
-  rt::TrainConfig config;
-  config.steps = 2;
-  config.batch = 2;
-  config.warmup = 1;
-  config.evalEvery = 0;
-  config.evalBatches = 1;
-  return rt::train(program, corpus, config, [](const rt::StepRecord &) {},
-                   [](const rt::EvalRecord &) {});
+  return switchyard::test::trainQuietly(
+      program, switchyard::test::smallCorpus(40, 400),
+      switchyard::test::smallTrainConfig(/*steps=*/2, /*evalEvery=*/0));
 }
 
 TEST(GpuHostCodeTest, ACallLoadsTheKernelsAndLaunchesThem) {
@@ -190,6 +195,54 @@ TEST(GpuHostCodeTest, TrainingStepsTakeTheirTemporariesFromAMemoryPlan) {
   // Temporaries that do not live at once share the arena.
   EXPECT_GT(step->arenaBytes(), 0u);
   EXPECT_LT(step->arenaBytes(), step->plannedBytes());
+}
+
+TEST(GpuHostCodeTest, TrainingStepsReplayAsCudaGraphs) {
+  FakeDriver *fake = fakeDriver();
+  ASSERT_TRUE(fake);
+  auto gpu = compileSmallTraining();
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  fake->resetLaunches();
+  auto plain = trainBriefly(**gpu);
+  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
+  std::vector<std::string> launches = fake->launches();
+
+  // With graphs on, the first step records the plans and runs the host
+  // code; the second captures its launches (the host code's
+  // synchronisations and streams folded into the capturing stream) and
+  // replays them; each training run ends by releasing its state, so the
+  // second run's first step replays that graph, and its second step, whose
+  // arguments are the outputs the first lent, captures another.
+  ASSERT_EQ(setenv("SWITCHYARD_CUDA_GRAPHS", "1", 1), 0);
+  fake->resetLaunches();
+  size_t instantiated = fake->graphsInstantiated();
+  size_t replays = fake->graphLaunches();
+  auto first = trainBriefly(**gpu);
+  auto second = trainBriefly(**gpu);
+  auto third = trainBriefly(**gpu);
+  unsetenv("SWITCHYARD_CUDA_GRAPHS");
+  ASSERT_TRUE(static_cast<bool>(first)) << llvm::toString(first.takeError());
+  ASSERT_TRUE(static_cast<bool>(second)) << llvm::toString(second.takeError());
+  ASSERT_TRUE(static_cast<bool>(third)) << llvm::toString(third.takeError());
+  // Every step launched the same kernels in the same order, by the host
+  // code or by a graph.
+  std::vector<std::string> thrice;
+  for (int run = 0; run < 3; ++run)
+    thrice.insert(thrice.end(), launches.begin(), launches.end());
+  EXPECT_EQ(fake->launches(), thrice);
+  // Two training-step graphs and one of the evaluation at the end of each
+  // run (recorded in the first run, captured in the second); the third run
+  // captures nothing new. Replays: the steps 2 of the first run, all of
+  // the second's and third's (four), and the evaluations of the second
+  // and third.
+  size_t made = fake->graphsInstantiated() - instantiated;
+  EXPECT_EQ(made, 3u);
+  EXPECT_EQ(fake->graphLaunches() - replays, 7u);
+  // The program's graphs go with it.
+  size_t live = fake->liveGraphs();
+  EXPECT_GE(live, made);
+  gpu->reset();
+  EXPECT_EQ(fake->liveGraphs(), live - made);
 }
 
 TEST(GpuHostCodeTest, TheKernelReportCountsTheLaunchesOfAStep) {

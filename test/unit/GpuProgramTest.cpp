@@ -411,15 +411,9 @@ TEST(GpuProgramTest, TrainingKeepsTheStateOnTheDevice) {
                                      "small.mlir", options);
   ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
   rt::TokenCorpus corpus = switchyard::test::smallCorpus(60, 600);
-  rt::TrainConfig config;
-  config.steps = 4;
-  config.batch = 2;
-  config.warmup = 1;
-  config.evalEvery = 2;
-  config.evalBatches = 1;
+  rt::TrainConfig config = switchyard::test::smallTrainConfig(4, 2);
   auto run = [&](rt::Program &program) {
-    return rt::train(program, corpus, config, [](const rt::StepRecord &) {},
-                     [](const rt::EvalRecord &) {});
+    return switchyard::test::trainQuietly(program, corpus, config);
   };
   auto expected = run(**cpu);
   ASSERT_TRUE(static_cast<bool>(expected))
@@ -445,6 +439,42 @@ TEST(GpuProgramTest, TrainingKeepsTheStateOnTheDevice) {
   ASSERT_TRUE(static_cast<bool>(again)) << llvm::toString(again.takeError());
   EXPECT_EQ(driver->poolBytes(), poolAfterFirst);
   EXPECT_GE(poolAfterFirst, poolBefore);
+}
+
+TEST(GpuProgramTest, CudaGraphsGiveTheResultsOfDirectCalls) {
+  llvm::Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    GTEST_SKIP() << llvm::toString(driver.takeError());
+  rt::CompileOptions options;
+  options.trainStep = true;
+  auto gpu = rt::GpuProgram::compile(switchyard::test::kSmallModel,
+                                     "small.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  rt::TokenCorpus corpus = switchyard::test::smallCorpus(60, 600);
+  rt::TrainConfig config = switchyard::test::smallTrainConfig(6, 2);
+  auto run = [&] { return switchyard::test::trainQuietly(**gpu, corpus, config); };
+  auto direct = run();
+  ASSERT_TRUE(static_cast<bool>(direct)) << llvm::toString(direct.takeError());
+  // Steps 1 and 2 record the plans and capture; the steps after replay two
+  // graphs in turn (each step keeps the state the graph before it lent).
+  ASSERT_EQ(setenv("SWITCHYARD_CUDA_GRAPHS", "1", 1), 0);
+  auto replayed = run();
+  unsetenv("SWITCHYARD_CUDA_GRAPHS");
+  ASSERT_TRUE(static_cast<bool>(replayed))
+      << llvm::toString(replayed.takeError());
+  // The same kernels on the same data: equal but for the order of any
+  // atomic sums.
+  auto close = [](double graph, double plain) {
+    return std::abs(graph - plain) <= 1e-6 + 1e-5 * std::abs(plain);
+  };
+  ASSERT_EQ(replayed->steps.size(), direct->steps.size());
+  for (size_t i = 0; i < direct->steps.size(); ++i) {
+    EXPECT_PRED2(close, replayed->steps[i].loss, direct->steps[i].loss);
+    EXPECT_PRED2(close, replayed->steps[i].gradNorm, direct->steps[i].gradNorm);
+  }
+  ASSERT_EQ(replayed->evals.size(), direct->evals.size());
+  for (size_t i = 0; i < direct->evals.size(); ++i)
+    EXPECT_PRED2(close, replayed->evals[i].loss, direct->evals[i].loss);
 }
 
 } // namespace

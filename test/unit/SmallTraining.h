@@ -37,6 +37,27 @@ inline runtime::TokenCorpus smallCorpus(int repeats, size_t validBytes) {
   return runtime::TokenCorpus::fromBytes(bytes);
 }
 
+/// A training run of `steps` steps of batch 2 (warmup 1), evaluating one
+/// batch every `evalEvery` steps (0: at the end only).
+inline runtime::TrainConfig smallTrainConfig(int steps, int evalEvery) {
+  runtime::TrainConfig config;
+  config.steps = steps;
+  config.batch = 2;
+  config.warmup = 1;
+  config.evalEvery = evalEvery;
+  config.evalBatches = 1;
+  return config;
+}
+
+/// rt::train without progress callbacks.
+inline llvm::Expected<runtime::TrainSummary>
+trainQuietly(runtime::Program &program, const runtime::TokenCorpus &corpus,
+             const runtime::TrainConfig &config) {
+  return runtime::train(program, corpus, config,
+                        [](const runtime::StepRecord &) {},
+                        [](const runtime::EvalRecord &) {});
+}
+
 } // namespace switchyard::test
 
 #endif // SWITCHYARD_TEST_UNIT_SMALLTRAINING_H
