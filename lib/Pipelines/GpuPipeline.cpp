@@ -216,6 +216,11 @@ void buildKernelFormationStages(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(
         switchyard::createSwitchyardGpuTensorCoreMatmulPass(matmul));
   }
+  // The routes' sort for the grouped kernels: one thread block.
+  switchyard::SwitchyardGpuSortRoutesPassOptions sortRoutes;
+  sortRoutes.blockSize = formation.blockSize;
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuSortRoutesPass(sortRoutes));
   // The grouped kernels that got no tensor-core kernel: SIMT, their factors
   // rounded as the tensor cores would.
   switchyard::SwitchyardLowerGroupedKernelsPassOptions grouped;

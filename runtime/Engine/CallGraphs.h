@@ -72,8 +72,8 @@ public:
     std::vector<int64_t> shape;
   };
   /// Runs the host code on argument descriptors, as detail::invoke.
-  using Invoke = llvm::function_ref<
-      llvm::Expected<std::vector<detail::ResultDescriptor>>(
+  using Invoke =
+      llvm::function_ref<llvm::Expected<std::vector<detail::ResultDescriptor>>(
           std::vector<std::vector<int64_t>> &descriptors)>;
   /// A replayed call: its results (views of `outputs`' buffers, or of the
   /// inputs where a function returns an argument) and the buffers'
@@ -94,8 +94,7 @@ public:
   /// run). An error is the call's: a copy or a replay the driver refused.
   std::optional<llvm::Expected<Replayed>>
   call(cuda::Driver &driver, const std::string &key,
-       llvm::ArrayRef<Argument> arguments, cuda::Stream stream,
-       Invoke invoke);
+       llvm::ArrayRef<Argument> arguments, cuda::Stream stream, Invoke invoke);
 
   /// Destroys every graph (before the kernels' modules are unloaded) and
   /// returns the inputs to the pool; lent outputs stay with their handles.

@@ -160,6 +160,64 @@ def Moe_GroupedWeightGradOp : Moe_Op<"grouped_weight_grad", [
   let hasVerifier = 1;
 }
 
+def Moe_SortRoutesOp : Moe_Op<"sort_routes", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DestinationStyleOpInterface]> {
+  let summary = "the routes sorted by expert, each expert's segment padded";
+  let description = [{
+    The order in which the grouped expert kernels (`moe.grouped_matmul`,
+    `moe.grouped_weight_grad`) take the routes, computed without host
+    reads. A route `r = (n·H + h)·k + j` is token `n`'s `j`-th choice in
+    head `h` (`indices` `[N, H, k]`, `R = N·H·k` routes); its expert is
+    `h·E + indices[n, h, j]` (`E` = `experts_per_head`, `H·E` expert rows).
+    Sorted stably by expert, with each expert's segment padded to a multiple
+    of `tile_size` `T` rows:
+
+    - `segments[e]` `[H·E + 1]`: where expert `e`'s segment starts, the
+      sum of the padded counts of the experts before it;
+    - `slots[n, h, j]`: the route's position, `segments[e]` plus the routes
+      before it that pick the same expert;
+    - `order[p]` `[P]`: the route at position `p`, `R` at a padding
+      position;
+    - `tile_experts[t]` `[P / T]`: the expert of the tile of rows
+      `[t·T, (t + 1)·T)`, the number of experts whose segments end at or
+      before its start (`H·E` for the tiles past the last segment).
+
+    `P` must hold every padded segment: `(ceil(R / T) + H·E)·T` does. On
+    tensors the op has value semantics, on buffers it writes its inits;
+    `switchyard-gpu-sort-routes` makes it one thread block's kernel on the
+    GPU, `switchyard-lower-grouped-kernels` loops elsewhere.
+
+    ```mlir
+    %seg, %order, %slots, %te = moe.sort_routes ins(%indices : tensor<?x2x3xi32>) outs(%s0, %o0, %sl0, %t0 : tensor<11xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>) experts_per_head(5) tile_size(64) -> tensor<11xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>
+    ```
+  }];
+
+  let arguments = (ins TensorOrMemRef<[I32, I64]>:$indices,
+                       TensorOrMemRef<[Index]>:$segments_init,
+                       TensorOrMemRef<[Index]>:$order_init,
+                       TensorOrMemRef<[Index]>:$slots_init,
+                       TensorOrMemRef<[Index]>:$tile_experts_init,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$experts_per_head,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$tile_size);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+
+  let assemblyFormat = [{
+    `ins` `(` $indices `:` type($indices) `)`
+    `outs` `(` $segments_init `,` $order_init `,` $slots_init `,`
+    $tile_experts_init `:` type($segments_init) `,` type($order_init) `,`
+    type($slots_init) `,` type($tile_experts_init) `)`
+    `experts_per_head` `(` $experts_per_head `)`
+    `tile_size` `(` $tile_size `)` attr-dict (`->` type($results)^)?
+  }];
+  let extraClassDeclaration = [{
+    MutableOperandRange getDpsInitsMutable() {
+      return MutableOperandRange(*this, /*start=*/1, /*length=*/4);
+    }
+  }];
+  let hasVerifier = 1;
+}
+
 def Moe_FlashAttentionKernelOp : Moe_Op<"flash_attention_kernel", [
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
     DestinationStyleOpInterface]> {

@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -65,4 +66,87 @@ Value GroupedOperand::scale(OpBuilder &b, Location loc, const Row &row,
   }
   Value zero = arith::ConstantOp::create(b, loc, wide, b.getZeroAttr(wide));
   return arith::SelectOp::create(b, loc, row.valid, factor, zero);
+}
+
+SortedRouteIndexing::SortedRouteIndexing(OpBuilder &b, Location loc,
+                                         moe::SortRoutesOp op)
+    : loc(loc), indices(op.getIndices()) {
+  auto dim = [&](Value v, int64_t d) -> Value {
+    return memref::DimOp::create(b, loc, v, d);
+  };
+  heads = dim(indices, 1);
+  choices = dim(indices, 2);
+  perHead = arith::ConstantIndexOp::create(b, loc, op.getExpertsPerHead());
+  tileSize = arith::ConstantIndexOp::create(b, loc, op.getTileSize());
+  routes = arith::MulIOp::create(b, loc, dim(indices, 0),
+                                 arith::MulIOp::create(b, loc, heads, choices));
+  expertRows = arith::MulIOp::create(b, loc, heads, perHead);
+  paddedRows = dim(op.getOrderInit(), 0);
+}
+
+std::tuple<Value, Value, Value>
+SortedRouteIndexing::coordinates(OpBuilder &b, Value r) const {
+  Value j = arith::RemUIOp::create(b, loc, r, choices);
+  Value nh = arith::DivUIOp::create(b, loc, r, choices);
+  Value h = arith::RemUIOp::create(b, loc, nh, heads);
+  Value n = arith::DivUIOp::create(b, loc, nh, heads);
+  return {n, h, j};
+}
+
+Value SortedRouteIndexing::expertOf(OpBuilder &b, Value n, Value h,
+                                    Value j) const {
+  Value chosen = memref::LoadOp::create(b, loc, indices, ValueRange{n, h, j});
+  Value expert = arith::IndexCastOp::create(b, loc, b.getIndexType(), chosen);
+  return arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, h, perHead), expert);
+}
+
+void SortedRouteIndexing::forEachRoute(
+    OpBuilder &b, Value lo, Value hi,
+    function_ref<void(Value, Value, Value, Value, Value)> body) const {
+  auto loop = scf::ForOp::create(b, loc, lo, hi,
+                                 arith::ConstantIndexOp::create(b, loc, 1));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value r = loop.getInductionVar();
+  auto [n, h, j] = coordinates(b, r);
+  body(r, expertOf(b, n, h, j), n, h, j);
+}
+
+void SortedRouteIndexing::padSegments(OpBuilder &b, Value segments) const {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto loop = scf::ForOp::create(b, loc, zero, expertRows, one);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value e = loop.getInductionVar();
+  Value next = arith::AddIOp::create(b, loc, e, one);
+  Value count = memref::LoadOp::create(b, loc, segments, next);
+  Value padded = arith::MulIOp::create(
+      b, loc, arith::CeilDivUIOp::create(b, loc, count, tileSize), tileSize);
+  Value start = memref::LoadOp::create(b, loc, segments, e);
+  memref::StoreOp::create(b, loc, arith::AddIOp::create(b, loc, start, padded),
+                          segments, next);
+}
+
+Value SortedRouteIndexing::tileExpert(OpBuilder &b, Value segments,
+                                      Value t) const {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value start = arith::MulIOp::create(b, loc, t, tileSize);
+  auto loop =
+      scf::ForOp::create(b, loc, zero, expertRows, one, ValueRange{zero});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value end = memref::LoadOp::create(
+      b, loc, segments,
+      ValueRange{arith::AddIOp::create(b, loc, loop.getInductionVar(), one)});
+  Value ended =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, end, start);
+  Value sum =
+      arith::AddIOp::create(b, loc, loop.getRegionIterArgs()[0],
+                            arith::SelectOp::create(b, loc, ended, one, zero));
+  scf::YieldOp::create(b, loc, sum);
+  b.setInsertionPointAfter(loop);
+  return loop.getResult(0);
 }

@@ -8,7 +8,9 @@
 // zeros. Both kernel builders read them through GroupedOperand: the loops of
 // switchyard-lower-grouped-kernels and the tensor-core kernels of
 // switchyard-gpu-tensor-core-matmul, so that both compute the ops' one
-// definition.
+// definition. SortedRouteIndexing is the same for moe.sort_routes, whose
+// loops (switchyard-lower-grouped-kernels) and GPU kernel
+// (switchyard-gpu-sort-routes) address the routes alike.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,7 @@
 namespace mlir::moe {
 class GroupedMatmulOp;
 class GroupedWeightGradOp;
+class SortRoutesOp;
 } // namespace mlir::moe
 
 namespace mlir::switchyard {
@@ -57,6 +60,36 @@ private:
 
   Value data, order, gates;
   int64_t routesPerRow;
+};
+
+/// The routes of moe.sort_routes on buffers, as its kernels address them:
+/// route r = (n·H + h)·k + j, its expert row h·E + indices[n, h, j].
+class SortedRouteIndexing {
+public:
+  SortedRouteIndexing(OpBuilder &b, Location loc, moe::SortRoutesOp op);
+
+  /// R, the routes; H·E, the expert rows; P, the padded positions; T.
+  Value routes, expertRows, paddedRows, tileSize;
+
+  /// Route r's (n, h, j).
+  std::tuple<Value, Value, Value> coordinates(OpBuilder &b, Value r) const;
+  /// The expert row of the route at (n, h, j).
+  Value expertOf(OpBuilder &b, Value n, Value h, Value j) const;
+  /// A loop over the routes [lo, hi) in order, whose body `body` builds
+  /// from the route r, its expert row e and its (n, h, j).
+  void
+  forEachRoute(OpBuilder &b, Value lo, Value hi,
+               function_ref<void(Value r, Value e, Value n, Value h, Value j)>
+                   body) const;
+  /// With segments[0] = 0 and each expert's count in segments[e + 1]:
+  /// segments[e + 1] = segments[e] + the count rounded up to T, in turn.
+  void padSegments(OpBuilder &b, Value segments) const;
+  /// Tile t's expert: the experts whose segments end at or before t·T.
+  Value tileExpert(OpBuilder &b, Value segments, Value t) const;
+
+private:
+  Location loc;
+  Value indices, heads, choices, perHead;
 };
 
 } // namespace mlir::switchyard

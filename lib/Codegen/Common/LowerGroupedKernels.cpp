@@ -11,10 +11,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/Moe/IR/MoeOps.h"
 #include "lib/Codegen/Common/Contractions.h"
 #include "lib/Codegen/Common/GroupedOperands.h"
 #include "lib/Codegen/Common/Passes.h"
-#include "dialect/Moe/IR/MoeOps.h"
 #include "lib/Support/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -131,6 +131,57 @@ public:
     });
   }
 
+  /// A sequential loop over [lo, hi) whose body `body` builds.
+  void loop(Value lo, Value hi, function_ref<void(Value)> body) {
+    auto forOp = scf::ForOp::create(b, lo, hi, cst(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forOp.getBody());
+    body(forOp.getInductionVar());
+  }
+
+  /// The counting sort, sequentially: the counts (in segments[e + 1]),
+  /// the padded segments, then each route's position in order.
+  void lower(moe::SortRoutesOp op) {
+    switchyard::SortedRouteIndexing routes(b, b.getLoc(), op);
+    Value seg = op.getSegmentsInit(), order = op.getOrderInit(),
+          slots = op.getSlotsInit(), tiles = op.getTileExpertsInit();
+    Value rows = routes.expertRows;
+    Value zero = cst(0), one = cst(1);
+    auto load = [&](Value buffer, ValueRange at) -> Value {
+      return memref::LoadOp::create(b, buffer, at);
+    };
+    auto store = [&](Value value, Value buffer, ValueRange at) {
+      memref::StoreOp::create(b, value, buffer, at);
+    };
+    auto add = [&](Value x, Value y) -> Value {
+      return arith::AddIOp::create(b, x, y);
+    };
+    loop(zero, add(rows, one), [&](Value e) { store(zero, seg, e); });
+    routes.forEachRoute(b, zero, routes.routes,
+                        [&](Value, Value e, Value, Value, Value) {
+                          Value next = add(e, one);
+                          store(add(load(seg, next), one), seg, next);
+                        });
+    routes.padSegments(b, seg);
+    // Each expert's next position, from its segment's start.
+    auto cursor = memref::AllocOp::create(
+        b, MemRefType::get({ShapedType::kDynamic}, b.getIndexType()),
+        ValueRange{rows});
+    loop(zero, rows, [&](Value e) { store(load(seg, e), cursor, e); });
+    loop(zero, routes.paddedRows,
+         [&](Value p) { store(routes.routes, order, p); });
+    routes.forEachRoute(b, zero, routes.routes,
+                        [&](Value r, Value e, Value n, Value h, Value j) {
+                          Value slot = load(cursor, e);
+                          store(add(slot, one), cursor, e);
+                          store(slot, slots, {n, h, j});
+                          store(r, order, slot);
+                        });
+    memref::DeallocOp::create(b, cursor);
+    loop(zero, dim(tiles, 0),
+         [&](Value t) { store(routes.tileExpert(b, seg, t), tiles, t); });
+  }
+
 private:
   ImplicitLocOpBuilder &b;
   FloatType rounding;
@@ -153,7 +204,8 @@ struct SwitchyardLowerGroupedKernelsPass
     }
     SmallVector<Operation *> kernels;
     func.walk([&](Operation *op) {
-      if (isa<moe::GroupedMatmulOp, moe::GroupedWeightGradOp>(op))
+      if (isa<moe::GroupedMatmulOp, moe::GroupedWeightGradOp,
+              moe::SortRoutesOp>(op))
         kernels.push_back(op);
     });
     for (Operation *op : kernels) {
@@ -168,6 +220,8 @@ struct SwitchyardLowerGroupedKernelsPass
       LoopBuilder loops(b, *rounding);
       if (auto matmul = dyn_cast<moe::GroupedMatmulOp>(op))
         loops.lower(matmul);
+      else if (auto sort = dyn_cast<moe::SortRoutesOp>(op))
+        loops.lower(sort);
       else
         loops.lower(cast<moe::GroupedWeightGradOp>(op));
       op->erase();

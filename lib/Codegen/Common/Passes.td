@@ -681,7 +681,10 @@ def SwitchyardLowerGroupedKernelsPass
     ops' `gather`) is read at its route's row: `order[p]` names the route,
     the row is the route over `routes_per_row`, the element is multiplied
     by the route's gate in f32 before the rounding, and a padding position
-    (`order[p]` past the routes) reads zero.
+    (`order[p]` past the routes) reads zero. Every remaining
+    `moe.sort_routes` becomes its counting sort as sequential loops (the
+    GPU target makes it one thread block's kernel first,
+    `switchyard-gpu-sort-routes`).
 
     ```mlir
     moe.grouped_weight_grad ins(%x, %dy, %seg : memref<?x4xf32>, memref<?x3xf32>, memref<3xindex>) outs(%dw : memref<2x4x3xf32>)

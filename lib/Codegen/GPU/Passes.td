@@ -133,6 +133,61 @@ def SwitchyardGpuSplitReductionsPass
   ];
 }
 
+def SwitchyardGpuSortRoutesPass
+    : Pass<"switchyard-gpu-sort-routes", "::mlir::func::FuncOp"> {
+  let summary = "The routes' counting sort as one thread block's kernel";
+  let description = [{
+    Makes each `moe.sort_routes` on buffers (the grouped expert kernels'
+    order of the routes) one `gpu.launch` of a single block of
+    `block-size` threads, instead of a chain of kernels for its counts,
+    prefix sums and positions. Thread `t` takes the routes
+    `[t·C, (t + 1)·C)` (`C = ceil(R / block-size)`) and counts them per
+    expert row into column `t` of a scratch buffer `[H·E, block-size]`
+    (`gpu.alloc`); after a barrier, one thread per expert row turns its
+    row into exclusive prefix sums over the threads and writes the total;
+    thread 0 pads the segments (`segments[e + 1] = segments[e] +
+    roundup(count, T)`); all threads fill `order` with `R` and compute the
+    tiles' experts; after a last barrier each thread places its routes,
+    `slot = segments[e] + its rank`, writing `slots` and `order`. Chunks
+    follow the threads and keep their routes' order: the sort is stable,
+    the same as the sequential loops of `switchyard-lower-grouped-kernels`.
+
+    Before:
+
+    ```mlir
+    moe.sort_routes ins(%i : memref<?x2x3xi32>) outs(%seg, %order, %slots, %tiles : memref<11xindex>, memref<?xindex>, memref<?x2x3xindex>, memref<?xindex>) experts_per_head(5) tile_size(64)
+    ```
+
+    After (abridged):
+
+    ```mlir
+    %scratch = gpu.alloc (%c10) : memref<?x256xindex>
+    gpu.launch blocks(%bx, %by, %bz) in (%x = %c1, %y = %c1, %z = %c1)
+               threads(%t, %ty, %tz) in (%tx = %c256, %yy = %c1, %zz = %c1) {
+      scf.for %r = %lo to %hi step %c1 { ... %scratch[%e, %t] += 1 ... }
+      gpu.barrier
+      scf.for %e = %t to %c10 step %c256 { ... prefix sums of row %e ... }
+      gpu.barrier
+      scf.if %first { ... padded segments ... }
+      gpu.barrier
+      ... %order filled with R, %tiles ...
+      gpu.barrier
+      scf.for %r = %lo to %hi step %c1 { ... %slots, %order ... }
+      gpu.terminator
+    }
+    gpu.dealloc %scratch : memref<?x256xindex>
+    ```
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads of the kernel's one block">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def SwitchyardGpuRowKernelsPass
     : Pass<"switchyard-gpu-row-kernels", "::mlir::func::FuncOp"> {
   let summary = "Row loops as kernels with a thread block per row";

@@ -13,10 +13,10 @@
 // `grouped-experts`).
 //
 // With `grouped-tile-rows` T > 0 nothing is read on the host, which the GPU
-// needs: the sort is computed in parallel (a counting sort over chunks of
-// routes: per-chunk counts, their prefix sums, each route's rank inside its
-// chunk), each expert's segment of rows is padded to a multiple of T and
-// starts at a multiple of T, and the products are two kernel ops:
+// needs: the sort is a kernel op (moe.sort_routes: a stable counting sort,
+// each expert's segment of rows padded to a multiple of T and starting at
+// a multiple of T; it needs static heads and expert rows, and leaves other
+// ops to the remaining patterns), and the products are two kernel ops:
 // moe.grouped_matmul (every tile of T rows with its expert's weight; the
 // GPU's tensor cores take it as one launch) and moe.grouped_weight_grad
 // (per expert, the sum over its segment). The kernels gather their rows by
@@ -28,9 +28,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lib/Dialect/Moe/Utils/Kernels.h"
-#include "lib/Conversion/MoeToLinalg/MoeToLinalg.h"
 #include "dialect/Moe/IR/MoeOps.h"
+#include "lib/Conversion/MoeToLinalg/MoeToLinalg.h"
+#include "lib/Dialect/Moe/Utils/Kernels.h"
 #include "lib/Support/TensorBuilders.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -50,8 +50,7 @@ namespace {
 Value filledIndex(ImplicitLocOpBuilder &b, ArrayRef<OpFoldResult> sizes,
                   int64_t value) {
   Value empty = tensor::EmptyOp::create(b, sizes, b.getIndexType());
-  return linalg::FillOp::create(b, indexConstant(b, value), empty)
-      .getResult(0);
+  return linalg::FillOp::create(b, indexConstant(b, value), empty).getResult(0);
 }
 
 /// The routes of an expert op sorted by expert, and the kernels that work
@@ -64,7 +63,8 @@ public:
   /// multiples of T rows, sorted on the device.
   SortedRoutes(ImplicitLocOpBuilder &b, Value gates, Value indices,
                Value weight, int64_t tileRows)
-      : b(b), gates(gates), indices(indices), tileRows(tileRows) {
+      : b(b), gates(gates), indices(indices), tileRows(tileRows),
+        staticExpertsPerHead(expertsPerHeadOf(indices, weight)) {
     tokens = dimOf(b, indices, 0);
     heads = dimOf(b, indices, 1);
     choices = dimOf(b, indices, 2);
@@ -80,6 +80,17 @@ public:
     routeGates = gather(gates);
   }
 
+  /// E, where the heads and the stacked weight's rows are static: what
+  /// the sort without host reads needs (tileRows > 0).
+  static std::optional<int64_t> expertsPerHeadOf(Value indices, Value weight) {
+    int64_t heads = cast<RankedTensorType>(indices.getType()).getDimSize(1);
+    int64_t rows = cast<RankedTensorType>(weight.getType()).getDimSize(0);
+    if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(rows) ||
+        heads <= 0 || rows % heads != 0)
+      return std::nullopt;
+    return rows / heads;
+  }
+
   /// Rows in the sorted order: row i of `value` itself (`sorted`), or the
   /// i-th sorted route (n, h, j)'s row of `value`, value[n, w] ([N, W]) or
   /// value[n, h, w] ([N, H, W]), times the route's gate if `gated`. Kernels
@@ -91,7 +102,9 @@ public:
     bool gated = false;
   };
   static Rows sorted(Value value) { return {value, true, false}; }
-  static Rows gathered(Value value, bool gated) { return {value, false, gated}; }
+  static Rows gathered(Value value, bool gated) {
+    return {value, false, gated};
+  }
 
   /// The rows [begin, begin + count) of `rows`, f32 [count, W]. A gather
   /// is a loop over the rows that copies each (a vector loop over w): a
@@ -125,8 +138,8 @@ public:
           strides.push_back(one);
           auto rowType = RankedTensorType::get({type.getShape().back()},
                                                type.getElementType());
-          Value row = tensor::ExtractSliceOp::create(
-              b, rowType, rows.value, offsets, sizes, strides);
+          Value row = tensor::ExtractSliceOp::create(b, rowType, rows.value,
+                                                     offsets, sizes, strides);
           Value gate = rows.gated
                            ? tensor::ExtractOp::create(b, routeGates, sortedAt)
                                  .getResult()
@@ -142,13 +155,11 @@ public:
               b, {row}, out, {id, id}, iterators(1),
               [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
                 Value v = toF32(b, args[0]);
-                return gate ? arith::MulFOp::create(b, v, gate).getResult()
-                            : v;
+                return gate ? arith::MulFOp::create(b, v, gate).getResult() : v;
               });
-          scf::YieldOp::create(
-              b, ValueRange{tensor::InsertSliceOp::create(
-                     b, copied, acc[0], outOffsets, outSizes,
-                     ArrayRef<OpFoldResult>{one, one})});
+          scf::YieldOp::create(b, ValueRange{tensor::InsertSliceOp::create(
+                                      b, copied, acc[0], outOffsets, outSizes,
+                                      ArrayRef<OpFoldResult>{one, one})});
         });
     return loop.getResult(0);
   }
@@ -170,10 +181,10 @@ public:
                    tileExperts, order, gathered->gates, init, tile,
                    b.getI64IntegerAttr(gathered->routesPerRow), transpose)
             .getResult()[0];
-      return moe::GroupedMatmulOp::create(
-                 b, TypeRange{init.getType()}, padded(rows), weight,
-                 tileExperts, /*order=*/Value(), /*gates=*/Value(), init, tile,
-                 IntegerAttr(), transpose)
+      return moe::GroupedMatmulOp::create(b, TypeRange{init.getType()},
+                                          padded(rows), weight, tileExperts,
+                                          /*order=*/Value(), /*gates=*/Value(),
+                                          init, tile, IntegerAttr(), transpose)
           .getResult()[0];
     }
     Value init = tensor::EmptyOp::create(
@@ -181,17 +192,18 @@ public:
     // (i, c | a)
     AffineMap weightMap =
         transposed ? dimsMap(ctx, 3, {1, 2}) : dimsMap(ctx, 3, {2, 1});
-    return overExperts(init, [&](ImplicitLocOpBuilder &b, Value e,
-                                 Value begin, Value count,
-                                 Value acc) -> ExpertPart {
-      Value lhs = block(b, rows, begin, count);
-      Value matrix = expertMatrix(b, weight, e);
-      Value out = zeroRows(b, acc, begin, count, outer);
-      Value product = accumulateF32(b, lhs, dimsMap(ctx, 3, {0, 2}), matrix,
-                                    weightMap, dimsMap(ctx, 3, {0, 1}),
-                                    iterators(2, 1), out);
-      return {product, {begin, b.getIndexAttr(0)}, {count, outer}};
-    });
+    return overExperts(
+        init,
+        [&](ImplicitLocOpBuilder &b, Value e, Value begin, Value count,
+            Value acc) -> ExpertPart {
+          Value lhs = block(b, rows, begin, count);
+          Value matrix = expertMatrix(b, weight, e);
+          Value out = zeroRows(b, acc, begin, count, outer);
+          Value product =
+              accumulateF32(b, lhs, dimsMap(ctx, 3, {0, 2}), matrix, weightMap,
+                            dimsMap(ctx, 3, {0, 1}), iterators(2, 1), out);
+          return {product, {begin, b.getIndexAttr(0)}, {count, outer}};
+        });
   }
 
   /// dW[e, a, c] = Σ_i lhs[i, a] · rhs[i, c] over the sorted routes i of
@@ -219,27 +231,28 @@ public:
     }
     Value init = tensor::EmptyOp::create(
         b, ArrayRef<OpFoldResult>{experts, a, c}, b.getF32Type());
-    return overExperts(init, [&](ImplicitLocOpBuilder &b, Value e,
-                                 Value begin, Value count,
-                                 Value acc) -> ExpertPart {
-      OpFoldResult one = b.getIndexAttr(1), origin = b.getIndexAttr(0);
-      SmallVector<OpFoldResult> offsets{e, origin, origin}, sizes{one, a, c},
-          strides{one, one, one};
-      auto matrixType = RankedTensorType::get(
-          {getConstantIntValue(a).value_or(ShapedType::kDynamic),
-           getConstantIntValue(c).value_or(ShapedType::kDynamic)},
-          b.getF32Type());
-      Value slice = tensor::ExtractSliceOp::create(b, matrixType, acc, offsets,
-                                                   sizes, strides);
-      Value zero =
-          linalg::FillOp::create(b, f32Constant(b, 0.0), slice).getResult(0);
-      // (a, c | i)
-      Value grad = accumulateF32(
-          b, block(b, lhs, begin, count), dimsMap(ctx, 3, {2, 0}),
-          block(b, rhs, begin, count), dimsMap(ctx, 3, {2, 1}),
-          dimsMap(ctx, 3, {0, 1}), iterators(2, 1), zero);
-      return {grad, offsets, sizes};
-    });
+    return overExperts(
+        init,
+        [&](ImplicitLocOpBuilder &b, Value e, Value begin, Value count,
+            Value acc) -> ExpertPart {
+          OpFoldResult one = b.getIndexAttr(1), origin = b.getIndexAttr(0);
+          SmallVector<OpFoldResult> offsets{e, origin, origin},
+              sizes{one, a, c}, strides{one, one, one};
+          auto matrixType = RankedTensorType::get(
+              {getConstantIntValue(a).value_or(ShapedType::kDynamic),
+               getConstantIntValue(c).value_or(ShapedType::kDynamic)},
+              b.getF32Type());
+          Value slice = tensor::ExtractSliceOp::create(b, matrixType, acc,
+                                                       offsets, sizes, strides);
+          Value zero = linalg::FillOp::create(b, f32Constant(b, 0.0), slice)
+                           .getResult(0);
+          // (a, c | i)
+          Value grad = accumulateF32(
+              b, block(b, lhs, begin, count), dimsMap(ctx, 3, {2, 0}),
+              block(b, rhs, begin, count), dimsMap(ctx, 3, {2, 1}),
+              dimsMap(ctx, 3, {0, 1}), iterators(2, 1), zero);
+          return {grad, offsets, sizes};
+        });
   }
 
   /// The sum over the routes: out[n, h, w] = Σ_j g · rows[slot(n, h, j), w]
@@ -335,9 +348,9 @@ private:
     bool byHead = cast<RankedTensorType>(lhs.value.getType()).getRank() == 3;
     // (n, h, j, w | )
     SmallVector<Value> inputs{lhs.value, slots};
-    SmallVector<AffineMap> maps{
-        byHead ? dimsMap(ctx, 4, {0, 1, 3}) : dimsMap(ctx, 4, {0, 3}),
-        dimsMap(ctx, 4, {0, 1, 2})};
+    SmallVector<AffineMap> maps{byHead ? dimsMap(ctx, 4, {0, 1, 3})
+                                       : dimsMap(ctx, 4, {0, 3}),
+                                dimsMap(ctx, 4, {0, 1, 2})};
     if (lhs.gated) {
       inputs.push_back(gates);
       maps.push_back(dimsMap(ctx, 4, {0, 1, 2}));
@@ -372,8 +385,8 @@ private:
   /// output.
   Value overExperts(Value init, ExpertBody body) {
     auto forall = scf::ForallOp::create(
-        b, ArrayRef<OpFoldResult>{getAsOpFoldResult(experts)},
-        ValueRange{init}, std::nullopt);
+        b, ArrayRef<OpFoldResult>{getAsOpFoldResult(experts)}, ValueRange{init},
+        std::nullopt);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(forall.getTerminator());
     Value e = forall.getInductionVars()[0];
@@ -455,10 +468,10 @@ private:
               b, args[1],
               arith::SelectOp::create(b, below, one, indexConstant(b, 0)));
         });
-    Value slotInit = tensor::EmptyOp::create(b, sizesOf(b, indices),
-                                             b.getIndexType());
-    Value orderInit = tensor::EmptyOp::create(
-        b, ArrayRef<OpFoldResult>{routes}, b.getIndexType());
+    Value slotInit =
+        tensor::EmptyOp::create(b, sizesOf(b, indices), b.getIndexType());
+    Value orderInit = tensor::EmptyOp::create(b, ArrayRef<OpFoldResult>{routes},
+                                              b.getIndexType());
     auto loop = scf::ForOp::create(
         b, indexConstant(b, 0), routes, one,
         ValueRange{offsets, slotInit, orderInit},
@@ -504,8 +517,8 @@ private:
     SmallVector<Value> zeros(at.size(), indexConstant(b, 0));
     return tensor::InsertOp::create(b, value, slice, zeros);
   }
-  static void insertScalarSlice(ImplicitLocOpBuilder &b, Value slice,
-                                Value out, ValueRange at) {
+  static void insertScalarSlice(ImplicitLocOpBuilder &b, Value slice, Value out,
+                                ValueRange at) {
     SmallVector<OpFoldResult> ones(at.size(), b.getIndexAttr(1));
     tensor::ParallelInsertSliceOp::create(b, slice, out, getAsOpFoldResult(at),
                                           ones, ones);
@@ -550,156 +563,37 @@ private:
     return cached;
   }
 
-  /// Route r's expert row.
-  Value expertOfRoute(ImplicitLocOpBuilder &b, Value r) const {
-    auto [n, h, j] = coordinates(b, r);
-    return expertOf(b, n, h, j);
-  }
-
-  /// #{r in [lo, hi) : expertOfRoute(r) == expert}, counted sequentially.
-  Value countPicks(ImplicitLocOpBuilder &b, Value lo, Value hi,
-                   Value expert) const {
-    Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
-    auto loop = scf::ForOp::create(b, lo, hi, one, ValueRange{zero});
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value same =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                              expertOfRoute(b, loop.getInductionVar()), expert);
-    Value next =
-        arith::AddIOp::create(b, loop.getRegionIterArgs()[0],
-                              arith::SelectOp::create(b, same, one, zero));
-    scf::YieldOp::create(b, next);
-    return loop.getResult(0);
-  }
-
-  /// The sort without host reads, from chunks of kChunk routes:
-  ///   chunkCounts[c, e]: the routes of chunk c that pick expert e;
-  ///   segments[e] = Σ_{e' < e} roundup(count[e'], T) ([E + 1]);
-  ///   prefix[c, e] = Σ_{c' < c} chunkCounts[c', e];
-  ///   slots[n, h, j] = segments[e] + prefix[c, e] + the routes before it
-  ///   in its chunk that pick e (a stable sort, as the host's), and
-  ///   order[slots[n, h, j]] = (n·H + h)·k + j, R at the padding;
-  ///   tileExperts[t] = #{e : segments[e + 1] <= t·T}, E for the tiles
-  ///   past the last segment.
-  /// P = (ceil(R / T) + E) · T rows bound every segment.
+  /// The sort without host reads (moe.sort_routes): each expert's
+  /// segment padded to a multiple of T rows and starting at one, the
+  /// route at each position (R at the padding), each route's position and
+  /// each tile's expert. P = (ceil(R / T) + E) · T rows bound every
+  /// segment.
   void sortPadded() {
-    MLIRContext *ctx = b.getContext();
     Type index = b.getIndexType();
-    Value one = indexConstant(b, 1);
-    Value chunk = indexConstant(b, kChunk), tile = indexConstant(b, tileRows);
-    Value chunks = arith::CeilDivUIOp::create(b, routes, chunk);
+    Value one = indexConstant(b, 1), tile = indexConstant(b, tileRows);
     Value bounds = arith::AddIOp::create(b, experts, one);
-    auto select = [&](ImplicitLocOpBuilder &b, Value cond, Value v) -> Value {
-      return arith::SelectOp::create(b, cond, v, indexConstant(b, 0));
-    };
-    // (c, e)
-    Value chunkCounts =
-        generic(b, {},
-                tensor::EmptyOp::create(
-                    b, ArrayRef<OpFoldResult>{chunks, experts}, index),
-                {dimsMap(ctx, 2, {0, 1})}, iterators(2),
-                [&](ImplicitLocOpBuilder &b, ValueRange) -> Value {
-                  Value lo = arith::MulIOp::create(b, loopIndex(b, 0),
-                                                   indexConstant(b, kChunk));
-                  Value hi = arith::MinUIOp::create(
-                      b, arith::AddIOp::create(b, lo, indexConstant(b, kChunk)),
-                      routes);
-                  return countPicks(b, lo, hi, loopIndex(b, 1));
-                });
-    // (e | c)
-    Value counts = generic(
-        b, {chunkCounts}, filledIndex(b, {experts}, 0),
-        {dimsMap(ctx, 2, {1, 0}), dimsMap(ctx, 2, {0})}, iterators(1, 1),
-        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-          return arith::AddIOp::create(b, args[1], args[0]);
-        });
-    // (e | e')
-    segments = generic(
-        b, {counts}, filledIndex(b, {bounds}, 0),
-        {dimsMap(ctx, 2, {1}), dimsMap(ctx, 2, {0})}, iterators(1, 1),
-        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-          Value below = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
-                                              loopIndex(b, 1), loopIndex(b, 0));
-          Value t = indexConstant(b, tileRows);
-          Value rounded = arith::MulIOp::create(
-              b, arith::CeilDivUIOp::create(b, args[0], t), t);
-          return arith::AddIOp::create(b, args[1], select(b, below, rounded));
-        });
-    // (c, e | c')
-    Value prefix = generic(
-        b, {chunkCounts}, filledIndex(b, {chunks, experts}, 0),
-        {dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1})}, iterators(2, 1),
-        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-          Value below = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
-                                              loopIndex(b, 2), loopIndex(b, 0));
-          return arith::AddIOp::create(b, args[1], select(b, below, args[0]));
-        });
     Value tiles = arith::AddIOp::create(
         b, arith::CeilDivUIOp::create(b, routes, tile), experts);
     paddedRows = arith::MulIOp::create(b, tiles, tile);
-    // Each route's position, and the route at each position (R at the
-    // padding): one iteration per route (n, h, j) writes both.
-    Value orderEmpty = tensor::EmptyOp::create(
-        b, ArrayRef<OpFoldResult>{paddedRows}, index);
-    Value orderInit =
-        linalg::FillOp::create(b, routes, orderEmpty).getResult(0);
-    Value slotInit = tensor::EmptyOp::create(b, sizesOf(b, indices), index);
-    auto forall = scf::ForallOp::create(
-        b, ArrayRef<OpFoldResult>{tokens, heads, choices},
-        ValueRange{slotInit, orderInit}, std::nullopt);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(forall.getTerminator());
-      SmallVector<Value> ivs = forall.getInductionVars();
-      Value n = ivs[0], h = ivs[1], j = ivs[2];
-      Value r = arith::AddIOp::create(
-          b,
-          arith::MulIOp::create(
-              b, arith::AddIOp::create(b, arith::MulIOp::create(b, n, heads), h),
-              choices),
-          j);
-      Value expert = expertOf(b, n, h, j);
-      Value c = arith::DivUIOp::create(b, r, indexConstant(b, kChunk));
-      Value base = arith::AddIOp::create(
-          b, tensor::ExtractOp::create(b, segments, expert),
-          tensor::ExtractOp::create(b, prefix, ValueRange{c, expert}));
-      Value lo = arith::MulIOp::create(b, c, indexConstant(b, kChunk));
-      Value slot =
-          arith::AddIOp::create(b, base, countPicks(b, lo, r, expert));
-      ValueRange outs = forall.getRegionIterArgs();
-      Value slotTensor = scalarSlice(b, outs[0], {n, h, j}, slot);
-      Value orderTensor = scalarSlice(b, outs[1], {slot}, r);
-      b.setInsertionPointToStart(forall.getTerminator().getBody());
-      insertScalarSlice(b, slotTensor, outs[0], {n, h, j});
-      insertScalarSlice(b, orderTensor, outs[1], {slot});
-    }
-    slots = forall.getResult(0);
-    order = forall.getResult(1);
-    // (t | e)
-    tileExperts = generic(
-        b, {counts}, filledIndex(b, {tiles}, 0),
-        {dimsMap(ctx, 2, {1}), dimsMap(ctx, 2, {0})}, iterators(1, 1),
-        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
-          Value end = tensor::ExtractOp::create(
-              b, segments,
-              ValueRange{arith::AddIOp::create(b, loopIndex(b, 1),
-                                               indexConstant(b, 1))});
-          Value start = arith::MulIOp::create(b, loopIndex(b, 0),
-                                              indexConstant(b, tileRows));
-          Value ended =
-              arith::CmpIOp::create(b, arith::CmpIPredicate::ule, end, start);
-          return arith::AddIOp::create(b, args[1],
-                                       select(b, ended, indexConstant(b, 1)));
-        });
+    auto empty = [&](ArrayRef<OpFoldResult> sizes) -> Value {
+      return tensor::EmptyOp::create(b, sizes, index);
+    };
+    SmallVector<Value> inits{empty({bounds}), empty({paddedRows}),
+                             empty(sizesOf(b, indices)), empty({tiles})};
+    auto sort = moe::SortRoutesOp::create(
+        b, ValueRange(inits).getTypes(), indices, inits[0], inits[1], inits[2],
+        inits[3], b.getI64IntegerAttr(*staticExpertsPerHead),
+        b.getI64IntegerAttr(tileRows));
+    segments = sort.getResult(0);
+    order = sort.getResult(1);
+    slots = sort.getResult(2);
+    tileExperts = sort.getResult(3);
   }
-
-  /// Routes per chunk of the padded formulation's parallel sort.
-  static constexpr int64_t kChunk = 256;
 
   ImplicitLocOpBuilder &b;
   Value gates, indices;
   int64_t tileRows;
+  std::optional<int64_t> staticExpertsPerHead;
   Value tokens, heads, choices, perHead, experts, routes;
   Value offsets, slots, order, routeGates;
   // The padded formulation's sort and rows.
@@ -713,6 +607,13 @@ template <typename OpTy> struct GroupedPattern : public OpRewritePattern<OpTy> {
   GroupedPattern(MLIRContext *ctx, int64_t tileRows)
       : OpRewritePattern<OpTy>(ctx, /*benefit=*/2), tileRows(tileRows) {}
   int64_t tileRows;
+
+  /// Whether `op` can be grouped: the sort without host reads needs static
+  /// heads and expert rows (other ops are left to the other patterns).
+  bool groupable(OpTy op) const {
+    return tileRows == 0 ||
+           SortedRoutes::expertsPerHeadOf(op.getIndices(), op.getWeight());
+  }
 };
 
 /// out[n, h, f] = Σ_j g · (x[n] · W[h·E + indices[n, h, j]])[f].
@@ -721,14 +622,17 @@ struct GroupedExpertProj : public GroupedPattern<moe::ExpertProjOp> {
 
   LogicalResult matchAndRewrite(moe::ExpertProjOp op,
                                 PatternRewriter &rewriter) const override {
+    if (!groupable(op))
+      return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
     SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
     Value products = routes.perExpert(
         SortedRoutes::gathered(op.getInput(), false), w, false);
     rewriter.replaceOp(
-        op, finish(b, routes.sumRoutes(products, /*perHead=*/true, /*gated=*/true),
-                   op.getResult()));
+        op,
+        finish(b, routes.sumRoutes(products, /*perHead=*/true, /*gated=*/true),
+               op.getResult()));
     return success();
   }
 };
@@ -739,16 +643,17 @@ struct GroupedExpertMerge : public GroupedPattern<moe::ExpertMergeOp> {
 
   LogicalResult matchAndRewrite(moe::ExpertMergeOp op,
                                 PatternRewriter &rewriter) const override {
+    if (!groupable(op))
+      return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
     SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
-    Value products = routes.perExpert(
-        SortedRoutes::gathered(op.getHeads(), true), w, false);
-    rewriter.replaceOp(op,
-                       finish(b,
-                              routes.sumRoutes(products, /*perHead=*/false,
-                                               /*gated=*/false),
-                              op.getResult()));
+    Value products =
+        routes.perExpert(SortedRoutes::gathered(op.getHeads(), true), w, false);
+    rewriter.replaceOp(op, finish(b,
+                                  routes.sumRoutes(products, /*perHead=*/false,
+                                                   /*gated=*/false),
+                                  op.getResult()));
     return success();
   }
 };
@@ -763,6 +668,8 @@ struct GroupedExpertProjGrad : public GroupedPattern<moe::ExpertProjGradOp> {
 
   LogicalResult matchAndRewrite(moe::ExpertProjGradOp op,
                                 PatternRewriter &rewriter) const override {
+    if (!groupable(op))
+      return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
     SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
@@ -770,8 +677,8 @@ struct GroupedExpertProjGrad : public GroupedPattern<moe::ExpertProjGradOp> {
     Value dinput = routes.perExpert(
         SortedRoutes::gathered(op.getResultGrad(), false), w, true);
     Value dx = routes.sumRoutes(dinput, /*perHead=*/false, /*gated=*/true);
-    Value dw = routes.weightGrad(
-        x, SortedRoutes::gathered(op.getResultGrad(), true));
+    Value dw =
+        routes.weightGrad(x, SortedRoutes::gathered(op.getResultGrad(), true));
     Value dg = routes.routeDots(x, SortedRoutes::sorted(dinput));
     rewriter.replaceOp(op, {finish(b, dx, op.getInputGrad()),
                             finish(b, dw, op.getWeightGrad()),
@@ -788,6 +695,8 @@ struct GroupedExpertMergeGrad : public GroupedPattern<moe::ExpertMergeGradOp> {
 
   LogicalResult matchAndRewrite(moe::ExpertMergeGradOp op,
                                 PatternRewriter &rewriter) const override {
+    if (!groupable(op))
+      return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Value w = op.getWeight();
     SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
@@ -796,11 +705,13 @@ struct GroupedExpertMergeGrad : public GroupedPattern<moe::ExpertMergeGradOp> {
     auto dy = SortedRoutes::gathered(op.getResultGrad(), false);
     Value dheadRows = routes.perExpert(dy, w, true);
     rewriter.replaceOp(
-        op, {finish(b, routes.sumRoutes(dheadRows, /*perHead=*/true, /*gated=*/true),
-                    op.getHeadsGrad()),
-             finish(b, routes.weightGrad(gatedHeads, dy), op.getWeightGrad()),
-             finish(b, routes.routeDots(heads, SortedRoutes::sorted(dheadRows)),
-                    op.getGatesGrad())});
+        op,
+        {finish(b,
+                routes.sumRoutes(dheadRows, /*perHead=*/true, /*gated=*/true),
+                op.getHeadsGrad()),
+         finish(b, routes.weightGrad(gatedHeads, dy), op.getWeightGrad()),
+         finish(b, routes.routeDots(heads, SortedRoutes::sorted(dheadRows)),
+                op.getGatesGrad())});
     return success();
   }
 };

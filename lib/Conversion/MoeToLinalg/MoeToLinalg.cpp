@@ -1100,7 +1100,7 @@ struct ConvertMoeToLinalgPass
     target.addIllegalDialect<moe::MoeDialect>();
     // The grouped kernels stay until after bufferization.
     target.addLegalOp<moe::GroupedMatmulOp, moe::GroupedWeightGradOp,
-                      moe::FlashAttentionKernelOp,
+                      moe::SortRoutesOp, moe::FlashAttentionKernelOp,
                       moe::FlashAttentionGradKernelOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     FailureOr<FloatType> rounding =

@@ -75,3 +75,28 @@ func.func @gathered_weight_grad(%x: memref<?x8xf32>, %dh: memref<?x4xf32>,
   moe.grouped_weight_grad ins(%x, %dh, %seg : memref<?x8xf32>, memref<?x4xf32>, memref<4xindex>) gather(%order : memref<?xindex>) routes_per_row([6, 3]) rhs_gates(%g : memref<?xf32>) outs(%dw : memref<3x8x4xf32>)
   return
 }
+
+// The routes' sort, sequentially: counts into segments[e + 1], the padded
+// segments, each expert's cursor from its start, the order filled with R,
+// each route placed, the tiles' experts.
+// CHECK-LABEL: func.func @sort
+// CHECK-SAME: (%[[I:.*]]: memref<?x2x3xi32>, %[[SEG:.*]]: memref<11xindex>, %[[ORDER:.*]]: memref<?xindex>, %[[SLOTS:.*]]: memref<?x2x3xindex>, %[[TILES:.*]]: memref<?xindex>)
+// CHECK: %[[R:.*]] = arith.muli %{{.*}}, %c6
+// CHECK: scf.for %{{.*}} = %c0 to %c11
+// CHECK: scf.for %{{.*}} = %c0 to %[[R]]
+// CHECK:   memref.load %[[I]]
+// CHECK: scf.for %{{.*}} = %c0 to %c10
+// CHECK:   arith.ceildivui %{{.*}}, %c64
+// CHECK: %[[CURSOR:.*]] = memref.alloc() : memref<10xindex>
+// CHECK: scf.for %{{.*}} = %c0 to %{{.*}} step %c1 {
+// CHECK:   memref.store %[[R]], %[[ORDER]]
+// CHECK: scf.for %[[ROUTE:.*]] = %c0 to %[[R]]
+// CHECK:   %[[SLOT:.*]] = memref.load %[[CURSOR]]
+// CHECK:   memref.store %[[SLOT]], %[[SLOTS]]
+// CHECK:   memref.store %[[ROUTE]], %[[ORDER]][%[[SLOT]]]
+// CHECK: memref.dealloc %[[CURSOR]]
+// CHECK: memref.store %{{.*}}, %[[TILES]]
+func.func @sort(%i: memref<?x2x3xi32>, %seg: memref<11xindex>, %order: memref<?xindex>, %slots: memref<?x2x3xindex>, %tiles: memref<?xindex>) {
+  moe.sort_routes ins(%i : memref<?x2x3xi32>) outs(%seg, %order, %slots, %tiles : memref<11xindex>, memref<?xindex>, memref<?x2x3xindex>, memref<?xindex>) experts_per_head(5) tile_size(64)
+  return
+}

@@ -7,35 +7,18 @@
 
 // The padded formulation (grouped-tile-rows, the GPU's): no host reads.
 // PADDED-LABEL: func.func @proj
-// R, the routes: 6 per token.
+// The sort: R = 6 routes per token; P = (ceil(R / 16) + 10) * 16 positions,
+// one per 16-row tile's expert; segments of the 10 expert rows.
 // PADDED: %[[R:.*]] = arith.muli %{{.*}}, %c6
-// Per chunk of 256 routes and expert, the routes that pick it (a sequential
-// count in each chunk's thread).
-// PADDED: %[[CHUNKS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs({{.*}} : tensor<?x10xindex>)
-// PADDED: scf.for
-// Each expert's count, then its segment's start (counts rounded up to 16).
-// PADDED: %[[COUNTS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[CHUNKS]] : tensor<?x10xindex>) outs({{.*}} : tensor<10xindex>)
-// PADDED: %[[SEGMENTS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[COUNTS]] : tensor<10xindex>) outs({{.*}} : tensor<11xindex>)
-// The counts of the chunks before each chunk, then each route's slot and
-// the route at each slot (R = 6 routes per token at the padding), written
-// by one iteration per route.
-// PADDED: %[[PREFIX:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[CHUNKS]] : tensor<?x10xindex>) outs({{.*}} : tensor<?x10xindex>)
-// PADDED: %[[UNUSED:.*]] = linalg.fill ins(%[[R]] : index) outs(%{{.*}} : tensor<?xindex>)
-// PADDED: %[[SORTED:.*]]:2 = scf.forall (%[[N:.*]], %[[H:.*]], %[[J:.*]]) in (%{{.*}}, 2, 3) shared_outs(%[[SLOTS:.*]] = %{{.*}}, %[[ORDER:.*]] = %[[UNUSED]])
-// PADDED: tensor.extract %[[SEGMENTS]]
-// PADDED: tensor.extract %[[PREFIX]]
-// PADDED: scf.yield
-// PADDED: %[[SLOT:.*]] = arith.addi %{{.*}}, %{{.*}} : index
-// PADDED: tensor.parallel_insert_slice %{{.*}} into %[[SLOTS]][%[[N]], %[[H]], %[[J]]] [1, 1, 1] [1, 1, 1]
-// PADDED: tensor.parallel_insert_slice %{{.*}} into %[[ORDER]][%[[SLOT]]] [1] [1]
-// Each tile's expert.
-// PADDED: %[[TILES:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[COUNTS]] : tensor<10xindex>) outs({{.*}} : tensor<?xindex>)
+// PADDED: %[[TILES:.*]] = arith.addi %{{.*}}, %c10
+// PADDED: %[[P:.*]] = arith.muli %[[TILES]], %c16
+// PADDED: %[[SORTED:.*]]:4 = moe.sort_routes ins(%arg3 : tensor<?x2x3xi32>) outs({{.*}} : tensor<11xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>) experts_per_head(5) tile_size(16)
 // The kernel reads each route's row of x where it lies: no scattered copy.
 // PADDED-NOT: scf.forall
-// PADDED: %[[P:.*]] = moe.grouped_matmul ins(%arg0, %arg1, %[[TILES]] : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?xindex>) gather(%[[SORTED]]#1 : tensor<?xindex>) routes_per_row(6) outs(%{{.*}} : tensor<?x8xf32>) tile_size(16) -> tensor<?x8xf32>
+// PADDED: %[[PRODUCT:.*]] = moe.grouped_matmul ins(%arg0, %arg1, %[[SORTED]]#3 : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?xindex>) gather(%[[SORTED]]#1 : tensor<?xindex>) routes_per_row(6) outs(%{{.*}} : tensor<?x8xf32>) tile_size(16) -> tensor<?x8xf32>
 // The gated sum over each head's routes, read at their slots.
-// PADDED: linalg.generic {{.*}}ins(%[[SORTED]]#0, %arg2 : tensor<?x2x3xindex>, tensor<?x2x3xf32>)
-// PADDED: tensor.extract %[[P]]
+// PADDED: linalg.generic {{.*}}ins(%[[SORTED]]#2, %arg2 : tensor<?x2x3xindex>, tensor<?x2x3xf32>)
+// PADDED: tensor.extract %[[PRODUCT]]
 // The gradients gather as well: by token (6 routes per row of x and dy),
 // by head (3 per row of the [N·2, 8] views of dv and v), with the gates
 // of the factor the forward pass gated; each gate gradient reads its

@@ -55,3 +55,18 @@ func.func @gathered(%x: tensor<?x8xf32>, %w: tensor<3x8x4xbf16>,
   %dw = moe.grouped_weight_grad ins(%x, %dh, %seg : tensor<?x8xf32>, tensor<?x4xf32>, tensor<4xindex>) gather(%order : tensor<?xindex>) routes_per_row([6, 3]) rhs_gates(%g : tensor<?xf32>) outs(%winit : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>
   return %p, %dw : tensor<?x4xf32>, tensor<3x8x4xf32>
 }
+
+// -----
+
+// The routes' sort, on tensors (four results) and bufferized (none).
+// CHECK-LABEL: func.func @sort_routes
+// CHECK: moe.sort_routes ins(%{{.*}} : tensor<?x2x3xi32>) outs(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<11xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>) experts_per_head(5) tile_size(64) -> tensor<11xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>
+// BUF-LABEL: func.func @sort_routes
+// BUF: moe.sort_routes ins(%{{.*}} : memref<?x2x3xi32{{.*}}>) outs(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<11xindex{{.*}}>, memref<?xindex{{.*}}>, memref<?x2x3xindex{{.*}}>, memref<?xindex{{.*}}>) experts_per_head(5) tile_size(64){{$}}
+func.func @sort_routes(%i: tensor<?x2x3xi32>, %s: tensor<11xindex>,
+                       %o: tensor<?xindex>, %l: tensor<?x2x3xindex>,
+                       %t: tensor<?xindex>)
+    -> (tensor<11xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>) {
+  %r:4 = moe.sort_routes ins(%i : tensor<?x2x3xi32>) outs(%s, %o, %l, %t : tensor<11xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>) experts_per_head(5) tile_size(64) -> tensor<11xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>
+  return %r#0, %r#1, %r#2, %r#3 : tensor<11xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>
+}

@@ -866,6 +866,30 @@ func.func @grouped_weight_grad_routes(%x: tensor<5x8xf32>, %dy: tensor<5x4xf32>,
 
 // -----
 
+func.func @sort_routes_segments(%i: tensor<?x2x3xi32>, %s: tensor<10xindex>, %o: tensor<?xindex>, %l: tensor<?x2x3xindex>, %t: tensor<?xindex>) {
+  // expected-error @+1 {{'moe.sort_routes' op expected segments dim 0 (10) to be heads times experts_per_head plus one (11)}}
+  %r:4 = moe.sort_routes ins(%i : tensor<?x2x3xi32>) outs(%s, %o, %l, %t : tensor<10xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>) experts_per_head(5) tile_size(64) -> tensor<10xindex>, tensor<?xindex>, tensor<?x2x3xindex>, tensor<?xindex>
+  return
+}
+
+// -----
+
+func.func @sort_routes_tiles(%i: tensor<?x2x3xi32>, %s: tensor<11xindex>, %o: tensor<128xindex>, %l: tensor<?x2x3xindex>, %t: tensor<3xindex>) {
+  // expected-error @+1 {{'moe.sort_routes' op expected order dim 0 (128) to be tile_experts dim 0 (3) times tile_size (64)}}
+  %r:4 = moe.sort_routes ins(%i : tensor<?x2x3xi32>) outs(%s, %o, %l, %t : tensor<11xindex>, tensor<128xindex>, tensor<?x2x3xindex>, tensor<3xindex>) experts_per_head(5) tile_size(64) -> tensor<11xindex>, tensor<128xindex>, tensor<?x2x3xindex>, tensor<3xindex>
+  return
+}
+
+// -----
+
+func.func @sort_routes_slots(%i: tensor<4x2x3xi32>, %s: tensor<11xindex>, %o: tensor<?xindex>, %l: tensor<4x2x2xindex>, %t: tensor<?xindex>) {
+  // expected-error @+1 {{'moe.sort_routes' op expected the routes' shape to agree: indices dim 2 is 3 but slots dim 2 is 2}}
+  %r:4 = moe.sort_routes ins(%i : tensor<4x2x3xi32>) outs(%s, %o, %l, %t : tensor<11xindex>, tensor<?xindex>, tensor<4x2x2xindex>, tensor<?xindex>) experts_per_head(5) tile_size(64) -> tensor<11xindex>, tensor<?xindex>, tensor<4x2x2xindex>, tensor<?xindex>
+  return
+}
+
+// -----
+
 func.func @grouped_weight_grad_segments(%x: tensor<?x8xf32>, %dy: tensor<?x4xf32>, %seg: tensor<3xindex>, %init: tensor<3x8x4xf32>) {
   // expected-error @+1 {{'moe.grouped_weight_grad' op expected segments dim 0 (3) to be one more than the experts (init dim 0, 3)}}
   %dw = moe.grouped_weight_grad ins(%x, %dy, %seg : tensor<?x8xf32>, tensor<?x4xf32>, tensor<3xindex>) outs(%init : tensor<3x8x4xf32>) -> tensor<3x8x4xf32>

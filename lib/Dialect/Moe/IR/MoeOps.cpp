@@ -738,6 +738,44 @@ void GroupedWeightGradOp::getEffects(
   kernelEffects(*this, effects);
 }
 
+LogicalResult SortRoutesOp::verify() {
+  Value indices = getIndices(), segments = getSegmentsInit(),
+        order = getOrderInit(), slots = getSlotsInit(),
+        tiles = getTileExpertsInit();
+  if (failed(verifyTensorsOrBuffers(*this)) ||
+      failed(verifyRanks(*this,
+                         {{"indices", indices},
+                          {"segments", segments},
+                          {"order", order},
+                          {"slots", slots},
+                          {"tile_experts", tiles}},
+                         {3, 1, 1, 3, 1})))
+    return failure();
+  for (unsigned d = 0; d < 3; ++d)
+    if (failed(verifySameDim(*this, "the routes' shape", {"indices", indices, d},
+                             {"slots", slots, d})))
+      return failure();
+  int64_t heads = dimOf(indices, 1), bounds = dimOf(segments, 0);
+  if (!ShapedType::isDynamic(heads) && !ShapedType::isDynamic(bounds) &&
+      bounds != heads * getExpertsPerHead() + 1)
+    return emitOpError() << "expected segments dim 0 (" << bounds
+                         << ") to be heads times experts_per_head plus one ("
+                         << heads * getExpertsPerHead() + 1 << ")";
+  int64_t padded = dimOf(order, 0), count = dimOf(tiles, 0);
+  if (!ShapedType::isDynamic(padded) && !ShapedType::isDynamic(count) &&
+      padded != count * static_cast<int64_t>(getTileSize()))
+    return emitOpError() << "expected order dim 0 (" << padded
+                         << ") to be tile_experts dim 0 (" << count
+                         << ") times tile_size (" << getTileSize() << ")";
+  return success();
+}
+
+void SortRoutesOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  kernelEffects(*this, effects);
+}
+
 LogicalResult FlashAttentionKernelOp::verify() {
   Value q = getQuery();
   if (failed(verifyTensorsOrBuffers(*this)) ||

@@ -1,6 +1,6 @@
 //===- Bufferization.cpp - bufferization of the moe kernel ops ------------===//
 //
-// The grouped kernel ops and moe.flash_attention_kernel are
+// The grouped kernel ops, moe.sort_routes and moe.flash_attention_kernel are
 // destination-style: on tensors their results are their init operands
 // updated; bufferized, the same op takes the buffers and updates the inits'
 // buffers in place, as linalg's structured ops do
@@ -54,6 +54,7 @@ void mlir::moe::registerBufferizableOpInterfaceExternalModels(
     GroupedMatmulOp::attachInterface<KernelOpModel<GroupedMatmulOp>>(*ctx);
     GroupedWeightGradOp::attachInterface<KernelOpModel<GroupedWeightGradOp>>(
         *ctx);
+    SortRoutesOp::attachInterface<KernelOpModel<SortRoutesOp>>(*ctx);
     FlashAttentionKernelOp::attachInterface<
         KernelOpModel<FlashAttentionKernelOp>>(*ctx);
     FlashAttentionGradKernelOp::attachInterface<
