@@ -170,8 +170,7 @@ struct RowGroup {
       for (auto [position, expr] : llvm::enumerate(map.getResults()))
         if (auto dim = dyn_cast<AffineDimExpr>(expr))
           if (dim.getPosition() < rows)
-            sizes[dim.getPosition()].push_back(
-                sizeOf(operand.get(), position));
+            sizes[dim.getPosition()].push_back(sizeOf(operand.get(), position));
     }
     return sizes;
   }
@@ -203,8 +202,8 @@ struct RowGroup {
 /// Whether `op` can join `group`: see the pass description.
 bool canJoin(const RowGroup &group, linalg::GenericOp op) {
   unsigned rows = group.rows;
-  if (!op.hasPureTensorSemantics() || isMatmulLike(op) ||
-      !hasScalarBody(op) || op.getNumLoops() < rows)
+  if (!op.hasPureTensorSemantics() || isMatmulLike(op) || !hasScalarBody(op) ||
+      op.getNumLoops() < rows)
     return false;
   // Without rows, the group is one thread block: only small reductions
   // and scalar ops join it.
@@ -298,16 +297,20 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
   rewriter.setInsertionPoint(last);
 
   // The full-sized results, one per init of each op, in order: a fresh
-  // tensor where an op starts from a fill (made per row inside the loop),
-  // the op's own init otherwise.
+  // tensor where an op starts from a fill (made per row inside the loop)
+  // or overwrites its init without reading it (all its loops parallel, so
+  // that it writes every element: bufferization would otherwise copy the
+  // init into the loop's result first), the op's own init otherwise.
   SmallVector<Value> sharedOuts;
   SmallVector<linalg::FillOp> fills;
   for (linalg::GenericOp op : group.ops) {
+    bool overwrites = op.getNumReductionLoops() == 0;
     for (OpOperand &initOperand : op.getDpsInitsMutable()) {
       Value init = initOperand.get();
       auto fill = init.getDefiningOp<linalg::FillOp>();
       fills.push_back(fill);
-      if (fill) {
+      if (fill ||
+          (overwrites && !op.payloadUsesValueFromOperand(&initOperand))) {
         SmallVector<OpFoldResult> sizes =
             tensor::getMixedSizes(rewriter, loc, init);
         init = tensor::EmptyOp::create(
@@ -349,8 +352,7 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
         inputs.push_back(row);
         continue;
       }
-      RowSlice slice =
-          rowSlice(rewriter, loc, operand->get(), map, rowIndices);
+      RowSlice slice = rowSlice(rewriter, loc, operand->get(), map, rowIndices);
       inputs.push_back(slice.sliced
                            ? extractRow(rewriter, loc, operand->get(), slice)
                            : operand->get());
@@ -372,11 +374,12 @@ void fuseGroup(RewriterBase &rewriter, const RowGroup &group) {
     SmallVector<utils::IteratorType> iterators(
         llvm::drop_begin(op.getIteratorTypesArray(), rows));
     auto rowOp = linalg::GenericOp::create(rewriter, op.getLoc(),
-                                           ValueRange(inits).getTypes(),
-                                           inputs, inits, maps, iterators);
+                                           ValueRange(inits).getTypes(), inputs,
+                                           inits, maps, iterators);
     rewriter.cloneRegionBefore(op.getRegion(), rowOp.getRegion(),
                                rowOp.getRegion().end());
-    for (auto [result, row] : llvm::zip(op->getResults(), rowOp->getResults())) {
+    for (auto [result, row] :
+         llvm::zip(op->getResults(), rowOp->getResults())) {
       rowsOf.map(result, row);
       rowResults.push_back(row);
     }
@@ -438,9 +441,9 @@ struct SwitchyardFuseRowsPass
     });
     IRRewriter rewriter(&getContext());
     for (const RowGroup &group : groups) {
-      LLVM_DEBUG(llvm::dbgs() << "fusing " << group.ops.size() << " ops over "
-                              << group.rows << " row loops at "
-                              << group.ops.front().getLoc() << "\n");
+      LLVM_DEBUG(llvm::dbgs()
+                 << "fusing " << group.ops.size() << " ops over " << group.rows
+                 << " row loops at " << group.ops.front().getLoc() << "\n");
       fuseGroup(rewriter, group);
     }
   }

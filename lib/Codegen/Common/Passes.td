@@ -123,7 +123,11 @@ def SwitchyardFuseRowsPass
     and the update that reads them, softmax's maximum, sum and division.
     Each op of the group becomes the same op on one row (its row dimensions
     sliced away), the rows' results are inserted into full-sized results,
-    and the fills an op starts from are made per row inside the loop.
+    and the fills an op starts from are made per row inside the loop; an
+    op with only parallel loops that does not read its init starts from a
+    fresh tensor (so that bufferization does not copy the init into the
+    loop's result first: the residual gradient a layer norm's backward
+    pass adds to).
     Runs on tensors, after the lowering to linalg and the elementwise
     fusion (`--fuse` names it `rows`).
 

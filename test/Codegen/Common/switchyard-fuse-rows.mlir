@@ -202,3 +202,33 @@ func.func @sums_of_squares(%a: tensor<412xf32>, %b: tensor<8x512xf32>, %c: tenso
   } -> tensor<f32>
   return %sa, %sb, %sc : tensor<f32>, tensor<f32>, tensor<f32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// The last op writes into %dy (a function argument) without reading it,
+// and writes every element: the loop's result starts from a fresh tensor,
+// not from %dy, which bufferization would copy first. The sum reads its
+// init: it keeps it.
+// CHECK-LABEL: func.func @overwritten
+// CHECK-SAME: (%[[X:.*]]: tensor<?x8xf32>, %[[DY:.*]]: tensor<?x8xf32>, %[[ACC:.*]]: tensor<?xf32>)
+// CHECK: %[[FRESH:.*]] = tensor.empty(%{{.*}}) : tensor<?x8xf32>
+// CHECK: scf.forall (%{{.*}}) in (%{{.*}}) shared_outs(%{{.*}} = %[[ACC]], %{{.*}} = %[[FRESH]])
+func.func @overwritten(%x: tensor<?x8xf32>, %dy: tensor<?x8xf32>, %acc: tensor<?xf32>) -> tensor<?x8xf32> {
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<?x8xf32>) outs(%acc : tensor<?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %o, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<?xf32>
+  %y = linalg.generic {indexing_maps = [#id, #row, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum, %dy : tensor<?x8xf32>, tensor<?xf32>, tensor<?x8xf32>) outs(%dy : tensor<?x8xf32>) {
+  ^bb0(%a: f32, %m: f32, %d: f32, %o: f32):
+    %t = arith.mulf %a, %m : f32
+    %u = arith.addf %t, %d : f32
+    linalg.yield %u : f32
+  } -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
