@@ -79,3 +79,17 @@ func.func @grads(%x: tensor<?x16xf32>, %wv: tensor<10x16x8xf32>, %wo: tensor<10x
   %do, %dwo, %dgo = moe.expert_merge_grad %v, %wo, %g, %i, %dy : tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x16xf32> -> tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>
   return %dx, %dwv, %dgv, %do, %dwo, %dgo : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x3xf32>, tensor<?x2x8xf32>, tensor<10x8x16xf32>, tensor<?x2x3xf32>
 }
+
+// With a dynamic choice count the kernels cannot take the rows by route
+// (routes_per_row is static): the rows are scattered into the padded order,
+// one element per iteration, and the kernel reads them there.
+// PADDED-LABEL: func.func @dynamic_choices
+// PADDED: %[[SORT:.*]]:4 = moe.sort_routes ins(%arg3 : tensor<?x2x?xi32>)
+// PADDED: %[[ROWS:.*]] = scf.forall (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, 2, %{{.*}}, 16)
+// PADDED: tensor.parallel_insert_slice
+// PADDED: moe.grouped_matmul ins(%[[ROWS]], %arg1, %[[SORT]]#3 : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?xindex>) outs(
+// PADDED-NOT: gather
+func.func @dynamic_choices(%x: tensor<?x16xf32>, %w: tensor<10x16x8xf32>, %g: tensor<?x2x?xf32>, %i: tensor<?x2x?xi32>) -> tensor<?x2x8xf32> {
+  %h = moe.expert_proj %x, %w, %g, %i : tensor<?x16xf32>, tensor<10x16x8xf32>, tensor<?x2x?xf32>, tensor<?x2x?xi32> -> tensor<?x2x8xf32>
+  return %h : tensor<?x2x8xf32>
+}
