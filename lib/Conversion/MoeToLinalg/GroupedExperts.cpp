@@ -506,24 +506,6 @@ private:
                    });
   }
 
-  /// The 1 x ... x 1 slice of `out` at `at` holding `value`, for a
-  /// tensor.parallel_insert_slice (insertScalarSlice) that writes one
-  /// element in an scf.forall.
-  static Value scalarSlice(ImplicitLocOpBuilder &b, Value out, ValueRange at,
-                           Value value) {
-    SmallVector<OpFoldResult> offsets = getAsOpFoldResult(at);
-    SmallVector<OpFoldResult> ones(at.size(), b.getIndexAttr(1));
-    Value slice = tensor::ExtractSliceOp::create(b, out, offsets, ones, ones);
-    SmallVector<Value> zeros(at.size(), indexConstant(b, 0));
-    return tensor::InsertOp::create(b, value, slice, zeros);
-  }
-  static void insertScalarSlice(ImplicitLocOpBuilder &b, Value slice, Value out,
-                                ValueRange at) {
-    SmallVector<OpFoldResult> ones(at.size(), b.getIndexAttr(1));
-    tensor::ParallelInsertSliceOp::create(b, slice, out, getAsOpFoldResult(at),
-                                          ones, ones);
-  }
-
   /// The padded formulation's rows: `rows` scattered to their routes'
   /// sorted positions in a zero [P, W] f32 tensor (each route's row of
   /// `rows.value`, times its gate if gated), or the sorted rows themselves.
@@ -556,9 +538,17 @@ private:
           b, v,
           toF32(b, tensor::ExtractOp::create(b, gates, ValueRange{n, h, j})));
     Value out = forall.getRegionIterArgs()[0];
-    Value written = scalarSlice(b, out, {slot, w}, v);
+    OpFoldResult one = b.getIndexAttr(1);
+    SmallVector<OpFoldResult> offsets{slot, w}, sizes{one, one},
+        strides{one, one};
+    Value slice =
+        tensor::ExtractSliceOp::create(b, out, offsets, sizes, strides);
+    Value zero = indexConstant(b, 0);
+    Value written =
+        tensor::InsertOp::create(b, v, slice, ValueRange{zero, zero});
     b.setInsertionPointToStart(forall.getTerminator().getBody());
-    insertScalarSlice(b, written, out, {slot, w});
+    tensor::ParallelInsertSliceOp::create(b, written, out, offsets, sizes,
+                                          strides);
     cached = forall.getResult(0);
     return cached;
   }

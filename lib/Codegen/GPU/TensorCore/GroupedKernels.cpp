@@ -26,6 +26,21 @@ using namespace mlir;
 using namespace mlir::switchyard::tensor_cores;
 
 namespace {
+/// An operand read as it is stored (no casts), with the staging's runs
+/// along its last dimension: `indices` of (batch, row, k).
+MmaProblem::Operand
+plainOperand(Value buffer,
+             std::function<SmallVector<Value>(Value, Value, Value)> indices) {
+  MmaProblem::Operand operand;
+  operand.buffer = buffer;
+  operand.indices = [indices](OpBuilder &, Value batch, Value row, Value k) {
+    return indices(batch, row, k);
+  };
+  operand.cast = [](OpBuilder &, Value raw) { return raw; };
+  operand.runsInLastDim = true;
+  return operand;
+}
+
 /// A grouped operand (GroupedOperand) as an operand of the mma.sync
 /// problem: read as it is stored, or gathered by route with its gate and
 /// padding applied before the rounding; `positionIsK` where the padded
@@ -37,14 +52,12 @@ MmaProblem::Operand groupedOperand(const switchyard::GroupedOperand &grouped,
   auto split = [positionIsK](Value row, Value k) {
     return positionIsK ? std::make_pair(k, row) : std::make_pair(row, k);
   };
-  MmaProblem::Operand operand;
-  operand.buffer = grouped.buffer();
+  // Its indices build the route's row, so they need the builder.
+  MmaProblem::Operand operand = plainOperand(grouped.buffer(), nullptr);
   operand.indices = [=](OpBuilder &b, Value, Value row, Value k) {
     auto [p, column] = split(row, k);
     return SmallVector<Value>{grouped.row(b, loc, p).index, column};
   };
-  operand.cast = [](OpBuilder &, Value raw) { return raw; };
-  operand.runsInLastDim = true;
   if (grouped.gathered())
     operand.scale = [=](OpBuilder &b, Value, Value row, Value k,
                         Value factor) {
@@ -86,14 +99,11 @@ MmaProblem groupedMatmulProblem(RewriterBase &rewriter, moe::GroupedMatmulOp op,
                              active};
   };
   problem.operandA = groupedOperand(rows, loc, /*positionIsK=*/false);
-  problem.operandB.buffer = weight;
-  problem.operandB.indices = [=, &expert](OpBuilder &, Value, Value n,
-                                          Value k) {
-    return transposed ? SmallVector<Value>{expert, n, k}
-                      : SmallVector<Value>{expert, k, n};
-  };
-  problem.operandB.cast = [](OpBuilder &, Value raw) { return raw; };
-  problem.operandB.runsInLastDim = true;
+  problem.operandB =
+      plainOperand(weight, [=, &expert](Value, Value n, Value k) {
+        return transposed ? SmallVector<Value>{expert, n, k}
+                          : SmallVector<Value>{expert, k, n};
+      });
   problem.rowsContiguousB = !transposed;
   problem.out = op.getInit();
   problem.outIndices = [](OpBuilder &, Value, Value m, Value n) {
