@@ -177,6 +177,8 @@ struct KernelFormation {
   int64_t blockSize = 256;
   /// Where switchyard-gpu-kernel-report writes; empty: no report.
   std::string kernelReport;
+  /// The bytes of parameters a kernel may take (maxKernelParameterBytes).
+  int64_t maxParameterBytes = 4096;
 };
 
 /// Linalg to kernels: tensor-core kernels for matmuls (16-bit element types
@@ -254,8 +256,12 @@ void buildKernelFormationStages(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuRegisterAccumulatorsPass());
   // Consecutive independent kernels launched as one.
+  // (Parameters estimated before constants sink into the kernels: a
+  // quarter to spare.)
+  switchyard::SwitchyardGpuMergeLaunchesPassOptions merge;
+  merge.maxParameterBytes = formation.maxParameterBytes * 3 / 4;
   pm.addNestedPass<func::FuncOp>(
-      switchyard::createSwitchyardGpuMergeLaunchesPass());
+      switchyard::createSwitchyardGpuMergeLaunchesPass(merge));
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuNameKernelsPass());
   if (!formation.kernelReport.empty()) {
@@ -294,9 +300,7 @@ void buildDeviceStages(OpPassManager &pm,
                        const switchyard::GpuTargetOptions &options) {
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chipOrDefault().str();
-  target.features = options.features.empty()
-                        ? switchyard::defaultPtxFeature(target.chip)->str()
-                        : options.features;
+  target.features = options.featuresOrDefault();
   target.optLevel = options.optLevel;
   pm.addPass(createGpuNVVMAttachTarget(target));
 
@@ -346,7 +350,9 @@ void switchyard::buildGpuCodegenPipeline(OpPassManager &pm,
   buildBufferizationStages(pm);
   KernelFormation formation{options.elementType, options.usesTensorCores(),
                             options.epilogues,   options.usesWgmma(),
-                            options.blockSize,   options.kernelReport};
+                            options.blockSize,   options.kernelReport,
+                            switchyard::maxKernelParameterBytes(
+                                options.featuresOrDefault())};
   buildKernelFormationStages(pm, formation);
   buildOutliningStages(pm, formation.wgmma);
   buildDeviceStages(pm, options);
@@ -387,10 +393,12 @@ void switchyard::buildGpuEmulationCodegenPipeline(
     return;
   buildBufferizationStages(pm);
   // The tensor-core route of sm_80+ (mma.sync; not wgmma), or the SIMT one.
-  KernelFormation formation{options.elementType, options.usesTensorCores(),
-                            options.epilogues,
-                            /*wgmma=*/false, options.blockSize,
-                            /*kernelReport=*/""};
+  // The kernels of the default PTX version.
+  KernelFormation formation{
+      options.elementType, options.usesTensorCores(), options.epilogues,
+      /*wgmma=*/false,     options.blockSize,         /*kernelReport=*/"",
+      switchyard::maxKernelParameterBytes(
+          *switchyard::defaultPtxFeature("sm_80"))};
   buildKernelFormationStages(pm, formation);
   // The kernels' own loads and stores checked, before the launches become
   // host loops: the buffers through which serialised threads pass values

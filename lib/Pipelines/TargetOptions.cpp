@@ -37,21 +37,40 @@ llvm::Error mlir::switchyard::verifyKernelFormation(
 }
 
 /// The lowest PTX ISA version that `chip` needs (PTX ISA manual, "Release
-/// Notes"). The lowest version keeps the PTX loadable by the oldest driver
-/// that knows the chip; ptxas of CUDA 13 reads all of them.
+/// Notes"), and 8.1 (CUDA 12.1) at least: from 8.1 on, a kernel for sm_70
+/// and newer takes up to 32764 bytes of parameters rather than 4096, which
+/// the multi-tensor kernels of switchyard-gpu-merge-launches use. The
+/// lowest version keeps the PTX loadable by the oldest driver that can;
+/// ptxas of CUDA 13 reads all of them.
 std::optional<llvm::StringRef>
 mlir::switchyard::defaultPtxFeature(llvm::StringRef chip) {
   return llvm::StringSwitch<std::optional<llvm::StringRef>>(chip)
-      .Case("sm_75", "+ptx63")
-      .Case("sm_80", "+ptx70")
-      .Case("sm_86", "+ptx71")
-      .Case("sm_87", "+ptx74")
-      .Cases({"sm_89", "sm_90"}, "+ptx78")
-      .Case("sm_90a", "+ptx80")
+      .Cases({"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"},
+             "+ptx81")
       .Cases({"sm_100", "sm_100a"}, "+ptx86")
       .Cases({"sm_120", "sm_120a"}, "+ptx87")
       .Cases({"sm_103", "sm_103a", "sm_121", "sm_121a"}, "+ptx88")
       .Default(std::nullopt);
+}
+
+int64_t mlir::switchyard::maxKernelParameterBytes(llvm::StringRef features) {
+  // The last +ptxNN among the features (NVPTX reads them in order).
+  int64_t version = 0;
+  llvm::SmallVector<llvm::StringRef> parts;
+  features.split(parts, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  for (llvm::StringRef part : parts) {
+    part = part.trim();
+    int64_t v = 0;
+    if (part.consume_front("+ptx") && !part.getAsInteger(10, v))
+      version = v;
+  }
+  return version >= 81 ? 32764 : 4096;
+}
+
+std::string GpuTargetOptions::featuresOrDefault() const {
+  if (!features.empty())
+    return features;
+  return defaultPtxFeature(chipOrDefault()).value_or("").str();
 }
 
 bool GpuTargetOptions::usesTensorCores() const {

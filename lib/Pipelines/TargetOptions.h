@@ -76,8 +76,9 @@ struct GpuTargetOptions {
                 "sm_121, sm_121a; empty: device 0's where the runtime finds "
                 "a driver and a device, else sm_80");
     binder.bind("features", features,
-                "NVPTX target features, e.g. +ptx80; empty picks the lowest "
-                "PTX version that the chip needs");
+                "NVPTX target features, e.g. +ptx81; empty picks the lowest "
+                "PTX version that the chip needs, 8.1 at least (kernels of "
+                "up to 32764 bytes of parameters)");
     binder.bind("format", format,
                 "How kernels are shipped: bin (cubin, through ptxas), "
                 "fatbin (through ptxas and fatbinary) or isa (PTX text, "
@@ -124,6 +125,8 @@ struct GpuTargetOptions {
   /// Checks every option; each message names the option as `prefix` and
   /// its name (e.g. "--gpu-" and "chip").
   llvm::Error verify(llvm::StringRef prefix) const;
+  /// `features`, or the chip's default PTX version (defaultPtxFeature).
+  std::string featuresOrDefault() const;
   /// The GPU emulation of these kernels: the same block size and element
   /// type and epilogues, tensor-core kernels where the chip has them
   /// (sm_75's SIMT route otherwise). Reads chip, block-size, element-type
@@ -131,9 +134,15 @@ struct GpuTargetOptions {
   GpuEmulationOptions emulation() const;
 };
 
-/// The lowest PTX version (as an NVPTX feature, e.g. "+ptx78") that
-/// `chip` needs; none for a chip the GPU target does not know.
+/// The PTX version (as an NVPTX feature, e.g. "+ptx81") that the GPU
+/// target uses for `chip` by default: the lowest the chip needs, and 8.1 at
+/// least; none for a chip the GPU target does not know.
 std::optional<llvm::StringRef> defaultPtxFeature(llvm::StringRef chip);
+
+/// The bytes of parameters a kernel may take with NVPTX `features` (every
+/// chip of the GPU target is sm_70 or newer): 32764 from PTX ISA 8.1 on,
+/// 4096 before.
+int64_t maxKernelParameterBytes(llvm::StringRef features);
 
 /// How the GPU emulation runs the GPU target's kernels on the host: the
 /// options of switchyard-gpu-emulation-pipeline after its model options.

@@ -494,7 +494,8 @@ def SwitchyardGpuMergeLaunchesPass
     `max-launches` go into one, and no more than keep the merged kernel's
     parameters (the host values its bodies use: memref descriptors,
     indices) within `max-parameter-bytes`: PTX before ISA 8.1 allows a
-    kernel 4096 bytes of parameters.
+    kernel 4096 bytes of parameters, 8.1 and later 32764 (the GPU pipeline
+    sets three quarters of its PTX version's limit).
 
     Before (two kernels of 256 threads, independent):
 

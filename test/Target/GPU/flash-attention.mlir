@@ -20,7 +20,7 @@
 // CHECK-COUNT-3: gpu.launch_func <%{{.*}} : !llvm.ptr> @flash_kernels::@flash_kernel_{{[0-2]}} blocks in
 // CHECK-NOT: gpu.launch_func
 // CHECK: llvm.return
-// CHECK: gpu.binary @flash_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx70">
+// CHECK: gpu.binary @flash_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx81">
 
 // The kernels loop over keys or queries (a backward branch) and use
 // libdevice's expf and logf (linked in: no external __nv_ symbol left).

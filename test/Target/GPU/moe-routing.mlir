@@ -40,7 +40,7 @@
 // CHECK: llvm.call @mgpuStreamSynchronize(%[[STREAM]])
 // CHECK: llvm.call @mgpuStreamDestroy(%[[STREAM]])
 // CHECK: llvm.return
-// CHECK: gpu.binary @route_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx70">, properties = {{.*}}, assembly = "
+// CHECK: gpu.binary @route_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx81">, properties = {{.*}}, assembly = "
 
 // Nothing but the LLVM dialect and the launches is left, and the host reads
 // no buffer: its only loads are in the C interface wrapper, if any.
@@ -49,7 +49,7 @@
 
 // The kernels: PTX 7.0 for sm_80 (the lowest that knows the chip), five
 // entries, libdevice's expf linked in (no external __nv_ symbol left).
-// PTX: .version 7.0
+// PTX: .version 8.1
 // PTX: .target sm_80
 // PTX-COUNT-5: .visible .entry route_kernel_{{[0-9]}}(
 // PTX-NOT: .entry

@@ -39,7 +39,7 @@
 // staged bf16 go to shared memory four at a time, and no index is divided
 // at run time (gpu-launch-sink-index-computations gives the kernels their
 // constants).
-// BF16: .version 7.0
+// BF16: .version 8.1
 // BF16: .target sm_80
 // BF16: .visible .entry linear_kernel_0(
 // BF16-DAG: .shared .align 16 .b8 __dynamic_shmem__

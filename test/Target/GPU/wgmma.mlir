@@ -38,7 +38,7 @@
 // HOST: gpu.launch_func {{.*}} @linear_kernels::@linear_kernel_{{[0-9]+}} blocks in ({{.*}}) threads in ({{.*}}) : i64 dynamic_shared_memory_size %[[SMEM]] args(
 // HOST: llvm.func @mgpuTensorMapEncodeTiledMemref(i64, !llvm.ptr, i64, i64, i64, i64, i64, !llvm.ptr) -> !llvm.ptr
 
-// WGMMA: .version 8.0
+// WGMMA: .version 8.1
 // WGMMA: .target sm_90a
 // WGMMA-DAG: .shared .align 16 .b8 __dynamic_shmem__
 // WGMMA-DAG: .shared .align 8 .b8 __mbarrier[8];
