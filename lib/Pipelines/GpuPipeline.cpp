@@ -262,6 +262,10 @@ void buildKernelFormationStages(OpPassManager &pm,
   merge.maxParameterBytes = formation.maxParameterBytes * 3 / 4;
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuMergeLaunchesPass(merge));
+  // Small launches (a split reduction's last step, the routes' sort) run by
+  // the last block of the launch before them.
+  pm.addNestedPass<func::FuncOp>(
+      switchyard::createSwitchyardGpuChainLaunchesPass());
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuNameKernelsPass());
   if (!formation.kernelReport.empty()) {

@@ -24,6 +24,14 @@ inline constexpr llvm::StringLiteral kParallelLoopAttr = "switchyard.parallel";
 inline constexpr llvm::StringLiteral kParallelForAttr =
     "switchyard-parallel-for";
 
+/// On a load inside a kernel: every thread of the block loads the same
+/// value (written before a barrier, read between two barriers with no
+/// write in between), so a branch on it is taken by the whole block and
+/// may hold barriers. The GPU emulation (which serialises threads around
+/// barriers) reads it once per block.
+inline constexpr llvm::StringLiteral kBlockUniformAttr =
+    "switchyard.block_uniform";
+
 /// The most elements of a reduction to one value that one thread block
 /// takes whole (switchyard-fuse-rows); larger ones are split by rows first
 /// (switchyard-split-whole-reductions, its `max-unsplit`).

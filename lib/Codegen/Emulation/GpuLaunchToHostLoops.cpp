@@ -184,7 +184,7 @@ LogicalResult emulate(gpu::LaunchOp launch, IRRewriter &rewriter) {
   return success();
 }
 
-/// Device memory to host memory: allocations, frees and copies.
+/// Device memory to host memory: allocations, frees, copies and sets.
 LogicalResult toHostMemory(Operation *op, IRRewriter &rewriter) {
   if (auto async = dyn_cast<gpu::AsyncOpInterface>(op);
       async && async.getAsyncToken())
@@ -203,6 +203,22 @@ LogicalResult toHostMemory(Operation *op, IRRewriter &rewriter) {
   } else if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {
     rewriter.replaceOpWithNewOp<memref::CopyOp>(copy, copy.getSrc(),
                                                 copy.getDst());
+  } else if (auto memset = dyn_cast<gpu::MemsetOp>(op)) {
+    // Every element set, in loops over the buffer's extents.
+    Value buffer = memset.getDst();
+    auto type = cast<MemRefType>(buffer.getType());
+    Location loc = memset.getLoc();
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    SmallVector<Value> indices;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      Value extent = memref::DimOp::create(rewriter, loc, buffer, d);
+      auto loop = scf::ForOp::create(rewriter, loc, zero, extent, one);
+      indices.push_back(loop.getInductionVar());
+      rewriter.setInsertionPoint(loop.getBody()->getTerminator());
+    }
+    memref::StoreOp::create(rewriter, loc, memset.getValue(), buffer, indices);
+    rewriter.eraseOp(memset);
   } else if (isa<gpu::WaitOp>(op)) {
     rewriter.eraseOp(op);
   } else {

@@ -29,6 +29,7 @@
 
 #include "lib/Codegen/Emulation/ThreadSerialization.h"
 #include "lib/Codegen/Common/HostCode.h"
+#include "lib/Codegen/Common/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -585,6 +586,15 @@ LogicalResult Serializer::serializeBlock(Block &block) {
   // hoisted above them (its operands are uniform and defined earlier).
   Operation *anchor = nullptr;
   for (Operation &op : llvm::make_early_inc_range(block.without_terminator())) {
+    // A load that every thread makes alike between two barriers (a last
+    // block's flag): read once, where it is, after the stretch before it;
+    // what follows it may be hoisted up to it only.
+    if (op.hasAttr(switchyard::kBlockUniformAttr) &&
+        llvm::all_of(op.getOperands(), [&](Value v) { return isUniform(v); })) {
+      markUniform(&op);
+      anchor = nullptr;
+      continue;
+    }
     bool uniform =
         op.getNumRegions() == 0 &&
         (isMemoryEffectFree(&op) || isInvariantLoad(&op)) &&

@@ -304,6 +304,9 @@ bool isMemoryAccess(Operation *op) {
 Work regionWork(Region &region, SizeEvaluator &sizes);
 
 Work opWork(Operation *op, SizeEvaluator &sizes) {
+  // What only the last block runs counts once per launch (lastBlockWork).
+  if (op->hasAttr(switchyard::kLastBlockAttr))
+    return Work{1, 0, false};
   if (auto loop = dyn_cast<scf::ForOp>(op)) {
     Work body = regionWork(loop.getRegion(), sizes);
     std::optional<int64_t> trips = sizes.tripCount(loop);
@@ -343,6 +346,17 @@ Work regionWork(Region &region, SizeEvaluator &sizes) {
   for (Block &block : region)
     for (Operation &op : block)
       work += opWork(&op, sizes);
+  return work;
+}
+
+/// The work of what only the last block of `launch` runs: one block's
+/// threads, once per launch.
+Work lastBlockWork(gpu::LaunchOp launch, SizeEvaluator &sizes) {
+  Work work;
+  for (Operation &op : launch.getBody().front())
+    if (op.hasAttr(switchyard::kLastBlockAttr))
+      for (Region &region : op.getRegions())
+        work += regionWork(region, sizes);
   return work;
 }
 
@@ -466,6 +480,9 @@ std::string compact(double value) {
 struct CallLaunches {
   int64_t count = 0;
   bool lowerBound = false;
+  /// The buffers set by the driver (gpu.memset): nodes of a CUDA graph
+  /// as launches are, though no kernel runs.
+  int64_t memsets = 0;
 };
 
 struct SwitchyardGpuKernelReportPass
@@ -525,6 +542,7 @@ struct SwitchyardGpuKernelReportPass
         row.estimate *= weight;
         rows.push_back(std::move(row));
       });
+      func.walk([&](gpu::MemsetOp) { ++own.memsets; });
     });
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file =
@@ -599,6 +617,8 @@ struct SwitchyardGpuKernelReportPass
       row.estimate = waves * row.work.total() * row.launches.value_or(1);
       row.estimateKnown = true;
     }
+    row.estimate +=
+        lastBlockWork(launch, sizes).total() * row.launches.value_or(1);
     LLVM_DEBUG(llvm::dbgs() << row.name << " at " << launch.getLoc()
                             << ": grid " << geometry(row.grid) << ", block "
                             << geometry(row.block) << ", estimate "
@@ -628,6 +648,7 @@ struct SwitchyardGpuKernelReportPass
           return;
         CallLaunches inner = totalOf(callee);
         sum.count += inner.count;
+        sum.memsets += inner.memsets;
         sum.lowerBound |= inner.lowerBound ||
                           !isa<func::FuncOp>(call->getParentOp());
       });
@@ -646,6 +667,20 @@ struct SwitchyardGpuKernelReportPass
       first = false;
     }
     os << (first ? " (no public function)\n" : "\n");
+    bool anyMemset = false;
+    for (const auto &entry : own) {
+      func::FuncOp func = entry.first;
+      if (!func.isPublic() || func.isDeclaration())
+        continue;
+      CallLaunches launches = totalOf(func);
+      if (!launches.memsets)
+        continue;
+      os << (anyMemset ? ", @" : "memsets per call: @") << func.getSymName()
+         << " " << launches.memsets;
+      anyMemset = true;
+    }
+    if (anyMemset)
+      os << "\n";
   }
 
   void print(std::vector<KernelRow> &rows, raw_ostream &os) {

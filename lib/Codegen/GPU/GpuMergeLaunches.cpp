@@ -10,19 +10,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Codegen/Common/HostCode.h"
+#include "lib/Codegen/GPU/Launches.h"
 #include "lib/Codegen/GPU/Passes.h"
 
-#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/Support/Debug.h"
 
 #include <list>
@@ -38,142 +34,11 @@ using namespace mlir;
 using mlir::switchyard::mayAlias;
 using mlir::switchyard::independent;
 using mlir::switchyard::viewedBuffer;
+using mlir::switchyard::analyzeLaunch;
+using mlir::switchyard::LaunchInfo;
+using mlir::switchyard::parameterBytes;
 
 namespace {
-
-/// The value of an index computed from constants on the host (the block
-/// sizes that kernel formation leaves as affine.apply of constants).
-std::optional<int64_t> constantIndex(Value value) {
-  IntegerAttr attr;
-  if (matchPattern(value, m_Constant(&attr)))
-    return attr.getValue().getSExtValue();
-  Operation *def = value.getDefiningOp();
-  if (auto apply = dyn_cast_or_null<affine::AffineApplyOp>(def)) {
-    Builder builder(value.getContext());
-    SmallVector<Attribute> operands;
-    for (Value operand : apply.getMapOperands()) {
-      std::optional<int64_t> known = constantIndex(operand);
-      if (!known)
-        return std::nullopt;
-      operands.push_back(builder.getIndexAttr(*known));
-    }
-    SmallVector<Attribute> folded;
-    if (failed(apply.getAffineMap().constantFold(operands, folded)))
-      return std::nullopt;
-    return cast<IntegerAttr>(folded.front()).getInt();
-  }
-  if (isa_and_nonnull<arith::MulIOp, arith::AddIOp>(def)) {
-    std::optional<int64_t> a = constantIndex(def->getOperand(0));
-    std::optional<int64_t> b = constantIndex(def->getOperand(1));
-    if (!a || !b)
-      return std::nullopt;
-    return isa<arith::MulIOp>(def) ? *a * *b : *a + *b;
-  }
-  return std::nullopt;
-}
-
-
-/// A launch: whether this pass can merge it (one block in its body, no
-/// attributions, a static block size and a static dynamic shared memory
-/// size, if any: its body then runs the same under a condition on the
-/// block, which all the block's threads evaluate alike, barriers
-/// included), and the buffers it accesses.
-struct Candidate {
-  gpu::LaunchOp launch;
-  bool mergeable = false;
-  std::array<int64_t, 3> block = {0, 0, 0};
-  int64_t sharedBytes = 0;
-  /// The buffers (from outside) it reads and writes.
-  switchyard::BufferAccesses accesses;
-  /// The host values its body uses: the kernel's parameters.
-  SetVector<Value> captured;
-};
-
-/// The bytes a host value takes among a kernel's parameters: a memref is
-/// its descriptor (two pointers, the offset, sizes and strides), anything
-/// else at most 8 bytes.
-int64_t parameterBytes(Value value) {
-  if (auto memref = dyn_cast<MemRefType>(value.getType()))
-    return 8 * (3 + 2 * memref.getRank());
-  return 8;
-}
-
-/// `launch` analyzed; failure where an op's memory effects are unknown.
-FailureOr<Candidate> analyze(gpu::LaunchOp launch) {
-  Candidate candidate;
-  candidate.launch = launch;
-  candidate.mergeable =
-      launch.getBody().hasOneBlock() && !launch.getAsyncToken() &&
-      launch.getWorkgroupAttributions().empty() &&
-      launch.getPrivateAttributions().empty() && !launch.hasClusterSize();
-  if (Value shared = launch.getDynamicSharedMemorySize()) {
-    std::optional<int64_t> known = constantIndex(shared);
-    if (known)
-      candidate.sharedBytes = *known;
-    else
-      candidate.mergeable = false;
-  }
-  gpu::KernelDim3 sizes = launch.getBlockSizeOperandValues();
-  std::array<Value, 3> blockSizes = {sizes.x, sizes.y, sizes.z};
-  for (auto [i, size] : llvm::enumerate(blockSizes)) {
-    std::optional<int64_t> known = constantIndex(size);
-    if (!known)
-      candidate.mergeable = false;
-    else
-      candidate.block[i] = *known;
-  }
-  Region &body = launch.getBody();
-  auto record = [&](MemoryEffects::Effect *effect, Value value) {
-    Value root = viewedBuffer(value);
-    if (switchyard::isOwnMemory(root, launch))
-      return; // The thread's or the block's own memory.
-    if (isa<MemoryEffects::Write>(effect))
-      candidate.accesses.writes.push_back(root);
-    else if (isa<MemoryEffects::Read>(effect))
-      candidate.accesses.reads.push_back(root);
-  };
-  WalkResult walk = body.walk([&](Operation *op) {
-    // A barrier or fence orders the accesses that the other ops declare;
-    // mma.sync works on registers; ldmatrix declares a read without naming
-    // its source.
-    if (isa<gpu::BarrierOp, NVVM::MmaOp, NVVM::MembarOp>(op))
-      return WalkResult::advance();
-    if (auto load = dyn_cast<nvgpu::LdMatrixOp>(op)) {
-      record(MemoryEffects::Read::get(), load.getSrcMemref());
-      return WalkResult::advance();
-    }
-    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
-    if (!effects) {
-      if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
-          isa<gpu::TerminatorOp>(op))
-        return WalkResult::advance();
-      return WalkResult::interrupt();
-    }
-    SmallVector<MemoryEffects::EffectInstance> instances;
-    effects.getEffects(instances);
-    for (const MemoryEffects::EffectInstance &effect : instances) {
-      Value value = effect.getValue();
-      if (!value) {
-        // An effect on memory it does not name: unknown, unless it only
-        // allocates (within the thread).
-        if (isa<MemoryEffects::Allocate, MemoryEffects::Free>(
-                effect.getEffect()))
-          continue;
-        return WalkResult::interrupt();
-      }
-      // Memory named by something other than a buffer (a TMA descriptor
-      // made on the host from one): which buffer is not known here.
-      if (!isa<MemRefType>(value.getType()))
-        return WalkResult::interrupt();
-      record(effect.getEffect(), value);
-    }
-    return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
-    return failure();
-  getUsedValuesDefinedAbove(body, candidate.captured);
-  return candidate;
-}
 
 /// The dynamic shared memory up to which launches merge whatever their
 /// sizes, the merged launch taking the largest: the row kernels' partial
@@ -182,7 +47,7 @@ constexpr int64_t kSmallSharedBytes = 4096;
 
 /// Whether `a` and `b` launch blocks of the same size and the same shared
 /// memory, or little enough of it.
-bool sameShape(const Candidate &a, const Candidate &b) {
+bool sameShape(const LaunchInfo &a, const LaunchInfo &b) {
   return a.block == b.block &&
          (a.sharedBytes == b.sharedBytes ||
           std::max(a.sharedBytes, b.sharedBytes) <= kSmallSharedBytes);
@@ -193,14 +58,14 @@ bool sameShape(const Candidate &a, const Candidate &b) {
 /// kernel's parameters (every launch's host values, and per launch its
 /// first block and grid size: 3 values).
 struct Group {
-  SmallVector<Candidate> members;
+  SmallVector<LaunchInfo> members;
   /// The buffers (from outside) the launches read and write.
   switchyard::BufferAccesses accesses;
   llvm::SmallDenseSet<Value> captured;
   int64_t bytes = 0;
 
   /// The parameter bytes with `c` added.
-  int64_t bytesWith(const Candidate &c) const {
+  int64_t bytesWith(const LaunchInfo &c) const {
     int64_t result = bytes + 3 * 8;
     for (Value v : c.captured)
       if (!captured.contains(v))
@@ -208,7 +73,7 @@ struct Group {
     return result;
   }
 
-  void add(const Candidate &c) {
+  void add(const LaunchInfo &c) {
     bytes = bytesWith(c);
     captured.insert(c.captured.begin(), c.captured.end());
     members.push_back(c);
@@ -216,19 +81,9 @@ struct Group {
     llvm::append_range(accesses.writes, c.accesses.writes);
   }
 
-  /// Whether the group's launches can move down past `op` (not a launch):
-  /// an allocation, an op without memory effects, or the free of a buffer
-  /// none of them touches.
+  /// Whether the group's launches can move down past `op` (not a launch).
   bool canCross(Operation *op) const {
-    if (isa<gpu::AllocOp, memref::AllocOp>(op))
-      return true;
-    if (isa<gpu::DeallocOp, memref::DeallocOp>(op)) {
-      Value freed = viewedBuffer(op->getOperand(op->getNumOperands() - 1));
-      auto touches = [&](Value v) { return mayAlias(v, freed); };
-      return llvm::none_of(accesses.reads, touches) &&
-             llvm::none_of(accesses.writes, touches);
-    }
-    return isMemoryEffectFree(op) && op->getNumRegions() == 0;
+    return switchyard::canMoveLaunchesPast(op, accesses);
   }
 };
 
@@ -236,7 +91,7 @@ struct Group {
 /// by one launch at the place of the last: a one-dimensional grid of all
 /// their blocks, each block running the body of the launch it belongs to
 /// with its own block index and grid size.
-void merge(RewriterBase &rewriter, ArrayRef<Candidate> group) {
+void merge(RewriterBase &rewriter, ArrayRef<LaunchInfo> group) {
   gpu::LaunchOp last = group.back().launch;
   Location loc = last.getLoc();
   rewriter.setInsertionPoint(last);
@@ -246,7 +101,7 @@ void merge(RewriterBase &rewriter, ArrayRef<Candidate> group) {
   // Each launch's first block in the merged grid, and the total.
   SmallVector<Value> starts;
   Value total = index(0);
-  for (const Candidate &c : group) {
+  for (const LaunchInfo &c : group) {
     starts.push_back(total);
     gpu::LaunchOp launch = c.launch;
     gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
@@ -259,7 +114,7 @@ void merge(RewriterBase &rewriter, ArrayRef<Candidate> group) {
   Value one = index(1);
   Value sharedBytes = last.getDynamicSharedMemorySize();
   int64_t mostShared = 0;
-  for (const Candidate &c : group)
+  for (const LaunchInfo &c : group)
     mostShared = std::max(mostShared, c.sharedBytes);
   if (mostShared != group.back().sharedBytes)
     sharedBytes = arith::ConstantIntOp::create(rewriter, loc,
@@ -316,7 +171,7 @@ void merge(RewriterBase &rewriter, ArrayRef<Candidate> group) {
     }
     rewriter.setInsertionPoint(branch.elseBlock()->getTerminator());
   }
-  for (const Candidate &c : group)
+  for (const LaunchInfo &c : group)
     rewriter.eraseOp(c.launch);
 }
 
@@ -325,7 +180,7 @@ void merge(RewriterBase &rewriter, ArrayRef<Candidate> group) {
 /// effects or regions.
 bool isSchedulable(Operation *op) {
   if (isa<gpu::LaunchOp>(op))
-    return succeeded(analyze(cast<gpu::LaunchOp>(op)));
+    return succeeded(analyzeLaunch(cast<gpu::LaunchOp>(op)));
   if (isa<gpu::AllocOp, memref::AllocOp, gpu::DeallocOp, memref::DeallocOp>(op))
     return true;
   return isMemoryEffectFree(op) && op->getNumRegions() == 0;
@@ -342,10 +197,10 @@ bool isSchedulable(Operation *op) {
 /// ends, each in its original order.
 void scheduleRun(ArrayRef<Operation *> ops, int64_t window, int64_t maxLaunches,
                  int64_t maxParameterBytes) {
-  SmallVector<Candidate> launches;
+  SmallVector<LaunchInfo> launches;
   for (Operation *op : ops)
     if (auto launch = dyn_cast<gpu::LaunchOp>(op))
-      launches.push_back(*analyze(launch));
+      launches.push_back(*analyzeLaunch(launch));
   int64_t n = launches.size();
   if (n < 2)
     return;
@@ -374,10 +229,10 @@ void scheduleRun(ArrayRef<Operation *> ops, int64_t window, int64_t maxLaunches,
     Group group;
     SmallVector<int64_t> members = {first};
     group.add(launches[first]);
-    if (launches[first].mergeable) {
+    if (launches[first].combinable) {
       for (int64_t k = first + 1; k < n && k <= first + window; ++k) {
-        const Candidate &c = launches[k];
-        if (!c.mergeable || !sameShape(c, launches[first]) || !ready(k) ||
+        const LaunchInfo &c = launches[k];
+        if (!c.combinable || !sameShape(c, launches[first]) || !ready(k) ||
             static_cast<int64_t>(members.size()) >= maxLaunches ||
             group.bytesWith(c) > maxParameterBytes)
           continue;
@@ -460,14 +315,7 @@ struct SwitchyardGpuMergeLaunchesPass
     func::FuncOp func = getOperation();
     // First bring independent launches together, run by run of ops that
     // can be reordered.
-    // The host code's blocks (not the kernels' bodies).
-    SmallVector<Block *> blocks;
-    func.walk([&](Block *block) {
-      Operation *parent = block->getParentOp();
-      if (!isa<gpu::LaunchOp>(parent) &&
-          !parent->getParentOfType<gpu::LaunchOp>())
-        blocks.push_back(block);
-    });
+    SmallVector<Block *> blocks = switchyard::hostBlocks(func);
     for (Block *block : blocks) {
       SmallVector<Operation *> run;
       auto flush = [&] {
@@ -486,7 +334,7 @@ struct SwitchyardGpuMergeLaunchesPass
     // of its last: the launches between them in the same block are
     // independent of the group, the other ops between them allocations,
     // frees of other buffers and ops without memory effects.
-    SmallVector<SmallVector<Candidate>> groups;
+    SmallVector<SmallVector<LaunchInfo>> groups;
     for (Block *block : blocks) {
       // The groups that may still grow; each floats down past what it can
       // cross.
@@ -507,7 +355,7 @@ struct SwitchyardGpuMergeLaunchesPass
             it = it->canCross(&op) ? std::next(it) : close(it);
           continue;
         }
-        FailureOr<Candidate> candidate = analyze(launch);
+        FailureOr<LaunchInfo> candidate = analyzeLaunch(launch);
         if (failed(candidate)) {
           closeAll();
           continue;
@@ -515,7 +363,7 @@ struct SwitchyardGpuMergeLaunchesPass
         // The first open group this launch can join; every other one must
         // be independent of it to move past it.
         auto joins = [&](const Group &g) {
-          return candidate->mergeable &&
+          return candidate->combinable &&
                  sameShape(g.members.front(), *candidate) &&
                  static_cast<int64_t>(g.members.size()) < maxLaunches &&
                  g.bytesWith(*candidate) <= maxParameterBytes &&
@@ -533,7 +381,7 @@ struct SwitchyardGpuMergeLaunchesPass
         }
         if (joined) {
           joined->add(*candidate);
-        } else if (candidate->mergeable) {
+        } else if (candidate->combinable) {
           open.emplace_back();
           open.back().add(*candidate);
         }
@@ -542,7 +390,7 @@ struct SwitchyardGpuMergeLaunchesPass
     }
     IRRewriter rewriter(&getContext());
     [[maybe_unused]] int64_t merged = 0;
-    for (ArrayRef<Candidate> group : groups) {
+    for (ArrayRef<LaunchInfo> group : groups) {
       merge(rewriter, group);
       merged += group.size();
     }

@@ -17,6 +17,10 @@ namespace mlir::switchyard {
 /// its body branches on the block index to each one's body, which the
 /// kernel report accounts for block by block.
 inline constexpr llvm::StringLiteral kMergedLaunchAttr = "switchyard.merged";
+/// Marks the scf.if at the end of a kernel's body that only the block to
+/// finish last runs (switchyard-gpu-chain-launches): the kernel report
+/// counts its work once per launch, not per block.
+inline constexpr llvm::StringLiteral kLastBlockAttr = "switchyard.last_block";
 
 #define GEN_PASS_DECL
 #include "lib/Codegen/GPU/Passes.h.inc"

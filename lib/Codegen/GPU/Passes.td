@@ -545,6 +545,93 @@ def SwitchyardGpuMergeLaunchesPass
                            "::mlir::scf::SCFDialect"];
 }
 
+def SwitchyardGpuChainLaunchesPass
+    : Pass<"switchyard-gpu-chain-launches", "::mlir::func::FuncOp"> {
+  let summary = "Run a small launch in the last block of the one before it";
+  let description = [{
+    Runs on host functions once their kernels are `gpu.launch` ops (after
+    `switchyard-gpu-merge-launches`, before the kernels are named). A launch
+    of a few blocks that follows another launch of the same host block (the
+    combination of a split reduction's partial results, a layer norm's
+    parameter gradients, the routes' sort after the router) becomes the
+    tail of that launch: at the end of the first launch's body every block
+    counts itself done in a global counter, and the block that counts last
+    runs the second launch's work (`LastBlock.h`: the fences of CUTLASS's
+    split-K semaphore). The second launch's threads keep their indices where
+    they cooperate (barriers, shared memory, shuffles: the same block shape
+    is required; the block runs the launch's blocks one after another, a
+    barrier between two); where each thread works on its own, the block's
+    threads run all the launch's threads, any block shape. At most
+    `max-tail-blocks` such steps. More launches chain onto the same tail,
+    each after a barrier.
+
+    The counter (one i32, a fresh buffer) is zeroed by the first thread of
+    the nearest earlier launch of the same host block, or by a `gpu.memset`
+    where there is none; the launch takes the larger of the two dynamic
+    shared memory sizes, and 4 bytes at least (the flag that tells the
+    block's threads it is last). The ops between the two launches must let
+    the first move down past them (allocations, ops without memory effects,
+    frees, which move after the result). The tail branch is marked
+    `switchyard.last_block` (the kernel report counts its work once), its
+    flag's load `switchyard.block_uniform` (the GPU emulation serialises
+    the threads around the barriers inside the branch).
+
+    Before (a partial sum over 4096 blocks, its combination in 4):
+
+    ```mlir
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4096, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+      ...                        // writes %partial
+      gpu.terminator
+    }
+    %out = gpu.alloc() : memref<1024xf32>
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+      ... %bx ...                // reads %partial, writes %out
+      gpu.terminator
+    }
+    ```
+
+    After (the counter zeroed by an earlier launch):
+
+    ```mlir
+    %out = gpu.alloc() : memref<1024xf32>
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4096, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1)
+               dynamic_shared_memory_size %c4_i32 {
+      ...                        // writes %partial
+      gpu.barrier
+      scf.if %thread0 {          // count the block: fence, atomic, fence
+        %n = memref.atomic_rmw addi %c1_i32, %counter[%c0] : ...
+        ...                      // flag = (%n == blocks - 1)
+      }
+      gpu.barrier
+      %flag = memref.load %shared[%c0] {switchyard.block_uniform} : ...
+      gpu.barrier
+      scf.if %last {
+        nvvm.membar {scope = #nvvm.mem_scope<gpu>}
+        scf.for %b = %c0 to %c4 step %c1 {
+          ... %b ...             // the second body, block %b
+          gpu.barrier
+        }
+      } {switchyard.last_block}
+      gpu.terminator
+    }
+    gpu.dealloc %counter : memref<1xi32>
+    ```
+  }];
+  let options = [
+    Option<"maxTailBlocks", "max-tail-blocks", "int64_t", /*default=*/"8",
+           "At most this many blocks' work (in the first launch's block "
+           "size) runs in the last block">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def SwitchyardGpuNameKernelsPass
     : Pass<"switchyard-gpu-name-kernels", "::mlir::func::FuncOp"> {
   let summary = "Name each launch's kernel and give a function one gpu.module";

@@ -24,6 +24,7 @@
 #include "TensorCoreKernels.h"
 
 #include "lib/Codegen/Common/Contractions.h"
+#include "lib/Codegen/GPU/LastBlock.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -583,54 +584,23 @@ void KernelBuilder::addPartsInLastBlock(const MmaProblem &problem,
                                         Value shared, gpu::LaunchOp launch,
                                         Value partial, Value counters, Value m0,
                                         Value n0, Value active) {
-  // The serial reduction of split-K (CUTLASS's semaphore, the CUDA
-  // samples' threadFenceReduction): every thread's part is stored; after a
-  // barrier one thread makes the block's stores visible to the GPU
-  // (membar.gl, cumulative over the stores the barrier ordered before it),
-  // counts the part and fences again (acquiring the other blocks' parts
-  // when its count is the last); the block that counts the last part reads
-  // every part after the barrier that passes on the flag, and a fence of
-  // each thread's own. The parts are added in part order
-  // whichever block is last, so the result does not depend on the order
-  // the blocks ran in.
+  // The serial reduction of split-K (LastBlock.h). The parts are added in
+  // part order whichever block is last, so the result does not depend on
+  // the order the blocks ran in.
   Type i32 = b.getI32Type();
   // The tiles' shared memory is free once every warp is past its last
   // ldmatrix (the barrier): the flag takes its first word.
   Value flag = sharedView(shared, workgroupType({1}, i32), 0);
-  gpu::BarrierOp::create(b, loc);
   Value zero = cst(0);
   Value first =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, zero);
-  {
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, first,
-                                  /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
-    Value counted = memref::AtomicRMWOp::create(
-        b, loc, arith::AtomicRMWKind::addi,
-        arith::ConstantIntOp::create(b, loc, i32, 1), counters,
-        ValueRange{batch, launch.getBlockIds().y, launch.getBlockIds().x});
-    // Acquire in the counting thread itself, before the barrier that hands
-    // the flag to the others (as CUTLASS's semaphore waits).
-    NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
-    Value lastPart =
-        arith::IndexCastOp::create(b, loc, i32, sub1(problem.splits));
-    Value last = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                       counted, lastPart);
-    memref::StoreOp::create(b, loc, arith::ExtUIOp::create(b, loc, i32, last),
-                            flag, ValueRange{zero});
-  }
-  gpu::BarrierOp::create(b, loc);
-  Value isLast = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::ne,
-      memref::LoadOp::create(b, loc, flag, ValueRange{zero}),
-      arith::ConstantIntOp::create(b, loc, i32, 0));
-  auto lastBlock = scf::IfOp::create(b, loc, TypeRange{}, isLast,
-                                     /*withElseRegion=*/false);
+  scf::IfOp lastBlock = switchyard::buildLastBlockIf(
+      b, loc, first, counters,
+      ValueRange{batch, launch.getBlockIds().y, launch.getBlockIds().x},
+      arith::IndexCastOp::create(b, loc, i32, sub1(problem.splits)), flag,
+      /*freeFlag=*/false);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(lastBlock.thenBlock());
-  NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+  b.setInsertionPoint(lastBlock.thenBlock()->getTerminator());
   Value one = cst(1);
   Type f32 = b.getF32Type();
   // The tile's elements, consecutive threads on consecutive columns (the

@@ -303,13 +303,13 @@ func.func @not_matmul(%x: memref<?x16xf32>, %w: memref<8x16xf32>, %y: memref<?x8
 // fences again and tells the block whether it was the last; the last block
 // fences and adds the parts in order to dw, element by element of the
 // tile.
-// CHECK: gpu.barrier
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0
+// CHECK: %[[LASTPART:.*]] = arith.index_cast %{{.*}} : index to i32
+// CHECK: gpu.barrier
 // CHECK: scf.if %[[FIRST]] {
 // CHECK: nvvm.memory.barrier <gpu>
 // CHECK: %[[COUNTED:.*]] = memref.atomic_rmw addi %{{.*}}, %[[COUNTERS]][%[[E2]], %[[BY2]], %[[BX2]]] : (i32, memref<?x?x?xi32>) -> i32
 // CHECK-NEXT: nvvm.memory.barrier <gpu>
-// CHECK: %[[LASTPART:.*]] = arith.index_cast %{{.*}} : index to i32
 // CHECK: %[[ISLAST:.*]] = arith.cmpi eq, %[[COUNTED]], %[[LASTPART]] : i32
 // CHECK: %[[FLAG:.*]] = arith.extui %[[ISLAST]] : i1 to i32
 // CHECK: memref.store %[[FLAG]], %[[FLAGS:.*]][%c0{{.*}}] : memref<1xi32, #gpu.address_space<workgroup>>
