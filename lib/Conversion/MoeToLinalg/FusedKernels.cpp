@@ -233,11 +233,18 @@ Value addGated(ImplicitLocOpBuilder &b, Value acc, Value gate, Value route) {
 // moe.fused_router
 //===----------------------------------------------------------------------===//
 
+/// Experts per pass over a token's features in the fused router: their
+/// dot products accumulate side by side in one vector (as kRowColumns).
+constexpr int64_t kRouterExperts = 32;
+
 /// One iteration per token (and head): E dot products over d, the sigmoid,
 /// and a running top-k in k (key, value, index) scalar slots, sorted by
 /// descending key with ties to the lower index. Empty slots hold
 /// (-inf, 0, E), so that masked experts (key -inf) still fill them in index
-/// order.
+/// order. The dot products of up to kRouterExperts experts accumulate
+/// together in one pass over d (each feature of the token loaded once for
+/// all of them, in order over d as each dot product alone would be), then
+/// the sigmoid and the top-k take them one by one.
 struct FusedRouterLowering : public OpRewritePattern<moe::FusedRouterOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -283,71 +290,95 @@ struct FusedRouterLowering : public OpRewritePattern<moe::FusedRouterOp> {
           if (writeScores)
             state.push_back(zeroVector(b, experts));
 
-          ValueRange final = loop(
-              b, expertCount, state,
-              [&](ImplicitLocOpBuilder &b, Value e,
-                  ValueRange slots) -> SmallVector<Value> {
-                Value row = arith::AddIOp::create(
-                    b, arith::MulIOp::create(b, h, expertCount), e);
-                Value dot = loop(b, width, ValueRange{f32Constant(b, 0.0)},
-                                 [&](ImplicitLocOpBuilder &b, Value d,
-                                     ValueRange acc) -> SmallVector<Value> {
-                                   Value xv = toF32(b, tensor::ExtractOp::create(
-                                                           b, x, ValueRange{n, d}));
-                                   Value wv = toF32(b, tensor::ExtractOp::create(
-                                                           b, w, ValueRange{row, d}));
-                                   return {arith::AddFOp::create(
-                                       b, acc[0], arith::MulFOp::create(b, xv, wv))};
-                                 })[0];
-                Value score = sigmoid(b, dot);
-                Value key = score;
-                if (mask) {
-                  SmallVector<Value> at = {n};
-                  if (headed)
-                    at.push_back(h);
-                  at.push_back(e);
-                  Value dropped = tensor::ExtractOp::create(b, mask, at);
-                  key = arith::SelectOp::create(b, dropped, negInf, score);
-                }
-                // Bubble the candidate down the sorted slots.
-                Value carryKey = key, carryValue = score, carryIndex = e;
-                SmallVector<Value> next(3 * k);
-                for (int64_t j = 0; j < k; ++j) {
-                  Value slotKey = slots[j], slotValue = slots[k + j];
-                  Value slotIndex = slots[2 * k + j];
-                  Value greater = arith::CmpFOp::create(
-                      b, arith::CmpFPredicate::OGT, carryKey, slotKey);
-                  Value equal = arith::CmpFOp::create(
-                      b, arith::CmpFPredicate::OEQ, carryKey, slotKey);
-                  Value lower = arith::CmpIOp::create(
-                      b, arith::CmpIPredicate::ult, carryIndex, slotIndex);
-                  Value better = arith::OrIOp::create(
-                      b, greater, arith::AndIOp::create(b, equal, lower));
-                  auto pick = [&](Value ifBetter, Value otherwise) -> Value {
-                    return arith::SelectOp::create(b, better, ifBetter,
-                                                   otherwise);
-                  };
-                  next[j] = pick(carryKey, slotKey);
-                  next[k + j] = pick(carryValue, slotValue);
-                  next[2 * k + j] = pick(carryIndex, slotIndex);
-                  carryKey = pick(slotKey, carryKey);
-                  carryValue = pick(slotValue, carryValue);
-                  carryIndex = pick(slotIndex, carryIndex);
-                }
-                if (writeScores)
-                  next.push_back(vector::InsertOp::create(
-                      b, score, slots[3 * k], OpFoldResult(e)));
-                return next;
-              });
+          // Expert e's score from its logit `dot`, bubbled into the slots.
+          auto selectExpert = [&](ImplicitLocOpBuilder &b, Value e, Value dot,
+                                  ValueRange slots) -> SmallVector<Value> {
+            Value score = sigmoid(b, dot);
+            Value key = score;
+            if (mask) {
+              SmallVector<Value> at = {n};
+              if (headed)
+                at.push_back(h);
+              at.push_back(e);
+              Value dropped = tensor::ExtractOp::create(b, mask, at);
+              key = arith::SelectOp::create(b, dropped, negInf, score);
+            }
+            // Bubble the candidate down the sorted slots.
+            Value carryKey = key, carryValue = score, carryIndex = e;
+            SmallVector<Value> next(3 * k);
+            for (int64_t j = 0; j < k; ++j) {
+              Value slotKey = slots[j], slotValue = slots[k + j];
+              Value slotIndex = slots[2 * k + j];
+              Value greater = arith::CmpFOp::create(
+                  b, arith::CmpFPredicate::OGT, carryKey, slotKey);
+              Value equal = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
+                                                  carryKey, slotKey);
+              Value lower = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                                  carryIndex, slotIndex);
+              Value better = arith::OrIOp::create(
+                  b, greater, arith::AndIOp::create(b, equal, lower));
+              auto pick = [&](Value ifBetter, Value otherwise) -> Value {
+                return arith::SelectOp::create(b, better, ifBetter, otherwise);
+              };
+              next[j] = pick(carryKey, slotKey);
+              next[k + j] = pick(carryValue, slotValue);
+              next[2 * k + j] = pick(carryIndex, slotIndex);
+              carryKey = pick(slotKey, carryKey);
+              carryValue = pick(slotValue, carryValue);
+              carryIndex = pick(slotIndex, carryIndex);
+            }
+            if (writeScores)
+              next.push_back(vector::InsertOp::create(b, score, slots[3 * k],
+                                                      OpFoldResult(e)));
+            return next;
+          };
+          SmallVector<Value> final(state);
+          for (int64_t first = 0; first < experts; first += kRouterExperts) {
+            int64_t count = std::min(kRouterExperts, experts - first);
+            Value row0 = arith::AddIOp::create(
+                b, arith::MulIOp::create(b, h, expertCount),
+                indexConstant(b, first));
+            Value dots = loop(
+                b, width, zeroVector(b, count),
+                [&](ImplicitLocOpBuilder &b, Value d,
+                    ValueRange acc) -> SmallVector<Value> {
+                  Value xv = toF32(
+                      b, tensor::ExtractOp::create(b, x, ValueRange{n, d}));
+                  SmallVector<Value> weights;
+                  for (int64_t j = 0; j < count; ++j) {
+                    Value row =
+                        arith::AddIOp::create(b, row0, indexConstant(b, j));
+                    weights.push_back(toF32(b, tensor::ExtractOp::create(
+                                                   b, w, ValueRange{row, d})));
+                  }
+                  Value wv = vector::FromElementsOp::create(
+                      b, VectorType::get({count}, f32), weights);
+                  Value term = arith::MulFOp::create(
+                      b, vector::BroadcastOp::create(b, wv.getType(), xv), wv);
+                  return {arith::AddFOp::create(b, acc[0], term)};
+                })[0];
+            ValueRange chunk =
+                loop(b, indexConstant(b, count), final,
+                     [&](ImplicitLocOpBuilder &b, Value j,
+                         ValueRange slots) -> SmallVector<Value> {
+                       Value e =
+                           arith::AddIOp::create(b, j, indexConstant(b, first));
+                       Value dot =
+                           vector::ExtractOp::create(b, dots, OpFoldResult(j));
+                       return selectExpert(b, e, dot, slots);
+                     });
+            final.assign(chunk.begin(), chunk.end());
+          }
 
           SmallVector<Value> offsets = {n};
           if (headed)
             offsets.push_back(h);
           offsets.push_back(indexConstant(b, 0));
+          ArrayRef<Value> slots(final);
           Value values = vector::FromElementsOp::create(
-              b, VectorType::get({k}, f32), final.slice(k, k));
+              b, VectorType::get({k}, f32), slots.slice(k, k));
           Value indices = vector::FromElementsOp::create(
-              b, VectorType::get({k}, b.getIndexType()), final.slice(2 * k, k));
+              b, VectorType::get({k}, b.getIndexType()), slots.slice(2 * k, k));
           SmallVector<RowWrite> writes = {
               writeRow(b, values, outs[0], offsets),
               writeRow(b, indices, outs[1], offsets)};

@@ -4,15 +4,21 @@
 // Each fused op is ONE row kernel: an scf.forall on tensors over scalars and
 // vectors, with no tensor created inside it and no linalg op at all.
 
-// The router: one iteration per (token, head); E dot products, the sigmoid,
-// a running top-k of k = 3 slots (three f32 keys, three f32 values, three
-// indices) and the score vector, carried through the expert loop.
+// The router: one iteration per (token, head); the E dot products in one
+// pass over the token's features (a vector<5xf32> of accumulators: each
+// feature read once, five weights gathered), then the sigmoid and a running
+// top-k of k = 3 slots (three f32 keys, three f32 values, three indices)
+// and the score vector, carried through the expert loop.
 // CHECK-LABEL: func.func @router
 // CHECK-NOT: linalg.
 // CHECK: %[[R:.*]]:3 = scf.forall (%[[N:.*]], %[[H:.*]]) in (%{{.*}}, 2) shared_outs(%[[VO:.*]] = %{{.*}}, %[[IO:.*]] = %{{.*}}, %[[SO:.*]] = %{{.*}}) -> (tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>)
 // CHECK-NOT: tensor.empty
+// CHECK: %[[DOTS:.*]] = scf.for {{.*}} -> (vector<5xf32>)
+// CHECK-COUNT-1: tensor.extract %{{.*}}[%[[N]], %{{.*}}] : tensor<?x16xf32>
+// CHECK-COUNT-5: tensor.extract %{{.*}} : tensor<10x16xf32>
+// CHECK: vector.from_elements {{.*}} : vector<5xf32>
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, index, index, index, vector<5xf32>)
-// CHECK: scf.for {{.*}} -> (f32)
+// CHECK: vector.extract %[[DOTS]][%{{.*}}] : f32 from vector<5xf32>
 // CHECK: math.exp
 // CHECK: tensor.extract %{{.*}}[%[[N]], %[[H]], %{{.*}}] : tensor<?x2x5xi1>
 // CHECK: arith.cmpf ogt
