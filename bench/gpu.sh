@@ -34,6 +34,17 @@
 #            SWITCHYARD_CUDA_GRAPHS=1 (each step replayed as a CUDA graph,
 #            its temporaries from a memory plan, docs/GPU.md), without the
 #            peers: against the train phase's;
+#   paper-47m, paper-262m  the paper's configurations at its batch, 64
+#            sequences: the 47M SwitchHead models (Transformer-XL, C4
+#            setting; RoPE, Wikitext-103 setting) and the 262M one, each
+#            against its dense baseline and against PyTorch (per-expert
+#            loop, and the official SwitchHead module with its CVMM Triton
+#            kernels where SWITCHHEAD_OFFICIAL names the folder that holds
+#            its `switchhead` package: by default .peers/switchhead-official,
+#            a copy of ../shared/peers/switchhead-official carried with the
+#            checkout); tokens/s, step ms and MFU (switchyard cost's model
+#            FLOPs over the bf16 peak torch.mm measures in the same run,
+#            bench/paper_summary.py);
 #   profile  a few training steps of each 47M model (default fusions) with
 #            SWITCHYARD_KERNEL_PROFILE=${PROFILE_TOP:-40}: each launch timed
 #            alone (CUDA events), the longest kernels by name with their
@@ -75,11 +86,13 @@ find_cuda_toolkit > "$tmp/toolkit" || { cat "$tmp/toolkit"; exit 1; }
 if [ -n "$bundle" ]; then
   unpack_bundle "$bundle" "$tmp/bin" || exit 1
   bench=$tmp/bin/switchyard-bench
+  driver=$tmp/bin/switchyard
 else
   build=${SWITCHYARD_BUILD_DIR:-$root/build}
   [ -f "$build/build.ninja" ] || "$root/scripts/bootstrap.sh" build > /dev/null
-  cmake --build "$build" --target switchyard-bench || exit 1
+  cmake --build "$build" --target switchyard-bench switchyard || exit 1
   bench=$build/bin/switchyard-bench
+  driver=$build/bin/switchyard
 fi
 
 commit=$(bundle_commit "$root" "$bundle" | tr '\n' ' ')
@@ -170,6 +183,33 @@ for phase in $phases; do
         --batch 16 --reps 10
       unset "$setting"
       peers=(--python "$python") ;;
+    paper-47m|paper-262m)
+      export SWITCHHEAD_OFFICIAL=${SWITCHHEAD_OFFICIAL:-$root/.peers/switchhead-official}
+      export TORCH_STEP_ROWS=loop,official
+      peak=$("$python" "$root/bench/paper_summary.py" --measure-peak) ||
+        { echo "measuring the bf16 peak failed"; status=1; continue; }
+      if [ "$phase" = paper-47m ]; then
+        pairs="switchhead-47m,dense-47m switchhead-47m-rope,dense-47m-rope"
+      else
+        pairs="switchhead-262m,dense-262m"
+      fi
+      for pair in $pairs; do
+        models= costs=()
+        for model in ${pair//,/ }; do
+          models="$models${models:+,}$root/examples/models/$model.mlir"
+          "$driver" cost --json "$root/examples/models/$model.mlir" \
+            > "$tmp/cost-$model.json" || status=1
+          costs+=(--cost "$model.mlir=$tmp/cost-$model.json")
+        done
+        run 420 "Training steps at the paper's batch: ${pair//,/ against }, batch 64" \
+          --train-step "$models" --batch 64 --reps 5 --json "$tmp/paper.json"
+        [ -f "$tmp/paper.json" ] &&
+          "$python" "$root/bench/paper_summary.py" --peak "$peak" \
+            "${costs[@]}" "$tmp/paper.json"
+        rm -f "$tmp/paper.json"
+        echo
+      done
+      unset TORCH_STEP_ROWS ;;
     profile)
       peers=(--python=)
       for model in switchhead-47m dense-47m; do
@@ -178,7 +218,7 @@ for phase in $phases; do
           --train-step "$root/examples/models/$model.mlir" --batch 16 --reps 2
       done
       peers=(--python "$python") ;;
-    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, train-no-epilogues, train-planned, train-graphs, profile)"; status=1 ;;
+    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, train-no-epilogues, train-planned, train-graphs, paper-47m, paper-262m, profile)"; status=1 ;;
   esac
 done
 

@@ -37,16 +37,30 @@ parameters of rank ≥ 2 only) at the warm-up-and-cosine learning rate of the
 step; the XL models carry each attention block's input to the next step as
 its memory, detached. Each SwitchHead projection formulation of
 torch_moe.py is a row: "dense" (every expert, then gather) and "loop" (one
-matmul per expert); σ-MoE layers always loop over their experts. Times are
-medians of config["reps"] steps after one warm-up step. It prints
+matmul per expert); σ-MoE layers always loop over their experts. With the
+official SwitchHead implementation at hand (SWITCHHEAD_OFFICIAL: the
+directory that holds its `switchhead` package, ../shared/peers/
+switchhead-official; it needs Triton, so a CUDA machine), the row
+"official" runs each SwitchHead layer as the official module
+(SwitchHeadXL or SwitchHeadRope, its CVMM Triton kernels, SDPA for RoPE)
+on the same parameters, the pre-LN residual block around it as the paper's
+code builds it (`x + module(LN(x))`); an XL layer's memory is then the
+module's own key/value cache of the previous step (the last T keys and
+values, detached), where the other rows recompute the memory's keys and
+values from the previous step's input. TORCH_STEP_ROWS (a comma-separated
+list of dense, loop, official; a model without SwitchHead layers has the
+one row "eager", loop's) keeps only those rows. Times are medians of
+config["reps"] steps after one warm-up step. It prints
 
     {"threads": int, "torch": str, "device": "cpu" or the GPU's name,
      "dtype": "f32" | "bf16", "params": int, "check_loss": float,
      "results": {formulation: {"step_ms", "first_loss", "last_loss"}}}
 """
 
+import importlib
 import json
 import math
+import os
 import sys
 import time
 
@@ -70,6 +84,37 @@ class Model:
                 .requires_grad_(True)
         self.memory_lengths = [layer["memory"] for layer in self.layers
                                if layer.get("memory")]
+        self.official = {}
+
+    def use_official(self, package):
+        """Runs every SwitchHead layer as the official module on this
+        model's parameters (which become the modules' own)."""
+        names = {"q": "q.weight", "k": "k.weight", "v": "v", "o": "o",
+                 "sel_v": "sel_v", "sel_o": "sel_o", "pos": "pos_to_pk"}
+        for layer in self.layers:
+            if layer["op"] != "switchhead":
+                continue
+            pos = layer.get("pos", "none")
+            if pos not in ("xl", "rope"):
+                raise SystemExit("torch_train_step: the official SwitchHead "
+                                 f"has no positions '{pos}'")
+            core = package.SwitchHeadXL if pos == "xl" else \
+                package.SwitchHeadRope
+            model = self.p(layer, "q").shape[1]
+            module = core(model, layer["heads"], layer["experts"],
+                          d_head=layer["head_dim"], moe_k=layer["k"],
+                          expert_dropout=layer.get("expert_dropout", 0.0))
+            module = module.to(self.device)
+            for ours, theirs in names.items():
+                key = f"{layer['name']}.{ours}"
+                if key not in self.params:
+                    continue
+                owner, _, attribute = ("." + theirs).rpartition(".")
+                target = module.get_submodule(owner.strip("."))
+                parameter = torch.nn.Parameter(self.params[key].detach())
+                setattr(target, attribute, parameter)
+                self.params[key] = parameter
+            self.official[layer["name"]] = module
 
     def p(self, layer, name):
         return self.params[f"{layer['name']}.{name}"]
@@ -92,6 +137,15 @@ class Model:
                 x = self.norm(layer, x, prefix="")
             elif op == "output":
                 x = x @ self.p(layer, "weight").t()
+            elif op == "switchhead" and experts == "official":
+                cache = None
+                if layer.get("memory"):
+                    cache = memories[len(next_memories)]
+                branch, cache = self.official_attention(layer, x, cache,
+                                                        training)
+                if layer.get("memory"):
+                    next_memories.append(cache)
+                x = x + F.dropout(branch, layer.get("dropout", 0.0), training)
             elif op in ("switchhead", "mha"):
                 memory = None
                 if layer.get("memory"):
@@ -156,6 +210,19 @@ class Model:
             branch = o.reshape(-1, heads * width) @ self.p(layer, "o").t()
         return branch.view(batch, time_steps, model)
 
+    def official_attention(self, layer, x, cache, training):
+        """The official module on LN(x): (branch, its next key/value cache,
+        the last T keys and values, detached; None without memory)."""
+        module = self.official[layer["name"]]
+        module.train(training)
+        h = self.norm(layer, x)
+        branch, cache = module(h, h, h, mask=None, kv_cache=cache)
+        if cache is not None:
+            keep = layer["memory"]
+            cache = {name: value[..., -keep:, :].detach()
+                     for name, value in cache.items()}
+        return branch, cache
+
     def sigma_moe(self, layer, x, training):
         """The σ-MoE branch (per-expert loop) and its −λ·H(P) term."""
         batch, time_steps, model = x.shape
@@ -179,6 +246,9 @@ class Model:
         return y.view(batch, time_steps, model), entropy
 
     def zero_memories(self, batch, model):
+        if self.official:
+            # The official module's cache starts empty: no memory at first.
+            return [{} for _ in self.memory_lengths]
         return [torch.zeros(batch, length, model, device=self.device)
                 for length in self.memory_lengths]
 
@@ -249,6 +319,21 @@ def train_steps(model, config, experts, device, dtype):
             "last_loss": losses[-1]}
 
 
+def official_package():
+    """The official SwitchHead package from SWITCHHEAD_OFFICIAL, or None
+    (unset, or it does not import here: it needs Triton and CUDA)."""
+    root = os.environ.get("SWITCHHEAD_OFFICIAL")
+    if not root:
+        return None
+    sys.path.insert(0, root)
+    try:
+        return importlib.import_module("switchhead")
+    except Exception as error:    # ImportError, or Triton without a GPU
+        print(f"torch_train_step: no official row: importing switchhead "
+              f"from {root} failed: {error}", file=sys.stderr)
+        return None
+
+
 def main():
     args, config, threads, device = moe.peer_setup(
         "PyTorch peer of switchyard-bench --train-step")
@@ -265,12 +350,31 @@ def main():
         check_loss = float(moe.cross_entropy(logits, targets.to(device)))
 
     params = sum(t.numel() for t in model.params.values())
+    official = official_package() if switchhead else None
     results = {}
-    for experts in (("dense", "loop") if switchhead else ("loop",)):
+    formulations = ("dense", "loop") if switchhead else ("loop",)
+    if official:
+        formulations += ("official",)
+    wanted = os.environ.get("TORCH_STEP_ROWS")
+    if wanted:
+        formulations = tuple(f for f in formulations
+                             if f in wanted.split(","))
+    for experts in formulations:
         name = experts if switchhead else "eager"
         print(f"torch_train_step: {name}", file=sys.stderr)
         # Every formulation trains from the same initial parameters.
         model = Model(args.dir, config, device)
+        if experts == "official":
+            model.use_official(official)
+            if not model.memory_lengths:
+                # Without memories the official module computes the same
+                # function: its inference loss must be the check loss.
+                with torch.no_grad(), moe.precision(device, args.dtype):
+                    logits, _, _ = model.forward(tokens.to(device), [], False,
+                                                 experts)
+                    loss = float(moe.cross_entropy(logits, targets.to(device)))
+                print(f"torch_train_step: official inference loss {loss:.6f}"
+                      f" (check loss {check_loss:.6f})", file=sys.stderr)
         results[name] = train_steps(model, config, experts, device,
                                     args.dtype)
     report = {"threads": threads, "torch": torch.__version__,
