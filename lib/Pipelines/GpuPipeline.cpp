@@ -264,8 +264,10 @@ void buildKernelFormationStages(OpPassManager &pm,
       switchyard::createSwitchyardGpuMergeLaunchesPass(merge));
   // Small launches (a split reduction's last step, the routes' sort) run by
   // the last block of the launch before them.
+  switchyard::SwitchyardGpuChainLaunchesPassOptions chain;
+  chain.maxParameterBytes = merge.maxParameterBytes;
   pm.addNestedPass<func::FuncOp>(
-      switchyard::createSwitchyardGpuChainLaunchesPass());
+      switchyard::createSwitchyardGpuChainLaunchesPass(chain));
   pm.addNestedPass<func::FuncOp>(
       switchyard::createSwitchyardGpuNameKernelsPass());
   if (!formation.kernelReport.empty()) {

@@ -59,6 +59,26 @@ bool threadsIndependent(gpu::LaunchOp launch) {
               .wasInterrupted();
 }
 
+/// Whether `launch`'s body reads its block's position or the grid's size
+/// other than through the launch's arguments (gpu.block_id, gpu.grid_dim,
+/// gpu.global_id, the cluster queries, NVVM's special registers): a tail
+/// could not give it the small launch's.
+bool readsBlockIndexOps(gpu::LaunchOp launch) {
+  return launch.getBody()
+      .walk([](Operation *op) {
+        if (isa<gpu::BlockIdOp, gpu::GridDimOp, gpu::GlobalIdOp,
+                gpu::ClusterIdOp, gpu::ClusterDimOp, gpu::ClusterBlockIdOp,
+                gpu::ClusterDimBlocksOp>(op) ||
+            op->getName().getStringRef().starts_with("nvvm.read.ptx.sreg"))
+          return WalkResult::interrupt();
+        return WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+/// The attribute on a tail's branch that counts its steps (tailSteps).
+constexpr llvm::StringLiteral kTailStepsAttr = "switchyard.tail_steps";
+
 /// The grid of `launch` if every extent is known when compiling.
 std::optional<std::array<int64_t, 3>> staticGrid(gpu::LaunchOp launch) {
   gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
@@ -91,8 +111,10 @@ scf::IfOp tailOf(gpu::LaunchOp launch) {
 
 class Chainer {
 public:
-  Chainer(RewriterBase &rewriter, int64_t maxTailBlocks)
-      : rewriter(rewriter), maxTailBlocks(maxTailBlocks) {}
+  Chainer(RewriterBase &rewriter, int64_t maxTailBlocks,
+          int64_t maxParameterBytes)
+      : rewriter(rewriter), maxTailBlocks(maxTailBlocks),
+        maxParameterBytes(maxParameterBytes) {}
 
   /// Whether `next` can run in the last block of `prev`, the launch before
   /// it with `between` between them.
@@ -106,8 +128,17 @@ public:
                       ArrayRef<Operation *> between);
 
 private:
-  /// The steps in which one block of `prev`'s shape runs `next`'s blocks.
+  /// The steps in which one block of `prev`'s shape runs `next`'s blocks;
+  /// -1 where it cannot.
   int64_t tailSteps(const LaunchInfo &prev, const LaunchInfo &next) const;
+  /// tailSteps, plus the steps of `prev`'s tail so far.
+  int64_t totalSteps(const LaunchInfo &prev, const LaunchInfo &next) const {
+    int64_t steps = tailSteps(prev, next);
+    if (scf::IfOp tail = tailOf(prev.launch); tail && steps >= 0)
+      if (auto before = tail->getAttrOfType<IntegerAttr>(kTailStepsAttr))
+        steps += before.getInt();
+    return steps;
+  }
   /// Builds, at the builder's insertion point inside `merged`, `next`'s body
   /// for each of its blocks and threads.
   void emitTail(gpu::LaunchOp merged, const LaunchInfo &next);
@@ -130,7 +161,7 @@ private:
                                    std::array<int64_t, 3> extents);
 
   RewriterBase &rewriter;
-  int64_t maxTailBlocks;
+  int64_t maxTailBlocks, maxParameterBytes;
 };
 
 int64_t Chainer::tailSteps(const LaunchInfo &prev,
@@ -149,8 +180,22 @@ bool Chainer::canChain(const LaunchInfo &prev, const LaunchInfo &next,
                        ArrayRef<Operation *> between) const {
   if (!prev.combinable || !next.combinable)
     return false;
-  int64_t steps = tailSteps(prev, next);
+  // One-dimensional blocks, as kernel formation makes them (and as the GPU
+  // emulation serialises a block's threads around the tail's barriers).
+  if (prev.block[1] != 1 || prev.block[2] != 1 ||
+      readsBlockIndexOps(next.launch))
+    return false;
+  int64_t steps = totalSteps(prev, next);
   if (steps < 0 || steps > maxTailBlocks)
+    return false;
+  // The kernel's parameters: both launches' host values and the counter.
+  int64_t bytes = 8 * (3 + 2); // The counter's descriptor (rank 1).
+  llvm::SmallDenseSet<Value> captured;
+  for (const LaunchInfo *info : {&prev, &next})
+    for (Value v : info->captured)
+      if (captured.insert(v).second)
+        bytes += switchyard::parameterBytes(v);
+  if (bytes > maxParameterBytes)
     return false;
   if (next.sharedBytes > std::max(prev.sharedBytes, kSmallSharedBytes))
     return false;
@@ -245,9 +290,10 @@ gpu::LaunchOp Chainer::chain(const LaunchInfo &prev, const LaunchInfo &next,
                              ArrayRef<Operation *> between) {
   gpu::LaunchOp first = prev.launch;
   gpu::LaunchOp second = next.launch;
-  Location loc = second.getLoc();
+  Location loc = first.getLoc();
   Type i32 = rewriter.getI32Type();
   scf::IfOp tail = tailOf(first);
+  int64_t steps = totalSteps(prev, next);
 
   // The counter: zeroed by an earlier launch of the same host code (one
   // thread's store at its start), else by a memset before the kernel.
@@ -326,6 +372,7 @@ gpu::LaunchOp Chainer::chain(const LaunchInfo &prev, const LaunchInfo &next,
     rewriter.setInsertionPoint(tail.thenBlock()->getTerminator());
   }
   emitTail(merged, next);
+  tail->setAttr(kTailStepsAttr, rewriter.getI64IntegerAttr(steps));
 
   rewriter.setInsertionPointAfter(merged);
   if (counter)
@@ -348,7 +395,7 @@ struct SwitchyardGpuChainLaunchesPass
     func::FuncOp func = getOperation();
     SmallVector<Block *> blocks = switchyard::hostBlocks(func);
     IRRewriter rewriter(&getContext());
-    Chainer chainer(rewriter, maxTailBlocks);
+    Chainer chainer(rewriter, maxTailBlocks, maxParameterBytes);
     [[maybe_unused]] int64_t chained = 0;
     for (Block *block : blocks) {
       std::optional<LaunchInfo> prev;

@@ -562,8 +562,12 @@ def SwitchyardGpuChainLaunchesPass
     is required; the block runs the launch's blocks one after another, a
     barrier between two); where each thread works on its own, the block's
     threads run all the launch's threads, any block shape. At most
-    `max-tail-blocks` such steps. More launches chain onto the same tail,
-    each after a barrier.
+    `max-tail-blocks` such steps in a tail (the branch's
+    `switchyard.tail_steps` counts them); more launches chain onto the same
+    tail, each after a barrier. The first launch has one-dimensional blocks;
+    the second reads its block index and grid size through the launch's
+    arguments only (no gpu.block_id, gpu.grid_dim or special-register op);
+    the two together take at most `max-parameter-bytes` of parameters.
 
     The counter (one i32, a fresh buffer) is zeroed by the first thread of
     the nearest earlier launch of the same host block, or by a `gpu.memset`
@@ -576,7 +580,8 @@ def SwitchyardGpuChainLaunchesPass
     flag's load `switchyard.block_uniform` (the GPU emulation serialises
     the threads around the barriers inside the branch).
 
-    Before (a partial sum over 4096 blocks, its combination in 4):
+    Before (a partial sum over 4096 blocks, its combination in 4 blocks
+    whose threads cooperate through shared memory):
 
     ```mlir
     gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4096, %gy = %c1, %gz = %c1)
@@ -586,8 +591,11 @@ def SwitchyardGpuChainLaunchesPass
     }
     %out = gpu.alloc() : memref<1024xf32>
     gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1)
-               threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
-      ... %bx ...                // reads %partial, writes %out
+               threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1)
+               dynamic_shared_memory_size %c1024_i32 {
+      ... %bx ...                // reads %partial into shared memory
+      gpu.barrier
+      ...                        // writes %out
       gpu.terminator
     }
     ```
@@ -598,7 +606,7 @@ def SwitchyardGpuChainLaunchesPass
     %out = gpu.alloc() : memref<1024xf32>
     gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4096, %gy = %c1, %gz = %c1)
                threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1)
-               dynamic_shared_memory_size %c4_i32 {
+               dynamic_shared_memory_size %c1024_i32 {
       ...                        // writes %partial
       gpu.barrier
       scf.if %thread0 {          // count the block: fence, atomic, fence
@@ -609,12 +617,12 @@ def SwitchyardGpuChainLaunchesPass
       %flag = memref.load %shared[%c0] {switchyard.block_uniform} : ...
       gpu.barrier
       scf.if %last {
-        nvvm.membar {scope = #nvvm.mem_scope<gpu>}
+        nvvm.memory.barrier <gpu>
         scf.for %b = %c0 to %c4 step %c1 {
           ... %b ...             // the second body, block %b
           gpu.barrier
         }
-      } {switchyard.last_block}
+      } {switchyard.last_block, switchyard.tail_steps = 4 : i64}
       gpu.terminator
     }
     gpu.dealloc %counter : memref<1xi32>
@@ -623,7 +631,11 @@ def SwitchyardGpuChainLaunchesPass
   let options = [
     Option<"maxTailBlocks", "max-tail-blocks", "int64_t", /*default=*/"8",
            "At most this many blocks' work (in the first launch's block "
-           "size) runs in the last block">,
+           "size) runs in the last block, over all the launches of a tail">,
+    Option<"maxParameterBytes", "max-parameter-bytes", "int64_t",
+           /*default=*/"3072",
+           "At most this many bytes of kernel parameters (estimated as "
+           "switchyard-gpu-merge-launches does) in a launch with a tail">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

@@ -4,13 +4,25 @@
 // NONE-LABEL: func.func @combine
 // NONE-COUNT-3: gpu.launch blocks
 // NONE-NOT: switchyard.last_block
+// Nor within a parameter budget that one launch's descriptors fill.
+// RUN: switchyard-opt %s --pass-pipeline="builtin.module(func.func(switchyard-gpu-chain-launches{max-parameter-bytes=100}))" --split-input-file | FileCheck %s --check-prefix=BUDGET
+// BUDGET-LABEL: func.func @combine
+// BUDGET-COUNT-3: gpu.launch blocks
+// BUDGET-NOT: switchyard.last_block
+// A tail of at most 3 steps takes the first of two 2-block launches only.
+// RUN: switchyard-opt %s --pass-pipeline="builtin.module(func.func(switchyard-gpu-chain-launches{max-tail-blocks=3}))" --split-input-file | FileCheck %s --check-prefix=STEPS
+// STEPS-LABEL: func.func @two_tails
+// STEPS: gpu.launch
+// STEPS: } {switchyard.last_block, switchyard.tail_steps = 2 : i64}
+// STEPS: gpu.launch
+// STEPS-NOT: switchyard.last_block
 
 // A partial sum over %n blocks, then its combination in 4 blocks of the
 // same shape with a barrier (threads that cooperate): the combination runs
 // in the block of the partial sum that counts itself last, its 4 blocks one
 // after another, a barrier after each. The counter is a fresh i32 that the
-// first thread of the launch before the two zeroes; the free of the
-// partial sums between the two moves after the result.
+// first thread of the launch before the two zeroes; a free between the two
+// moves after the result.
 // CHECK-LABEL: func.func @combine
 // CHECK-SAME: (%[[X:.*]]: memref<?xf32>, %[[N:.*]]: index)
 // CHECK: %[[COUNTER:.*]] = gpu.alloc () : memref<1xi32>
@@ -24,6 +36,8 @@
 // CHECK: gpu.terminator
 // CHECK: %[[PARTIAL:.*]] = gpu.alloc (%[[N]]) : memref<?x256xf32>
 // CHECK: %[[OUT:.*]] = gpu.alloc () : memref<1024xf32>
+// CHECK: %[[UNUSED:.*]] = gpu.alloc () : memref<4xf32>
+// CHECK-NOT: gpu.dealloc
 // CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%[[GX:.*]] = %[[N]], %[[GY:.*]] = %c1{{.*}}, %[[GZ:.*]] = %c1{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in {{.*}} dynamic_shared_memory_size %c1024_i32
 // CHECK: memref.store {{.*}}, %[[PARTIAL]]
 // CHECK: %[[GYZ:.*]] = arith.muli %[[GY]], %[[GZ]]
@@ -53,8 +67,9 @@
 // CHECK: memref.store %{{.*}}, %[[OUT]]
 // CHECK: gpu.barrier
 // CHECK-NEXT: }
-// CHECK-NEXT: } {switchyard.last_block}
+// CHECK-NEXT: } {switchyard.last_block, switchyard.tail_steps = 4 : i64}
 // CHECK-NEXT: gpu.terminator
+// CHECK: gpu.dealloc %[[UNUSED]]
 // CHECK: gpu.dealloc %[[COUNTER]]
 // CHECK: gpu.dealloc %[[PARTIAL]]
 // CHECK-NOT: gpu.launch
@@ -76,6 +91,8 @@ func.func @combine(%x: memref<?xf32>, %n: index) -> (memref<256xf32>, memref<102
     gpu.terminator
   }
   %out = gpu.alloc () : memref<1024xf32>
+  %unused = gpu.alloc () : memref<4xf32>
+  gpu.dealloc %unused : memref<4xf32>
   gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) dynamic_shared_memory_size %c1024_i32 {
     %shared = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
     %c0 = arith.constant 0 : index
@@ -110,7 +127,7 @@ func.func @combine(%x: memref<?xf32>, %n: index) -> (memref<256xf32>, memref<102
 // CHECK: scf.for %{{.*}} = %[[TID]] to %c1{{.*}} step %[[STRIDE]] {
 // CHECK: memref.load
 // CHECK: memref.store
-// CHECK: } {switchyard.last_block}
+// CHECK: } {switchyard.last_block, switchyard.tail_steps = 1 : i64}
 // CHECK-NOT: gpu.launch
 func.func @single_thread(%x: memref<?xf32>, %n: index) -> memref<f32> {
   %c1 = arith.constant 1 : index
@@ -145,7 +162,7 @@ func.func @single_thread(%x: memref<?xf32>, %n: index) -> memref<f32> {
 // CHECK: gpu.barrier
 // CHECK: memref.load %[[OUT1]]
 // CHECK: memref.store %{{.*}} : memref<512xf32>
-// CHECK: } {switchyard.last_block}
+// CHECK: } {switchyard.last_block, switchyard.tail_steps = 4 : i64}
 // CHECK-NOT: gpu.launch
 func.func @two_tails(%x: memref<?xf32>, %n: index) -> memref<512xf32> {
   %c1 = arith.constant 1 : index
@@ -179,10 +196,11 @@ func.func @two_tails(%x: memref<?xf32>, %n: index) -> memref<512xf32> {
 // -----
 
 // Left apart: a small launch whose grid is not known when compiling, one
-// of more blocks than max-tail-blocks, and one that cooperates (a barrier)
-// in blocks of another shape.
+// of more blocks than max-tail-blocks, one that cooperates (a barrier) in
+// blocks of another shape, and one that asks for its block index with
+// gpu.block_id (a tail could not answer it).
 // CHECK-LABEL: func.func @kept
-// CHECK-COUNT-4: gpu.launch blocks
+// CHECK-COUNT-5: gpu.launch blocks
 // CHECK-NOT: switchyard.last_block
 func.func @kept(%x: memref<?xf32>, %n: index, %m: index) {
   %c1 = arith.constant 1 : index
@@ -208,6 +226,12 @@ func.func @kept(%x: memref<?xf32>, %n: index, %m: index) {
     %v = memref.load %x[%tx] : memref<?xf32>
     gpu.barrier
     memref.store %v, %x[%bx] : memref<?xf32>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) {
+    %id = gpu.block_id x
+    %v = memref.load %x[%id] : memref<?xf32>
+    memref.store %v, %x[%tx] : memref<?xf32>
     gpu.terminator
   }
   return
