@@ -109,8 +109,8 @@ class Model:
                 key = f"{layer['name']}.{ours}"
                 if key not in self.params:
                     continue
-                owner, _, attribute = ("." + theirs).rpartition(".")
-                target = module.get_submodule(owner.strip("."))
+                owner, _, attribute = theirs.rpartition(".")
+                target = module.get_submodule(owner)
                 parameter = torch.nn.Parameter(self.params[key].detach())
                 setattr(target, attribute, parameter)
                 self.params[key] = parameter

@@ -655,6 +655,9 @@ struct SwitchyardGpuKernelReportPass
       total[func] = sum;
       return sum;
     };
+    // One line of launches, and one of memsets where a function has any.
+    std::string memsets;
+    llvm::raw_string_ostream memsetLine(memsets);
     os << "launches per call:";
     bool first = true;
     for (const auto &entry : own) {
@@ -665,22 +668,13 @@ struct SwitchyardGpuKernelReportPass
       os << (first ? " @" : ", @") << func.getSymName() << " "
          << launches.count << (launches.lowerBound ? "+" : "");
       first = false;
+      if (launches.memsets)
+        memsetLine << (memsets.empty() ? "memsets per call: @" : ", @")
+                   << func.getSymName() << " " << launches.memsets;
     }
     os << (first ? " (no public function)\n" : "\n");
-    bool anyMemset = false;
-    for (const auto &entry : own) {
-      func::FuncOp func = entry.first;
-      if (!func.isPublic() || func.isDeclaration())
-        continue;
-      CallLaunches launches = totalOf(func);
-      if (!launches.memsets)
-        continue;
-      os << (anyMemset ? ", @" : "memsets per call: @") << func.getSymName()
-         << " " << launches.memsets;
-      anyMemset = true;
-    }
-    if (anyMemset)
-      os << "\n";
+    if (!memsets.empty())
+      os << memsets << "\n";
   }
 
   void print(std::vector<KernelRow> &rows, raw_ostream &os) {
