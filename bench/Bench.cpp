@@ -81,8 +81,8 @@ rt::CompileOptions bench::compileOptions(const Options &options,
     fusions = "router,attention,elementwise,rows";
     experts = "grouped";
   }
-  bool withoutRows = fuse == kWithoutRows;
-  if (withoutRows) {
+  bool withoutRows = fuse == kWithoutRows, moe = fuse == kMoeFusion;
+  if (withoutRows || moe) {
     fusions = "default";
     experts = "default";
   }
@@ -91,6 +91,8 @@ rt::CompileOptions bench::compileOptions(const Options &options,
       "--fuse");
   if (withoutRows)
     compile.fusion->rows = false;
+  if (moe)
+    compile.fusion->router = compile.fusion->expertProjection = true;
   return compile;
 }
 
@@ -102,6 +104,8 @@ std::string bench::fusionLabel(const Options &options, llvm::StringRef fuse) {
     return "grouped experts";
   if (fuse == kWithoutRows)
     return "default without rows";
+  if (fuse == kMoeFusion)
+    return "moe: router, experts fused";
   std::string fusions = mlir::switchyard::describeFusions(
       check(mlir::switchyard::resolveFusions(fuse, "default", target(options)),
             "--fuse"));

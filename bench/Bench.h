@@ -91,9 +91,14 @@ inline constexpr llvm::StringLiteral kGroupedExperts = "grouped";
 /// --fuse` of the default list less `rows`): what fusing rows buys.
 inline constexpr llvm::StringLiteral kWithoutRows = "no-rows";
 
+/// The device's default setting with the mission's fusions on: the router
+/// (moe-fuse-router) and the expert projections (moe-fuse-expert-projection)
+/// fused, whatever else the default fuses.
+inline constexpr llvm::StringLiteral kMoeFusion = "moe";
+
 /// The compile options (with gradients) of a fusion setting: default (the
 /// device's own, FusionOptions::targetDefault), all, none, kGroupedExperts,
-/// kWithoutRows or, on the CPU, kDenseExperts.
+/// kWithoutRows, kMoeFusion or, on the CPU, kDenseExperts.
 rt::CompileOptions compileOptions(const Options &options, llvm::StringRef fuse);
 
 /// The compiler target whose defaults the options' device takes.

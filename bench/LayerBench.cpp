@@ -291,9 +291,15 @@ int bench::runLayer(const Options &options) {
   // On the CPU also the unfused route with dense expert projections (its
   // default groups them); on the GPU the default is the grouped route and
   // `none` the dense one.
-  for (llvm::StringRef fuse : {"default", "all", "none", "dense"}) {
+  // Then the default with the mission's fusions (router and expert
+  // projections) where the default lacks them.
+  for (llvm::StringRef fuse :
+       {"default", "all", "none", "dense", kMoeFusion.data()}) {
     if (fuse == kDenseExperts) {
       if (options.gpu())
+        continue;
+    } else if (fuse == kMoeFusion) {
+      if (byDefault.router && byDefault.expertProjection)
         continue;
     } else if (fuse != "default" &&
                check(mlir::switchyard::resolveFusions(fuse, "default",

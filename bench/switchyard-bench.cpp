@@ -67,13 +67,15 @@ cl::list<std::string> fuse(
     "fuse", cl::CommaSeparated,
     cl::desc("With --kernels or --train-step: the fusion settings to measure, "
              "default (the device's: on the GPU the same as grouped, on the "
-             "CPU none), all, "
+             "CPU elementwise), all, "
              "none, grouped (router and attention fused, the expert "
              "projections unfused and grouped by expert: on the GPU on "
              "tensor cores; switchyard --experts) and/or, on the CPU, dense "
              "(none, with the expert projections dense over all experts "
              "instead of grouped by expert), no-rows (default without "
-             "switchyard-fuse-rows) (default for --kernels: "
+             "switchyard-fuse-rows), moe (default with the router and the "
+             "expert projections fused: the mission's fusion) (default for "
+             "--kernels: "
              "all,none,grouped on the GPU, all,none,dense on the CPU; for "
              "--train-step: default; the layer benchmark measures them all, "
              "each setting once)"),
@@ -146,9 +148,10 @@ int main(int argc, char **argv) {
       "  (default)      one SwitchHead layer (embedding, lm.switchhead with "
       "Transformer-XL\n                 memory, cross-entropy), forward and "
       "forward+backward: the device's\n                 default fusions "
-      "(CPU: none; GPU: grouped), then all and none where\n"
+      "(CPU: elementwise; GPU: grouped), then all and none where\n"
       "                 they differ, on the CPU unfused with dense expert "
-      "projections, the C++\n"
+      "projections and the\n                 default with the router and "
+      "expert projections fused (moe), the C++\n"
       "                 reference (forward), the dense MHA layer of the same\n"
       "                 parameter count, and PyTorch "
       "(bench/torch_switchhead.py) for both\n"
@@ -210,9 +213,10 @@ int main(int argc, char **argv) {
   for (const std::string &setting : options.fusions)
     if (setting != "default" && setting != "all" && setting != "none" &&
         setting != kGroupedExperts && setting != kWithoutRows &&
+        setting != kMoeFusion &&
         (setting != kDenseExperts || options.gpu())) {
       llvm::errs() << "switchyard-bench: error: --fuse: expected default, all, "
-                      "none, grouped, no-rows or (on the CPU) dense, found '"
+                      "none, grouped, no-rows, moe or (on the CPU) dense, found '"
                    << setting << "'\n";
       return 1;
     }

@@ -207,6 +207,21 @@ def ConvertMoeToLinalgPass : Pass<"convert-moe-to-linalg"> {
            "segment of rows padded to a multiple of T, the products as "
            "moe.grouped_matmul and moe.grouped_weight_grad reading their "
            "rows by route; 0 reads the sort on the host">,
+    Option<"fusedExpertTileRows", "fused-expert-tile-rows", "int64_t",
+           /*default=*/"0",
+           "T > 0: the fused expert ops (moe.fused_expert_proj, "
+           "moe.fused_expert_merge and their gradients) in the grouped "
+           "formulation without host reads, segments padded to multiples of "
+           "T, the kernels gathering their rows by route (the CPU's, whose "
+           "grouped kernels gather while packing); 0: one row kernel per op "
+           "and gradient (FusedKernels.cpp)">,
+    Option<"fusedRouterMatmul", "fused-router-matmul", "bool",
+           /*default=*/"false",
+           "moe.fused_router's logits as one matmul (the CPU's: its matmul "
+           "kernels; the same products in the same order as moe.gate's), "
+           "the row kernel reading each row's logits for the sigmoid and "
+           "top-k; false: the row kernel computes the dot products itself, "
+           "all experts' in one pass over the features">,
     Option<"scatterEmbeddingGradient", "scatter-embedding-gradient", "bool",
            /*default=*/"false",
            "Lower moe.embed_grad as a scatter-add, each row of dy added into "

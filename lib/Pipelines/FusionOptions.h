@@ -83,6 +83,27 @@ struct FusionOptions {
   bool operator==(const FusionOptions &other) const = default;
 };
 
+/// The CPU target's fused expert ops pad each expert's rows to this many:
+/// the register tile of its grouped kernels (switchyard-cpu-grouped-kernels)
+/// is at most 8 rows.
+constexpr int64_t kCpuFusedExpertTileRows = 8;
+
+/// How the fused moe ops lower: by default one row kernel each (the GPU's
+/// SIMT route), or in the forms the CPU's kernels run fastest.
+struct FusedKernelForms {
+  /// T > 0: the fused expert ops in the grouped formulation, segments
+  /// padded to multiples of T, their kernels gathering rows by route
+  /// (convert-moe-to-linalg `fused-expert-tile-rows`).
+  int64_t expertTileRows = 0;
+  /// moe.fused_router's logits as one matmul, the row kernel reading them
+  /// for the sigmoid and top-k (convert-moe-to-linalg
+  /// `fused-router-matmul`).
+  bool routerLogitsMatmul = false;
+
+  /// The CPU target's: its matmul and grouped kernels do the products.
+  static FusedKernelForms cpu() { return {kCpuFusedExpertTileRows, true}; }
+};
+
 /// Reads a fusion setting `fuse` (`default`, `all`, `none`, or a
 /// comma-separated list of router, expert-projection, attention,
 /// elementwise) and an

@@ -64,6 +64,8 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
   ConvertMoeToLinalgPassOptions toLinalg;
   toLinalg.groupedExperts = options.fusion.groupedExperts;
   toLinalg.groupedTileRows = options.groupedTileRows;
+  toLinalg.fusedExpertTileRows = options.fusedForms.expertTileRows;
+  toLinalg.fusedRouterMatmul = options.fusedForms.routerLogitsMatmul;
   toLinalg.scatterEmbeddingGradient = options.scatterEmbeddingGradient;
   toLinalg.flashAttentionKernel = options.flashAttentionKernel;
   toLinalg.flashAttentionRounding = options.flashAttentionRounding;
@@ -206,7 +208,16 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
   // Register-blocked vector kernels for the matmul-like ops; loops for the
   // rest (fused row kernels are scf.forall on vectors), nested for
   // unit-stride vector code, then the LLVM dialect.
-  // The padded grouped formulation's kernels (the GPU's), as loops.
+  // The padded grouped formulation's kernels (the fused expert ops'):
+  // register-blocked, gathering while packing; where the factors are
+  // rounded (the GPU's reference), as loops.
+  if (roundContractionOperands == "f32") {
+    SwitchyardCpuGroupedKernelsPassOptions groupedKernels;
+    groupedKernels.rows = tile.rows;
+    groupedKernels.columns = tile.columns;
+    pm.addNestedPass<func::FuncOp>(
+        createSwitchyardCpuGroupedKernelsPass(groupedKernels));
+  }
   SwitchyardLowerGroupedKernelsPassOptions grouped;
   grouped.elementType = roundContractionOperands.str();
   pm.addNestedPass<func::FuncOp>(
@@ -232,8 +243,12 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
 
 void switchyard::buildCpuPipeline(OpPassManager &pm,
                                   const CpuPipelineOptions &options) {
-  buildModelToLinalgPipeline(pm, options.numLayers,
-                             options.lowering(Target::Cpu));
+  LoweringOptions lowering = options.lowering(Target::Cpu);
+  // The CPU's kernels for the fused ops, unless the factors are rounded (a
+  // reference for the GPU, whose fused ops are row kernels).
+  if (options.roundContractionOperands == "f32")
+    lowering.fusedForms = FusedKernelForms::cpu();
+  buildModelToLinalgPipeline(pm, options.numLayers, lowering);
   buildCpuCodegenPipeline(
       pm, options.roundContractionOperands,
       cpuKernelTile(options.vectorBits, options.vectorRegisters));

@@ -53,6 +53,8 @@ struct LoweringOptions {
   /// CPU target's formulation); T > 0 pads each expert's rows to multiples
   /// of T and reads nothing on the host (`grouped-tile-rows`; the GPU's).
   int64_t groupedTileRows = 0;
+  /// How the fused ops lower (the target's kernels).
+  FusedKernelForms fusedForms;
   /// moe.embed_grad as a scatter-add (the CPU's) rather than a one-hot
   /// matmul (convert-moe-to-linalg `scatter-embedding-gradient`).
   bool scatterEmbeddingGradient = false;

@@ -231,7 +231,13 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   if (llvm::Error error = compilation.lowerToLinalg(
           resolved, program->impl->params, program->impl->functions,
           emulation && emulation->usesTensorCores(),
-          /*scatterEmbeddingGradient=*/!emulation))
+          /*scatterEmbeddingGradient=*/!emulation,
+          // The CPU's kernels for the fused ops, unless the factors are
+          // rounded (a reference for the GPU, whose fused ops are row
+          // kernels).
+          emulation || resolved.roundContractionOperands != "f32"
+              ? mlir::switchyard::FusedKernelForms()
+              : mlir::switchyard::FusedKernelForms::cpu()))
     return std::move(error);
 
   // Stages 5-6: native code.

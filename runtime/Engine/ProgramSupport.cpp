@@ -168,7 +168,8 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
                                        ParamTable &params,
                                        std::vector<FunctionSpec> &functions,
                                        bool flashAttentionKernel,
-                                       bool scatterEmbeddingGradient) {
+                                       bool scatterEmbeddingGradient,
+                                       mlir::switchyard::FusedKernelForms fusedForms) {
   moduleOp = mlir::parseSourceFile<mlir::ModuleOp>(sources, &context);
   if (!moduleOp)
     return stageFailed("parsing and verification");
@@ -206,6 +207,7 @@ llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
   assert(options.fusion && "options not resolved for a target");
   loweringOptions.fusion = *options.fusion;
   loweringOptions.groupedTileRows = options.groupedTileRows;
+  loweringOptions.fusedForms = fusedForms;
   loweringOptions.flashAttentionKernel = flashAttentionKernel;
   loweringOptions.scatterEmbeddingGradient = scatterEmbeddingGradient;
   loweringOptions.flashAttentionRounding = options.roundAttentionFactors;

@@ -62,10 +62,12 @@ public:
   /// flash attention for its kernel (LoweringOptions::flashAttentionKernel).
   /// `scatterEmbeddingGradient`: the CPU target's embedding gradient
   /// (LoweringOptions::scatterEmbeddingGradient).
+  /// `fusedForms`: how the fused ops lower (the CPU's, or row kernels).
   llvm::Error lowerToLinalg(const CompileOptions &options, ParamTable &params,
                             std::vector<FunctionSpec> &functions,
                             bool flashAttentionKernel = false,
-                            bool scatterEmbeddingGradient = false);
+                            bool scatterEmbeddingGradient = false,
+                            mlir::switchyard::FusedKernelForms fusedForms = {});
 
   /// Runs `pm` on the module, with the MLIR pass-manager options of the
   /// command line (--mlir-print-ir-*, --mlir-timing, ...) where the tool

@@ -52,6 +52,10 @@ def Moe_FusedRouterOp : Moe_Op<"fused_router", [Pure,
     than the top-k (the gate's gradient); the kernel writes it only when it
     has uses.
 
+    With `convert-moe-to-linalg{fused-router-matmul}` (the CPU's lowering)
+    the logits are one matmul first, as `moe.gate`'s, and the row kernel
+    reads them.
+
     ```mlir
     %v, %i, %s = moe.fused_router %x, %w k(3) : tensor<?x128xf32>, tensor<10x128xf32> -> tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x5xf32>
     %mv, %mi, %ms = moe.fused_router %x, %w k(2) mask(%drop) : tensor<?x128xf32>, tensor<8x128xf32>, tensor<?x8xi1> -> tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x8xf32>
@@ -93,6 +97,13 @@ def Moe_FusedExpertProjOp : Moe_Op<"fused_expert_proj", [Pure,
     gate, to the result: no `[N, H, K, F]` per-route tensor exists. The
     head width must be static.
 
+    With `convert-moe-to-linalg{fused-expert-tile-rows=T}` (the CPU's
+    lowering) the op takes the grouped formulation instead: the routes
+    sorted by expert into segments of `T`-row tiles (`moe.sort_routes`) and
+    its products as `moe.grouped_matmul`/`moe.grouped_weight_grad` with
+    gathered operands, whose kernels read each route's row where it lies
+    (docs/Fusions.md).
+
     ```mlir
     %v = moe.fused_expert_proj %x, %w_v, %g, %i : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x2x32xf32>
     ```
@@ -128,6 +139,13 @@ def Moe_FusedExpertMergeOp : Moe_Op<"fused_expert_merge", [Pure,
     walks the `H·K` routes, accumulating each route's projection in a
     `vector<C x f32>` register and adding it, scaled by its gate: no
     `[N, H, K, D]` per-route tensor exists. The model width must be static.
+
+    With `convert-moe-to-linalg{fused-expert-tile-rows=T}` (the CPU's
+    lowering) the op takes the grouped formulation instead: the routes
+    sorted by expert into segments of `T`-row tiles (`moe.sort_routes`) and
+    its products as `moe.grouped_matmul`/`moe.grouped_weight_grad` with
+    gathered operands, whose kernels read each route's row where it lies
+    (docs/Fusions.md).
 
     ```mlir
     %y = moe.fused_expert_merge %o, %w_o, %g, %i : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32> -> tensor<?x128xf32>
@@ -176,6 +194,13 @@ def Moe_FusedExpertProjGradOp : Moe_Op<"fused_expert_proj_grad", [Pure,
 
     No `[N, H, E, F]` all-experts tensor and no `[N, H, K, F]` per-route
     tensor exist. The weight's dims 1 and 2 (model and head width) must be static.
+
+    With `convert-moe-to-linalg{fused-expert-tile-rows=T}` (the CPU's
+    lowering) the op takes the grouped formulation instead: the routes
+    sorted by expert into segments of `T`-row tiles (`moe.sort_routes`) and
+    its products as `moe.grouped_matmul`/`moe.grouped_weight_grad` with
+    gathered operands, whose kernels read each route's row where it lies
+    (docs/Fusions.md).
 
     ```mlir
     %dx, %dw, %dg = moe.fused_expert_proj_grad %x, %w_v, %g, %i, %dv : tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x2x32xf32> -> tensor<?x128xf32>, tensor<10x128x32xf32>, tensor<?x2x3xf32>
@@ -226,6 +251,13 @@ def Moe_FusedExpertMergeGradOp : Moe_Op<"fused_expert_merge_grad", [Pure,
 
     No `[N, H, E, F]` all-experts tensor and no `[N, H, K, D]` per-route
     tensor exist. The weight's dims 1 and 2 (head and model width) must be static.
+
+    With `convert-moe-to-linalg{fused-expert-tile-rows=T}` (the CPU's
+    lowering) the op takes the grouped formulation instead: the routes
+    sorted by expert into segments of `T`-row tiles (`moe.sort_routes`) and
+    its products as `moe.grouped_matmul`/`moe.grouped_weight_grad` with
+    gathered operands, whose kernels read each route's row where it lies
+    (docs/Fusions.md).
 
     ```mlir
     %do, %dw, %dg = moe.fused_expert_merge_grad %o, %w_o, %g, %i, %dy : tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>, tensor<?x2x3xi32>, tensor<?x128xf32> -> tensor<?x2x32xf32>, tensor<10x32x128xf32>, tensor<?x2x3xf32>

@@ -29,11 +29,16 @@ namespace {
 /// access the innermost loop does not move is hoisted and costs nothing.
 constexpr int kStridedCost = 8;
 
+/// A loop of fewer static iterations than this is no vector loop (the
+/// k = 3 choices of a route): nested innermost it costs as a strided access.
+constexpr int64_t kShortLoop = 8;
+
 /// The loop dimension to nest innermost: the one whose accesses (operands,
 /// and the body's loads whose last subscript is a loop's linalg.index:
 /// gathers) cost least when it moves fastest (kStridedCost for each access
 /// it strides through, 1 for each it walks along the last index, 0 for
-/// each it leaves in place); on a tie a parallel one, then the later one.
+/// each it leaves in place, and kStridedCost more for a loop shorter than
+/// kShortLoop); on a tie a parallel one, then the later one.
 /// `y[t] = Σ_v exp(x[t, v] − m[t])` nests v innermost: x unit-stride, y and
 /// m in place, where counting the unit-stride accesses alone took t (two of
 /// three) and read x down its columns.
@@ -57,6 +62,10 @@ unsigned innermostDim(linalg::LinalgOp op) {
     if (auto index = load.getIndices().back().getDefiningOp<linalg::IndexOp>())
       cost[index.getDim()] += 1;
   });
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  for (unsigned dim = 0; dim < loops; ++dim)
+    if (!ShapedType::isDynamic(ranges[dim]) && ranges[dim] < kShortLoop)
+      cost[dim] += kStridedCost;
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   auto rank = [&](unsigned dim) {
     return std::make_tuple(-cost[dim],

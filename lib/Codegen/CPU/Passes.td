@@ -10,6 +10,99 @@
 
 include "mlir/Pass/PassBase.td"
 
+def SwitchyardCpuGroupedKernelsPass
+    : Pass<"switchyard-cpu-grouped-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Register-blocked CPU kernels for the grouped expert ops, "
+                "gathering rows while packing";
+  let description = [{
+    Rewrites `moe.grouped_matmul` and `moe.grouped_weight_grad` on buffers
+    (f32 accumulation, factors in f32: the ops of the grouped formulation
+    without host reads, which the CPU's fused expert ops take) into
+    register-blocked vector kernels, the CPU counterpart of the tensor-core
+    kernels that gather while staging
+    (`switchyard-gpu-tensor-core-matmul`). A gathered operand's rows are
+    read where their routes lie, scaled by their gates and zero at a
+    padding position (GroupedOperand, the ops' one definition) while they
+    are copied into a panel on the stack: no sorted or gathered copy of the
+    rows exists in memory, and the kernel's inner loop reads only the panel
+    and the expert's weight, both with unit stride.
+
+    `moe.grouped_matmul`: one iteration per tile of `tile_size` rows, all
+    of one expert (the parallel loop, `switchyard.parallel`; padding tiles
+    skip). The tile's rows are packed (`[T, A]`), then for each block of
+    `columns` output columns the tile's rows, `rows` at a time, are
+    accumulated in vector registers over the whole reduction: per step one
+    row of the expert's weight and one scalar per row, `rows` vector FMAs.
+    A transposed weight (`transpose_weight`, the input gradients) is copied
+    once per op into `[E, A, C]` order (`linalg.transpose`), so that its
+    rows are unit-stride too. Columns past the end are masked; a static
+    width whose last block is at most half full ends in a block half as
+    wide.
+
+    `moe.grouped_weight_grad`: one iteration per expert (parallel); its
+    segment is taken in chunks of routes that fit `panel-kib` KiB, each
+    chunk's rows of both operands packed (`[chunk, A]`, `[chunk, C]`),
+    then each `rows` × `columns` tile of the expert's `[A, C]` gradient
+    accumulates over the chunk in registers. The summation order over
+    routes is the segment's, whatever the number of threads.
+
+    Before (the value projection's products, T = 8, 412 → 76):
+
+    ```mlir
+    moe.grouped_matmul ins(%x, %w, %te : memref<1024x412xf32>,
+        memref<10x412x76xf32>, memref<?xindex>) gather(%order : memref<?xindex>)
+        routes_per_row(6) outs(%p : memref<?x76xf32>) tile_size(8)
+    ```
+
+    After (with `rows=8 columns=32`):
+
+    ```mlir
+    scf.for %t = %c0 to %tiles step %c1 {
+      %e = memref.load %te[%t]
+      scf.if %e < %c10 {
+        %panel = memref.alloca() : memref<8x412xf32>
+        scf.for %r = %c0 to %c8 step %c1 {      // gather while packing
+          %route = memref.load %order[%t * 8 + %r]
+          scf.for %a = %c0 to %c412 step %c1 {
+            %v = memref.load %x[%route / 6, %a]
+            memref.store (%route < R ? %v : 0), %panel[%r, %a]
+          }
+        }
+        scf.for %c0 = %c0 to %c64 step %c32 {   // then 64 to 76, 16 wide
+          %acc0 = vector.transfer_read %p[%t * 8, %c0] : vector<32xf32>
+          ...
+          %r:8 = scf.for %a = %c0 to %c412 step %c1 iter_args(...) {
+            %w = vector.transfer_read %w[%e, %a, %c0] : vector<32xf32>
+            %s0 = memref.load %panel[%c0, %a]
+            %n0 = vector.fma (broadcast %s0), %w, %acc0 : vector<32xf32>
+            ...
+          }
+          vector.transfer_write %r#0, %p[%t * 8, %c0]
+          ...
+        }
+      }
+    } {switchyard.parallel}
+    ```
+
+    Ops whose factors are rounded (the CPU reference of the GPU's bf16/f16
+    route) are left to `switchyard-lower-grouped-kernels`, which rounds
+    them as the tensor cores do.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+  let options = [
+    Option<"rows", "rows", "int64_t", /*default=*/"8",
+           "Output rows per register tile">,
+    Option<"columns", "columns", "int64_t", /*default=*/"32",
+           "Output columns per register tile (the vector width of a row)">,
+    Option<"panelKiB", "panel-kib", "int64_t", /*default=*/"256",
+           "Size of the weight gradient's packed chunk of both operands, "
+           "in KiB">,
+  ];
+}
+
 def SwitchyardCpuContractionKernelsPass
     : Pass<"switchyard-cpu-contraction-kernels", "::mlir::func::FuncOp"> {
   let summary = "Register-blocked vector kernels for matmul-like linalg ops on the CPU";
@@ -395,7 +488,8 @@ def SwitchyardCpuLoopOrderPass
     `linalg.index`: gathers) cost least when it moves fastest: 8 for an
     access it strides through (a gather per vector lane), 1 for one it
     walks along its last (unit-stride) index, 0 for one it leaves in place
-    (hoisted); a parallel one on a tie, keeping the others in their order,
+    (hoisted), and 8 more for a loop of fewer than 8 static iterations,
+    which is no vector loop (a route's k choices); a parallel one on a tie, keeping the others in their order,
     so that LLVM's loop vectorizer sees contiguous rows: `dX = dY·W` and
     `dW = dYᵀ·X` become row updates (axpy), `Y = X·Wᵀ` a dot product of
     two rows, a softmax's `Σ_v exp(x[t, v] − m[t])` a sum along each row.

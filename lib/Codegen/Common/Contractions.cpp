@@ -105,7 +105,7 @@ mlir::switchyard::reorderLoops(RewriterBase &rewriter, linalg::LinalgOp op,
   return generic;
 }
 
-linalg::FillOp switchyard::precedingZeroFill(linalg::LinalgOp op) {
+linalg::FillOp switchyard::precedingZeroFill(DestinationStyleOpInterface op) {
   Value out = op.getDpsInitOperand(0)->get();
   for (Operation *before = op->getPrevNode(); before;
        before = before->getPrevNode()) {

@@ -52,7 +52,7 @@ void roundContractionFactors(RewriterBase &rewriter, Contraction &c,
 /// before it (only ops without memory effects between them), or null: a
 /// matmul kernel that writes every element of that output can start its
 /// accumulators from zero instead, and the fill goes.
-linalg::FillOp precedingZeroFill(linalg::LinalgOp op);
+linalg::FillOp precedingZeroFill(DestinationStyleOpInterface op);
 
 /// Nests the loops of `op` in `order` (order[i]: the old loop dimension
 /// that becomes loop i), generalizing a named op first. Returns the

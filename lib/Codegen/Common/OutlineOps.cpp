@@ -89,17 +89,18 @@ bool usesOnlyBuffersIndicesAndConstants(Operation *op,
   return !walk.wasInterrupted();
 }
 
-/// Whether `group` is a single linalg.fill directly followed by `op`, a
-/// linalg op whose output is the filled buffer.
+/// Whether `group` is a single linalg.fill directly followed by `op`, an op
+/// in destination style whose one output is the filled buffer.
 bool fillsBufferOf(ArrayRef<Operation *> group, Operation *op) {
   auto fill = dyn_cast<linalg::FillOp>(group.front());
-  auto user = dyn_cast<linalg::LinalgOp>(op);
+  auto user = dyn_cast<DestinationStyleOpInterface>(op);
   return group.size() == 1 && fill && user && fill->getNextNode() == op &&
          user.getNumDpsInits() == 1 &&
          user.getDpsInitOperand(0)->get() == fill.getDpsInitOperand(0)->get();
 }
 
-/// Moves each linalg.fill down to the linalg op that writes the buffer it
+/// Moves each linalg.fill down to the op in destination style (a linalg op,
+/// a grouped expert kernel) that writes the buffer it
 /// filled, past allocations and ops without memory effects that do not use
 /// that buffer (the allocation of the op's other buffers, index
 /// arithmetic), so that fillsBufferOf groups them.
@@ -117,7 +118,7 @@ void sinkFillsToWriters(func::FuncOp func) {
            llvm::none_of(next->getOperands(),
                          [&](Value v) { return v == buffer; }))
       next = next->getNextNode();
-    auto writer = dyn_cast_or_null<linalg::LinalgOp>(next);
+    auto writer = dyn_cast_or_null<DestinationStyleOpInterface>(next);
     if (writer && next != fill->getNextNode() && writer.getNumDpsInits() == 1 &&
         writer.getDpsInitOperand(0)->get() == buffer)
       fill->moveBefore(next);

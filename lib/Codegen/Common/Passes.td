@@ -425,12 +425,13 @@ def SwitchyardOutlineOpsPass
     together with their users.
 
     With `fills-with-users`, a `linalg.fill` goes into the function of the
-    linalg op that writes the buffer it filled, when only allocations and
+    op that writes the buffer it filled (a linalg op, or a grouped expert
+    kernel: any op in destination style with one output), when only allocations and
     ops without memory effects (that do not use the buffer) stand between
     them; the fill first moves down to that op. The op's kernel then
     stores the fill's value itself: the CPU's matmul kernels and the GPU's
     tensor-core kernels start their accumulators from zero
-    (`switchyard-cpu-contraction-kernels`,
+    (`switchyard-cpu-contraction-kernels`, `switchyard-cpu-grouped-kernels`,
     `switchyard-gpu-tensor-core-matmul`), and a reduction's loop nest
     stores the initial value per output element
     (`switchyard-linalg-to-loops` with `fold-fills`).

@@ -246,7 +246,11 @@ constexpr int64_t kRouterExperts = 32;
 /// all of them, in order over d as each dot product alone would be), then
 /// the sigmoid and the top-k take them one by one.
 struct FusedRouterLowering : public OpRewritePattern<moe::FusedRouterOp> {
-  using OpRewritePattern::OpRewritePattern;
+  /// `logitsMatmul`: the logits [N, H·E] are one matmul first (moe.gate's),
+  /// which the row kernel reads; else it computes them itself.
+  FusedRouterLowering(MLIRContext *ctx, bool logitsMatmul)
+      : OpRewritePattern(ctx), logitsMatmul(logitsMatmul) {}
+  bool logitsMatmul;
 
   LogicalResult matchAndRewrite(moe::FusedRouterOp op,
                                 PatternRewriter &rewriter) const override {
@@ -272,6 +276,7 @@ struct FusedRouterLowering : public OpRewritePattern<moe::FusedRouterOp> {
         tensor::EmptyOp::create(b, slotSizes, indicesType.getElementType())};
     if (writeScores)
       inits.push_back(tensor::EmptyOp::create(b, scoreSizes, f32));
+    Value logits = logitsMatmul ? matmulTransposedF32(b, x, w) : Value();
 
     SmallVector<Value> results = buildRowKernel(
         b, counts, inits,
@@ -338,7 +343,9 @@ struct FusedRouterLowering : public OpRewritePattern<moe::FusedRouterOp> {
             Value row0 = arith::AddIOp::create(
                 b, arith::MulIOp::create(b, h, expertCount),
                 indexConstant(b, first));
-            Value dots = loop(
+            Value dots =
+                logits ? readRow(b, logits, ValueRange{n, row0}, count)
+                       : loop(
                 b, width, zeroVector(b, count),
                 [&](ImplicitLocOpBuilder &b, Value d,
                     ValueRange acc) -> SmallVector<Value> {
@@ -807,8 +814,9 @@ struct FusedExpertMergeGradLowering
 } // namespace
 
 void mlir::switchyard::populateFusedKernelPatterns(
-    RewritePatternSet &patterns) {
-  patterns.add<FusedRouterLowering, FusedExpertProjLowering,
-               FusedExpertMergeLowering, FusedExpertProjGradLowering,
-               FusedExpertMergeGradLowering>(patterns.getContext());
+    RewritePatternSet &patterns, bool routerLogitsMatmul) {
+  patterns.add<FusedRouterLowering>(patterns.getContext(), routerLogitsMatmul);
+  patterns.add<FusedExpertProjLowering, FusedExpertMergeLowering,
+               FusedExpertProjGradLowering, FusedExpertMergeGradLowering>(
+      patterns.getContext());
 }

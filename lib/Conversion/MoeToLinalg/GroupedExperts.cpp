@@ -606,11 +606,15 @@ template <typename OpTy> struct GroupedPattern : public OpRewritePattern<OpTy> {
   }
 };
 
-/// out[n, h, f] = Σ_j g · (x[n] · W[h·E + indices[n, h, j]])[f].
-struct GroupedExpertProj : public GroupedPattern<moe::ExpertProjOp> {
-  using GroupedPattern::GroupedPattern;
+/// out[n, h, f] = Σ_j g · (x[n] · W[h·E + indices[n, h, j]])[f]
+/// (moe.expert_proj, or moe.fused_expert_proj: the same operands).
+template <typename OpTy>
+struct GroupedExpertProj : public GroupedPattern<OpTy> {
+  using GroupedPattern<OpTy>::GroupedPattern;
+  using GroupedPattern<OpTy>::groupable;
+  using GroupedPattern<OpTy>::tileRows;
 
-  LogicalResult matchAndRewrite(moe::ExpertProjOp op,
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     if (!groupable(op))
       return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
@@ -627,11 +631,15 @@ struct GroupedExpertProj : public GroupedPattern<moe::ExpertProjOp> {
   }
 };
 
-/// y[n, o] = Σ_{h, j} (g · heads[n, h] · W[h·E + indices[n, h, j]])[o].
-struct GroupedExpertMerge : public GroupedPattern<moe::ExpertMergeOp> {
-  using GroupedPattern::GroupedPattern;
+/// y[n, o] = Σ_{h, j} (g · heads[n, h] · W[h·E + indices[n, h, j]])[o]
+/// (moe.expert_merge or moe.fused_expert_merge).
+template <typename OpTy>
+struct GroupedExpertMerge : public GroupedPattern<OpTy> {
+  using GroupedPattern<OpTy>::GroupedPattern;
+  using GroupedPattern<OpTy>::groupable;
+  using GroupedPattern<OpTy>::tileRows;
 
-  LogicalResult matchAndRewrite(moe::ExpertMergeOp op,
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     if (!groupable(op))
       return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
@@ -653,10 +661,13 @@ struct GroupedExpertMerge : public GroupedPattern<moe::ExpertMergeOp> {
 ///   dx = Σ_routes g · dXu, dW[e] = Xᵀ · (g · dO) over e's routes,
 ///   dg = <dO, X · W[e]> = <X, dXu> per route,
 /// two matmuls per expert (the forward's product is not recomputed).
-struct GroupedExpertProjGrad : public GroupedPattern<moe::ExpertProjGradOp> {
-  using GroupedPattern::GroupedPattern;
+template <typename OpTy>
+struct GroupedExpertProjGrad : public GroupedPattern<OpTy> {
+  using GroupedPattern<OpTy>::GroupedPattern;
+  using GroupedPattern<OpTy>::groupable;
+  using GroupedPattern<OpTy>::tileRows;
 
-  LogicalResult matchAndRewrite(moe::ExpertProjGradOp op,
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     if (!groupable(op))
       return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
@@ -680,10 +691,13 @@ struct GroupedExpertProjGrad : public GroupedPattern<moe::ExpertProjGradOp> {
 /// With rows A (heads by route), gA (gated) and dY (dy by route), and
 /// dA = dY · W[e]ᵀ per route:
 ///   dheads = Σ_j g · dA, dW[e] = gAᵀ · dY over e's routes, dg = <A, dA>.
-struct GroupedExpertMergeGrad : public GroupedPattern<moe::ExpertMergeGradOp> {
-  using GroupedPattern::GroupedPattern;
+template <typename OpTy>
+struct GroupedExpertMergeGrad : public GroupedPattern<OpTy> {
+  using GroupedPattern<OpTy>::GroupedPattern;
+  using GroupedPattern<OpTy>::groupable;
+  using GroupedPattern<OpTy>::tileRows;
 
-  LogicalResult matchAndRewrite(moe::ExpertMergeGradOp op,
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     if (!groupable(op))
       return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
@@ -706,11 +720,31 @@ struct GroupedExpertMergeGrad : public GroupedPattern<moe::ExpertMergeGradOp> {
   }
 };
 
+/// The grouped patterns of one family of expert ops (plain or fused).
+template <typename ProjOp, typename MergeOp, typename ProjGradOp,
+          typename MergeGradOp>
+void addGroupedPatterns(RewritePatternSet &patterns, int64_t tileRows) {
+  patterns.add<GroupedExpertProj<ProjOp>, GroupedExpertMerge<MergeOp>,
+               GroupedExpertProjGrad<ProjGradOp>,
+               GroupedExpertMergeGrad<MergeGradOp>>(patterns.getContext(),
+                                                    tileRows);
+}
+
 } // namespace
 
 void mlir::switchyard::populateGroupedExpertPatterns(
     RewritePatternSet &patterns, int64_t tileRows) {
   // Above the dense formulation's patterns, which stay for what these leave.
-  patterns.add<GroupedExpertProj, GroupedExpertMerge, GroupedExpertProjGrad,
-               GroupedExpertMergeGrad>(patterns.getContext(), tileRows);
+  addGroupedPatterns<moe::ExpertProjOp, moe::ExpertMergeOp,
+                     moe::ExpertProjGradOp, moe::ExpertMergeGradOp>(patterns,
+                                                                     tileRows);
+}
+
+void mlir::switchyard::populateFusedGroupedExpertPatterns(
+    RewritePatternSet &patterns, int64_t tileRows) {
+  // Above the row kernels (FusedKernels.cpp), which stay for the ops with
+  // dynamic heads or expert rows.
+  addGroupedPatterns<moe::FusedExpertProjOp, moe::FusedExpertMergeOp,
+                     moe::FusedExpertProjGradOp, moe::FusedExpertMergeGradOp>(
+      patterns, tileRows);
 }

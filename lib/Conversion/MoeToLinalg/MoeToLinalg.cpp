@@ -1113,17 +1113,22 @@ struct ConvertMoeToLinalgPass
       return signalPassFailure();
     }
     RewritePatternSet patterns(ctx);
-    populateMoeToLinalgPatterns(patterns, *rounding, scatterEmbeddingGradient);
-    if (groupedTileRows < 0) {
-      // Not op.emitError(): the module itself would be printed as a note.
-      emitError(getOperation()->getLoc())
-          << "convert-moe-to-linalg: grouped-tile-rows must be 0 or "
-             "positive, found "
-          << static_cast<int64_t>(groupedTileRows);
-      return signalPassFailure();
-    }
+    populateMoeToLinalgPatterns(patterns, *rounding, scatterEmbeddingGradient,
+                                fusedRouterMatmul);
+    for (auto [name, rows] : {std::pair<StringRef, int64_t>(
+                                  "grouped-tile-rows", groupedTileRows),
+                              {"fused-expert-tile-rows", fusedExpertTileRows}})
+      if (rows < 0) {
+        // Not op.emitError(): the module itself would be printed as a note.
+        emitError(getOperation()->getLoc())
+            << "convert-moe-to-linalg: " << name
+            << " must be 0 or positive, found " << rows;
+        return signalPassFailure();
+      }
     if (groupedExperts)
       populateGroupedExpertPatterns(patterns, groupedTileRows);
+    if (fusedExpertTileRows > 0)
+      populateFusedGroupedExpertPatterns(patterns, fusedExpertTileRows);
     if (flashAttentionKernel)
       populateFlashAttentionKernelPatterns(patterns);
     LLVM_DEBUG({
@@ -1161,7 +1166,7 @@ struct ConvertMoeToLinalgPass
 
 void mlir::switchyard::populateMoeToLinalgPatterns(
     RewritePatternSet &patterns, FloatType attentionRounding,
-    bool scatterEmbeddingGradient) {
+    bool scatterEmbeddingGradient, bool routerLogitsMatmul) {
   patterns.add<EmbedGradLowering>(patterns.getContext(),
                                   scatterEmbeddingGradient);
   patterns
@@ -1172,6 +1177,6 @@ void mlir::switchyard::populateMoeToLinalgPatterns(
            CrossEntropyLowering, ReluLowering, DropoutMaskLowering,
            DropoutLowering, RoutingEntropyLowering, AddLossLowering>(
           patterns.getContext());
-  populateFusedKernelPatterns(patterns);
+  populateFusedKernelPatterns(patterns, routerLogitsMatmul);
   populateFlashAttentionLoweringPatterns(patterns, attentionRounding);
 }

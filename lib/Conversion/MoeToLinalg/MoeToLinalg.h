@@ -21,16 +21,20 @@ namespace mlir::switchyard {
 /// Includes the row kernels of the fused ops (populateFusedKernelPatterns,
 /// populateFlashAttentionLoweringPatterns, with `attentionRounding`);
 /// moe.embed_grad becomes a scatter-add with `scatterEmbeddingGradient`, a
-/// one-hot matmul without.
+/// one-hot matmul without; `routerLogitsMatmul` as
+/// populateFusedKernelPatterns.
 void populateMoeToLinalgPatterns(RewritePatternSet &patterns,
                                  FloatType attentionRounding = {},
-                                 bool scatterEmbeddingGradient = false);
+                                 bool scatterEmbeddingGradient = false,
+                                 bool routerLogitsMatmul = false);
 
 /// Adds the patterns that rewrite each fused moe op (moe.fused_router,
 /// moe.fused_expert_proj, ...) into one row kernel: an scf.forall on
 /// tensors over scalars and vectors (lib/Conversion/MoeToLinalg/
-/// FusedKernels.cpp).
-void populateFusedKernelPatterns(RewritePatternSet &patterns);
+/// FusedKernels.cpp). With `routerLogitsMatmul`, moe.fused_router's
+/// logits are one matmul first, which its row kernel reads.
+void populateFusedKernelPatterns(RewritePatternSet &patterns,
+                                 bool routerLogitsMatmul = false);
 
 /// The expert projections and their gradients with the routes grouped by
 /// expert (GroupedExperts.cpp), above the dense formulation's patterns:
@@ -38,6 +42,13 @@ void populateFusedKernelPatterns(RewritePatternSet &patterns);
 /// T > 0 the padded one (segments padded to T rows, no host reads).
 void populateGroupedExpertPatterns(RewritePatternSet &patterns,
                                    int64_t tileRows = 0);
+
+/// The fused expert ops (moe.fused_expert_proj, moe.fused_expert_merge and
+/// their gradients) in the grouped formulation without host reads, each
+/// expert's segment padded to multiples of `tileRows` (> 0): the grouped
+/// kernels gather their rows by route, so that no gathered copy exists.
+void populateFusedGroupedExpertPatterns(RewritePatternSet &patterns,
+                                        int64_t tileRows);
 
 /// Adds the lowerings of moe.flash_attention and moe.flash_attention_grad
 /// (the ops of moe-fuse-attention) to row kernels: scf.forall on tensors

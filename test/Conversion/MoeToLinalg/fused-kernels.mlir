@@ -1,5 +1,31 @@
 // RUN: switchyard-opt %s --convert-moe-to-linalg | FileCheck %s
 // RUN: switchyard-opt %s --convert-moe-to-linalg --switchyard-cpu-pipeline -o /dev/null
+// RUN: switchyard-opt %s --convert-moe-to-linalg="fused-expert-tile-rows=8 fused-router-matmul" --canonicalize | FileCheck %s --check-prefix=GROUPED
+// RUN: switchyard-opt %s --convert-moe-to-linalg="fused-expert-tile-rows=8 fused-router-matmul" --switchyard-cpu-pipeline -o /dev/null
+// RUN: not switchyard-opt %s --convert-moe-to-linalg="fused-expert-tile-rows=-1" 2>&1 | FileCheck %s --check-prefix=BADTILE
+
+// BADTILE: convert-moe-to-linalg: fused-expert-tile-rows must be 0 or positive, found -1
+
+// The CPU's forms (FusedKernelForms::cpu): the router's logits one matmul
+// that its row kernel reads; the expert ops in the grouped formulation,
+// the routes sorted into segments of 8 rows, the kernels gathering their
+// rows by route (no gathered copy), the gradients' products with the
+// transposed weight and the weight gradient per expert.
+// GROUPED-LABEL: func.func @router
+// GROUPED: %[[LOGITS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]{{.*}} outs(%{{.*}} : tensor<?x10xf32>)
+// GROUPED: scf.forall
+// GROUPED:   vector.transfer_read %[[LOGITS]]
+// GROUPED-LABEL: func.func @proj(
+// GROUPED: %[[SORT:.*]]:4 = moe.sort_routes {{.*}} experts_per_head(5) tile_size(8)
+// GROUPED: moe.grouped_matmul ins(%arg0, %arg1, %[[SORT]]#3 : {{.*}}) gather(%[[SORT]]#1 : tensor<?xindex>) routes_per_row(6) outs({{.*}}) tile_size(8)
+// GROUPED-LABEL: func.func @merge(
+// GROUPED: moe.grouped_matmul {{.*}} routes_per_row(3) gates({{.*}}) outs({{.*}}) tile_size(8)
+// GROUPED-LABEL: func.func @proj_grad
+// GROUPED: moe.grouped_matmul {{.*}} routes_per_row(3) outs({{.*}}) tile_size(8) transpose_weight
+// GROUPED: moe.grouped_weight_grad {{.*}} routes_per_row([6, 3]) rhs_gates
+// GROUPED-LABEL: func.func @merge_grad
+// GROUPED: moe.grouped_matmul {{.*}} tile_size(8) transpose_weight
+// GROUPED: moe.grouped_weight_grad {{.*}} routes_per_row([3, 6]) lhs_gates
 
 // Each fused op is ONE row kernel: an scf.forall on tensors over scalars and
 // vectors, with no tensor created inside it and no linalg op at all.
