@@ -83,11 +83,6 @@ struct FusionOptions {
   bool operator==(const FusionOptions &other) const = default;
 };
 
-/// The CPU target's fused expert ops pad each expert's rows to this many:
-/// the register tile of its grouped kernels (switchyard-cpu-grouped-kernels)
-/// is at most 8 rows.
-constexpr int64_t kCpuFusedExpertTileRows = 8;
-
 /// How the fused moe ops lower: by default one row kernel each (the GPU's
 /// SIMT route), or in the forms the CPU's kernels run fastest.
 struct FusedKernelForms {
@@ -100,8 +95,10 @@ struct FusedKernelForms {
   /// `fused-router-matmul`).
   bool routerLogitsMatmul = false;
 
-  /// The CPU target's: its matmul and grouped kernels do the products.
-  static FusedKernelForms cpu() { return {kCpuFusedExpertTileRows, true}; }
+  /// The CPU target's: its matmul and grouped kernels do the products, each
+  /// expert's rows padded to the kernels' register tile of `tileRows` rows
+  /// (cpuKernelTile: 8 on AVX-512, 6 on AVX2).
+  static FusedKernelForms cpu(int64_t tileRows) { return {tileRows, true}; }
 };
 
 /// Reads a fusion setting `fuse` (`default`, `all`, `none`, or a

@@ -243,15 +243,15 @@ void switchyard::buildCpuCodegenPipeline(OpPassManager &pm,
 
 void switchyard::buildCpuPipeline(OpPassManager &pm,
                                   const CpuPipelineOptions &options) {
+  CpuKernelTile tile =
+      cpuKernelTile(options.vectorBits, options.vectorRegisters);
   LoweringOptions lowering = options.lowering(Target::Cpu);
   // The CPU's kernels for the fused ops, unless the factors are rounded (a
   // reference for the GPU, whose fused ops are row kernels).
   if (options.roundContractionOperands == "f32")
-    lowering.fusedForms = FusedKernelForms::cpu();
+    lowering.fusedForms = FusedKernelForms::cpu(tile.rows);
   buildModelToLinalgPipeline(pm, options.numLayers, lowering);
-  buildCpuCodegenPipeline(
-      pm, options.roundContractionOperands,
-      cpuKernelTile(options.vectorBits, options.vectorRegisters));
+  buildCpuCodegenPipeline(pm, options.roundContractionOperands, tile);
 }
 
 void switchyard::registerPipelines() {

@@ -226,6 +226,12 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   context.appendDialectRegistry(registry);
   context.loadAllAvailableDialects();
 
+  // The matmul kernels' register tile for this machine's vector registers
+  // (the compile cache's key includes its CPU features).
+  auto [bits, registers] = detail::hostVectorRegisters();
+  mlir::switchyard::CpuKernelTile tile =
+      mlir::switchyard::cpuKernelTile(bits, registers);
+
   // Stages 1-4, shared with the GPU backend.
   detail::Compilation compilation(context, source, bufferName);
   if (llvm::Error error = compilation.lowerToLinalg(
@@ -237,7 +243,7 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
           // kernels).
           emulation || resolved.roundContractionOperands != "f32"
               ? mlir::switchyard::FusedKernelForms()
-              : mlir::switchyard::FusedKernelForms::cpu()))
+              : mlir::switchyard::FusedKernelForms::cpu(tile.rows)))
     return std::move(error);
 
   // Stages 5-6: native code.
@@ -246,12 +252,8 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
     mlir::switchyard::buildGpuEmulationCodegenPipeline(codegen, *emulation);
     program->impl->backend = "gpu-emulation";
   } else {
-    // The matmul kernels' register tile for this machine's vector
-    // registers (the compile cache's key includes its CPU features).
-    auto [bits, registers] = detail::hostVectorRegisters();
     mlir::switchyard::buildCpuCodegenPipeline(
-        codegen, options.roundContractionOperands,
-        mlir::switchyard::cpuKernelTile(bits, registers));
+        codegen, options.roundContractionOperands, tile);
   }
   if (llvm::Error error = compilation.run(
           codegen, emulation ? "GPU emulation code generation"
