@@ -336,7 +336,7 @@ int bench::runLayer(const Options &options) {
   const double denseFlops =
       2.0 * double(options.batch) * double(layerMacs(c, Kind::Dense));
   const Measurement &ours = rows[0];
-  llvm::outs() << formatv("{0,-50} {1,11} {2,11} {3,9} {4,9} {5,10}\n", "",
+  llvm::outs() << formatv("{0,-60} {1,11} {2,11} {3,9} {4,9} {5,10}\n", "",
                           "forward ms", "fwd+bwd ms", "fwd ratio",
                           "f+b ratio", "f+b TFLOP/s");
   bool mismatched = false;
@@ -345,10 +345,10 @@ int bench::runLayer(const Options &options) {
     double tflops = 3.0 * (isDense ? denseFlops : flops) / (m.fwdbwdMs * 1e9);
     if (!m.mismatch.empty()) {
       mismatched = true;
-      llvm::outs() << formatv("{0,-50} MISMATCH: {1}\n", m.name, m.mismatch);
+      llvm::outs() << formatv("{0,-60} MISMATCH: {1}\n", m.name, m.mismatch);
       continue;
     }
-    llvm::outs() << formatv("{0,-50} {1,11:F2} {2,11:F2} {3,9} {4,9} {5,10}\n",
+    llvm::outs() << formatv("{0,-60} {1,11:F2} {2,11:F2} {3,9} {4,9} {5,10}\n",
                             m.name, m.forwardMs, m.fwdbwdMs,
                             ratio(m.forwardMs, ours.forwardMs),
                             ratio(m.fwdbwdMs, ours.fwdbwdMs),

@@ -377,7 +377,7 @@ int bench::runTrainSteps(const Options &options,
         "Training steps (AdamW, runtime::train on a synthetic token stream), "
         "batch {0}; the median of {1} steps after one warm-up step\n{2}\n\n",
         options.batch, options.reps, describeBackend(options));
-  llvm::outs() << formatv("{0,-28} {1,-26} {2,9} {3,11} {4,10} {5,10} {6,10} "
+  llvm::outs() << formatv("{0,-28} {1,-46} {2,9} {3,11} {4,10} {5,10} {6,10} "
                           "{7,8} {8}\n",
                           "model", "kernels", "params", "compile ms",
                           "cached ms", "step ms", "tokens/s", "ratio",
@@ -394,7 +394,7 @@ int bench::runTrainSteps(const Options &options,
         std::string versus = row.peer ? ratio(row.stepMs, rows[row.base].stepMs)
                                       : ratio(row.stepMs, rows.front().stepMs);
         llvm::outs() << formatv(
-            "{0,-28} {1,-26} {2,8:F2}M {3,11:F0} {4,10:F0} {5,10:F1} "
+            "{0,-28} {1,-46} {2,8:F2}M {3,11:F0} {4,10:F0} {5,10:F1} "
             "{6,10:F0} {7,8} {8:F3} > {9:F3}\n",
             row.model, label, double(row.params) / 1e6, row.compileMs,
             row.cachedMs, row.stepMs,

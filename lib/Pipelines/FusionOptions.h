@@ -68,16 +68,17 @@ struct FusionOptions {
   /// switchyard-bench's measurements (docs/Fusions.md; the numbers are in
   /// docs/Performance.md). On the GPU the router and the attention fused,
   /// the expert projections unfused and grouped by expert, which beats all
-  /// three fused for a layer's forward and backward; on the CPU no moe op
-  /// fused, the experts grouped: the fused expert projections are row
-  /// kernels, one thread per row, and the unfused lowerings' matmuls run as
-  /// register-blocked vector kernels. Both fuse elementwise ops; the GPU
-  /// rows too (one kernel, a block per row, for three to five), which on
-  /// the CPU measured no faster than the loop nests one op after another.
+  /// three fused for a layer's forward and backward; on the CPU the router
+  /// and the expert projections fused (their kernels gather while packing:
+  /// FusedKernelForms::cpu), the attention unfused (its fused row kernels
+  /// lose to the unfused lowerings' register-blocked matmuls). Both fuse
+  /// elementwise ops; the GPU rows too (one kernel, a block per row, for
+  /// three to five), which on the CPU measured no faster than the loop
+  /// nests one op after another.
   static FusionOptions targetDefault(Target target) {
     if (target == Target::Gpu)
       return {true, false, true, /*groupedExperts=*/true, true, true};
-    return {false, false, false, /*groupedExperts=*/true, true, false};
+    return {true, true, false, /*groupedExperts=*/true, true, false};
   }
 
   bool operator==(const FusionOptions &other) const = default;

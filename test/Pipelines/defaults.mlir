@@ -1,9 +1,12 @@
 // Every target takes its fusion and expert defaults from one place
 // (FusionOptions::targetDefault), the same the driver and the runtime use:
-// the CPU fuses no moe op and groups the expert projections by expert; the
-// GPU target and its emulation fuse the router and the attention and group
-// the unfused expert projections, padded to 64-row tiles. Both fuse
-// elementwise ops, the GPU rows too; `none` does neither.
+// the CPU fuses the router and the expert projections, whose kernels are
+// its own (the logits a matmul; the grouped kernels, tiles as tall as the
+// register tile, gathering while packing), and groups the unfused expert
+// projections by expert; the GPU target and its emulation fuse the router
+// and the attention and group the unfused expert projections, padded to
+// 64-row tiles. Both fuse elementwise ops, the GPU rows too; `none` does
+// neither.
 // RUN: switchyard-opt %s --switchyard-cpu-pipeline --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: switchyard-opt %s --switchyard-gpu-pipeline="chip=sm_80 format=isa" --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=GPU
 // RUN: switchyard-opt %s --switchyard-gpu-emulation-pipeline --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=GPU
@@ -14,11 +17,16 @@
 // RUN: switchyard-opt %s --switchyard-cpu-pipeline="fuse=router experts=dense" --dump-pass-pipeline -o %t 2>&1 | FileCheck %s --check-prefix=CPU-SET
 
 // CPU: convert-lm-to-func,
-// CPU-NOT: moe-fuse
-// CPU: convert-moe-to-linalg{{.*}}grouped-experts=true grouped-tile-rows=0
+// CPU-NOT: moe-fuse-attention
+// CPU: moe-fuse-router,
+// CPU-NOT: moe-fuse-attention
+// CPU: moe-fuse-expert-projection,
+// CPU-NOT: moe-fuse-attention
+// CPU: convert-moe-to-linalg{{.*}}fused-expert-tile-rows=8 fused-router-matmul=true grouped-experts=true grouped-tile-rows=0
 // CPU: switchyard-fuse-elementwise
 // CPU-NOT: switchyard-split-whole-reductions
 // CPU-NOT: switchyard-fuse-rows
+// CPU: switchyard-cpu-grouped-kernels{columns=32 panel-kib=256 rows=8}
 
 // GPU: convert-lm-to-func,
 // GPU-NEXT: lm-hoist-block-invariants,

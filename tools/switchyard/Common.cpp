@@ -92,7 +92,8 @@ ModelOptions::ModelOptions()
            cl::desc("Fusions to apply: default (the fastest set measured for "
                     "the device: router,attention,elementwise,rows on the GPU "
                     "and in its emulation, with the expert projections "
-                    "grouped; elementwise on the CPU), all, none, or "
+                    "grouped; router,expert-projection,elementwise on the "
+                    "CPU), all, none, or "
                     "a comma-separated list of router, expert-projection, "
                     "attention, elementwise, rows (the unfused route computes "
                     "the same results; see docs/Fusions.md)"),
