@@ -86,5 +86,9 @@ case "$mode" in
       --checkpoint "$build/switchhead-tiny.safetensors" \
       --summary "$build/switchhead-tiny.train.json" \
       --curve "$build/switchhead-tiny.loss.svg"
-    echo "checkpoint, summary and loss curve in $build/switchhead-tiny.*" ;;
+    echo "checkpoint, summary and loss curve in $build/switchhead-tiny.*"
+    step "What the trained model writes after \"Q: \""
+    "$build/bin/switchyard" generate "$model" \
+      --params "$build/switchhead-tiny.safetensors" --prompt "Q: " \
+      --tokens 160 --temperature 0.8 --seed 1 ;;
 esac

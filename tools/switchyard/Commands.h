@@ -32,6 +32,9 @@ int runTrain(int argc, char **argv);
 /// switchyard eval: the validation loss of trained parameters.
 int runEval(int argc, char **argv);
 
+/// switchyard generate: a prompt's continuation by a trained model.
+int runGenerate(int argc, char **argv);
+
 } // namespace switchyard::driver
 
 #endif // SWITCHYARD_TOOLS_SWITCHYARD_COMMANDS_H

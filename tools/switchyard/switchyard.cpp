@@ -43,6 +43,8 @@ const Command commands[] = {
     {"train", "train a model on text (bytes or subwords), on the CPU or GPU",
      runTrain},
     {"eval", "validation bits per byte of a trained checkpoint", runEval},
+    {"generate", "continue a prompt with a trained byte-level model",
+     runGenerate},
 };
 
 void printUsage(llvm::raw_ostream &os) {

@@ -1,0 +1,187 @@
+//===- Generation.cpp - sampling text from a compiled model ---------------===//
+
+#include "runtime/Generation.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+using namespace switchyard::runtime;
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The index of the largest logit, the lowest on a tie (NaN never wins).
+int32_t argmax(std::span<const float> logits) {
+  size_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best] || std::isnan(logits[best]))
+      best = i;
+  return static_cast<int32_t>(best);
+}
+
+} // namespace
+
+llvm::Error SamplingOptions::check() const {
+  if (!(temperature >= 0) || !std::isfinite(temperature))
+    return failure(llvm::formatv(
+        "--temperature: expected a finite value of 0 (greedy) or more, "
+        "found {0}",
+        temperature));
+  if (topK < 0)
+    return failure(llvm::formatv(
+        "--top-k: expected 0 (every token) or a positive count, found {0}",
+        topK));
+  if (!(topP > 0 && topP <= 1))
+    return failure(llvm::formatv(
+        "--top-p: expected a probability in (0, 1], found {0}", topP));
+  return llvm::Error::success();
+}
+
+int32_t switchyard::runtime::sampleToken(std::span<const float> logits,
+                                         const SamplingOptions &options,
+                                         SamplingGenerator &generator) {
+  if (options.temperature == 0 || options.topK == 1)
+    return argmax(logits);
+  // Candidates by decreasing logit (ties: lower id first), as many as
+  // top_k keeps.
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  size_t keep = options.topK > 0
+                    ? std::min<size_t>(options.topK, logits.size())
+                    : logits.size();
+  auto before = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), before);
+  order.resize(keep);
+  // Softmax of logit / temperature over the candidates, in double.
+  double top = logits[order.front()] / options.temperature;
+  std::vector<double> weights;
+  double total = 0;
+  for (int32_t id : order) {
+    double weight = std::exp(logits[id] / options.temperature - top);
+    weights.push_back(weight);
+    total += weight;
+  }
+  // Nucleus: the most probable tokens until their mass reaches top_p.
+  if (options.topP < 1) {
+    double mass = 0;
+    size_t kept = 0;
+    while (kept < weights.size() && mass < options.topP * total)
+      mass += weights[kept++];
+    weights.resize(std::max<size_t>(kept, 1));
+    total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  }
+  // A uniform draw in [0, total) from the generator's raw 64 bits.
+  double u = static_cast<double>(generator() >> 11) * 0x1.0p-53 * total;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (u < weights[i])
+      return order[i];
+    u -= weights[i];
+  }
+  return order[weights.size() - 1];
+}
+
+llvm::Expected<LanguageModel>
+LanguageModel::bind(Program &program, const FunctionSpec &function,
+                    const std::vector<HostTensor> &params) {
+  std::map<std::string, const HostTensor *> byName;
+  for (const HostTensor &tensor : params)
+    byName[tensor.name] = &tensor;
+  LanguageModel model{program, function, {}, 0, 0};
+  const TensorSpec *tokens = nullptr;
+  for (const TensorSpec &spec : function.arguments) {
+    if (!spec.param.empty()) {
+      auto found = byName.find(spec.param);
+      if (found == byName.end())
+        return failure("no value for the parameter '" + spec.param + "'");
+      model.params.push_back(found->second);
+      continue;
+    }
+    if (tokens || !spec.vocab || spec.shape.size() != 2)
+      return failure(
+          "@" + function.name +
+          " takes more than a window of token ids (an XL model's memories?): "
+          "generation runs models whose one input is the tokens [?, T]");
+    tokens = &spec;
+  }
+  if (!tokens || tokens->shape[1] < 1)
+    return failure("@" + function.name +
+                   " takes no window of token ids [?, T] with a static T");
+  if (function.results.size() != 1 || function.results[0].shape.size() != 3 ||
+      function.results[0].shape[2] < 1)
+    return failure("@" + function.name +
+                   " does not return one tensor of logits [?, T, V]");
+  model.context = tokens->shape[1];
+  model.vocab = function.results[0].shape[2];
+  return model;
+}
+
+llvm::Expected<std::vector<float>>
+LanguageModel::nextLogits(std::span<const int32_t> tokens) {
+  int64_t length = static_cast<int64_t>(tokens.size());
+  if (length < 1 || length > context)
+    return failure(llvm::formatv("a window of {0} tokens; the model's "
+                                 "context holds 1 to {1}",
+                                 length, context));
+  // The tokens at positions 0 .. length-1; what follows them is padding
+  // that causal attention keeps from the last token's logits.
+  std::vector<int32_t> window(context, 0);
+  std::copy(tokens.begin(), tokens.end(), window.begin());
+  HostTensor input = HostTensor::fromValues<int32_t>(
+      "tokens", ElementType::i32, {1, context}, window);
+  std::vector<const HostTensor *> arguments;
+  size_t nextParam = 0;
+  for (const TensorSpec &spec : function.arguments)
+    arguments.push_back(spec.param.empty() ? &input
+                                           : params[nextParam++]);
+  llvm::Expected<std::vector<HostTensor>> results =
+      program.call(function.name, arguments);
+  if (!results)
+    return results.takeError();
+  std::span<const float> logits = (*results)[0].values<float>();
+  auto row = logits.subspan((length - 1) * vocab, vocab);
+  return std::vector<float>(row.begin(), row.end());
+}
+
+llvm::Expected<std::vector<int32_t>> switchyard::runtime::generate(
+    LanguageModel &model, std::span<const int32_t> prompt, int64_t count,
+    const SamplingOptions &options, const std::function<void(int32_t)> &emit) {
+  if (llvm::Error error = options.check())
+    return std::move(error);
+  if (prompt.empty())
+    return failure("the prompt is empty: generation needs at least one token");
+  if (static_cast<int64_t>(prompt.size()) > model.context)
+    return failure(llvm::formatv(
+        "the prompt is {0} tokens long; the model's context is {1}",
+        prompt.size(), model.context));
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= model.vocab)
+      return failure(llvm::formatv(
+          "prompt token {0} at position {1} is outside the vocabulary [0, {2})",
+          prompt[i], i, model.vocab));
+  SamplingGenerator generator(options.seed);
+  std::vector<int32_t> tokens(prompt.begin(), prompt.end()), generated;
+  for (int64_t step = 0; step < count; ++step) {
+    size_t start = tokens.size() > static_cast<size_t>(model.context)
+                       ? tokens.size() - model.context
+                       : 0;
+    llvm::Expected<std::vector<float>> logits = model.nextLogits(
+        std::span<const int32_t>(tokens).subspan(start));
+    if (!logits)
+      return logits.takeError();
+    int32_t next = sampleToken(*logits, options, generator);
+    tokens.push_back(next);
+    generated.push_back(next);
+    if (emit)
+      emit(next);
+  }
+  return generated;
+}
