@@ -2,6 +2,7 @@
 
 #include "runtime/Generation.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -95,37 +96,54 @@ LanguageModel::bind(Program &program, const FunctionSpec &function,
   std::map<std::string, const HostTensor *> byName;
   for (const HostTensor &tensor : params)
     byName[tensor.name] = &tensor;
-  LanguageModel model{program, function, {}, 0, 0};
+  LanguageModel model{program, function, {}, 0, 0, {}};
   const TensorSpec *tokens = nullptr;
+  std::vector<const TensorSpec *> memories;
   for (const TensorSpec &spec : function.arguments) {
     if (!spec.param.empty()) {
       auto found = byName.find(spec.param);
       if (found == byName.end())
         return failure("no value for the parameter '" + spec.param + "'");
       model.params.push_back(found->second);
-      continue;
+    } else if (!tokens) {
+      tokens = &spec;
+    } else {
+      memories.push_back(&spec);
     }
-    if (tokens || !spec.vocab || spec.shape.size() != 2)
-      return failure(
-          "@" + function.name +
-          " takes more than a window of token ids (an XL model's memories?): "
-          "generation runs models whose one input is the tokens [?, T]");
-    tokens = &spec;
   }
-  if (!tokens || tokens->shape[1] < 1)
+  if (!tokens || !tokens->vocab || tokens->shape.size() != 2 ||
+      tokens->shape[1] < 1)
     return failure("@" + function.name +
-                   " takes no window of token ids [?, T] with a static T");
-  if (function.results.size() != 1 || function.results[0].shape.size() != 3 ||
+                   " does not take a window of token ids [?, T] with a "
+                   "static T first");
+  if (function.results.size() != 1 + memories.size() ||
+      function.results[0].shape.size() != 3 ||
       function.results[0].shape[2] < 1)
-    return failure("@" + function.name +
-                   " does not return one tensor of logits [?, T, V]");
+    return failure(llvm::formatv(
+        "@{0} does not return logits [?, T, V] and then one next memory "
+        "per memory argument ({1})",
+        function.name, memories.size()));
+  for (auto [i, memory] : llvm::enumerate(memories)) {
+    const TensorSpec &next = function.results[1 + i];
+    if (memory->type != ElementType::f32 || memory->shape.size() != 3 ||
+        memory->shape[1] < 1 || memory->shape[2] < 1 ||
+        next.shape != memory->shape || next.type != memory->type)
+      return failure(llvm::formatv(
+          "@{0}: argument #{1} after the tokens is not an f32 memory "
+          "[?, M, D] that result #{2} returns again",
+          function.name, i + 1, i + 1));
+    std::vector<int64_t> shape = {1, memory->shape[1], memory->shape[2]};
+    model.memories.push_back(HostTensor::fromValues<float>(
+        "memory", ElementType::f32, shape,
+        std::vector<float>(size_t(shape[1] * shape[2]), 0.0f)));
+  }
   model.context = tokens->shape[1];
   model.vocab = function.results[0].shape[2];
   return model;
 }
 
 llvm::Expected<std::vector<float>>
-LanguageModel::nextLogits(std::span<const int32_t> tokens) {
+LanguageModel::nextLogits(std::span<const int32_t> tokens, bool advance) {
   int64_t length = static_cast<int64_t>(tokens.size());
   if (length < 1 || length > context)
     return failure(llvm::formatv("a window of {0} tokens; the model's "
@@ -138,17 +156,25 @@ LanguageModel::nextLogits(std::span<const int32_t> tokens) {
   HostTensor input = HostTensor::fromValues<int32_t>(
       "tokens", ElementType::i32, {1, context}, window);
   std::vector<const HostTensor *> arguments;
-  size_t nextParam = 0;
-  for (const TensorSpec &spec : function.arguments)
-    arguments.push_back(spec.param.empty() ? &input
-                                           : params[nextParam++]);
+  size_t nextParam = 0, nextData = 0;
+  for (const TensorSpec &spec : function.arguments) {
+    if (!spec.param.empty())
+      arguments.push_back(params[nextParam++]);
+    else
+      arguments.push_back(nextData++ == 0 ? &input
+                                          : &memories[nextData - 2]);
+  }
   llvm::Expected<std::vector<HostTensor>> results =
       program.call(function.name, arguments);
   if (!results)
     return results.takeError();
   std::span<const float> logits = (*results)[0].values<float>();
   auto row = logits.subspan((length - 1) * vocab, vocab);
-  return std::vector<float>(row.begin(), row.end());
+  std::vector<float> next(row.begin(), row.end());
+  if (advance)
+    for (size_t i = 0; i < memories.size(); ++i)
+      memories[i] = std::move((*results)[1 + i]);
+  return next;
 }
 
 llvm::Expected<std::vector<int32_t>> switchyard::runtime::generate(
@@ -158,7 +184,8 @@ llvm::Expected<std::vector<int32_t>> switchyard::runtime::generate(
     return std::move(error);
   if (prompt.empty())
     return failure("the prompt is empty: generation needs at least one token");
-  if (static_cast<int64_t>(prompt.size()) > model.context)
+  if (!model.hasMemories() &&
+      static_cast<int64_t>(prompt.size()) > model.context)
     return failure(llvm::formatv(
         "the prompt is {0} tokens long; the model's context is {1}",
         prompt.size(), model.context));
@@ -168,15 +195,30 @@ llvm::Expected<std::vector<int32_t>> switchyard::runtime::generate(
           "prompt token {0} at position {1} is outside the vocabulary [0, {2})",
           prompt[i], i, model.vocab));
   SamplingGenerator generator(options.seed);
+  size_t context = static_cast<size_t>(model.context);
   std::vector<int32_t> tokens(prompt.begin(), prompt.end()), generated;
+  // With memories, the window is the current segment: [segment, end).
+  size_t segment = 0;
+  if (model.hasMemories())
+    for (; tokens.size() - segment > context; segment += context)
+      if (llvm::Error error =
+              model
+                  .nextLogits(std::span<const int32_t>(tokens).subspan(
+                                  segment, context),
+                              /*advance=*/true)
+                  .takeError())
+        return std::move(error);
   for (int64_t step = 0; step < count; ++step) {
-    size_t start = tokens.size() > static_cast<size_t>(model.context)
-                       ? tokens.size() - model.context
-                       : 0;
+    size_t start = model.hasMemories()       ? segment
+                   : tokens.size() > context ? tokens.size() - context
+                                             : 0;
+    bool full = model.hasMemories() && tokens.size() - start == context;
     llvm::Expected<std::vector<float>> logits = model.nextLogits(
-        std::span<const int32_t>(tokens).subspan(start));
+        std::span<const int32_t>(tokens).subspan(start), /*advance=*/full);
     if (!logits)
       return logits.takeError();
+    if (full)
+      segment += context;
     int32_t next = sampleToken(*logits, options, generator);
     tokens.push_back(next);
     generated.push_back(next);

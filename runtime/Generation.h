@@ -3,12 +3,23 @@
 // Autoregressive generation with a compiled language model: the model's
 // forward function maps a window of T token ids to the next-token logits at
 // every position, so generating a token runs the window that ends with the
-// tokens so far and samples from the logits at its last position. The
-// window is the whole prefix while it fits the context (positions from 0,
-// as in training); past it, the last T tokens, which a model with rotary
-// positions sees as it saw any window (attention is causal and rotary
-// positions are relative). Every step recomputes its window: there is no
-// key/value cache, so a step costs a forward pass over T positions.
+// tokens so far and samples from the logits at its last position (the
+// positions after it are padding, which causal attention keeps from it).
+//
+// - A model without memories (rotary positions): the window is the whole
+//   prefix while it fits the context (positions from 0, as in training);
+//   past it, the last T tokens, which a model with rotary positions sees as
+//   it saw any window (rotary positions are relative).
+// - A Transformer-XL model (its memories are the data arguments after the
+//   tokens, the next memories the results after the logits, as
+//   runtime/Training.h has them): the text is cut into segments of T
+//   tokens, as in training; the window is the current segment, and each
+//   full segment's block inputs become the memories of the next (zeros
+//   before the first), so the model carries its memory as it did when it
+//   trained.
+//
+// Every step recomputes its window: there is no key/value cache, so a step
+// costs a forward pass over T positions.
 //
 // Sampling follows the usual definitions (as Hugging Face's generate()
 // applies them): temperature 0 is greedy (the argmax, the lowest id on a
@@ -60,26 +71,34 @@ int32_t sampleToken(std::span<const float> logits,
                     const SamplingOptions &options,
                     SamplingGenerator &generator);
 
-/// A model's forward function as generation calls it: one argument of token
-/// ids [?, T] (its parameters bound by name), one result of logits
-/// [?, T, V].
+/// A model's forward function as generation calls it: token ids [?, T]
+/// first, then any XL memories [?, M, D] (its parameters bound by name);
+/// logits [?, T, V] first, then one next memory per memory argument, of its
+/// type and shape.
 struct LanguageModel {
   Program &program;
   const FunctionSpec &function;
   /// The parameters, by name (Program::params()' order is not needed).
   std::vector<const HostTensor *> params;
   int64_t context = 0, vocab = 0;
+  /// The memories the next window sees ([1, M, D]; none without XL).
+  std::vector<HostTensor> memories;
 
-  /// Checks that `function` has that form and binds `params` to it; the
-  /// error says what the function takes instead (an XL model's memories,
-  /// a function without logits).
+  /// Checks that `function` has that form and binds `params` to it (the
+  /// memories start as zeros); the error says what the function takes
+  /// instead.
   static llvm::Expected<LanguageModel>
   bind(Program &program, const FunctionSpec &function,
        const std::vector<HostTensor> &params);
 
-  /// The logits [V] after the last token of `tokens` (at most `context`
-  /// of them, at positions from 0).
-  llvm::Expected<std::vector<float>> nextLogits(std::span<const int32_t> tokens);
+  bool hasMemories() const { return !memories.empty(); }
+
+  /// Runs the window `tokens` (1 to `context` of them, at positions from
+  /// 0) with the current memories: the logits [V] after its last token.
+  /// `advance`: the window is a full segment whose block inputs become the
+  /// memories of the next one.
+  llvm::Expected<std::vector<float>> nextLogits(std::span<const int32_t> tokens,
+                                                bool advance = false);
 };
 
 /// Generates `count` tokens after `prompt` (at least one token, each in

@@ -9,7 +9,9 @@
 // (a token that the generation loop never pads with), so that neither the
 // window's placement nor its padding can hide an error. The model's
 // context is 8 tokens and 12 are generated after a prompt of 3: the last
-// steps slide the window.
+// steps slide the window. A Transformer-XL model's generation is checked
+// against its full segments run one after another, each with the memory
+// the one before returned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +21,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace switchyard::runtime;
@@ -149,6 +152,25 @@ Compiled compileModel(const char *source) {
   return compiled;
 }
 
+/// Calls the model's forward function with `data` for its data arguments,
+/// in order, and its parameters by name.
+llvm::Expected<std::vector<HostTensor>>
+callForward(Compiled &compiled, std::vector<const HostTensor *> data) {
+  const FunctionSpec &function = compiled.program->functions().front();
+  std::vector<const HostTensor *> arguments;
+  size_t next = 0;
+  for (const TensorSpec &spec : function.arguments) {
+    if (spec.param.empty()) {
+      arguments.push_back(data.at(next++));
+      continue;
+    }
+    for (const HostTensor &param : compiled.params)
+      if (param.name == spec.param)
+        arguments.push_back(&param);
+  }
+  return compiled.program->call(function.name, arguments);
+}
+
 /// The argmax of the forward function's logits after the last of `tokens`
 /// (at most 8), the window padded with `pad`.
 int32_t forwardArgmax(Compiled &compiled, const std::vector<int32_t> &tokens,
@@ -157,19 +179,8 @@ int32_t forwardArgmax(Compiled &compiled, const std::vector<int32_t> &tokens,
   std::copy(tokens.begin(), tokens.end(), window.begin());
   HostTensor input =
       HostTensor::fromValues<int32_t>("t", ElementType::i32, {1, 8}, window);
-  const FunctionSpec &function = compiled.program->functions().front();
-  std::vector<const HostTensor *> arguments;
-  for (const TensorSpec &spec : function.arguments) {
-    if (spec.param.empty()) {
-      arguments.push_back(&input);
-      continue;
-    }
-    for (const HostTensor &param : compiled.params)
-      if (param.name == spec.param)
-        arguments.push_back(&param);
-  }
   llvm::Expected<std::vector<HostTensor>> results =
-      compiled.program->call(function.name, arguments);
+      callForward(compiled, {&input});
   if (!results) {
     ADD_FAILURE() << llvm::toString(results.takeError());
     return -1;
@@ -237,21 +248,65 @@ TEST(GenerationTest, BadPromptsGiveClearErrors) {
   EXPECT_NE(message({}).find("empty"), std::string::npos);
 }
 
-TEST(GenerationTest, AModelWithMemoriesIsRefusedByName) {
-  Compiled compiled = compileModel(R"mlir(
-    lm.model @xl(%t: tensor<?x4xi32>, %m0: tensor<?x4x8xf32>) -> (tensor<?x4x16xf32>, tensor<?x4x8xf32>) {
-      %x0 = lm.embed "embed" %t {vocab = 16} : tensor<?x4xi32> -> tensor<?x4x8xf32>
-      %a0 = lm.switchhead "layers.0.att" %x0 memory(%m0 : tensor<?x4x8xf32>) {heads = 2, experts = 2, k = 1, head_dim = 4, pos = #lm.pos<xl>} : tensor<?x4x8xf32>
-      %l = lm.output "out" %a0 {vocab = 16} : tensor<?x4x8xf32> -> tensor<?x4x16xf32>
-      lm.return %l, %x0 : tensor<?x4x16xf32>, tensor<?x4x8xf32>
-    })mlir");
+/// A Transformer-XL model: context 4, one memory of the block input.
+constexpr const char *kXlModel = R"mlir(
+  lm.model @xl(%t: tensor<?x4xi32>, %m0: tensor<?x4x8xf32>) -> (tensor<?x4x16xf32>, tensor<?x4x8xf32>) {
+    %x0 = lm.embed "embed" %t {vocab = 16} : tensor<?x4xi32> -> tensor<?x4x8xf32>
+    %a0 = lm.switchhead "layers.0.att" %x0 memory(%m0 : tensor<?x4x8xf32>) {heads = 2, experts = 2, k = 1, head_dim = 4, pos = #lm.pos<xl>} : tensor<?x4x8xf32>
+    %l = lm.output "out" %a0 {vocab = 16} : tensor<?x4x8xf32> -> tensor<?x4x16xf32>
+    lm.return %l, %x0 : tensor<?x4x16xf32>, tensor<?x4x8xf32>
+  })mlir";
+
+TEST(GenerationTest, AnXlModelCarriesItsMemoryFromSegmentToSegment) {
+  // Greedy generation runs partial segments padded with zeros; the check
+  // runs the finished text's segments one after another (the last padded
+  // with another token), each with the block inputs of the one before as
+  // its memory (zeros first), and every generated token must be the argmax
+  // at the position before it.
+  // A prompt of 6 tokens (one full segment of 4 and 2 more) and 9
+  // generated tokens cross three segment boundaries.
+  Compiled compiled = compileModel(kXlModel);
   ASSERT_TRUE(compiled.program);
-  llvm::Expected<LanguageModel> model = LanguageModel::bind(
-      *compiled.program, compiled.program->functions().front(),
-      compiled.params);
-  ASSERT_FALSE(static_cast<bool>(model));
-  EXPECT_NE(llvm::toString(model.takeError()).find("XL model's memories"),
-            std::string::npos);
+  const FunctionSpec &function = compiled.program->functions().front();
+  llvm::Expected<LanguageModel> model =
+      LanguageModel::bind(*compiled.program, function, compiled.params);
+  ASSERT_TRUE(static_cast<bool>(model)) << llvm::toString(model.takeError());
+  ASSERT_TRUE(model->hasMemories());
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  std::vector<int32_t> prompt = {3, 9, 1, 14, 7, 2};
+  llvm::Expected<std::vector<int32_t>> generated =
+      generate(*model, prompt, 9, greedy);
+  ASSERT_TRUE(static_cast<bool>(generated))
+      << llvm::toString(generated.takeError());
+  std::vector<int32_t> text = prompt;
+  text.insert(text.end(), generated->begin(), generated->end());
+  HostTensor memory = HostTensor::fromValues<float>(
+      "m", ElementType::f32, {1, 4, 8}, std::vector<float>(32, 0.0f));
+  for (size_t start = 0; start < text.size(); start += 4) {
+    // The last segment is partial: padded with 15, where generation pads
+    // with 0.
+    std::vector<int32_t> window(4, 15);
+    std::copy(text.begin() + start,
+              text.begin() + std::min(start + 4, text.size()), window.begin());
+    HostTensor input =
+        HostTensor::fromValues<int32_t>("t", ElementType::i32, {1, 4}, window);
+    llvm::Expected<std::vector<HostTensor>> results =
+        callForward(compiled, {&input, &memory});
+    ASSERT_TRUE(static_cast<bool>(results))
+        << llvm::toString(results.takeError());
+    std::span<const float> logits = (*results)[0].values<float>();
+    for (size_t position = 0; position < 4; ++position) {
+      size_t next = start + position + 1;
+      if (next < prompt.size() || next >= text.size())
+        continue;
+      std::span<const float> row = logits.subspan(position * 16, 16);
+      int32_t argmax = static_cast<int32_t>(
+          std::max_element(row.begin(), row.end()) - row.begin());
+      EXPECT_EQ(text[next], argmax) << "token " << next;
+    }
+    memory = std::move((*results)[1]);
+  }
 }
 
 } // namespace

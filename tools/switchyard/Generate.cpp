@@ -3,8 +3,9 @@
 // `switchyard generate MODEL.mlir --params FILE --prompt TEXT`: compiles a
 // byte-level model for the CPU, the GPU or the GPU emulation, loads trained
 // parameters and writes the prompt's continuation as it is sampled
-// (runtime/Generation.h: greedy or temperature, top-k and top-p sampling
-// with a seed).
+// (runtime/Generation.h: rotary models over a sliding window, XL models
+// segment by segment with their memories; greedy or temperature, top-k and
+// top-p sampling with a seed).
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,9 +68,10 @@ int runGenerate(int argc, char **argv) {
       argc, argv,
       "switchyard generate: continue a prompt with a trained byte-level "
       "model\n(on the CPU, or the GPU with --device gpu). Each token runs "
-      "the model's forward\nfunction on the window of tokens so far (the "
-      "last context-many once the text\nis longer; no key/value cache) and "
-      "samples from the logits at its end.\n");
+      "the model's forward\nfunction on the window of tokens so far and "
+      "samples from the logits at its end:\nthe last context-many tokens "
+      "(rotary positions), or the current segment with\nthe memories the "
+      "segments before it left (Transformer-XL). No key/value cache.\n");
   if (tokens < 0)
     return fail(llvm::formatv("--tokens: expected 0 or more, found {0}",
                               int64_t(tokens))
@@ -116,7 +118,9 @@ int runGenerate(int argc, char **argv) {
   std::vector<int32_t> promptIds;
   for (unsigned char byte : std::string(prompt))
     promptIds.push_back(byte);
-  if (static_cast<int64_t>(promptIds.size()) > language->context)
+  // A model with memories reads a longer prompt segment by segment.
+  if (!language->hasMemories() &&
+      static_cast<int64_t>(promptIds.size()) > language->context)
     return fail(llvm::formatv("--prompt: {0} bytes; the model's context "
                               "holds {1}",
                               promptIds.size(), language->context)
