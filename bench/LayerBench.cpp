@@ -301,10 +301,9 @@ int bench::runLayer(const Options &options) {
     } else if (fuse == kMoeFusion) {
       if (byDefault.router && byDefault.expertProjection)
         continue;
-    } else if (fuse != "default" &&
-               check(mlir::switchyard::resolveFusions(fuse, "default",
-                                                      target(options)),
-                     "--fuse") == byDefault) {
+    } else if (fuse != "default" && check(mlir::switchyard::resolveFusions(
+                                              fuse, "default", target(options)),
+                                          "--fuse") == byDefault) {
       continue;
     }
     double ms = 0;
@@ -337,8 +336,8 @@ int bench::runLayer(const Options &options) {
       2.0 * double(options.batch) * double(layerMacs(c, Kind::Dense));
   const Measurement &ours = rows[0];
   llvm::outs() << formatv("{0,-60} {1,11} {2,11} {3,9} {4,9} {5,10}\n", "",
-                          "forward ms", "fwd+bwd ms", "fwd ratio",
-                          "f+b ratio", "f+b TFLOP/s");
+                          "forward ms", "fwd+bwd ms", "fwd ratio", "f+b ratio",
+                          "f+b TFLOP/s");
   bool mismatched = false;
   for (const Measurement &m : rows) {
     bool isDense = llvm::StringRef(m.name).contains("dense MHA");
@@ -348,13 +347,12 @@ int bench::runLayer(const Options &options) {
       llvm::outs() << formatv("{0,-60} MISMATCH: {1}\n", m.name, m.mismatch);
       continue;
     }
-    llvm::outs() << formatv("{0,-60} {1,11:F2} {2,11:F2} {3,9} {4,9} {5,10}\n",
-                            m.name, m.forwardMs, m.fwdbwdMs,
-                            ratio(m.forwardMs, ours.forwardMs),
-                            ratio(m.fwdbwdMs, ours.fwdbwdMs),
-                            std::isnan(tflops) ? std::string("-")
-                                               : formatv("{0:F3}", tflops)
-                                                     .str());
+    llvm::outs() << formatv(
+        "{0,-60} {1,11:F2} {2,11:F2} {3,9} {4,9} {5,10}\n", m.name, m.forwardMs,
+        m.fwdbwdMs, ratio(m.forwardMs, ours.forwardMs),
+        ratio(m.fwdbwdMs, ours.fwdbwdMs),
+        std::isnan(tflops) ? std::string("-")
+                           : formatv("{0:F3}", tflops).str());
   }
   llvm::outs() << formatv(
       "\nratio: the row's time over the first row's ({8}); above 1: "

@@ -214,11 +214,11 @@ int main(int argc, char **argv) {
   for (const std::string &setting : options.fusions)
     if (setting != "default" && setting != "all" && setting != "none" &&
         setting != kGroupedExperts && setting != kWithoutRows &&
-        setting != kMoeFusion &&
-        (setting != kDenseExperts || options.gpu())) {
-      llvm::errs() << "switchyard-bench: error: --fuse: expected default, all, "
-                      "none, grouped, no-rows, moe or (on the CPU) dense, found '"
-                   << setting << "'\n";
+        setting != kMoeFusion && (setting != kDenseExperts || options.gpu())) {
+      llvm::errs()
+          << "switchyard-bench: error: --fuse: expected default, all, "
+             "none, grouped, no-rows, moe or (on the CPU) dense, found '"
+          << setting << "'\n";
       return 1;
     }
 

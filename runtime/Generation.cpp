@@ -54,9 +54,8 @@ int32_t switchyard::runtime::sampleToken(std::span<const float> logits,
   // top_k keeps.
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
-  size_t keep = options.topK > 0
-                    ? std::min<size_t>(options.topK, logits.size())
-                    : logits.size();
+  size_t keep = options.topK > 0 ? std::min<size_t>(options.topK, logits.size())
+                                 : logits.size();
   auto before = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
@@ -117,8 +116,7 @@ LanguageModel::bind(Program &program, const FunctionSpec &function,
                    " does not take a window of token ids [?, T] with a "
                    "static T first");
   if (function.results.size() != 1 + memories.size() ||
-      function.results[0].shape.size() != 3 ||
-      function.results[0].shape[2] < 1)
+      function.results[0].shape.size() != 3 || function.results[0].shape[2] < 1)
     return failure(llvm::formatv(
         "@{0} does not return logits [?, T, V] and then one next memory "
         "per memory argument ({1})",
@@ -153,16 +151,15 @@ LanguageModel::nextLogits(std::span<const int32_t> tokens, bool advance) {
   // that causal attention keeps from the last token's logits.
   std::vector<int32_t> window(context, 0);
   std::copy(tokens.begin(), tokens.end(), window.begin());
-  HostTensor input = HostTensor::fromValues<int32_t>(
-      "tokens", ElementType::i32, {1, context}, window);
+  HostTensor input = HostTensor::fromValues<int32_t>("tokens", ElementType::i32,
+                                                     {1, context}, window);
   std::vector<const HostTensor *> arguments;
   size_t nextParam = 0, nextData = 0;
   for (const TensorSpec &spec : function.arguments) {
     if (!spec.param.empty())
       arguments.push_back(params[nextParam++]);
     else
-      arguments.push_back(nextData++ == 0 ? &input
-                                          : &memories[nextData - 2]);
+      arguments.push_back(nextData++ == 0 ? &input : &memories[nextData - 2]);
   }
   llvm::Expected<std::vector<HostTensor>> results =
       program.call(function.name, arguments);
@@ -203,8 +200,8 @@ llvm::Expected<std::vector<int32_t>> switchyard::runtime::generate(
     for (; tokens.size() - segment > context; segment += context)
       if (llvm::Error error =
               model
-                  .nextLogits(std::span<const int32_t>(tokens).subspan(
-                                  segment, context),
+                  .nextLogits(std::span<const int32_t>(tokens).subspan(segment,
+                                                                       context),
                               /*advance=*/true)
                   .takeError())
         return std::move(error);

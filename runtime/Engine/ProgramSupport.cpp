@@ -164,12 +164,12 @@ llvm::Error Compilation::run(mlir::PassManager &pm, StringRef stage) {
   return llvm::Error::success();
 }
 
-llvm::Error Compilation::lowerToLinalg(const CompileOptions &options,
-                                       ParamTable &params,
-                                       std::vector<FunctionSpec> &functions,
-                                       bool flashAttentionKernel,
-                                       bool scatterEmbeddingGradient,
-                                       mlir::switchyard::FusedKernelForms fusedForms) {
+llvm::Error
+Compilation::lowerToLinalg(const CompileOptions &options, ParamTable &params,
+                           std::vector<FunctionSpec> &functions,
+                           bool flashAttentionKernel,
+                           bool scatterEmbeddingGradient,
+                           mlir::switchyard::FusedKernelForms fusedForms) {
   moduleOp = mlir::parseSourceFile<mlir::ModuleOp>(sources, &context);
   if (!moduleOp)
     return stageFailed("parsing and verification");

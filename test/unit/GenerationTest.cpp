@@ -107,12 +107,10 @@ TEST(GenerationTest, BadOptionsAreNamed) {
             std::string::npos);
   options = {};
   options.topK = -2;
-  EXPECT_NE(llvm::toString(options.check()).find("--top-k"),
-            std::string::npos);
+  EXPECT_NE(llvm::toString(options.check()).find("--top-k"), std::string::npos);
   options = {};
   options.topP = 0;
-  EXPECT_NE(llvm::toString(options.check()).find("--top-p"),
-            std::string::npos);
+  EXPECT_NE(llvm::toString(options.check()).find("--top-p"), std::string::npos);
 }
 
 constexpr const char *kModel = R"mlir(
@@ -212,8 +210,8 @@ TEST(GenerationTest, GreedyGenerationIsTheForwardArgmaxStepByStep) {
   ASSERT_EQ(generated->size(), 12u);
   std::vector<int32_t> text = prompt;
   for (int32_t token : *generated) {
-    std::vector<int32_t> window(
-        text.end() - std::min<size_t>(text.size(), 8), text.end());
+    std::vector<int32_t> window(text.end() - std::min<size_t>(text.size(), 8),
+                                text.end());
     EXPECT_EQ(token, forwardArgmax(compiled, window, /*pad=*/15))
         << "after " << text.size() << " tokens";
     text.push_back(token);

@@ -81,9 +81,8 @@ int fail(const llvm::Twine &message) {
 //===----------------------------------------------------------------------===//
 
 ModelOptions::ModelOptions()
-    : category("Model options"),
-      input(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
-            cl::cat(category)),
+    : category("Model options"), input(cl::Positional, cl::desc("<model.mlir>"),
+                                       cl::Required, cl::cat(category)),
       numLayers("num-layers",
                 cl::desc("Model depth L for the scaled initialisers (default: "
                          "the number of attention blocks)"),

@@ -35,9 +35,9 @@ int runGenerate(int argc, char **argv) {
   static cl::opt<std::string> prompt(
       "prompt", cl::desc("The text to continue, as bytes (at least one)"),
       cl::Required, cl::cat(model.category));
-  static cl::opt<int64_t> tokens(
-      "tokens", cl::desc("How many tokens to generate (64)"), cl::init(64),
-      cl::cat(model.category));
+  static cl::opt<int64_t> tokens("tokens",
+                                 cl::desc("How many tokens to generate (64)"),
+                                 cl::init(64), cl::cat(model.category));
   static cl::opt<double> temperature(
       "temperature",
       cl::desc("Divide the logits by this before sampling; 0: greedy, the "
@@ -100,8 +100,8 @@ int runGenerate(int argc, char **argv) {
     return fail(fileOptions.takeError());
   // Byte-level text: a checkpoint trained on subwords is refused by name.
   llvm::Expected<std::vector<rt::HostTensor>> loaded = rt::loadParams(
-      program, std::vector<std::string>(params.begin(), params.end()),
-      "bytes", *fileOptions);
+      program, std::vector<std::string>(params.begin(), params.end()), "bytes",
+      *fileOptions);
   if (!loaded)
     return fail(loaded.takeError());
   llvm::Expected<rt::LanguageModel> language =
@@ -111,8 +111,7 @@ int runGenerate(int argc, char **argv) {
   if (language->vocab != 256)
     return fail(llvm::formatv("@{0} has a vocabulary of {1}; generate reads "
                               "and writes bytes (a vocabulary of 256)",
-                              program.functions().front().name,
-                              language->vocab)
+                              program.functions().front().name, language->vocab)
                     .str());
 
   std::vector<int32_t> promptIds;
@@ -130,8 +129,8 @@ int runGenerate(int argc, char **argv) {
   llvm::outs().flush();
   auto start = std::chrono::steady_clock::now();
   bool first = true;
-  llvm::Expected<std::vector<int32_t>> generated = rt::generate(
-      *language, promptIds, tokens, sampling, [&](int32_t token) {
+  llvm::Expected<std::vector<int32_t>> generated =
+      rt::generate(*language, promptIds, tokens, sampling, [&](int32_t token) {
         if (ids)
           llvm::outs() << (first ? "" : " ") << token;
         else
@@ -143,9 +142,9 @@ int runGenerate(int argc, char **argv) {
   llvm::outs().flush();
   if (!generated)
     return fail(generated.takeError());
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   llvm::errs() << llvm::formatv(
       "generated {0} tokens in {1:f2} s ({2:f1} tokens/s, {3})\n",
       generated->size(), seconds,

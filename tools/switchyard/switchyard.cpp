@@ -36,10 +36,11 @@ const Command commands[] = {
      runCompile},
     {"params", "list a model's parameters: names, shapes, initialisers",
      runParams},
-    {"cost", "MACs and attention memory per layer, from the IR and the "
-             "paper's formulas", runCost},
-    {"run", "compile a model and run it on .npy inputs (CPU or GPU)",
-     runRun},
+    {"cost",
+     "MACs and attention memory per layer, from the IR and the "
+     "paper's formulas",
+     runCost},
+    {"run", "compile a model and run it on .npy inputs (CPU or GPU)", runRun},
     {"train", "train a model on text (bytes or subwords), on the CPU or GPU",
      runTrain},
     {"eval", "validation bits per byte of a trained checkpoint", runEval},

@@ -51,8 +51,8 @@ struct ColumnBlocks {
     tailStart = width - tail;
     if (tail == 0)
       return;
-    tailColumns = columns % 2 == 0 && tail <= columns / 2 ? columns / 2
-                                                          : columns;
+    tailColumns =
+        columns % 2 == 0 && tail <= columns / 2 ? columns / 2 : columns;
     tailInBounds = tail == tailColumns;
   }
 };
@@ -122,11 +122,12 @@ private:
   /// `vectorAt(k, column, width, inBounds)` the step's row of the other
   /// factor at the block of `width` columns from `column`.
   using ScalarFn = function_ref<Value(int64_t r, Value k)>;
-  using VectorFn = function_ref<Value(Value k, Value column, int64_t width,
-                                      bool inBounds)>;
-  void accumulateTiles(int64_t rowCount, Value out, ValueRange prefix, Value firstRow,
-             Value width, Value steps, const ColumnBlocks &blocks,
-             bool zeroStart, ScalarFn scalar, VectorFn vectorAt) {
+  using VectorFn =
+      function_ref<Value(Value k, Value column, int64_t width, bool inBounds)>;
+  void accumulateTiles(int64_t rowCount, Value out, ValueRange prefix,
+                       Value firstRow, Value width, Value steps,
+                       const ColumnBlocks &blocks, bool zeroStart,
+                       ScalarFn scalar, VectorFn vectorAt) {
     auto block = [&](Value column, int64_t blockWidth, bool inBounds) {
       auto type = VectorType::get({blockWidth}, b.getF32Type());
       Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
@@ -140,12 +141,11 @@ private:
       Value zeros = arith::ConstantOp::create(
           b, type, DenseElementsAttr::get(type, 0.0f));
       for (int64_t r = 0; r < rowCount; ++r)
-        acc.push_back(zeroStart
-                          ? zeros
-                          : vector::TransferReadOp::create(
-                                b, type, out, at(r), zero,
-                                ArrayRef<bool>{inBounds})
-                                .getResult());
+        acc.push_back(
+            zeroStart ? zeros
+                      : vector::TransferReadOp::create(
+                            b, type, out, at(r), zero, ArrayRef<bool>{inBounds})
+                            .getResult());
       auto forOp = scf::ForOp::create(b, cst(0), steps, cst(1), acc);
       {
         OpBuilder::InsertionGuard guard(b);
@@ -165,15 +165,13 @@ private:
                                         ArrayRef<bool>{inBounds});
     };
     if (blocks.tailStart < 0) {
-      loop(cst(0), width, cst(columns), [&](Value column) {
-        block(column, columns, /*inBounds=*/false);
-      });
+      loop(cst(0), width, cst(columns),
+           [&](Value column) { block(column, columns, /*inBounds=*/false); });
       return;
     }
     Value tailStart = cst(blocks.tailStart);
-    loop(cst(0), tailStart, cst(columns), [&](Value column) {
-      block(column, columns, /*inBounds=*/true);
-    });
+    loop(cst(0), tailStart, cst(columns),
+         [&](Value column) { block(column, columns, /*inBounds=*/true); });
     if (blocks.tailColumns > 0)
       block(tailStart, blocks.tailColumns, blocks.tailInBounds);
   }
@@ -270,8 +268,7 @@ void GroupedKernelBuilder::build(moe::GroupedMatmulOp op) {
         }
         b.setInsertionPointToStart(ifValid.thenBlock());
         withStack([&] {
-          auto panelType =
-              MemRefType::get({tileSize, aWidth}, b.getF32Type());
+          auto panelType = MemRefType::get({tileSize, aWidth}, b.getF32Type());
           SmallVector<Value> panelSizes;
           if (ShapedType::isDynamic(aWidth))
             panelSizes.push_back(width);
@@ -282,18 +279,20 @@ void GroupedKernelBuilder::build(moe::GroupedMatmulOp op) {
           Value padding = arith::ConstantOp::create(
               b, weightElement, b.getZeroAttr(weightElement));
           rowTiles(tileSize, Value(), [&](Value r0, int64_t tileRows) {
-            accumulateTiles(tileRows, out, {}, add(first, r0), outWidth, width, blocks,
-                   /*zeroStart=*/bool(zeroFill), [&](int64_t r, Value k) -> Value {
-                     return memref::LoadOp::create(
-                         b, panel, ValueRange{add(r0, cst(r)), k});
-                   },
-                   [&](Value k, Value column, int64_t blockWidth,
-                       bool inBounds) -> Value {
-                     return toF32(vector::TransferReadOp::create(
-                         b, VectorType::get({blockWidth}, weightElement),
-                         weight, ValueRange{e, k, column}, padding,
-                         ArrayRef<bool>{inBounds}));
-                   });
+            accumulateTiles(
+                tileRows, out, {}, add(first, r0), outWidth, width, blocks,
+                /*zeroStart=*/bool(zeroFill),
+                [&](int64_t r, Value k) -> Value {
+                  return memref::LoadOp::create(b, panel,
+                                                ValueRange{add(r0, cst(r)), k});
+                },
+                [&](Value k, Value column, int64_t blockWidth,
+                    bool inBounds) -> Value {
+                  return toF32(vector::TransferReadOp::create(
+                      b, VectorType::get({blockWidth}, weightElement), weight,
+                      ValueRange{e, k, column}, padding,
+                      ArrayRef<bool>{inBounds}));
+                });
           });
         });
       },
@@ -311,10 +310,9 @@ void GroupedKernelBuilder::build(moe::GroupedWeightGradOp op) {
   // Routes per chunk: both operands' rows within the panel budget (f32),
   // the right one's rounded up to whole blocks (read in bounds, the lanes
   // past the end unused).
-  int64_t rhsPanelWidth =
-      ShapedType::isDynamic(rhsWidth)
-          ? ShapedType::kDynamic
-          : llvm::divideCeil(rhsWidth, columns) * columns;
+  int64_t rhsPanelWidth = ShapedType::isDynamic(rhsWidth)
+                              ? ShapedType::kDynamic
+                              : llvm::divideCeil(rhsWidth, columns) * columns;
   int64_t chunk = 64;
   if (!ShapedType::isDynamic(lhsWidth) && !ShapedType::isDynamic(rhsWidth))
     chunk = std::clamp<int64_t>(panelBytes / ((lhsWidth + rhsPanelWidth) * 4),
@@ -334,10 +332,9 @@ void GroupedKernelBuilder::build(moe::GroupedWeightGradOp op) {
                 b, MemRefType::get({chunk, width}, b.getF32Type()), sizes,
                 b.getI64IntegerAttr(64));
           };
-          Value rhsPanelColumns =
-              arith::MulIOp::create(
-                  b, arith::CeilDivUIOp::create(b, cSize, cst(columns)),
-                  cst(columns));
+          Value rhsPanelColumns = arith::MulIOp::create(
+              b, arith::CeilDivUIOp::create(b, cSize, cst(columns)),
+              cst(columns));
           Value lhsPanel = panelOf(lhsWidth, aSize);
           Value rhsPanel = panelOf(rhsPanelWidth, rhsPanelColumns);
           loop(lo, hi, cst(chunk), [&](Value p0) {
@@ -346,20 +343,22 @@ void GroupedKernelBuilder::build(moe::GroupedWeightGradOp op) {
             pack(lhs, p0, count, aSize, lhsPanel);
             pack(rhs, p0, count, cSize, rhsPanel);
             rowTiles(lhsWidth, aSize, [&](Value a0, int64_t tileRows) {
-              accumulateTiles(tileRows, out, {e}, a0, cSize, count, blocks,
-                     /*zeroStart=*/false, [&](int64_t r, Value i) -> Value {
-                       return memref::LoadOp::create(
-                           b, lhsPanel, ValueRange{i, add(a0, cst(r))});
-                     },
-                     [&](Value i, Value column, int64_t blockWidth,
-                         bool) -> Value {
-                       Value zero =
-                           arith::ConstantOp::create(b, b.getF32FloatAttr(0));
-                       return vector::TransferReadOp::create(
-                           b, VectorType::get({blockWidth}, b.getF32Type()),
-                           rhsPanel, ValueRange{i, column}, zero,
-                           ArrayRef<bool>{true});
-                     });
+              accumulateTiles(
+                  tileRows, out, {e}, a0, cSize, count, blocks,
+                  /*zeroStart=*/false,
+                  [&](int64_t r, Value i) -> Value {
+                    return memref::LoadOp::create(
+                        b, lhsPanel, ValueRange{i, add(a0, cst(r))});
+                  },
+                  [&](Value i, Value column, int64_t blockWidth,
+                      bool) -> Value {
+                    Value zero =
+                        arith::ConstantOp::create(b, b.getF32FloatAttr(0));
+                    return vector::TransferReadOp::create(
+                        b, VectorType::get({blockWidth}, b.getF32Type()),
+                        rhsPanel, ValueRange{i, column}, zero,
+                        ArrayRef<bool>{true});
+                  });
             });
           });
         });
@@ -389,9 +388,8 @@ struct SwitchyardCpuGroupedKernelsPass
                              "bufferization: expected buffer operands";
         return signalPassFailure();
       }
-      LLVM_DEBUG(llvm::dbgs() << "register-blocked kernel for "
-                              << op->getName() << " at " << op->getLoc()
-                              << "\n");
+      LLVM_DEBUG(llvm::dbgs() << "register-blocked kernel for " << op->getName()
+                              << " at " << op->getLoc() << "\n");
       ImplicitLocOpBuilder b(op->getLoc(), op);
       GroupedKernelBuilder builder(b, rows, columns, panelKiB * 1024);
       if (auto matmul = dyn_cast<moe::GroupedMatmulOp>(op))

@@ -245,6 +245,32 @@ constexpr int64_t kRouterExperts = 32;
 /// together in one pass over d (each feature of the token loaded once for
 /// all of them, in order over d as each dot product alone would be), then
 /// the sigmoid and the top-k take them one by one.
+/// The logits of `count` consecutive expert rows from `row0` for token `n`:
+/// Σ_d x[n, d] · w[row0 + j, d] in f32, all `count` in one pass over d
+/// (x[n, d] loaded once per step), in moe.gate's order over d.
+Value routerDots(ImplicitLocOpBuilder &b, Value x, Value w, Value n,
+                 Value row0, int64_t count) {
+  Type f32 = b.getF32Type();
+  return loop(b, dimOf(b, x, 1), zeroVector(b, count),
+              [&](ImplicitLocOpBuilder &b, Value d,
+                  ValueRange acc) -> SmallVector<Value> {
+                Value xv = toF32(
+                    b, tensor::ExtractOp::create(b, x, ValueRange{n, d}));
+                SmallVector<Value> weights;
+                for (int64_t j = 0; j < count; ++j) {
+                  Value row =
+                      arith::AddIOp::create(b, row0, indexConstant(b, j));
+                  weights.push_back(toF32(
+                      b, tensor::ExtractOp::create(b, w, ValueRange{row, d})));
+                }
+                Value wv = vector::FromElementsOp::create(
+                    b, VectorType::get({count}, f32), weights);
+                Value xs = vector::BroadcastOp::create(b, wv.getType(), xv);
+                return {arith::AddFOp::create(
+                    b, acc[0], arith::MulFOp::create(b, xs, wv))};
+              })[0];
+}
+
 struct FusedRouterLowering : public OpRewritePattern<moe::FusedRouterOp> {
   /// `logitsMatmul`: the logits [N, H·E] are one matmul first (moe.gate's),
   /// which the row kernel reads; else it computes them itself.
@@ -286,7 +312,6 @@ struct FusedRouterLowering : public OpRewritePattern<moe::FusedRouterOp> {
           Value h = headed ? ivs[1] : indexConstant(b, 0);
           Value negInf = f32Constant(b, -std::numeric_limits<float>::infinity());
           Value expertCount = indexConstant(b, experts);
-          Value width = dimOf(b, x, 1);
           // Slots: k keys, k values, k indices, then the score vector.
           SmallVector<Value> state;
           state.append(k, negInf);
@@ -345,25 +370,7 @@ struct FusedRouterLowering : public OpRewritePattern<moe::FusedRouterOp> {
                 indexConstant(b, first));
             Value dots =
                 logits ? readRow(b, logits, ValueRange{n, row0}, count)
-                       : loop(
-                b, width, zeroVector(b, count),
-                [&](ImplicitLocOpBuilder &b, Value d,
-                    ValueRange acc) -> SmallVector<Value> {
-                  Value xv = toF32(
-                      b, tensor::ExtractOp::create(b, x, ValueRange{n, d}));
-                  SmallVector<Value> weights;
-                  for (int64_t j = 0; j < count; ++j) {
-                    Value row =
-                        arith::AddIOp::create(b, row0, indexConstant(b, j));
-                    weights.push_back(toF32(b, tensor::ExtractOp::create(
-                                                   b, w, ValueRange{row, d})));
-                  }
-                  Value wv = vector::FromElementsOp::create(
-                      b, VectorType::get({count}, f32), weights);
-                  Value term = arith::MulFOp::create(
-                      b, vector::BroadcastOp::create(b, wv.getType(), xv), wv);
-                  return {arith::AddFOp::create(b, acc[0], term)};
-                })[0];
+                       : routerDots(b, x, w, n, row0, count);
             ValueRange chunk =
                 loop(b, indexConstant(b, count), final,
                      [&](ImplicitLocOpBuilder &b, Value j,
@@ -813,8 +820,8 @@ struct FusedExpertMergeGradLowering
 
 } // namespace
 
-void mlir::switchyard::populateFusedKernelPatterns(
-    RewritePatternSet &patterns, bool routerLogitsMatmul) {
+void mlir::switchyard::populateFusedKernelPatterns(RewritePatternSet &patterns,
+                                                   bool routerLogitsMatmul) {
   patterns.add<FusedRouterLowering>(patterns.getContext(), routerLogitsMatmul);
   patterns.add<FusedExpertProjLowering, FusedExpertMergeLowering,
                FusedExpertProjGradLowering, FusedExpertMergeGradLowering>(

@@ -737,7 +737,7 @@ void mlir::switchyard::populateGroupedExpertPatterns(
   // Above the dense formulation's patterns, which stay for what these leave.
   addGroupedPatterns<moe::ExpertProjOp, moe::ExpertMergeOp,
                      moe::ExpertProjGradOp, moe::ExpertMergeGradOp>(patterns,
-                                                                     tileRows);
+                                                                    tileRows);
 }
 
 void mlir::switchyard::populateFusedGroupedExpertPatterns(

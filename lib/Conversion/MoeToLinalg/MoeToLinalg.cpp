@@ -1115,9 +1115,9 @@ struct ConvertMoeToLinalgPass
     RewritePatternSet patterns(ctx);
     populateMoeToLinalgPatterns(patterns, *rounding, scatterEmbeddingGradient,
                                 fusedRouterMatmul);
-    for (auto [name, rows] : {std::pair<StringRef, int64_t>(
-                                  "grouped-tile-rows", groupedTileRows),
-                              {"fused-expert-tile-rows", fusedExpertTileRows}})
+    for (auto [name, rows] :
+         {std::pair<StringRef, int64_t>("grouped-tile-rows", groupedTileRows),
+          {"fused-expert-tile-rows", fusedExpertTileRows}})
       if (rows < 0) {
         // Not op.emitError(): the module itself would be printed as a note.
         emitError(getOperation()->getLoc())
