@@ -9,7 +9,8 @@
 #      without a driver: they skip where there is one);
 #   2. the RUN lines of test/Integration/CUDA/*.test (bench/cuda-lit-runs.py;
 #      verdicts by exit status);
-#   3. `switchyard train` of the tiny model, --device cpu and gpu, compared;
+#   3. `switchyard train` of the tiny model, --device cpu and gpu, compared,
+#      and `switchyard generate` from the CPU run's checkpoint on both;
 # and writes bench/results/gpu-check-<date>.log (and, as it goes, the same
 # file under $OUT where the device tool sets it). The three steps run at
 # once (the RUN lines of step 2 in parallel, the three training runs of step

@@ -13,7 +13,8 @@
 #      matmuls and the tiny model in bf16/f16 against the CPU with the same
 #      rounding, and `switchyard train --device gpu` against `--device cpu`;
 #   3. `switchyard train` of the tiny model, 8 steps, --device cpu and
-#      --device gpu (f32, then bf16), loss by loss, with wall times;
+#      --device gpu (f32, then bf16), loss by loss, with wall times, and
+#      `switchyard generate` from the CPU run's checkpoint on both devices;
 # and writes one log, bench/results/gpu-check-<date>.log: GPU model, driver,
 # date, commit, and each test's result. Sized to finish within about 8
 # minutes on a 16-core H100/H200 machine with a cold build directory and no
