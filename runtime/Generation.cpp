@@ -154,13 +154,14 @@ LanguageModel::nextLogits(std::span<const int32_t> tokens, bool advance) {
   HostTensor input = HostTensor::fromValues<int32_t>("tokens", ElementType::i32,
                                                      {1, context}, window);
   std::vector<const HostTensor *> arguments;
+  // The data arguments are the tokens, then the memories.
+  std::vector<const HostTensor *> data = {&input};
+  for (const HostTensor &memory : memories)
+    data.push_back(&memory);
   size_t nextParam = 0, nextData = 0;
-  for (const TensorSpec &spec : function.arguments) {
-    if (!spec.param.empty())
-      arguments.push_back(params[nextParam++]);
-    else
-      arguments.push_back(nextData++ == 0 ? &input : &memories[nextData - 2]);
-  }
+  for (const TensorSpec &spec : function.arguments)
+    arguments.push_back(spec.param.empty() ? data[nextData++]
+                                           : params[nextParam++]);
   llvm::Expected<std::vector<HostTensor>> results =
       program.call(function.name, arguments);
   if (!results)

@@ -98,8 +98,15 @@ struct FusedKernelForms {
 
   /// The CPU target's: its matmul and grouped kernels do the products, each
   /// expert's rows padded to the kernels' register tile of `tileRows` rows
-  /// (cpuKernelTile: 8 on AVX-512, 6 on AVX2).
-  static FusedKernelForms cpu(int64_t tileRows) { return {tileRows, true}; }
+  /// (cpuKernelTile: 8 on AVX-512, 6 on AVX2). Where the factors are
+  /// rounded to `roundContractionOperands` (bf16/f16: the CPU reference of
+  /// the GPU, whose fused ops are row kernels), the row kernels.
+  static FusedKernelForms cpu(int64_t tileRows,
+                              llvm::StringRef roundContractionOperands) {
+    if (roundContractionOperands != "f32")
+      return {};
+    return {tileRows, true};
+  }
 };
 
 /// Reads a fusion setting `fuse` (`default`, `all`, `none`, or a

@@ -246,10 +246,8 @@ void switchyard::buildCpuPipeline(OpPassManager &pm,
   CpuKernelTile tile =
       cpuKernelTile(options.vectorBits, options.vectorRegisters);
   LoweringOptions lowering = options.lowering(Target::Cpu);
-  // The CPU's kernels for the fused ops, unless the factors are rounded (a
-  // reference for the GPU, whose fused ops are row kernels).
-  if (options.roundContractionOperands == "f32")
-    lowering.fusedForms = FusedKernelForms::cpu(tile.rows);
+  lowering.fusedForms =
+      FusedKernelForms::cpu(tile.rows, options.roundContractionOperands);
   buildModelToLinalgPipeline(pm, options.numLayers, lowering);
   buildCpuCodegenPipeline(pm, options.roundContractionOperands, tile);
 }

@@ -238,12 +238,10 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
           resolved, program->impl->params, program->impl->functions,
           emulation && emulation->usesTensorCores(),
           /*scatterEmbeddingGradient=*/!emulation,
-          // The CPU's kernels for the fused ops, unless the factors are
-          // rounded (a reference for the GPU, whose fused ops are row
-          // kernels).
-          emulation || resolved.roundContractionOperands != "f32"
-              ? mlir::switchyard::FusedKernelForms()
-              : mlir::switchyard::FusedKernelForms::cpu(tile.rows)))
+          // The emulated GPU's fused ops are row kernels.
+          emulation ? mlir::switchyard::FusedKernelForms()
+                    : mlir::switchyard::FusedKernelForms::cpu(
+                          tile.rows, resolved.roundContractionOperands)))
     return std::move(error);
 
   // Stages 5-6: native code.

@@ -592,17 +592,33 @@ private:
 };
 
 /// A grouped pattern: above the dense formulation's (benefit 2), with the
-/// formulation's tile (0: the host formulation).
+/// formulation's tile (0: the host formulation). It sorts the op's routes
+/// and replaces the op with what `lower` builds from them, in the op's
+/// result types.
 template <typename OpTy> struct GroupedPattern : public OpRewritePattern<OpTy> {
   GroupedPattern(MLIRContext *ctx, int64_t tileRows)
       : OpRewritePattern<OpTy>(ctx, /*benefit=*/2), tileRows(tileRows) {}
   int64_t tileRows;
 
-  /// Whether `op` can be grouped: the sort without host reads needs static
-  /// heads and expert rows (other ops are left to the other patterns).
-  bool groupable(OpTy op) const {
-    return tileRows == 0 ||
-           SortedRoutes::expertsPerHeadOf(op.getIndices(), op.getWeight());
+  /// The op's results in f32, one per result.
+  virtual SmallVector<Value> lower(OpTy op, SortedRoutes &routes) const = 0;
+
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const final {
+    // The sort without host reads needs static heads and expert rows (other
+    // ops are left to the other patterns).
+    if (tileRows > 0 &&
+        !SortedRoutes::expertsPerHeadOf(op.getIndices(), op.getWeight()))
+      return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    SortedRoutes routes(b, op.getGates(), op.getIndices(), op.getWeight(),
+                        tileRows);
+    SmallVector<Value> results;
+    for (auto [value, result] :
+         llvm::zip_equal(lower(op, routes), op->getResults()))
+      results.push_back(finish(b, value, result));
+    rewriter.replaceOp(op, results);
+    return success();
   }
 };
 
@@ -611,23 +627,12 @@ template <typename OpTy> struct GroupedPattern : public OpRewritePattern<OpTy> {
 template <typename OpTy>
 struct GroupedExpertProj : public GroupedPattern<OpTy> {
   using GroupedPattern<OpTy>::GroupedPattern;
-  using GroupedPattern<OpTy>::groupable;
-  using GroupedPattern<OpTy>::tileRows;
 
-  LogicalResult matchAndRewrite(OpTy op,
-                                PatternRewriter &rewriter) const override {
-    if (!groupable(op))
-      return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
-    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  SmallVector<Value> lower(OpTy op, SortedRoutes &routes) const override {
     Value w = op.getWeight();
-    SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
     Value products = routes.perExpert(
         SortedRoutes::gathered(op.getInput(), false), w, false);
-    rewriter.replaceOp(
-        op,
-        finish(b, routes.sumRoutes(products, /*perHead=*/true, /*gated=*/true),
-               op.getResult()));
-    return success();
+    return {routes.sumRoutes(products, /*perHead=*/true, /*gated=*/true)};
   }
 };
 
@@ -636,23 +641,12 @@ struct GroupedExpertProj : public GroupedPattern<OpTy> {
 template <typename OpTy>
 struct GroupedExpertMerge : public GroupedPattern<OpTy> {
   using GroupedPattern<OpTy>::GroupedPattern;
-  using GroupedPattern<OpTy>::groupable;
-  using GroupedPattern<OpTy>::tileRows;
 
-  LogicalResult matchAndRewrite(OpTy op,
-                                PatternRewriter &rewriter) const override {
-    if (!groupable(op))
-      return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
-    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  SmallVector<Value> lower(OpTy op, SortedRoutes &routes) const override {
     Value w = op.getWeight();
-    SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
     Value products =
         routes.perExpert(SortedRoutes::gathered(op.getHeads(), true), w, false);
-    rewriter.replaceOp(op, finish(b,
-                                  routes.sumRoutes(products, /*perHead=*/false,
-                                                   /*gated=*/false),
-                                  op.getResult()));
-    return success();
+    return {routes.sumRoutes(products, /*perHead=*/false, /*gated=*/false)};
   }
 };
 
@@ -664,16 +658,9 @@ struct GroupedExpertMerge : public GroupedPattern<OpTy> {
 template <typename OpTy>
 struct GroupedExpertProjGrad : public GroupedPattern<OpTy> {
   using GroupedPattern<OpTy>::GroupedPattern;
-  using GroupedPattern<OpTy>::groupable;
-  using GroupedPattern<OpTy>::tileRows;
 
-  LogicalResult matchAndRewrite(OpTy op,
-                                PatternRewriter &rewriter) const override {
-    if (!groupable(op))
-      return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
-    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  SmallVector<Value> lower(OpTy op, SortedRoutes &routes) const override {
     Value w = op.getWeight();
-    SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
     auto x = SortedRoutes::gathered(op.getInput(), false);
     Value dinput = routes.perExpert(
         SortedRoutes::gathered(op.getResultGrad(), false), w, true);
@@ -681,10 +668,7 @@ struct GroupedExpertProjGrad : public GroupedPattern<OpTy> {
     Value dw =
         routes.weightGrad(x, SortedRoutes::gathered(op.getResultGrad(), true));
     Value dg = routes.routeDots(x, SortedRoutes::sorted(dinput));
-    rewriter.replaceOp(op, {finish(b, dx, op.getInputGrad()),
-                            finish(b, dw, op.getWeightGrad()),
-                            finish(b, dg, op.getGatesGrad())});
-    return success();
+    return {dx, dw, dg};
   }
 };
 
@@ -694,29 +678,16 @@ struct GroupedExpertProjGrad : public GroupedPattern<OpTy> {
 template <typename OpTy>
 struct GroupedExpertMergeGrad : public GroupedPattern<OpTy> {
   using GroupedPattern<OpTy>::GroupedPattern;
-  using GroupedPattern<OpTy>::groupable;
-  using GroupedPattern<OpTy>::tileRows;
 
-  LogicalResult matchAndRewrite(OpTy op,
-                                PatternRewriter &rewriter) const override {
-    if (!groupable(op))
-      return rewriter.notifyMatchFailure(op, "dynamic heads or expert rows");
-    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  SmallVector<Value> lower(OpTy op, SortedRoutes &routes) const override {
     Value w = op.getWeight();
-    SortedRoutes routes(b, op.getGates(), op.getIndices(), w, tileRows);
     auto heads = SortedRoutes::gathered(op.getHeads(), false);
     auto gatedHeads = SortedRoutes::gathered(op.getHeads(), true);
     auto dy = SortedRoutes::gathered(op.getResultGrad(), false);
     Value dheadRows = routes.perExpert(dy, w, true);
-    rewriter.replaceOp(
-        op,
-        {finish(b,
-                routes.sumRoutes(dheadRows, /*perHead=*/true, /*gated=*/true),
-                op.getHeadsGrad()),
-         finish(b, routes.weightGrad(gatedHeads, dy), op.getWeightGrad()),
-         finish(b, routes.routeDots(heads, SortedRoutes::sorted(dheadRows)),
-                op.getGatesGrad())});
-    return success();
+    return {routes.sumRoutes(dheadRows, /*perHead=*/true, /*gated=*/true),
+            routes.weightGrad(gatedHeads, dy),
+            routes.routeDots(heads, SortedRoutes::sorted(dheadRows))};
   }
 };
 
