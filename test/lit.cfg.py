@@ -119,5 +119,12 @@ if nvidia_smi:
                                  text=True, timeout=30)
         if listing.returncode == 0 and "GPU" in listing.stdout:
             config.available_features.add("cuda-gpu")
+            # `cuda-sm90`: device 0 runs sm_90a's kernels (wgmma, TMA).
+            capability = subprocess.run(
+                [nvidia_smi, "--id=0", "--query-gpu=compute_cap",
+                 "--format=csv,noheader"], capture_output=True, text=True,
+                timeout=30)
+            if capability.stdout.strip() == "9.0":
+                config.available_features.add("cuda-sm90")
     except (OSError, subprocess.SubprocessError):
         pass

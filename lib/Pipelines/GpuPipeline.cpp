@@ -36,8 +36,8 @@
 // to device buffers of the element type, TMA loads (128-byte swizzle,
 // descriptors made on the host by mgpuTensorMapEncodeTiledMemref) signalled by
 // an mbarrier, and nvgpu.warpgroup.mma (wgmma m64n128k16); its PTX is
-// checked by ptxas, and one linear layer against the CPU on a GPU
-// (GpuProgramTest.WgmmaMatchesTheRoundedCpuReference).
+// checked by ptxas, its kernels against the CPU in the GPU emulation and on
+// an sm_90 GPU (test/Integration/CUDA/wgmma.test).
 //
 // Device memory design
 // --------------------
@@ -70,9 +70,9 @@
 //      buildOutliningStages: one gpu.module per function.
 //   3. buildDeviceStages: gpu.module to NVVM for the chip (nvgpu first).
 //   4. buildHostStages: host code to the LLVM dialect.
-//   5. switchyard-gpu-module-to-binary: PTX (LLVM's NVPTX backend), then ptxas /
-//      fatbinary from the CUDA toolkit for bin / fatbin, the modules in
-//      parallel.
+//   5. switchyard-gpu-module-to-binary: PTX (LLVM's NVPTX backend), then
+//      ptxas / fatbinary from the CUDA toolkit for bin / fatbin, the modules
+//      in parallel.
 //
 // The GPU emulation (switchyard-gpu-emulation-pipeline) shares stages 1 and
 // 2 up to outlining, then runs each launch as loops on the host
@@ -167,7 +167,7 @@ void buildBufferizationStages(OpPassManager &pm) {
 }
 
 /// How kernels are formed: what the GPU pipeline's options ask for, and
-/// what the emulation runs (no wgmma).
+/// what the emulation runs.
 struct KernelFormation {
   std::string elementType = "f32";
   bool tensorCores = false;
@@ -398,13 +398,16 @@ void switchyard::buildGpuEmulationCodegenPipeline(
           pm, options.verify("switchyard-gpu-emulation-pipeline option ")))
     return;
   buildBufferizationStages(pm);
-  // The tensor-core route of sm_80+ (mma.sync; not wgmma), or the SIMT one.
-  // The kernels of the default PTX version.
-  KernelFormation formation{
-      options.elementType, options.usesTensorCores(), options.epilogues,
-      /*wgmma=*/false,     options.blockSize,         /*kernelReport=*/"",
-      switchyard::maxKernelParameterBytes(
-          *switchyard::defaultPtxFeature("sm_80"))};
+  // The tensor-core route of sm_80+ (mma.sync, and sm_90a's wgmma where
+  // asked for), or the SIMT one. The kernels of the default PTX version.
+  KernelFormation formation{options.elementType,
+                            options.usesTensorCores(),
+                            options.epilogues,
+                            options.usesWgmma(),
+                            options.blockSize,
+                            /*kernelReport=*/"",
+                            switchyard::maxKernelParameterBytes(
+                                *switchyard::defaultPtxFeature("sm_80"))};
   buildKernelFormationStages(pm, formation);
   // The kernels' own loads and stores checked, before the launches become
   // host loops: the buffers through which serialised threads pass values

@@ -128,5 +128,6 @@ GpuEmulationOptions GpuTargetOptions::emulation() const {
   result.elementType = elementType;
   result.epilogues = epilogues;
   result.tensorCores = chipOrDefault() != "sm_75";
+  result.wgmma = usesWgmma();
   return result;
 }

@@ -129,8 +129,8 @@ struct GpuTargetOptions {
   std::string featuresOrDefault() const;
   /// The GPU emulation of these kernels: the same block size and element
   /// type and epilogues, tensor-core kernels where the chip has them
-  /// (sm_75's SIMT route otherwise). Reads chip, block-size, element-type
-  /// and epilogues only.
+  /// (sm_75's SIMT route otherwise), wgmma where usesWgmma(). Reads chip,
+  /// block-size, element-type, epilogues and wgmma only.
   GpuEmulationOptions emulation() const;
 };
 
@@ -151,6 +151,7 @@ struct GpuEmulationOptions {
   std::string elementType = "f32";
   bool epilogues = true;
   bool tensorCores = true;
+  bool wgmma = false;
   bool checkBounds = false;
 
   template <typename Binder> void bindOptions(Binder &binder) {
@@ -161,6 +162,11 @@ struct GpuEmulationOptions {
                 "target's route on sm_80 and newer), their warps' threads "
                 "serialised between barriers; false: the SIMT route with "
                 "rounded factors (sm_75's)");
+    binder.bind("wgmma", wgmma,
+                "With tensor-cores: run sm_90a's wgmma + TMA kernels for "
+                "the contractions that fit them (the GPU target's wgmma "
+                "option), their TMA loads, mbarriers and warpgroup MMAs "
+                "emulated as the PTX ISA defines them");
     binder.bind("check-bounds", checkBounds,
                 "Check every load and store of the kernels against its "
                 "buffer's bounds when it runs "
@@ -169,11 +175,13 @@ struct GpuEmulationOptions {
   }
 
   /// Whether the emulation runs the tensor-core kernels (mma.sync for
-  /// matmuls and the flash attention; not wgmma): asked for, with a 16-bit
-  /// element type.
+  /// matmuls and the flash attention): asked for, with a 16-bit element
+  /// type.
   bool usesTensorCores() const {
     return tensorCores && elementType != "f32";
   }
+  /// Whether the contractions that fit take the wgmma + TMA kernels.
+  bool usesWgmma() const { return wgmma && usesTensorCores(); }
   /// Checks every option, as GpuTargetOptions::verify does.
   llvm::Error verify(llvm::StringRef prefix) const;
 };

@@ -137,6 +137,12 @@ cl::opt<double> relativeL2(
     cl::init(0.0), cl::cat(category));
 cl::opt<std::string> chip("chip", cl::desc("GPU chip (default: the device's)"),
                           cl::cat(category));
+cl::opt<bool> wgmma(
+    "wgmma",
+    cl::desc("With --chip sm_90a and --element-type bf16/f16: the wgmma + "
+             "TMA kernels for the contractions that fit them (the GPU "
+             "pipeline's wgmma option), on a GPU or in the emulation"),
+    cl::cat(category));
 cl::opt<std::string>
     toolkit("gpu-toolkit",
             cl::desc("CUDA toolkit root (default: "
@@ -402,6 +408,7 @@ int main(int argc, char **argv) {
   gpuOptions.chip = chip;
   gpuOptions.toolkit = toolkit;
   gpuOptions.elementType = elementType;
+  gpuOptions.wgmma = wgmma;
   if (gpuOptions.usesTensorCores())
     options.roundAttentionFactors = elementType;
   if (experts == Experts::grouped) {

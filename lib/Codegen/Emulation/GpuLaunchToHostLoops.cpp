@@ -9,14 +9,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Codegen/Common/HostCode.h"
+#include "lib/Codegen/Emulation/HopperOps.h"
 #include "lib/Codegen/Emulation/Passes.h"
 #include "lib/Codegen/Emulation/ThreadSerialization.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/CallInterfaces.h"
@@ -46,14 +49,16 @@ std::string kernelName(gpu::LaunchOp launch) {
 /// one after another; where they cooperate, through barriers, dynamic
 /// shared memory, the tensor-core route's ldmatrix and mma.sync, and
 /// butterfly (xor, width 32) shuffles, in the forms serializeThreads
-/// handles. Other ops that depend on the GPU's hardware (other NVVM and
-/// nvgpu ops, wgmma and TMA) are refused.
+/// handles; the wgmma route's TMA loads, mbarriers and warpgroup MMAs in the
+/// forms emulateHopperOps handles. Other ops that depend on the GPU's
+/// hardware (other NVVM and nvgpu ops) are refused.
 LogicalResult checkEmulable(gpu::LaunchOp launch) {
   auto refuse = [&](Operation *at, const Twine &what) {
     return at->emitOpError()
            << "in " << kernelName(launch) << ": " << what
-           << "; the GPU emulation runs the SIMT route and the mma.sync "
-              "tensor-core route (element-type=f32, bf16 or f16; no wgmma)";
+           << "; the GPU emulation runs the SIMT route "
+              "and the tensor-core routes (bf16 or f16: mma.sync, and wgmma "
+              "with TMA)";
   };
   if (launch.getAsyncToken() || !launch.getAsyncDependencies().empty())
     return refuse(launch, "asynchronous launches are not emulated");
@@ -70,7 +75,8 @@ LogicalResult checkEmulable(gpu::LaunchOp launch) {
                                          : StringRef();
     bool indexQuery = isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp,
                           gpu::GridDimOp>(op);
-    if (switchyard::needsSerializedThreads(op) || isa<NVVM::MembarOp>(op))
+    if (switchyard::needsSerializedThreads(op) || isa<NVVM::MembarOp>(op) ||
+        switchyard::isHopperOp(op))
       return WalkResult::advance();
     if ((dialect == "gpu" && !indexQuery && !isa<gpu::TerminatorOp>(op)) ||
         dialect == "nvgpu" || dialect == "nvvm") {
@@ -79,7 +85,7 @@ LogicalResult checkEmulable(gpu::LaunchOp launch) {
     }
     return WalkResult::advance();
   });
-  if (walk.wasInterrupted())
+  if (walk.wasInterrupted() || failed(switchyard::checkHopperOps(launch)))
     return failure();
   if (switchyard::needsSerializedThreads(launch))
     return switchyard::checkSerializable(launch);
@@ -118,6 +124,15 @@ LogicalResult emulate(gpu::LaunchOp launch, IRRewriter &rewriter) {
   launch.getBody().walk([&](NVVM::MembarOp fence) { fences.push_back(fence); });
   for (NVVM::MembarOp fence : fences)
     rewriter.eraseOp(fence);
+  bool hopper = launch.getBody()
+                    .walk([](Operation *op) {
+                      return switchyard::isHopperOp(op)
+                                 ? WalkResult::interrupt()
+                                 : WalkResult::advance();
+                    })
+                    .wasInterrupted();
+  if (hopper && failed(switchyard::emulateHopperOps(launch, rewriter)))
+    return failure();
   if (serialized && failed(switchyard::serializeThreads(launch, rewriter)))
     return failure();
   rewriter.setInsertionPoint(launch);
@@ -248,8 +263,9 @@ struct SwitchyardGpuLaunchToHostLoopsPass
         return WalkResult::advance();
       }
       // The GPU target's host code only passes buffers around: it would
-      // fault on a device pointer.
-      if (!isa<CallOpInterface>(op) &&
+      // fault on a device pointer. (A TMA descriptor names a buffer; the
+      // emulated kernels read the buffer itself.)
+      if (!isa<CallOpInterface, nvgpu::TmaCreateDescriptorOp>(op) &&
           !op->hasTrait<OpTrait::IsTerminator>() &&
           switchyard::readsOrWritesMemory(op)) {
         op->emitOpError()
@@ -270,6 +286,7 @@ struct SwitchyardGpuLaunchToHostLoopsPass
     for (gpu::LaunchOp launch : launches)
       if (mlir::failed(emulate(launch, rewriter)))
         return signalPassFailure();
+    switchyard::eraseUnusedTmaDescriptors(func, rewriter);
   }
 };
 } // namespace

@@ -55,7 +55,25 @@ def SwitchyardGpuLaunchToHostLoopsPass
       values). A memory fence (`nvvm.memory.barrier`: split-K's count of
       finished parts) is dropped, since every access already happens one
       after another. Other shuffle modes and widths, clusters, workgroup
-      attributions, wgmma, TMA and other NVVM or nvgpu ops are errors.
+      attributions and other NVVM or nvgpu ops are errors.
+    - Before that, sm_90a's asynchronous ops (the wgmma route's) become
+      plain loads, stores and loops, as the PTX ISA defines them
+      (HopperOps.cpp): `nvgpu.tma.async.load` copies its box from the
+      tensor that the host's `nvgpu.tma.create.descriptor` names (zero or
+      NaN outside it) into dynamic shared memory in the descriptor's
+      swizzled layout, and completes its bytes on its mbarrier; an
+      mbarrier group is a host buffer of four i64 per barrier (arrival
+      count, pending arrivals, pending transaction bytes, phase) that
+      `init`, `arrive`, `arrive.expect_tx` and the loads update, and
+      `try_wait.parity` asserts that the phase it waits for has completed
+      and that no byte arrived past it (else the run aborts with a
+      message: on a GPU the kernel would hang or race);
+      `nvgpu.warpgroup.mma` (A K-major, B N-major, in 128/64/32-byte
+      swizzled shared memory at the addresses its descriptors encode) and
+      the accumulators' init and store run once per warpgroup of 128
+      threads, between two barriers, on a host buffer of each warpgroup's
+      M x N accumulators, which the loops no longer carry. The descriptors
+      themselves are erased.
     - `gpu.alloc` / `gpu.dealloc` / `gpu.memcpy` become `memref.alloc`
       (64-byte aligned) / `memref.dealloc` / `memref.copy`; a synchronous
       `gpu.wait` is dropped. Asynchronous forms are errors.
@@ -83,8 +101,8 @@ def SwitchyardGpuLaunchToHostLoopsPass
     ```
   }];
   let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
-    "::mlir::scf::SCFDialect"
+    "::mlir::arith::ArithDialect", "::mlir::cf::ControlFlowDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"
   ];
 }
 

@@ -995,8 +995,10 @@ def SwitchyardGpuTensorCoreMatmulPass
     adds the step to f32 accumulators. The accumulators go through shared
     memory (`nvgpu.warpgroup.mma.store`) and are added to C, rows past M (a
     dynamic M is the token count; TMA zero-fills its last tile) skipped.
-    Its PTX is checked by ptxas; on a GPU, one linear layer is compared
-    with the CPU (GpuProgramTest.WgmmaMatchesTheRoundedCpuReference).
+    Its PTX is checked by ptxas; its kernels run in the GPU emulation
+    against the CPU (test/Integration/CUDA/wgmma.test, which also runs them
+    on an sm_90 GPU), and on a GPU one linear layer is compared with the
+    CPU (GpuProgramTest.WgmmaMatchesTheRoundedCpuReference).
 
     Before:
 

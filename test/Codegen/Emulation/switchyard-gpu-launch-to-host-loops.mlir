@@ -259,7 +259,7 @@ func.func @lane_id(%out: memref<32xindex>) {
   %c32 = arith.constant 32 : index
   gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
              threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
-    // expected-error @below {{'gpu.lane_id' op in a kernel: this op depends on the GPU; the GPU emulation runs the SIMT route and the mma.sync tensor-core route}}
+    // expected-error @below {{'gpu.lane_id' op in a kernel: this op depends on the GPU; the GPU emulation runs the SIMT route and the tensor-core routes}}
     %l = gpu.lane_id
     memref.store %l, %out[%tx] : memref<32xindex>
     gpu.terminator
