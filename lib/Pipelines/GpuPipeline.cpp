@@ -31,11 +31,11 @@
 // of this route is checked with ptxas for sm_80 … sm_120, and its results
 // against the CPU's on a GPU (test/Integration/CUDA; docs/GPU.md, "Checks on
 // a GPU"). With wgmma=true and chip=sm_90a (opt-in), the
-// contractions with static N and K multiples of 128 and 64 and no batch
-// dimension instead get one warpgroup per 64 x 128 tile: the factors converted
-// to device buffers of the element type, TMA loads (128-byte swizzle,
-// descriptors made on the host by mgpuTensorMapEncodeTiledMemref) signalled by
-// an mbarrier, and nvgpu.warpgroup.mma (wgmma m64n128k16); its PTX is
+// contractions with static N and K and no batch dimension instead get two
+// warpgroups per 128 x 128 tile: the factors converted to device buffers of
+// the element type, TMA loads (128-byte swizzle, descriptors made on the host
+// by mgpuTensorMapEncodeTiledMemref) into a ring of up to four stages, an
+// mbarrier per stage, and nvgpu.warpgroup.mma (wgmma m64n128k16); its PTX is
 // checked by ptxas, its kernels against the CPU in the GPU emulation and on
 // an sm_90 GPU (test/Integration/CUDA/wgmma.test).
 //

@@ -96,8 +96,8 @@ struct GpuTargetOptions {
     bindKernelFormation(binder, blockSize, elementType, epilogues);
     binder.bind("wgmma", wgmma,
                 "With chip sm_90a and element type bf16/f16: wgmma + TMA "
-                "kernels for the contractions that fit them (static N, K "
-                "multiples of 128, 64; no batch), mma.sync for the others");
+                "kernels for the contractions that fit them (static N and "
+                "K, no batch dimension), mma.sync for the others");
     binder.bind("kernel-report", kernelReport,
                 "Write a static table of the kernels (launches, grid, "
                 "block, per-thread work; switchyard-gpu-kernel-report with "

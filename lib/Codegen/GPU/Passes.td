@@ -980,21 +980,28 @@ def SwitchyardGpuTensorCoreMatmulPass
     unsplit kernel's.
 
     With `wgmma` as well (sm_90a only; off by default), the ops that also
-    have no batch dimension and static N and K that are multiples of 128
-    and 64 take the warpgroup route instead, after upstream's sm90 GEMM
-    (mlir/test/Integration/GPU/CUDA/sm90/gemm_f32_f16_f16_128x128x128.mlir):
-    the factors are converted into device buffers of the element type (A as
-    M x K, B as K x N, row-major; `gpu.alloc` + a `linalg.generic`, freed
-    after the launch), `nvgpu.tma.create.descriptor` makes one descriptor
-    per buffer on the host (128-byte swizzle, zero fill out of bounds), and
-    one warpgroup (128 threads, 32 KiB of dynamic shared memory) per
-    64 x 128 tile of C loops over K in steps of 64: thread 0 arms an
-    mbarrier with the byte count and issues three `nvgpu.tma.async.load`s
-    (A's 64 x 64 box, B's two 64 x 64 boxes), all threads wait on the
-    barrier's parity, and `nvgpu.warpgroup.mma` (`transposeB`, waitGroup 0)
-    adds the step to f32 accumulators. The accumulators go through shared
-    memory (`nvgpu.warpgroup.mma.store`) and are added to C, rows past M (a
-    dynamic M is the token count; TMA zero-fills its last tile) skipped.
+    have no batch dimension and static N and K take the warpgroup route
+    instead, after upstream's sm90 GEMM
+    (mlir/test/Integration/GPU/CUDA/sm90/gemm_f32_f16_f16_128x128x128.mlir)
+    with a ring of stages: the factors are converted into device buffers of
+    the element type (A as M x K, B as K x N, row-major, rows padded to 16
+    bytes as TMA's strides must be, read through views of their true
+    extents; `gpu.alloc` + a `linalg.generic`, freed after the launch),
+    `nvgpu.tma.create.descriptor` makes one descriptor per view on the host
+    (128-byte swizzle, zero fill out of bounds: past M, N and K), and two
+    warpgroups (256 threads) per 128 x 128 tile of C loop over K in steps of
+    64 through a ring of up to four stages of 32 KiB of dynamic shared
+    memory, one mbarrier per stage. Thread 0 loads the first stages before
+    the loop (per stage: the mbarrier armed with the byte count, then three
+    `nvgpu.tma.async.load`s: A's 128 x 64 box, B's two 64 x 64 boxes); each
+    step waits at a barrier until both warpgroups are done with the previous
+    step, lets thread 0 load the step a ring ahead into the stage that step
+    freed, waits on its own stage's barrier (parity: the stage's phase), and
+    each warpgroup adds its 64 rows of A times B with `nvgpu.warpgroup.mma`
+    (`transposeB`, waitGroup 0) to its f32 accumulators. The accumulators go
+    through shared memory (`nvgpu.warpgroup.mma.store`) and are added to C
+    (or written, where C's zero fill is folded), the marked epilogue
+    computed on each element, rows past M and columns past N skipped.
     Its PTX is checked by ptxas; its kernels run in the GPU emulation
     against the CPU (test/Integration/CUDA/wgmma.test, which also runs them
     on an sm_90 GPU), and on a GPU one linear layer is compared with the
@@ -1048,8 +1055,8 @@ def SwitchyardGpuTensorCoreMatmulPass
            "multiplicands">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "With tensor-cores, use wgmma + TMA (sm_90a only) for the "
-           "contractions that fit it (no batch dimension, static N and K "
-           "multiples of 128 and 64); mma.sync for the others">,
+           "contractions that fit it (no batch dimension, static N and K); "
+           "mma.sync for the others">,
     Option<"splitKBlocks", "split-k-blocks", "int64_t", /*default=*/"512",
            "Split K of the mma.sync kernels whose grid has fewer than half "
            "this many blocks (static sizes), into parts of at least "

@@ -7,8 +7,9 @@
 // ops, chooses each one's route and dispatches it to the kernel builders,
 // which are split by instruction family (TensorCoreKernels.h):
 //   - with `wgmma` (sm_90a), a contraction of the mma.sync shape without a
-//     batch dimension whose N and K are static multiples of the wgmma tile:
-//     the wgmma + TMA kernel (Wgmma.cpp);
+//     batch dimension whose N and K are static: the wgmma + TMA kernel
+//     (Wgmma.cpp), which like the mma.sync one folds a zero fill of C and
+//     computes a marked epilogue where it stores C;
 //   - another contraction with one M, one N and one K dimension (and at
 //     most one batch dimension): the mma.sync kernel (MmaSync.cpp), which
 //     starts from zero accumulators in place of a zero fill of C right
@@ -106,34 +107,36 @@ struct SwitchyardGpuTensorCoreMatmulPass
 
     IRRewriter rewriter(ctx);
     for (Contraction &c : contractions) {
-      if (tensorCores && wgmma && fitsWgmma(c)) {
-        LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] wgmma: " << c.op->getName()
-                                << " at " << c.op.getLoc() << "\n");
-        buildWgmmaKernel(rewriter, c, type);
-        rewriter.eraseOp(c.op);
-      } else if (tensorCores && fitsTensorCores(c)) {
+      bool warpgroups = tensorCores && wgmma && fitsWgmma(c);
+      if (warpgroups || (tensorCores && fitsTensorCores(c))) {
         LLVM_DEBUG(llvm::dbgs()
-                   << "[" DEBUG_TYPE "] mma.sync: " << c.op->getName() << " at "
-                   << c.op.getLoc() << "\n");
+                   << "[" DEBUG_TYPE "] " << (warpgroups ? "wgmma" : "mma.sync")
+                   << ": " << c.op->getName() << " at " << c.op.getLoc()
+                   << "\n");
         // A zero fill of C right before: the kernel starts from zero
         // instead of reading C, and the fill's kernel goes.
         linalg::FillOp zeroFill = switchyard::precedingZeroFill(c.op);
-        MmaProblem problem = contractionProblem(rewriter, c, policy);
-        problem.outZero = static_cast<bool>(zeroFill);
         // The elementwise consumer marked as its epilogue: computed where
         // the kernel stores each element of C.
         linalg::GenericOp epilogue = switchyard::markedEpilogue(c.op);
-        if (epilogue) {
-          Location loc = epilogue.getLoc();
-          problem.epilogue = [epilogue, loc, out = problem.out,
-                              outIndices = problem.outIndices](
-                                 OpBuilder &b, Value batch, Value m, Value n,
-                                 Value value) {
-            switchyard::buildEpilogue(b, loc, epilogue, out,
-                                      outIndices(b, batch, m, n), value);
-          };
+        if (warpgroups) {
+          buildWgmmaKernel(rewriter, c, type, static_cast<bool>(zeroFill),
+                           epilogue);
+        } else {
+          MmaProblem problem = contractionProblem(rewriter, c, policy);
+          problem.outZero = static_cast<bool>(zeroFill);
+          if (epilogue) {
+            Location loc = epilogue.getLoc();
+            problem.epilogue = [epilogue, loc, out = problem.out,
+                                outIndices = problem.outIndices](
+                                   OpBuilder &b, Value batch, Value m, Value n,
+                                   Value value) {
+              switchyard::buildEpilogue(b, loc, epilogue, out,
+                                        outIndices(b, batch, m, n), value);
+            };
+          }
+          buildMmaKernel(rewriter, c.op, type, problem);
         }
-        buildMmaKernel(rewriter, c.op, type, problem);
         rewriter.eraseOp(c.op);
         if (zeroFill)
           rewriter.eraseOp(zeroFill);

@@ -23,6 +23,10 @@
 #include <functional>
 #include <optional>
 
+namespace mlir::linalg {
+class GenericOp;
+} // namespace mlir::linalg
+
 namespace mlir::moe {
 class FlashAttentionKernelOp;
 class FlashAttentionGradKernelOp;
@@ -284,9 +288,13 @@ void buildGroupedKernel(RewriterBase &rewriter, Operation *op,
 bool fitsWgmma(Contraction &c);
 
 /// Builds the wgmma + TMA kernel of `c` before it (the op stays; its caller
-/// erases it).
+/// erases it): C starts from zero where `outZero` (a zero fill of C right
+/// before, which the caller erases), and `epilogue` (a consumer marked by
+/// switchyard-mark-epilogues, or null; the caller erases it) is computed
+/// where each element of C is stored.
 void buildWgmmaKernel(RewriterBase &rewriter, Contraction &c,
-                      FloatType elementType);
+                      FloatType elementType, bool outZero,
+                      linalg::GenericOp epilogue);
 
 //===----------------------------------------------------------------------===//
 // Flash attention (AttentionForward.cpp, AttentionBackward.cpp)

@@ -2,19 +2,24 @@
 //
 // The wgmma route of switchyard-gpu-tensor-core-matmul (its `wgmma` option,
 // sm_90a): a contraction without batch dimension whose N and K are static
-// multiples of the tile becomes a kernel in which one warpgroup of 128
-// threads computes a 64 x 128 tile of C. The host first copies the factors,
+// becomes a kernel in which two warpgroups of 128 threads compute a
+// 128 x 128 tile of C, 64 rows each. The host first copies the factors,
 // rounded to the element type, to device buffers in the layouts TMA loads
-// (A as M x K, B as K x N); the kernel then loads 64 of K per step by TMA
-// into 128-byte swizzled shared boxes, waits on an mbarrier and issues
-// wgmma m64n128k16 on descriptors of the boxes, and finally adds the
-// accumulators to C through shared memory.
+// (A as M x K, B as K x N, rows padded to 16 bytes); the kernel keeps a
+// ring of up to four stages of 128-byte swizzled shared tiles, one
+// mbarrier per stage: thread 0 loads 64 of K per stage by TMA, up to three
+// stages ahead of the step that the warpgroups multiply with wgmma
+// m64n128k16 on descriptors of the tiles. TMA fills tiles past M, N and K
+// with zeros; the accumulators are added to C through shared memory, rows
+// past M and columns past N skipped (a zero fill of C folded, a marked
+// elementwise epilogue computed on each element, as in MmaSync.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "TensorCoreKernels.h"
 
 #include "lib/Codegen/Common/Contractions.h"
+#include "lib/Codegen/Common/Epilogues.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -30,34 +35,49 @@ using mlir::switchyard::Contraction;
 using namespace mlir::switchyard::tensor_cores;
 
 namespace {
-/// The wgmma tile (sm_90a): one warpgroup of 128 threads computes a
-/// kWgTileM x kWgTileN tile of C, kWgTileK of K per TMA load. The tiles are
-/// upstream's (mlir/test/Integration/GPU/CUDA/sm90/
-/// gemm_f32_f16_f16_128x128x128.mlir) with M halved: A is one 64 x 64 box,
-/// B (K x N, N contiguous) two 64 x 64 boxes, all with the 128-byte swizzle;
-/// wgmma m64n128k16.
-constexpr int64_t kWgTileM = 64;
+/// The wgmma tile (sm_90a): a block of two warpgroups computes a
+/// kWgTileM x kWgTileN tile of C, each warpgroup 64 of its rows, kWgTileK of
+/// K per stage. A stage holds A's 128 x 64 box and B's two 64 x 64 boxes
+/// (K x N, N contiguous), all with the 128-byte swizzle (a 64-element row of
+/// a 16-bit type is one 128-byte swizzle span), as upstream's sm90 GEMM
+/// (mlir/test/Integration/GPU/CUDA/sm90/gemm_f32_f16_f16_128x128x128.mlir)
+/// lays them out; wgmma m64n128k16.
+constexpr int64_t kWgTileM = 128;
 constexpr int64_t kWgTileN = 128;
 constexpr int64_t kWgTileK = 64;
 constexpr int64_t kWarpgroupSize = 128;
+constexpr int64_t kWarpgroupRows = 64;
+constexpr int64_t kWarpgroups = kWgTileM / kWarpgroupRows;
+/// The stages of the ring of shared-memory tiles: up to kMaxStages - 1
+/// loads in flight while the warpgroups multiply the oldest.
+constexpr int64_t kMaxStages = 4;
+/// TMA needs the global strides to be multiples of 16 bytes: the converted
+/// copies' rows are padded to a multiple of this many elements.
+constexpr int64_t kRowAlignment = 8;
 
 /// Builds the wgmma + TMA kernel of one contraction (sm_90a).
 class WgmmaKernelBuilder : private KernelBuilderBase {
 public:
   WgmmaKernelBuilder(RewriterBase &rewriter, Contraction &c,
-                     FloatType elementType)
-      : KernelBuilderBase(rewriter, c.op.getLoc(), elementType), c(c) {}
+                     FloatType elementType, bool outZero,
+                     linalg::GenericOp epilogue)
+      : KernelBuilderBase(rewriter, c.op.getLoc(), elementType), c(c),
+        outZero(outZero), epilogue(epilogue) {}
 
   void build();
 
 private:
   Contraction &c;
-  /// A device buffer of the element type with the given shape (dimension 0
-  /// of size `dynamicSize` where it is dynamic), filled with input `input`
-  /// of the contraction read through the body's casts and rounded: loop
-  /// dimension `rowDim` along the buffer's rows, `colDim` along its columns.
-  Value convertedCopy(unsigned input, unsigned rowDim, unsigned colDim,
-                      ArrayRef<int64_t> shape, ValueRange dynamicSizes);
+  bool outZero;
+  linalg::GenericOp epilogue;
+  /// A rows x cols view of a new device buffer of the element type whose
+  /// rows are padded to kRowAlignment elements (rows dynamic where
+  /// `dynamicRows` is given), filled with input `input` of the contraction
+  /// read through the body's casts and rounded: loop dimension `rowDim`
+  /// along the rows. Returns the view and the buffer (to free).
+  std::pair<Value, Value> convertedCopy(unsigned input, unsigned rowDim,
+                                        int64_t rows, int64_t cols,
+                                        Value dynamicRows);
   /// A 2-D TMA box of the element type in shared memory.
   MemRefType box(int64_t rows, int64_t cols) {
     return workgroupType({rows, cols}, elementType);
@@ -69,35 +89,56 @@ private:
         nvgpu::TensorMapOOBKind::OOB_ZERO,
         nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
   }
+  /// A TMA descriptor of `view` (a 2-D buffer of the element type) for
+  /// boxes of type `boxType`.
+  Value descriptor(Value view, MemRefType boxType) {
+    auto unranked = UnrankedMemRefType::get(elementType, /*memorySpace=*/0);
+    return nvgpu::TmaCreateDescriptorOp::create(
+        b, loc, tensorMap(boxType),
+        memref::CastOp::create(b, loc, unranked, view),
+        ValueRange{cst(boxType.getDimSize(0)), cst(boxType.getDimSize(1))});
+  }
 };
 
-Value WgmmaKernelBuilder::convertedCopy(unsigned input, unsigned rowDim,
-                                        unsigned colDim,
-                                        ArrayRef<int64_t> shape,
-                                        ValueRange dynamicSizes) {
+std::pair<Value, Value>
+WgmmaKernelBuilder::convertedCopy(unsigned input, unsigned rowDim, int64_t rows,
+                                  int64_t cols, Value dynamicRows) {
   MLIRContext *ctx = b.getContext();
-  auto type = MemRefType::get(shape, elementType);
+  int64_t pitch = llvm::alignTo(cols, kRowAlignment);
+  auto type = MemRefType::get({rows, pitch}, elementType);
+  SmallVector<Value> sizes;
+  if (dynamicRows)
+    sizes.push_back(dynamicRows);
   Value buffer = gpu::AllocOp::create(b, loc, type, /*asyncToken=*/Type(),
-                                      /*asyncDependencies=*/ValueRange(),
-                                      dynamicSizes,
+                                      /*asyncDependencies=*/ValueRange(), sizes,
                                       /*symbolOperands=*/ValueRange(),
                                       /*hostShared=*/false)
                      .getMemref();
+  // The padding columns stay as allocated: TMA reads the view, whose
+  // extent is `cols`, and fills past it with zeros.
+  Value view = buffer;
+  if (pitch != cols) {
+    SmallVector<OpFoldResult> offsets(2, b.getIndexAttr(0));
+    SmallVector<OpFoldResult> extents{dynamicRows ? OpFoldResult(dynamicRows)
+                                                  : b.getIndexAttr(rows),
+                                      b.getIndexAttr(cols)};
+    SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
+    view = memref::SubViewOp::create(b, loc, buffer, offsets, extents, strides);
+  }
   // The operand's map in the copy's loops (d0 along rows, d1 along
-  // columns): the contraction's map with rowDim -> d0, colDim -> d1.
+  // columns): the contraction's map with rowDim -> d0, the other -> d1.
   OpOperand *operand = c.op.getDpsInputOperand(input);
   AffineMap map = c.op.getMatchingIndexingMap(operand);
   SmallVector<AffineExpr> exprs;
   for (unsigned r = 0; r < map.getNumResults(); ++r)
-    exprs.push_back(getAffineDimExpr(map.getDimPosition(r) == rowDim ? 0 : 1,
-                                     ctx));
-  (void)colDim;
+    exprs.push_back(
+        getAffineDimExpr(map.getDimPosition(r) == rowDim ? 0 : 1, ctx));
   AffineMap inputMap = AffineMap::get(2, 0, exprs, ctx);
   AffineMap outputMap = AffineMap::getMultiDimIdentityMap(2, ctx);
   SmallVector<utils::IteratorType> iterators(2,
                                              utils::IteratorType::parallel);
   linalg::GenericOp::create(
-      b, loc, ValueRange{operand->get()}, ValueRange{buffer},
+      b, loc, ValueRange{operand->get()}, ValueRange{view},
       ArrayRef<AffineMap>{inputMap, outputMap}, iterators,
       [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         Value factor = replayCasts(nested, c, input, args[0]);
@@ -105,7 +146,7 @@ Value WgmmaKernelBuilder::convertedCopy(unsigned input, unsigned rowDim,
             arith::TruncFOp::create(nested, nestedLoc, elementType, factor);
         linalg::YieldOp::create(nested, nestedLoc, rounded);
       });
-  return buffer;
+  return {view, buffer};
 }
 
 void WgmmaKernelBuilder::build() {
@@ -114,128 +155,146 @@ void WgmmaKernelBuilder::build() {
   unsigned dimM = c.dims.m[0], dimN = c.dims.n[0], dimK = c.dims.k[0];
   SmallVector<int64_t> staticRanges = op.getStaticLoopRanges();
   int64_t sizeN = staticRanges[dimN], sizeK = staticRanges[dimK];
+  int64_t steps = llvm::divideCeil(sizeK, kWgTileK);
+  int64_t stages = std::min(kMaxStages, steps);
 
   // Host side. TMA copies bytes, so the factors first go to device buffers
   // of the element type in the layouts upstream's sm90 GEMM uses: A as
-  // M x K and B as K x N, both row-major. cuMemAlloc aligns the buffers to
-  // 256 bytes and their rows are multiples of 128 bytes, as TMA needs.
+  // M x K and B as K x N, both row-major, their rows padded to 16 bytes.
+  // TMA reads views of their true extents and fills the tiles past M, N and
+  // K with zeros, so that any N and K (and the dynamic M) need no masks in
+  // the main loop.
   b.setInsertionPoint(op);
   SmallVector<Range> ranges = op.createLoopRanges(b, loc);
   Value sizeM = getValueOrCreateConstantIndexOp(b, loc, ranges[dimM].size);
-  Value a = convertedCopy(/*input=*/0, dimM, dimK,
-                          {ShapedType::kDynamic, sizeK}, ValueRange{sizeM});
-  Value bt = convertedCopy(/*input=*/1, dimK, dimN, {sizeK, sizeN},
-                           ValueRange{});
+  auto [a, bufferA] =
+      convertedCopy(/*input=*/0, dimM, ShapedType::kDynamic, sizeK, sizeM);
+  auto [bt, bufferB] = convertedCopy(/*input=*/1, dimK, sizeK, sizeN, Value());
   MemRefType boxA = box(kWgTileM, kWgTileK);
   MemRefType boxB = box(kWgTileK, kWgTileN / 2);
-  auto unranked = UnrankedMemRefType::get(elementType, /*memorySpace=*/0);
-  Value descA = nvgpu::TmaCreateDescriptorOp::create(
-      b, loc, tensorMap(boxA), memref::CastOp::create(b, loc, unranked, a),
-      ValueRange{cst(kWgTileM), cst(kWgTileK)});
-  Value descB = nvgpu::TmaCreateDescriptorOp::create(
-      b, loc, tensorMap(boxB), memref::CastOp::create(b, loc, unranked, bt),
-      ValueRange{cst(kWgTileK), cst(kWgTileN / 2)});
+  Value descA = descriptor(a, boxA);
+  Value descB = descriptor(bt, boxB);
 
-  // One warpgroup per 64 x 128 tile of C. Shared memory: A's box at 0, B's
-  // two boxes at 8 KiB and 16 KiB (each 1024-byte aligned relative to the
-  // dynamic shared memory, as the 128-byte swizzle needs), then, after the
-  // K loop, the f32 accumulators over all of it (32 KiB).
+  // A block of two warpgroups per 128 x 128 tile of C. Shared memory: a
+  // ring of `stages` stages, each A's box, then B's two boxes (each box at
+  // a multiple of 1024 bytes, as the 128-byte swizzle needs); after the
+  // main loop, the f32 accumulators over it.
   int64_t elementBytes = elementType.getWidth() / 8;
   int64_t bytesA = kWgTileM * kWgTileK * elementBytes;
   int64_t bytesBHalf = kWgTileK * (kWgTileN / 2) * elementBytes;
+  int64_t stageBytes = bytesA + 2 * bytesBHalf;
   int64_t bytesAcc = kWgTileM * kWgTileN * 4;
-  int64_t sharedBytes = std::max(bytesA + 2 * bytesBHalf, bytesAcc);
-  Value gridX = cst(sizeN / kWgTileN);
+  int64_t sharedBytes = std::max(stages * stageBytes, bytesAcc);
+  Value gridX = cst(llvm::divideCeil(sizeN, kWgTileN));
   Value gridY = arith::CeilDivUIOp::create(b, loc, sizeM, cst(kWgTileM));
   Value one = cst(1);
   auto launch = gpu::LaunchOp::create(
-      b, loc, gridX, gridY, one, cst(kWarpgroupSize), one, one,
+      b, loc, gridX, gridY, one, cst(kWarpgroups * kWarpgroupSize), one, one,
       arith::ConstantIntOp::create(b, loc, b.getI32Type(), sharedBytes));
   b.setInsertionPointToStart(&launch.getBody().front());
   Value shared = dynamicSharedMemory();
-  auto view = [&](MemRefType type, int64_t offset) {
-    return sharedView(shared, type, offset);
+  auto view = [&](MemRefType type, Value offset) -> Value {
+    return memref::ViewOp::create(b, loc, type, shared, offset, ValueRange{});
   };
-  Value smemA = view(boxA, 0);
-  Value smemB0 = view(boxB, bytesA);
-  Value smemB1 = view(boxB, bytesA + bytesBHalf);
-  Value smemB = view(box(kWgTileK, kWgTileN), bytesA);
   Value tid = launch.getThreadIds().x;
+  Value warpgroup = arith::DivUIOp::create(b, loc, tid, cst(kWarpgroupSize));
   Value m0 = mul(launch.getBlockIds().y, kWgTileM);
   Value n0 = mul(launch.getBlockIds().x, kWgTileN);
   Value zero = cst(0);
   Value leader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
                                        zero);
 
-  // One mbarrier, initialised by thread 0 for its one arrival.
+  // One mbarrier per stage, each initialised by thread 0 for its one
+  // arrival; a stage's barrier completes a phase each time its tiles land.
   auto barrierType = nvgpu::MBarrierGroupType::get(
       ctx, gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup),
-      /*num_barriers=*/1);
-  Value barrier = nvgpu::MBarrierCreateOp::create(b, loc, barrierType);
+      /*num_barriers=*/stages);
+  Value barriers = nvgpu::MBarrierCreateOp::create(b, loc, barrierType);
+  // Thread 0 loads step `step` of K into stage `stage`: A's box and B's two
+  // boxes, armed with their bytes on the stage's barrier (TMA counts whole
+  // boxes, the zero-filled parts too). Coordinates innermost first.
+  auto load = [&](Value step, Value stage) {
+    Value k0 = mul(step, kWgTileK);
+    Value base = mul(stage, stageBytes);
+    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, barriers, cst(stageBytes),
+                                            stage, /*predicate=*/Value());
+    nvgpu::TmaAsyncLoadOp::create(b, loc, view(boxA, base), barriers, descA,
+                                  ValueRange{k0, m0}, stage,
+                                  /*multicastMask=*/Value(),
+                                  /*predicate=*/Value());
+    nvgpu::TmaAsyncLoadOp::create(b, loc, view(boxB, add(base, cst(bytesA))),
+                                  barriers, descB, ValueRange{n0, k0}, stage,
+                                  Value(), Value());
+    nvgpu::TmaAsyncLoadOp::create(
+        b, loc, view(boxB, add(base, cst(bytesA + bytesBHalf))), barriers,
+        descB, ValueRange{add(n0, cst(kWgTileN / 2)), k0}, stage, Value(),
+        Value());
+  };
+  // The prologue: the first stages - 1 steps in flight.
   {
     auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, leader,
                                   /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
-    nvgpu::MBarrierInitOp::create(b, loc, barrier, one, zero,
-                                  /*predicate=*/Value());
+    for (int64_t s = 0; s < stages; ++s)
+      nvgpu::MBarrierInitOp::create(b, loc, barriers, one, cst(s),
+                                    /*predicate=*/Value());
     nvgpu::TmaPrefetchOp::create(b, loc, descA, /*predicate=*/Value());
     nvgpu::TmaPrefetchOp::create(b, loc, descB, /*predicate=*/Value());
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      load(cst(s), cst(s));
   }
-  gpu::BarrierOp::create(b, loc);
 
   auto accType = nvgpu::WarpgroupAccumulatorType::get(
-      ctx, VectorType::get({kWgTileM, kWgTileN}, b.getF32Type()));
+      ctx, VectorType::get({kWarpgroupRows, kWgTileN}, b.getF32Type()));
   Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(b, loc, accType);
-  auto kLoop = scf::ForOp::create(b, loc, zero, cst(sizeK / kWgTileK), one,
-                                  ValueRange{init});
+  auto kLoop =
+      scf::ForOp::create(b, loc, zero, cst(steps), one, ValueRange{init});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
     Value step = kLoop.getInductionVar();
-    Value k0 = mul(step, kWgTileK);
-    // Every thread's wgmma of the previous step has completed (waitGroup
-    // 0 below) before thread 0 lets TMA overwrite the tiles.
+    // Every warpgroup's wgmma of the previous step has completed (waitGroup
+    // 0 below): its stage, (step - 1) % stages, is free, and thread 0 loads
+    // step + stages - 1 into it.
     gpu::BarrierOp::create(b, loc);
+    Value ahead = add(step, cst(stages - 1));
+    Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, ahead,
+                                       cst(steps));
     {
-      auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, leader,
+      auto ifOp = scf::IfOp::create(b, loc, TypeRange{},
+                                    arith::AndIOp::create(b, loc, leader, more),
                                     /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      nvgpu::MBarrierArriveExpectTxOp::create(
-          b, loc, barrier, cst(bytesA + 2 * bytesBHalf), zero,
-          /*predicate=*/Value());
-      // TMA coordinates are innermost first: (column, row).
-      nvgpu::TmaAsyncLoadOp::create(b, loc, smemA, barrier, descA,
-                                    ValueRange{k0, m0}, zero,
-                                    /*multicastMask=*/Value(),
-                                    /*predicate=*/Value());
-      nvgpu::TmaAsyncLoadOp::create(b, loc, smemB0, barrier, descB,
-                                    ValueRange{n0, k0}, zero, Value(),
-                                    Value());
-      nvgpu::TmaAsyncLoadOp::create(b, loc, smemB1, barrier, descB,
-                                    ValueRange{add(n0, cst(kWgTileN / 2)), k0},
-                                    zero, Value(), Value());
+      load(ahead, arith::RemUIOp::create(b, loc, ahead, cst(stages)));
     }
-    // The barrier completes one phase per step: wait for parity step % 2.
+    // Stage step % stages completes its (step / stages)-th phase.
+    Value stage = arith::RemUIOp::create(b, loc, step, cst(stages));
+    Value phase = arith::DivUIOp::create(b, loc, step, cst(stages));
     Value parity = arith::TruncIOp::create(
         b, loc, b.getI1Type(),
-        arith::IndexCastUIOp::create(b, loc, b.getI64Type(), step));
-    nvgpu::MBarrierTryWaitParityOp::create(b, loc, barrier, parity,
-                                           cst(10000000), zero);
+        arith::IndexCastUIOp::create(b, loc, b.getI64Type(), phase));
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, barriers, parity,
+                                           cst(10000000), stage);
+    // The warpgroup's 64 rows of A's box, and all of B's.
+    Value base = mul(stage, stageBytes);
+    Value tileA = view(box(kWarpgroupRows, kWgTileK),
+                       add(base, mul(warpgroup, bytesA / kWarpgroups)));
+    Value tileB = view(box(kWgTileK, kWgTileN), add(base, cst(bytesA)));
     Value descriptorA = nvgpu::WarpgroupGenerateDescriptorOp::create(
         b, loc,
         nvgpu::WarpgroupMatrixDescriptorType::get(
-            ctx, cast<MemRefType>(smemA.getType())),
-        smemA, descA);
+            ctx, cast<MemRefType>(tileA.getType())),
+        tileA, descA);
     Value descriptorB = nvgpu::WarpgroupGenerateDescriptorOp::create(
         b, loc,
         nvgpu::WarpgroupMatrixDescriptorType::get(
-            ctx, cast<MemRefType>(smemB.getType())),
-        smemB, descB);
+            ctx, cast<MemRefType>(tileB.getType())),
+        tileB, descB);
     // B is K x N with N contiguous: upstream's {transposeB}. waitGroup 0
-    // (the op's default is 1): with one stage, every wgmma of this step
-    // must be done before the next step's TMA overwrites the tiles.
+    // (the op's default is 1): the stage must be read before the barrier
+    // at the top of the next step frees it.
     Value acc = nvgpu::WarpgroupMmaOp::create(
         b, loc, accType, descriptorA, descriptorB, b.getI64IntegerAttr(0),
         /*transposeA=*/nullptr, b.getUnitAttr(),
@@ -243,41 +302,51 @@ void WgmmaKernelBuilder::build() {
     scf::YieldOp::create(b, loc, acc);
   }
 
-  // Epilogue: the accumulators to shared memory (over the tiles, once every
-  // thread is done with them), then C += them, one column per thread, rows
-  // past M skipped.
+  // The accumulators to C: each warpgroup's to shared memory (over the
+  // ring, once every warpgroup is done with it), then C += them (C = them
+  // where C's zero fill was folded), one column per thread and each
+  // warpgroup's half of the rows, rows past M and columns past N skipped,
+  // the marked epilogue computed on each element stored.
   gpu::BarrierOp::create(b, loc);
-  Value smemAcc = view(workgroupType({kWgTileM, kWgTileN}, b.getF32Type()), 0);
+  MemRefType accTile =
+      workgroupType({kWarpgroupRows, kWgTileN}, b.getF32Type());
+  Value smemAcc = view(accTile, mul(warpgroup, kWarpgroupRows * kWgTileN * 4));
   nvgpu::WarpgroupMmaStoreOp::create(b, loc, kLoop.getResult(0), smemAcc);
   gpu::BarrierOp::create(b, loc);
-  auto rows = scf::ForOp::create(b, loc, zero, cst(kWgTileM), one);
+  Value column = arith::RemUIOp::create(b, loc, tid, cst(kWgTileN));
+  Value n = add(n0, column);
+  Value firstRow = add(m0, mul(warpgroup, kWarpgroupRows));
+  Value columnInside = less(n, cst(sizeN));
+  auto rows = scf::ForOp::create(b, loc, zero, cst(kWarpgroupRows), one);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(rows.getBody());
     Value row = rows.getInductionVar();
-    Value m = add(m0, row);
-    Value inBounds =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, m, sizeM);
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{}, inBounds,
+    Value m = add(firstRow, row);
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{},
+                                  both(columnInside, less(m, sizeM)),
                                   /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
     OpOperand *out = op.getDpsInitOperand(0);
     AffineMap outMap = op.getMatchingIndexingMap(out);
     SmallVector<Value> indices;
-    Value n = add(n0, tid);
     for (unsigned r = 0; r < outMap.getNumResults(); ++r)
       indices.push_back(outMap.getDimPosition(r) == dimM ? m : n);
-    Value old = memref::LoadOp::create(b, loc, out->get(), indices);
-    Value sum = memref::LoadOp::create(b, loc, smemAcc, ValueRange{row, tid});
-    memref::StoreOp::create(b, loc,
-                            Value(arith::AddFOp::create(b, loc, old, sum)),
-                            out->get(), indices);
+    Value value =
+        memref::LoadOp::create(b, loc, smemAcc, ValueRange{row, column});
+    if (!outZero)
+      value = arith::AddFOp::create(
+          b, loc, memref::LoadOp::create(b, loc, out->get(), indices), value);
+    memref::StoreOp::create(b, loc, value, out->get(), indices);
+    if (epilogue)
+      switchyard::buildEpilogue(b, epilogue.getLoc(), epilogue, out->get(),
+                                indices, value);
   }
   gpu::TerminatorOp::create(b, loc);
 
   b.setInsertionPointAfter(launch);
-  gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(), ValueRange(), a);
-  gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(), ValueRange(), bt);
+  gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(), ValueRange(), bufferA);
+  gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(), ValueRange(), bufferB);
 }
 } // namespace
 
@@ -287,14 +356,14 @@ bool fitsWgmma(Contraction &c) {
   if (!fitsTensorCores(c) || !c.dims.batch.empty())
     return false;
   SmallVector<int64_t> ranges = c.op.getStaticLoopRanges();
-  int64_t n = ranges[c.dims.n[0]], k = ranges[c.dims.k[0]];
-  return !ShapedType::isDynamic(n) && !ShapedType::isDynamic(k) &&
-         n % kWgTileN == 0 && k % kWgTileK == 0;
+  return !ShapedType::isDynamic(ranges[c.dims.n[0]]) &&
+         !ShapedType::isDynamic(ranges[c.dims.k[0]]);
 }
 
 void buildWgmmaKernel(RewriterBase &rewriter, Contraction &c,
-                      FloatType elementType) {
-  WgmmaKernelBuilder(rewriter, c, elementType).build();
+                      FloatType elementType, bool outZero,
+                      linalg::GenericOp epilogue) {
+  WgmmaKernelBuilder(rewriter, c, elementType, outZero, epilogue).build();
 }
 
 } // namespace mlir::switchyard::tensor_cores
