@@ -110,11 +110,44 @@ def run_lines_in_order(name, runs):
     return passed, report
 
 
+def device_features():
+    """The lit features of test/lit.cfg.py that this machine's GPU has."""
+    features = {"cuda-gpu"}
+    try:
+        capability = subprocess.run(
+            ["nvidia-smi", "--id=0", "--query-gpu=compute_cap",
+             "--format=csv,noheader"], capture_output=True, text=True,
+            timeout=30).stdout.strip()
+        if capability == "9.0":
+            features.add("cuda-sm90")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return features
+
+
+def required(path, features):
+    """Whether each `REQUIRES:` line of the file holds here (a line is a
+    `||` of features, as the tests write them)."""
+    for line in open(path):
+        m = re.match(r"\s*(#|//)\s*REQUIRES:\s*(.*)$", line)
+        if m and not any(term.strip() in features
+                         for term in m.group(2).split("||")):
+            return False
+    return True
+
+
 # One task per RUN line, except in files whose lines share %t files: those
 # run in order as one task. Reports are printed per file, in file order,
 # as soon as each file's tasks are done.
+features = device_features()
 names = sorted(n for n in os.listdir(tests_dir)
                if n.endswith(".test") and args.filter in n)
+unsupported = [n for n in names
+               if not required(os.path.join(tests_dir, n), features)]
+for name in unsupported:
+    print(f"== UNSUPPORTED: Integration/CUDA/{name} (REQUIRES a feature "
+          f"this GPU lacks; it has {', '.join(sorted(features))})\n")
+names = [n for n in names if n not in unsupported]
 failures = 0
 begin_all = time.time()
 with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:

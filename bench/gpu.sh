@@ -12,6 +12,10 @@
 #            FLOPs, scaled_dot_product_attention's flash/cuDNN/efficient/math
 #            backends; TFLOP/s and % of the bf16 matmul peak measured in the
 #            same run;
+#   matmuls  bf16 matmuls (bench/Inputs/matmuls-262m.mlir: 4096³ and the
+#            262M model's projections at batch 64), forward, dX and dW, for
+#            sm_90a with mma.sync and with wgmma (--gpu-wgmma) against
+#            PyTorch and torch.mm of equal FLOPs in the same run;
 #   layer    the SwitchHead layer forward and forward+backward, 47M (batch 8)
 #            and 262M (batch 2): default (grouped), fused, unfused, PyTorch, and the
 #            dense MHA layer of the same parameter count (Switchyard and
@@ -148,6 +152,14 @@ for phase in $phases; do
         run 270 "The layer's ops one by one, $config shapes" \
           --kernels "$root/bench/Inputs/kernels-$config.mlir" --reps "$reps"
       done ;;
+    matmuls)
+      for route in mma.sync wgmma; do
+        flags=(--gpu-chip sm_90a)
+        [ "$route" = wgmma ] && flags+=(--gpu-wgmma)
+        run 270 "Matmuls, 4096³ and the 262M shapes at batch 64, $route" \
+          --kernels "$root/bench/Inputs/matmuls-262m.mlir" --fuse default \
+          --reps "$reps" "${flags[@]}"
+      done ;;
     layer)
       run 240 "SwitchHead layer, 47M, batch 8" --config 47m --batch 8 \
         --reps "$reps" --skip-reference
@@ -221,7 +233,7 @@ for phase in $phases; do
           --train-step "$root/examples/models/$model.mlir" --batch 16 --reps 2
       done
       peers=(--python "$python") ;;
-    *) echo "unknown phase '$phase' (kernels, layer, train, train-fused, train-no-epilogues, train-planned, train-graphs, paper-47m, paper-262m, profile)"; status=1 ;;
+    *) echo "unknown phase '$phase' (kernels, matmuls, layer, train, train-fused, train-no-epilogues, train-planned, train-graphs, paper-47m, paper-262m, profile)"; status=1 ;;
   esac
 done
 
