@@ -57,6 +57,8 @@ json::Value tensorToJSON(const TensorSpec &spec) {
                       {"role", int64_t(spec.role)}};
   if (spec.vocab)
     object["vocab"] = *spec.vocab;
+  if (!spec.probe.empty())
+    object["probe"] = spec.probe;
   return object;
 }
 
@@ -131,6 +133,12 @@ bool readTensor(const json::Value &value, TensorSpec &spec) {
     if (!vocab)
       return false;
     spec.vocab = *vocab;
+  }
+  if (object->get("probe")) {
+    std::optional<llvm::StringRef> probe = object->getString("probe");
+    if (!probe)
+      return false;
+    spec.probe = probe->str();
   }
   return true;
 }

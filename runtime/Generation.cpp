@@ -115,8 +115,12 @@ LanguageModel::bind(Program &program, const FunctionSpec &function,
     return failure("@" + function.name +
                    " does not take a window of token ids [?, T] with a "
                    "static T first");
-  if (function.results.size() != 1 + memories.size() ||
-      function.results[0].shape.size() != 3 || function.results[0].shape[2] < 1)
+  // Probes (CompileOptions::probes) follow the model's own results.
+  size_t own = llvm::count_if(function.results, [](const TensorSpec &result) {
+    return result.probe.empty();
+  });
+  if (own != 1 + memories.size() || function.results[0].shape.size() != 3 ||
+      function.results[0].shape[2] < 1)
     return failure(llvm::formatv(
         "@{0} does not return logits [?, T, V] and then one next memory "
         "per memory argument ({1})",
@@ -140,8 +144,8 @@ LanguageModel::bind(Program &program, const FunctionSpec &function,
   return model;
 }
 
-llvm::Expected<std::vector<float>>
-LanguageModel::nextLogits(std::span<const int32_t> tokens, bool advance) {
+llvm::Expected<std::vector<HostTensor>>
+LanguageModel::run(std::span<const int32_t> tokens) {
   int64_t length = static_cast<int64_t>(tokens.size());
   if (length < 1 || length > context)
     return failure(llvm::formatv("a window of {0} tokens; the model's "
@@ -162,10 +166,15 @@ LanguageModel::nextLogits(std::span<const int32_t> tokens, bool advance) {
   for (const TensorSpec &spec : function.arguments)
     arguments.push_back(spec.param.empty() ? data[nextData++]
                                            : params[nextParam++]);
-  llvm::Expected<std::vector<HostTensor>> results =
-      program.call(function.name, arguments);
+  return program.call(function.name, arguments);
+}
+
+llvm::Expected<std::vector<float>>
+LanguageModel::nextLogits(std::span<const int32_t> tokens, bool advance) {
+  llvm::Expected<std::vector<HostTensor>> results = run(tokens);
   if (!results)
     return results.takeError();
+  int64_t length = static_cast<int64_t>(tokens.size());
   std::span<const float> logits = (*results)[0].values<float>();
   auto row = logits.subspan((length - 1) * vocab, vocab);
   std::vector<float> next(row.begin(), row.end());

@@ -74,7 +74,7 @@ int32_t sampleToken(std::span<const float> logits,
 /// A model's forward function as generation calls it: token ids [?, T]
 /// first, then any XL memories [?, M, D] (its parameters bound by name);
 /// logits [?, T, V] first, then one next memory per memory argument, of its
-/// type and shape.
+/// type and shape (then any probes, CompileOptions::probes).
 struct LanguageModel {
   Program &program;
   const FunctionSpec &function;
@@ -92,6 +92,12 @@ struct LanguageModel {
        const std::vector<HostTensor> &params);
 
   bool hasMemories() const { return !memories.empty(); }
+
+  /// Runs the window `tokens` (1 to `context` of them, at positions from
+  /// 0, padded to `context` after them) with the current memories: every
+  /// result of the function (logits [1, T, V], the next memories, any
+  /// probes).
+  llvm::Expected<std::vector<HostTensor>> run(std::span<const int32_t> tokens);
 
   /// Runs the window `tokens` (1 to `context` of them, at positions from
   /// 0) with the current memories: the logits [V] after its last token.

@@ -57,6 +57,10 @@ struct TensorSpec {
   std::optional<int64_t> vocab;
   /// For arguments: what the argument is for.
   ArgRole role = ArgRole::data;
+  /// For results of a model compiled with CompileOptions::probes: the probe
+  /// it returns (`<layer>.attention.weights`, `<layer>.v.gates`, ...);
+  /// empty for the model's own results.
+  std::string probe;
 };
 
 /// The signature of one callable function.
@@ -80,6 +84,12 @@ struct CompileOptions {
   /// Each distinct block compiled once, as a function called per layer
   /// (lm-outline-layers); off: every layer inline, as one straight line.
   bool outlineLayers = true;
+  /// Each model's forward function also returns its probes after its own
+  /// results: every attention block's softmax weights [B, H, T, S] and
+  /// every router's top-k gates and experts (lm-expose-probes; what
+  /// `switchyard analyze` draws), each named in TensorSpec::probe. Its
+  /// layers are then compiled inline (outlineLayers is ignored).
+  bool probes = false;
   /// The fusions and the expert grouping; unset: the target's defaults
   /// (FusionOptions::targetDefault: the GPU's for the GPU backend and the
   /// GPU emulation, the CPU's otherwise). On the CPU backend the grouped

@@ -112,6 +112,10 @@ try:
         config.available_features.add("torch")
 except (OSError, subprocess.SubprocessError):
     pass
+# `rsvg-convert`: librsvg's SVG renderer (Debian librsvg2-bin, which the
+# README's set-up command installs), for the pictures of switchyard analyze.
+if shutil.which("rsvg-convert"):
+    config.available_features.add("rsvg-convert")
 nvidia_smi = shutil.which("nvidia-smi")
 if nvidia_smi:
     try:

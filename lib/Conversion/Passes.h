@@ -13,6 +13,11 @@
 
 namespace mlir::switchyard {
 
+/// The mark of the ops whose values `switchyard analyze` reads
+/// (lm-decompose-layers{probes}), and of the results lm-expose-probes adds
+/// for them.
+constexpr llvm::StringLiteral kProbeAttr = "lm.probe";
+
 #define GEN_PASS_DECL
 #include "lib/Conversion/Passes.h.inc"
 

@@ -120,12 +120,62 @@ def LmDecomposeLayersPass : Pass<"lm-decompose-layers", "ModuleOp"> {
     ```
 
     and the residual addition `x + branch`.
+
+    With `probes`, the ops that `switchyard analyze` reads are marked
+    `lm.probe = "<layer>.<what>"` for `lm-expose-probes`: each attention
+    core (`attention`), each SwitchHead top-k (`v`: the value side, over
+    the source tokens; `o`: the output side) and each σ-MoE top-k (`sel`).
   }];
+  let options = [
+    Option<"probes", "probes", "bool", /*default=*/"false",
+           "Mark the attention cores and the routers' top-k with lm.probe "
+           "(for lm-expose-probes)">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect", "::mlir::moe::MoeDialect",
     "::mlir::tensor::TensorDialect"
   ];
+}
+
+def LmExposeProbesPass : Pass<"lm-expose-probes", "ModuleOp"> {
+  let summary = "Return what a model computes on the way: attention weights "
+                "and expert selections";
+  let description = [{
+    For `switchyard analyze`: in each public function, every op that
+    `lm-decompose-layers{probes}` marked `lm.probe = "<name>"` adds results
+    to the function, in the order of the ops, each result marked
+    `lm.probe = "<name>.<part>"`:
+
+    - `moe.attention`: `<name>.weights`, the softmax weights
+      `[batch, heads, time, keys]` (`moe.attention_weights` of its queries,
+      keys and relative keys);
+    - `moe.topk`: `<name>.gates` and `<name>.experts`, its values and
+      indices.
+
+    The marks are removed. The model's own results come first, unchanged.
+
+    ```mlir
+    // Before
+    func.func @m(%t: tensor<?x8xi32>, ...) -> tensor<?x8x64xf32> {
+      ...
+      %o = moe.attention %q, %k, %v {lm.probe = "layers.0.att.attention"} : ...
+      ...
+      return %logits : tensor<?x8x64xf32>
+    }
+    // After
+    func.func @m(%t: tensor<?x8xi32>, ...)
+        -> (tensor<?x8x64xf32>,
+            tensor<?x2x8x8xf32> {lm.probe = "layers.0.att.attention.weights"}) {
+      ...
+      %o = moe.attention %q, %k, %v : ...
+      %a = moe.attention_weights %q, %k : ... -> tensor<?x2x8x8xf32>
+      ...
+      return %logits, %a : tensor<?x8x64xf32>, tensor<?x2x8x8xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::moe::MoeDialect"];
 }
 
 def ConvertLmToFuncPass : Pass<"convert-lm-to-func", "ModuleOp"> {

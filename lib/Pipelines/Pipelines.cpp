@@ -43,11 +43,17 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
 void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
                                             const LoweringOptions &options) {
   pm.addPass(createSwitchyardCheckInputPass());
-  if (options.outlineLayers)
+  // Probes are returned from the model's own function: its layers inline.
+  bool outline = options.outlineLayers && !options.probes;
+  if (outline)
     pm.addPass(createLmOutlineLayersPass());
-  pm.addPass(createLmDecomposeLayersPass());
+  LmDecomposeLayersPassOptions decompose;
+  decompose.probes = options.probes;
+  pm.addPass(createLmDecomposeLayersPass(decompose));
   pm.addPass(createConvertLmToFuncPass());
-  if (options.outlineLayers)
+  if (options.probes)
+    pm.addPass(createLmExposeProbesPass());
+  if (outline)
     pm.addPass(createLmHoistBlockInvariantsPass());
   if (options.gradients || options.trainStep)
     pm.addPass(createLmDifferentiatePass());

@@ -46,6 +46,11 @@ struct LoweringOptions {
   /// Each distinct block of a model in a function of its own, called once
   /// per layer (lm-outline-layers): compile time independent of the depth.
   bool outlineLayers = true;
+  /// The model's forward functions also return their probes: each attention
+  /// block's weights and each router's gates and experts (lm-expose-probes;
+  /// for `switchyard analyze`), every layer inline (outlineLayers is then
+  /// ignored).
+  bool probes = false;
   /// The fusions and the expert grouping (convert-moe-to-linalg
   /// `grouped-experts`).
   FusionOptions fusion;

@@ -165,10 +165,11 @@ AttentionInputs normalizeInputs(const Tensor &x, const Norm &norm,
 
 /// Steps 4–6 of the attention specification. q `[B, T, H·F]` (already
 /// scaled by c), k `[B, S, H·F]` (scaled), v `[B, S, H, F]`, S = M + T.
-/// Query t has position t, key u position u − M. Returns o `[B, T, H, F]`.
+/// Query t has position t, key u position u − M. Returns o `[B, T, H, F]`;
+/// `weights`, where given, receives the softmax weights `[B, H, T, S]`.
 Tensor attend(Tensor q, Tensor k, const Tensor &v, int64_t heads,
               int64_t headDim, Pos pos, const Tensor &posWeight, int64_t width,
-              int64_t memoryLength) {
+              int64_t memoryLength, Tensor *weights = nullptr) {
   int64_t batch = q.shape[0], time = q.shape[1], src = k.shape[1];
   int64_t hf = heads * headDim, mem = memoryLength;
   assert(q.shape == (std::vector<int64_t>{batch, time, hf}) && "bad q shape");
@@ -210,6 +211,8 @@ Tensor attend(Tensor q, Tensor k, const Tensor &v, int64_t heads,
   }
 
   Tensor o({batch, time, heads, headDim});
+  if (weights)
+    *weights = Tensor({batch, heads, time, src});
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t a = 0; a < heads; ++a)
       for (int64_t t = 0; t < time; ++t) {
@@ -235,6 +238,9 @@ Tensor attend(Tensor q, Tensor k, const Tensor &v, int64_t heads,
           s = std::exp(s - maxScore);
           total += s;
         }
+        if (weights)
+          for (int64_t u = 0; u < visible; ++u)
+            weights->at({b, a, t, u}) = float(score[u] / total);
         for (int64_t f = 0; f < headDim; ++f) {
           double sum = 0.0;
           for (int64_t u = 0; u < visible; ++u)
@@ -496,7 +502,8 @@ Tensor switchyard::reference::layerNorm(const Tensor &x, const Tensor &weight,
 
 Tensor switchyard::reference::mhaBlock(const Tensor &x, const MhaParams &p,
                                        int64_t heads, int64_t headDim, Pos pos,
-                                       const Tensor *memory) {
+                                       const Tensor *memory,
+                                       AttentionProbes *probes) {
   AttentionInputs in = normalizeInputs(x, p.norm, memory);
   int64_t batch = x.shape[0], time = x.shape[1], width = x.shape[2];
   int64_t src = in.source.shape[1], hf = heads * headDim;
@@ -510,8 +517,9 @@ Tensor switchyard::reference::mhaBlock(const Tensor &x, const MhaParams &p,
   Tensor q = linear(in.h, p.q, c);
   Tensor k = linear(in.source, p.k, c);
   Tensor v = reshape(linear(in.source, p.v), {batch, src, heads, headDim});
-  Tensor o = attend(std::move(q), std::move(k), v, heads, headDim, pos, p.pos,
-                    width, in.memoryLength);
+  Tensor o =
+      attend(std::move(q), std::move(k), v, heads, headDim, pos, p.pos, width,
+             in.memoryLength, probes ? &probes->weights : nullptr);
   Tensor branch = linear(reshape(o, {batch, time, hf}), p.o);
   return addResidual(x, branch);
 }
@@ -520,7 +528,8 @@ Tensor switchyard::reference::switchHeadBlock(const Tensor &x,
                                               const SwitchHeadParams &p,
                                               int64_t heads, int64_t experts,
                                               int64_t k, int64_t headDim,
-                                              Pos pos, const Tensor *memory) {
+                                              Pos pos, const Tensor *memory,
+                                              AttentionProbes *probes) {
   AttentionInputs in = normalizeInputs(x, p.norm, memory);
   int64_t batch = x.shape[0], time = x.shape[1], width = x.shape[2];
   int64_t src = in.source.shape[1];
@@ -548,8 +557,9 @@ Tensor switchyard::reference::switchHeadBlock(const Tensor &x,
   Tensor v = reshape(expertProj(source, p.v, gatesV, indicesV),
                      {batch, src, heads, headDim});
 
-  Tensor o = attend(std::move(q), std::move(keys), v, heads, headDim, pos,
-                    p.pos, width, in.memoryLength);
+  Tensor o =
+      attend(std::move(q), std::move(keys), v, heads, headDim, pos, p.pos,
+             width, in.memoryLength, probes ? &probes->weights : nullptr);
 
   // Output: destination-side selection over the current tokens only.
   Tensor dest = reshape(in.h, {batch * time, width});
@@ -559,6 +569,12 @@ Tensor switchyard::reference::switchHeadBlock(const Tensor &x,
   topk(scoresO, k, nullptr, gatesO, indicesO);
   Tensor branch = expertMerge(reshape(o, {batch * time, heads, headDim}), p.o,
                               gatesO, indicesO);
+  if (probes) {
+    probes->gatesV = gatesV;
+    probes->expertsV = indicesV;
+    probes->gatesO = gatesO;
+    probes->expertsO = indicesO;
+  }
   return addResidual(x, reshape(branch, {batch, time, width}));
 }
 

@@ -148,20 +148,35 @@ struct SwitchHeadParams {
   Tensor q, k, v, o, sel_v, sel_o, pos;
 };
 
+/// What an attention block computes on the way (the probes of
+/// `switchyard analyze`): the softmax weights `[B, H, T, S]` (0 for the
+/// keys a query does not see) and, for SwitchHead, the top-k gates and
+/// experts of the value side `[B·S, H, k]` and of the output side
+/// `[B·T, H, k]`.
+struct AttentionProbes {
+  Tensor weights;
+  Tensor gatesV, gatesO;
+  IndexTensor expertsV, expertsO;
+};
+
 /// lm.mha: `x + Attn(LN(x))` with `heads` heads of width `headDim`, causal,
 /// with the given positional encoding and optional memory `[B, M, D]`
 /// (normalised with the block's norm; keys and values cover memory then
-/// current tokens, at positions −M … T−1).
+/// current tokens, at positions −M … T−1). `probes`, where given, receives
+/// the attention weights.
 Tensor mhaBlock(const Tensor &x, const MhaParams &p, int64_t heads,
-                int64_t headDim, Pos pos, const Tensor *memory);
+                int64_t headDim, Pos pos, const Tensor *memory,
+                AttentionProbes *probes = nullptr);
 
 /// lm.switchhead: as mhaBlock, but values come from the top-k of `experts`
 /// value experts per head chosen by source-side scores (over memory and
 /// current tokens) and the output projection from the top-k output experts
-/// chosen by destination-side scores of the current tokens.
+/// chosen by destination-side scores of the current tokens. `probes`,
+/// where given, receives the attention weights and both selections.
 Tensor switchHeadBlock(const Tensor &x, const SwitchHeadParams &p,
                        int64_t heads, int64_t experts, int64_t k,
-                       int64_t headDim, Pos pos, const Tensor *memory);
+                       int64_t headDim, Pos pos, const Tensor *memory,
+                       AttentionProbes *probes = nullptr);
 
 /// lm.ffn: `x + ReLU(LN(x)·upᵀ)·downᵀ` with up `[dff, D]`, down `[D, dff]`.
 Tensor ffnBlock(const Tensor &x, const Norm &norm, const Tensor &up,

@@ -10,6 +10,7 @@
 #include "runtime/BufferCache.h"
 
 #include "dialect/Lm/IR/LmOps.h"
+#include "lib/Conversion/Passes.h"
 #include "lib/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -204,6 +205,7 @@ Compilation::lowerToLinalg(const CompileOptions &options, ParamTable &params,
   loweringOptions.gradients = options.gradients;
   loweringOptions.trainStep = options.trainStep;
   loweringOptions.outlineLayers = options.outlineLayers;
+  loweringOptions.probes = options.probes;
   assert(options.fusion && "options not resolved for a target");
   loweringOptions.fusion = *options.fusion;
   loweringOptions.groupedTileRows = options.groupedTileRows;
@@ -251,6 +253,9 @@ Compilation::lowerToLinalg(const CompileOptions &options, ParamTable &params,
           llvm::formatv("function @{0}: result #{1}", spec.name, index).str());
       if (!result)
         return result.takeError();
+      if (auto probe = func.getResultAttrOfType<mlir::StringAttr>(
+              index, mlir::switchyard::kProbeAttr))
+        result->probe = probe.str();
       spec.results.push_back(std::move(*result));
     }
     func->setAttr(mlir::LLVM::LLVMDialect::getEmitCWrapperAttrName(),
@@ -490,8 +495,8 @@ detail::describeCompilation(StringRef source, StringRef bufferName,
   const mlir::switchyard::FusionOptions &fusion = *options.fusion;
   os << "\noptions: layers " << options.numLayers << ", gradients "
      << options.gradients << ", train step " << options.trainStep
-     << ", outlined layers " << options.outlineLayers
-     << ", fuse " << mlir::switchyard::describeFusions(fusion)
+     << ", outlined layers " << options.outlineLayers << ", probes "
+     << options.probes << ", fuse " << mlir::switchyard::describeFusions(fusion)
      << ", grouped experts " << fusion.groupedExperts << ", grouped tile rows "
      << options.groupedTileRows << ", JIT level " << options.optLevel
      << ", contraction operands " << options.roundContractionOperands

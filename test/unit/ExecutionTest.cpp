@@ -387,8 +387,9 @@ struct CompiledModel {
   }
 };
 
-CompiledModel compileModel(const std::string &source) {
-  CompiledModel model{compile(source), {}};
+CompiledModel compileModel(const std::string &source,
+                           const rt::CompileOptions &options = {}) {
+  CompiledModel model{compile(source, options), {}};
   if (!model.program)
     return model;
   for (const rt::ParamSpec &spec : model.program->params().params) {
@@ -472,6 +473,19 @@ TEST(ExecutionTest, MhaBlock) {
   }
 }
 
+/// The parameters of the SwitchHead block "att" of `model`.
+ref::SwitchHeadParams switchHeadParams(const CompiledModel &model,
+                                       ref::Pos pos) {
+  return {norm(model, "att.norm"),
+          model.p("att.q"),
+          model.p("att.k"),
+          model.p("att.v"),
+          model.p("att.o"),
+          model.p("att.sel_v"),
+          model.p("att.sel_o"),
+          pos == ref::Pos::xl ? model.p("att.pos") : ref::Tensor()};
+}
+
 TEST(ExecutionTest, SwitchHeadBlock) {
   for (const AttentionCase &c : kAttentionCases) {
     for (int64_t k : {1, 3}) {
@@ -494,21 +508,74 @@ TEST(ExecutionTest, SwitchHeadBlock) {
       ASSERT_EQ(outputs.size(), 1u);
 
       ref::Tensor x = ref::embed(ids, model.p("embed.weight"));
-      ref::SwitchHeadParams params{norm(model, "att.norm"),
-                                   model.p("att.q"),
-                                   model.p("att.k"),
-                                   model.p("att.v"),
-                                   model.p("att.o"),
-                                   model.p("att.sel_v"),
-                                   model.p("att.sel_o"),
-                                   c.refPos == ref::Pos::xl ? model.p("att.pos")
-                                                            : ref::Tensor()};
-      ref::Tensor expected = ref::switchHeadBlock(
-          x, params, 2, 3, k, 5, c.refPos, c.memory ? &mem : nullptr);
+      ref::Tensor expected =
+          ref::switchHeadBlock(x, switchHeadParams(model, c.refPos), 2, 3, k, 5,
+                               c.refPos, c.memory ? &mem : nullptr);
       EXPECT_LE(relativeError(outputs[0], expected), kTolerance)
           << "pos " << c.pos << ", T " << c.time << ", memory " << c.memory
           << ", k " << k;
     }
+  }
+}
+
+// The probes of `switchyard analyze` (CompileOptions::probes): the
+// attention weights equal the reference's within 1e-5 (each is a float
+// from a softmax the reference evaluates in double), the selections equal
+// the reference's top-k (gates within the blocks' tolerance), for every
+// positional encoding, with and without memory.
+TEST(ExecutionTest, ProbesAreTheReferenceAttentionWeightsAndSelections) {
+  rt::CompileOptions options;
+  options.probes = true;
+  for (const AttentionCase &c : kAttentionCases) {
+    std::string memory = c.memory ? " memory(%mem : tensor<?x" +
+                                        std::to_string(c.time) + "x12xf32>)"
+                                  : "";
+    CompiledModel model = compileModel(
+        layerModel(
+            c.time,
+            formatv(
+                R"(lm.switchhead "att" %x{0} {{heads = 2, experts = 3, k = 2, head_dim = 5, pos = #lm.pos<{1}>})",
+                memory, c.pos),
+            c.memory),
+        options);
+    ASSERT_TRUE(model.program);
+    const rt::FunctionSpec *function = model.program->lookup("m");
+    ASSERT_TRUE(function);
+    std::vector<std::string> names;
+    for (const rt::TensorSpec &result : function->results)
+      names.push_back(result.probe);
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"", "att.v.gates", "att.v.experts",
+                                        "att.attention.weights", "att.o.gates",
+                                        "att.o.experts"}));
+    ref::IndexTensor ids = tokens(c.time, 90);
+    ref::Tensor mem = random({kBatch, c.time, kWidth}, 91);
+    std::vector<rt::HostTensor> inputs = {toHost(ids, rt::ElementType::i32)};
+    if (c.memory)
+      inputs.push_back(toHost(mem));
+    std::vector<rt::HostTensor> arguments;
+    size_t next = 0;
+    for (const rt::TensorSpec &spec : function->arguments)
+      arguments.push_back(spec.param.empty() ? std::move(inputs.at(next++))
+                                             : toHost(model.p(spec.param)));
+    std::vector<rt::HostTensor> results =
+        callOrFail(*model.program, "m", arguments);
+    ASSERT_EQ(results.size(), 6u);
+
+    ref::Tensor x = ref::embed(ids, model.p("embed.weight"));
+    ref::AttentionProbes expected;
+    ref::switchHeadBlock(x, switchHeadParams(model, c.refPos), 2, 3, 2, 5,
+                         c.refPos, c.memory ? &mem : nullptr, &expected);
+    ref::Tensor weights = toRef(results[3]);
+    ASSERT_EQ(weights.shape, expected.weights.shape);
+    for (size_t i = 0; i < weights.data.size(); ++i)
+      ASSERT_NEAR(weights.data[i], expected.weights.data[i], 1e-5)
+          << "weight " << i << ", pos " << c.pos << ", T " << c.time
+          << ", memory " << c.memory;
+    EXPECT_EQ(toRefIndex(results[2]).data, expected.expertsV.data);
+    EXPECT_EQ(toRefIndex(results[5]).data, expected.expertsO.data);
+    EXPECT_LE(relativeError(toRef(results[1]), expected.gatesV), kTolerance);
+    EXPECT_LE(relativeError(toRef(results[4]), expected.gatesO), kTolerance);
   }
 }
 

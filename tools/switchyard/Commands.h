@@ -35,6 +35,10 @@ int runEval(int argc, char **argv);
 /// switchyard generate: a prompt's continuation by a trained model.
 int runGenerate(int argc, char **argv);
 
+/// switchyard analyze: what a trained model computes on a window of text
+/// (attention maps, expert selections) as pictures and JSON.
+int runAnalyze(int argc, char **argv);
+
 } // namespace switchyard::driver
 
 #endif // SWITCHYARD_TOOLS_SWITCHYARD_COMMANDS_H

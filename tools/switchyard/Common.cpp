@@ -203,6 +203,44 @@ ParamFileFlags::ParamFileFlags(cl::OptionCategory &category)
                            "failing"),
                   cl::init(false), cl::cat(category)) {}
 
+TrainedParams::TrainedParams(cl::OptionCategory &category)
+    : files("params",
+            cl::desc("The trained parameters: a checkpoint of switchyard "
+                     "train, or safetensors files by Switchyard's or the "
+                     "official names (repeatable)"),
+            cl::value_desc("file.safetensors"), cl::OneOrMore,
+            cl::cat(category)),
+      flags(category) {}
+
+llvm::Expected<rt::LanguageModel>
+bindByteModel(rt::Program &program, llvm::StringRef input,
+              llvm::ArrayRef<std::string> files,
+              const rt::ParamFileOptions &options,
+              std::vector<rt::HostTensor> &storage, llvm::StringRef command) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (program.functions().size() != 1)
+    return error(input + " defines " + llvm::Twine(program.functions().size()) +
+                 " models; " + command + " takes a file with one");
+  // Byte-level text: a checkpoint trained on subwords is refused by name.
+  llvm::Expected<std::vector<rt::HostTensor>> loaded =
+      rt::loadParams(program, files, "bytes", options);
+  if (!loaded)
+    return loaded.takeError();
+  storage = std::move(*loaded);
+  llvm::Expected<rt::LanguageModel> language =
+      rt::LanguageModel::bind(program, program.functions().front(), storage);
+  if (!language)
+    return language.takeError();
+  if (language->vocab != 256)
+    return error(llvm::formatv("@{0} has a vocabulary of {1}; {2} reads "
+                               "and writes bytes (a vocabulary of 256)",
+                               program.functions().front().name,
+                               language->vocab, command));
+  return language;
+}
+
 llvm::Expected<rt::ParamFileOptions>
 ParamFileFlags::options(uint64_t seed) const {
   rt::ParamFileOptions result;
@@ -281,18 +319,21 @@ llvm::Expected<sy::GpuTargetOptions> DeviceOption::gpuOptions() const {
 
 llvm::Expected<std::unique_ptr<rt::Program>>
 compileFor(const DeviceOption &device, const ModelOptions &model,
-           bool trainStep) {
+           const CompileRequest &request) {
+  bool trainStep = request.trainStep;
   llvm::Expected<rt::CompileOptions> selected =
       model.compileOptions(device.device != Device::cpu);
   if (!selected)
     return selected.takeError();
   rt::CompileOptions options = *selected;
   options.trainStep = trainStep;
+  options.probes = request.probes;
   if (device.threads.getNumOccurrences() && device.device != Device::cpu)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "--cpu-threads needs --device cpu");
   rt::setComputeThreads(device.threads);
-  StringRef path = model.input;
+  StringRef path =
+      request.input.empty() ? StringRef(model.input) : StringRef(request.input);
   llvm::Expected<sy::GpuTargetOptions> gpuOptions = device.gpuOptions();
   if (!gpuOptions)
     return gpuOptions.takeError();

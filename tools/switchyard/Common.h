@@ -18,6 +18,7 @@
 
 #include "lib/Pipelines/OptionsBinder.h"
 #include "runtime/Engine/GpuProgram.h"
+#include "runtime/Generation.h"
 #include "runtime/ParamFiles.h"
 #include "runtime/Program.h"
 #include "runtime/Training.h"
@@ -101,6 +102,24 @@ struct ParamFileFlags {
   llvm::Expected<rt::ParamFileOptions> options(uint64_t seed) const;
 };
 
+/// The --params option of the commands that read a trained byte-level
+/// model (generate, analyze), with the parameter-file flags.
+struct TrainedParams {
+  cl::list<std::string> files;
+  ParamFileFlags flags;
+  explicit TrainedParams(cl::OptionCategory &category);
+};
+
+/// The language model of `program` (compiled from `input`, one model) with
+/// `files`' parameters (kept in `storage`, which must outlive it), for the
+/// byte-level `command`: an error for a file of several models, another
+/// model's checkpoint, a subword checkpoint or a vocabulary other than 256.
+llvm::Expected<rt::LanguageModel>
+bindByteModel(rt::Program &program, llvm::StringRef input,
+              llvm::ArrayRef<std::string> files,
+              const rt::ParamFileOptions &options,
+              std::vector<rt::HostTensor> &storage, llvm::StringRef command);
+
 /// The --device option of the commands that run a model, with the GPU
 /// target's code generation options (`--gpu-<option>`, one flag per
 /// GpuTargetOptions option).
@@ -119,15 +138,25 @@ struct DeviceOption {
   llvm::Expected<mlir::switchyard::GpuTargetOptions> gpuOptions() const;
 };
 
-/// Compiles the model `model` names, with its --num-layers and --fuse (and
-/// its train step with `trainStep`), for the device `device` selects. For the
-/// GPU, checks first that a driver and a device are there, so that a
-/// machine without one fails before the compilation, with the driver
-/// layer's reason. (The GPU options themselves are checked by the GPU
-/// pipeline, which names the allowed values.)
+/// What compileFor compiles beyond the model's forward function.
+struct CompileRequest {
+  /// The train step too (CompileOptions::trainStep).
+  bool trainStep = false;
+  /// The forward function's probes (CompileOptions::probes).
+  bool probes = false;
+  /// Another model file with the same options; empty: the model's input.
+  std::string input;
+};
+
+/// Compiles the model `model` names (or `request.input`), with its
+/// --num-layers and --fuse and what `request` asks for, for the device
+/// `device` selects. For the GPU, checks first that a driver and a device
+/// are there, so that a machine without one fails before the compilation,
+/// with the driver layer's reason. (The GPU options themselves are checked
+/// by the GPU pipeline, which names the allowed values.)
 llvm::Expected<std::unique_ptr<rt::Program>>
 compileFor(const DeviceOption &device, const ModelOptions &model,
-           bool trainStep = false);
+           const CompileRequest &request = {});
 
 /// Options of the corpus and its tokens, shared by train and eval.
 struct CorpusOptions {

@@ -24,14 +24,7 @@ namespace switchyard::driver {
 
 int runGenerate(int argc, char **argv) {
   static ModelOptions model;
-  static cl::list<std::string> params(
-      "params",
-      cl::desc("The trained parameters: a checkpoint of switchyard train, or "
-               "safetensors files by Switchyard's or the official names "
-               "(repeatable)"),
-      cl::value_desc("file.safetensors"), cl::OneOrMore,
-      cl::cat(model.category));
-  static ParamFileFlags paramFlags(model.category);
+  static TrainedParams params(model.category);
   static cl::opt<std::string> prompt(
       "prompt", cl::desc("The text to continue, as bytes (at least one)"),
       cl::Required, cl::cat(model.category));
@@ -91,28 +84,16 @@ int runGenerate(int argc, char **argv) {
   if (!compiled)
     return fail(compiled.takeError());
   rt::Program &program = **compiled;
-  if (program.functions().size() != 1)
-    return fail(model.input + " defines " +
-                std::to_string(program.functions().size()) +
-                " models; generate takes a file with one");
-  llvm::Expected<rt::ParamFileOptions> fileOptions = paramFlags.options(seed);
+  llvm::Expected<rt::ParamFileOptions> fileOptions = params.flags.options(seed);
   if (!fileOptions)
     return fail(fileOptions.takeError());
-  // Byte-level text: a checkpoint trained on subwords is refused by name.
-  llvm::Expected<std::vector<rt::HostTensor>> loaded = rt::loadParams(
-      program, std::vector<std::string>(params.begin(), params.end()), "bytes",
-      *fileOptions);
-  if (!loaded)
-    return fail(loaded.takeError());
-  llvm::Expected<rt::LanguageModel> language =
-      rt::LanguageModel::bind(program, program.functions().front(), *loaded);
+  std::vector<rt::HostTensor> loaded;
+  llvm::Expected<rt::LanguageModel> language = bindByteModel(
+      program, model.input,
+      std::vector<std::string>(params.files.begin(), params.files.end()),
+      *fileOptions, loaded, "generate");
   if (!language)
     return fail(language.takeError());
-  if (language->vocab != 256)
-    return fail(llvm::formatv("@{0} has a vocabulary of {1}; generate reads "
-                              "and writes bytes (a vocabulary of 256)",
-                              program.functions().front().name, language->vocab)
-                    .str());
 
   std::vector<int32_t> promptIds;
   for (unsigned char byte : std::string(prompt))

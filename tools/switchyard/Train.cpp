@@ -206,7 +206,7 @@ int runTrain(int argc, char **argv) {
   if (!text)
     return fail(text.takeError());
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-      compileFor(device, model, /*trainStep=*/true);
+      compileFor(device, model, {.trainStep = true});
   if (!compiled)
     return fail(compiled.takeError());
   double unigram = text->unigramEntropyBits();

@@ -46,6 +46,8 @@ const Command commands[] = {
     {"eval", "validation bits per byte of a trained checkpoint", runEval},
     {"generate", "continue a prompt with a trained byte-level model",
      runGenerate},
+    {"analyze", "draw a trained model's attention maps and expert choices",
+     runAnalyze},
 };
 
 void printUsage(llvm::raw_ostream &os) {

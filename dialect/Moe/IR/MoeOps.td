@@ -365,6 +365,34 @@ def Moe_AttentionOp : Moe_Op<"attention", [Pure,
   let hasVerifier = 1;
 }
 
+def Moe_AttentionWeightsOp : Moe_Op<"attention_weights", [Pure,
+    AllElementTypesMatch<["query", "key"]>]> {
+  let summary = "the softmax weights of moe.attention, for analysis";
+  let description = [{
+    The weights `A` that `moe.attention` on the same queries, keys and
+    relative keys averages its values with, per head, as an f32
+    `[batch, heads, time, keys]` tensor: `result[b, a, t, u] = A[b, t, u, a]`,
+    0 for the keys query `t` does not see. What `switchyard analyze` draws:
+    `lm-expose-probes` adds one beside each probed `moe.attention`. No
+    gradient.
+
+    ```mlir
+    %a = moe.attention_weights %q, %k : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x2x16x16xf32>
+    ```
+  }];
+
+  let arguments = (ins Moe_ValueTensorOfRank<[4]>:$query,
+                       Moe_ValueTensorOfRank<[4]>:$key,
+                       Optional<Moe_ValueTensorOfRank<[3]>>:$rel);
+  let results = (outs Moe_ScoreTensorOfRank<[4]>:$result);
+
+  let assemblyFormat = [{
+    $query `,` $key (`rel` `(` $rel^ `:` type($rel) `)`)? attr-dict
+    `:` type($query) `,` type($key) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Dense building blocks
 //===----------------------------------------------------------------------===//

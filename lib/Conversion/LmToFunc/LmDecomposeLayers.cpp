@@ -67,9 +67,21 @@ BlockArgument layerParamArgument(func::FuncOp func, StringRef suffix) {
 /// The helpers every layer decomposition uses, bound to one layer.
 class LayerBuilder {
 public:
-  LayerBuilder(ParamOwnerOpInterface layer, PatternRewriter &rewriter)
-      : b(layer.getLoc(), rewriter), layer(layer) {
+  /// Whether to mark the probes (the pass's `probes` option).
+  bool probes;
+
+  LayerBuilder(ParamOwnerOpInterface layer, PatternRewriter &rewriter,
+               bool probes = false)
+      : probes(probes), b(layer.getLoc(), rewriter), layer(layer) {
     layer.getParams(params, /*numLayers=*/1);
+  }
+
+  /// Marks `op` as probe `<layer>.<what>` for lm-expose-probes, where the
+  /// pass was asked to.
+  void probe(Operation *op, StringRef what) {
+    if (probes)
+      op->setAttr(kProbeAttr,
+                  b.getStringAttr(layer.getLayerName() + "." + what));
   }
 
   /// Reads parameter `<layer>.<suffix>` (declared: the pass checked); in a
@@ -286,6 +298,7 @@ Value buildAttention(AttentionOp op, LayerBuilder &lb,
   }
 
   Value attended = moe::AttentionOp::create(b, q.getType(), q, k, v, rel);
+  lb.probe(attended.getDefiningOp(), "attention");
   Value headsFlat = tensor::CollapseShapeOp::create(
       b, attended, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
   Value branch = project(headsFlat, hFlat);
@@ -309,10 +322,11 @@ moe::TopKOp topK(LayerBuilder &lb, Value scores, int64_t k,
       scores, k, mask);
 }
 
-/// `[N, H, E]` router scores and their top-k for a SwitchHead selection.
+/// `[N, H, E]` router scores and their top-k for a SwitchHead selection,
+/// the top-k probe `side`.
 std::pair<Value, Value> route(LayerBuilder &lb, Value input, Value weight,
                               int64_t heads, int64_t experts, int64_t k,
-                              double expertDropout) {
+                              double expertDropout, StringRef side) {
   ImplicitLocOpBuilder &b = lb.b;
   auto inputType = cast<RankedTensorType>(input.getType());
   int64_t tokens = inputType.getDimSize(0);
@@ -320,15 +334,18 @@ std::pair<Value, Value> route(LayerBuilder &lb, Value input, Value weight,
   auto scoresType = RankedTensorType::get({tokens, heads, experts}, f32);
   Value scores = moe::GateOp::create(b, scoresType, input, weight);
   moe::TopKOp topk = topK(lb, scores, k, expertDropout);
+  lb.probe(topk, side);
   return {topk.getValues(), topk.getIndices()};
 }
 
 struct MhaDecomposition : public OpRewritePattern<MhaOp> {
-  using OpRewritePattern::OpRewritePattern;
+  MhaDecomposition(MLIRContext *ctx, bool probes)
+      : OpRewritePattern(ctx), probes(probes) {}
+  bool probes;
 
   LogicalResult matchAndRewrite(MhaOp op,
                                 PatternRewriter &rewriter) const override {
-    LayerBuilder lb(op, rewriter);
+    LayerBuilder lb(op, rewriter, probes);
     int64_t heads = op.getHeads();
     Value result = buildAttention(
         op, lb,
@@ -346,11 +363,13 @@ struct MhaDecomposition : public OpRewritePattern<MhaOp> {
 };
 
 struct SwitchHeadDecomposition : public OpRewritePattern<SwitchHeadOp> {
-  using OpRewritePattern::OpRewritePattern;
+  SwitchHeadDecomposition(MLIRContext *ctx, bool probes)
+      : OpRewritePattern(ctx), probes(probes) {}
+  bool probes;
 
   LogicalResult matchAndRewrite(SwitchHeadOp op,
                                 PatternRewriter &rewriter) const override {
-    LayerBuilder lb(op, rewriter);
+    LayerBuilder lb(op, rewriter, probes);
     ImplicitLocOpBuilder &b = lb.b;
     int64_t heads = op.getHeads(), experts = op.getExperts(), k = op.getK();
     int64_t width = op.getHeadDim();
@@ -360,7 +379,7 @@ struct SwitchHeadDecomposition : public OpRewritePattern<SwitchHeadOp> {
         [&](Value source) -> Value {
           // Source-side selection over memory and current tokens.
           auto [gates, indices] = route(lb, source, lb.param("sel_v"), heads,
-                                        experts, k, expertDropout);
+                                        experts, k, expertDropout, "v");
           auto sourceType = cast<RankedTensorType>(source.getType());
           auto type =
               RankedTensorType::get({sourceType.getDimSize(0), heads, width},
@@ -370,8 +389,8 @@ struct SwitchHeadDecomposition : public OpRewritePattern<SwitchHeadOp> {
         },
         [&](Value attended, Value queries) -> Value {
           // Destination-side selection from the current tokens.
-          auto [gates, indices] = route(lb, queries, lb.param("sel_o"),
-                                        heads, experts, k, expertDropout);
+          auto [gates, indices] = route(lb, queries, lb.param("sel_o"), heads,
+                                        experts, k, expertDropout, "o");
           return moe::ExpertMergeOp::create(b, queries.getType(), attended,
                                             lb.param("o"), gates, indices);
         });
@@ -402,11 +421,13 @@ struct FfnDecomposition : public OpRewritePattern<FfnOp> {
 };
 
 struct SigmaMoeDecomposition : public OpRewritePattern<SigmaMoeOp> {
-  using OpRewritePattern::OpRewritePattern;
+  SigmaMoeDecomposition(MLIRContext *ctx, bool probes)
+      : OpRewritePattern(ctx), probes(probes) {}
+  bool probes;
 
   LogicalResult matchAndRewrite(SigmaMoeOp op,
                                 PatternRewriter &rewriter) const override {
-    LayerBuilder lb(op, rewriter);
+    LayerBuilder lb(op, rewriter, probes);
     ImplicitLocOpBuilder &b = lb.b;
     Value x = op.getInput();
     Value h = lb.flatten(lb.blockNorm(x));
@@ -417,6 +438,7 @@ struct SigmaMoeDecomposition : public OpRewritePattern<SigmaMoeOp> {
         b, RankedTensorType::get({tokens, experts}, f32), h, lb.param("sel"));
     moe::TopKOp topk =
         topK(lb, scores, k, op.getExpertDropout().convertToDouble());
+    lb.probe(topk, "sel");
     Value branch = moe::ExpertMlpOp::create(b, h.getType(), h, lb.param("up"),
                                             lb.param("down"), topk.getValues(),
                                             topk.getIndices());
@@ -491,6 +513,8 @@ struct CrossEntropyDecomposition : public OpRewritePattern<CrossEntropyOp> {
 /// Decomposes every layer; checks first that their parameters are declared.
 struct LmDecomposeLayersPass
     : public switchyard::impl::LmDecomposeLayersPassBase<LmDecomposeLayersPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTableCollection symbols;
@@ -555,10 +579,11 @@ struct LmDecomposeLayersPass
       return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
+    patterns.add<EmbedDecomposition, LayerNormDecomposition, FfnDecomposition,
+                 OutputDecomposition, CrossEntropyDecomposition>(&getContext());
     patterns
-        .add<EmbedDecomposition, LayerNormDecomposition, MhaDecomposition,
-             SwitchHeadDecomposition, FfnDecomposition, SigmaMoeDecomposition,
-             OutputDecomposition, CrossEntropyDecomposition>(&getContext());
+        .add<MhaDecomposition, SwitchHeadDecomposition, SigmaMoeDecomposition>(
+            &getContext(), probes);
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     if (failed(applyPatternsGreedily(module, std::move(patterns), config)))

@@ -555,6 +555,20 @@ struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
   }
 };
 
+/// The softmax weights themselves (attentionWeights()).
+struct AttentionWeightsLowering
+    : public OpRewritePattern<moe::AttentionWeightsOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(moe::AttentionWeightsOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    rewriter.replaceOp(
+        op, attentionWeights(b, op.getQuery(), op.getKey(), op.getRel()));
+    return success();
+  }
+};
+
 /// With P the softmax weights (recomputed, [B, H, T, S]) and
 /// ds = P·(dP - Σ_u P·dP), every product a contraction:
 ///   dv = Σ_t P · do,  dP = do · v,  dq = Σ_u ds · k + Σ_δ dsrel · rel,
@@ -1169,14 +1183,14 @@ void mlir::switchyard::populateMoeToLinalgPatterns(
     bool scatterEmbeddingGradient, bool routerLogitsMatmul) {
   patterns.add<EmbedGradLowering>(patterns.getContext(),
                                   scatterEmbeddingGradient);
-  patterns
-      .add<GateLowering, TopKLowering, ExpertProjLowering, ExpertMergeLowering,
-           ExpertMlpLowering, AttentionLowering, AttentionGradLowering,
-           ExpertProjGradLowering, ExpertMergeGradLowering, LinearLowering,
-           LayerNormLowering, RopeLowering, EmbedLowering, ConcatLowering,
-           CrossEntropyLowering, ReluLowering, DropoutMaskLowering,
-           DropoutLowering, RoutingEntropyLowering, AddLossLowering>(
-          patterns.getContext());
+  patterns.add<GateLowering, TopKLowering, ExpertProjLowering,
+               ExpertMergeLowering, ExpertMlpLowering, AttentionLowering,
+               AttentionWeightsLowering, AttentionGradLowering,
+               ExpertProjGradLowering, ExpertMergeGradLowering, LinearLowering,
+               LayerNormLowering, RopeLowering, EmbedLowering, ConcatLowering,
+               CrossEntropyLowering, ReluLowering, DropoutMaskLowering,
+               DropoutLowering, RoutingEntropyLowering, AddLossLowering>(
+      patterns.getContext());
   populateFusedKernelPatterns(patterns, routerLogitsMatmul);
   populateFlashAttentionLoweringPatterns(patterns, attentionRounding);
 }

@@ -313,6 +313,14 @@ func.func @attention_batch(%q: tensor<2x4x2x8xf32>, %k: tensor<3x4x2x8xf32>) {
 
 // -----
 
+func.func @attention_weights_shape(%q: tensor<2x4x2x8xf32>, %k: tensor<2x6x2x8xf32>) {
+  // expected-error @+1 {{'moe.attention_weights' op expected result of shape 2x2x4x6 ([query dim 0, query dim 2, query dim 1, key dim 1]), found 2x4x2x6}}
+  %w = moe.attention_weights %q, %k : tensor<2x4x2x8xf32>, tensor<2x6x2x8xf32> -> tensor<2x4x2x6xf32>
+  return
+}
+
+// -----
+
 func.func @attention_value_batch(%q: tensor<2x4x2x8xf32>, %k: tensor<2x4x2x8xf32>, %v: tensor<3x4x2x8xf32>) {
   // expected-error @+1 {{'moe.attention' op expected the batch to agree: query dim 0 is 2 but value dim 0 is 3}}
   %o = moe.attention %q, %k, %v : tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>, tensor<3x4x2x8xf32> -> tensor<2x4x2x8xf32>

@@ -66,6 +66,9 @@ func.func @attention(%q: tensor<?x16x2x8xf32>, %k: tensor<?x32x2x8xf32>,
   %o = moe.attention %q, %c, %c : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>
   // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>
   %x = moe.attention %q, %k, %v rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>
+  // Their weights, [batch, heads, queries, keys], for analysis.
+  // CHECK: moe.attention_weights %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x2x16x32xf32>
+  %w = moe.attention_weights %q, %k rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x2x16x32xf32>
   return %o, %x : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
 }
 

@@ -304,6 +304,19 @@ LogicalResult AttentionOp::verify() {
                                  getRel());
 }
 
+LogicalResult AttentionWeightsOp::verify() {
+  // The keys stand in for the values, whose shape they share.
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getKey(),
+                                     getRel())))
+    return failure();
+  ArrayRef<int64_t> q = getQuery().getType().getShape(),
+                    k = getKey().getType().getShape();
+  return switchyard::verifyShape(*this, "result", getResult().getType(),
+                                 {q[0], q[2], q[1], k[1]},
+                                 "[query dim 0, query dim 2, query dim 1, "
+                                 "key dim 1]");
+}
+
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
                                      getRel())))

@@ -1,0 +1,45 @@
+"""Checks the analysis.json of `switchyard analyze` in DIR for a window of
+TOKENS tokens: every attention map is causal, its rows are probability
+distributions over the keys (memory keys first) and the maximum over
+heads is the maximum of the heads where they are written; every
+selection names distinct experts per head, in range, with gates in
+(0, 1), highest first."""
+import json
+import sys
+
+folder, tokens = sys.argv[1], int(sys.argv[2])
+analysis = json.load(open(f"{folder}/analysis.json"))
+attention_blocks = routers = 0
+for model in analysis["models"]:
+    assert len(model["tokens"]) == tokens == len(model["text"]), model["text"]
+    for block in model["blocks"]:
+        if "attention_max" in block:
+            attention_blocks += 1
+            queries, keys = block["queries"], block["keys"]
+            memory = keys - queries
+            assert queries == tokens and memory >= 0, block["name"]
+            heads = block.get("attention")
+            for t, row in enumerate(block["attention_max"]):
+                assert len(row) == keys
+                # Query t sees the memory and the tokens up to itself.
+                assert all(w == 0 for w in row[memory + t + 1:]), (block["name"], t)
+                assert all(0 <= w <= 1 for w in row)
+                if heads:
+                    for head in heads:
+                        assert abs(sum(head[t]) - 1) < 1e-5, (block["name"], t)
+                    for u in range(keys):
+                        assert row[u] == max(head[t][u] for head in heads)
+                else:
+                    assert sum(row) >= 1 - 1e-5
+        for selection in block.get("selections", []):
+            routers += 1
+            experts, k = selection["experts"], selection["k"]
+            assert selection["tokens"] >= tokens and 0 < k <= experts
+            for chosen, gates in zip(selection["chosen"], selection["gates"]):
+                for head_chosen, head_gates in zip(chosen, gates):
+                    assert len(set(head_chosen)) == k, head_chosen
+                    assert all(0 <= e < experts for e in head_chosen)
+                    assert all(0 < g < 1 for g in head_gates)
+                    assert head_gates == sorted(head_gates, reverse=True)
+assert attention_blocks > 0, "no attention block"
+print(f"{attention_blocks} attention blocks and {routers} routers checked")
