@@ -5,7 +5,9 @@
 # the f32 losses must agree (compare_losses.py's tolerance), bf16 is shown
 # for information; then `switchyard generate` with the CPU run's checkpoint,
 # greedy, on both devices (informational: after 8 steps the top logits can
-# be near ties that the two summation orders break apart). Eight steps, not more: the two devices sum in different
+# be near ties that the two summation orders break apart), and `switchyard
+# analyze` on both (a check: the same attention maps and expert choices).
+# Eight steps, not more: the two devices sum in different
 # orders (switchyard-gpu-split-reductions), and from the end of the warm-up
 # AdamW amplifies the last-bit differences, so the trajectories part. At
 # 08fc6e7, in the GPU emulation as on the H200: steps 1-3 agree to 1e-6
@@ -71,6 +73,22 @@ compare_training() {
       echo "generate: the same greedy tokens on both devices"
     else
       echo "generate: the greedy tokens differ (informational)"
+    fi
+    # `switchyard analyze` on both devices: the same attention maps
+    # (within 1e-5) and expert choices (a check).
+    for device in cpu gpu; do
+      timeout 120 "$switchyard" analyze \
+          "$root/examples/models/switchhead-tiny.mlir" \
+          --params "$tmp/cpu.safetensors" --text "Q: What is it?" \
+          --out "$tmp/analyze-$device" --device $device \
+          > /dev/null 2> "$tmp/analyze-$device.err" ||
+        { echo "FAILED: analyze --device $device"; \
+          tail -5 "$tmp/analyze-$device.err"; status=1; }
+    done
+    if [ -f "$tmp/analyze-gpu/analysis.json" ]; then
+      python3 "$root/test/Tools/Inputs/check_analysis.py" "$tmp/analyze-gpu" \
+          14 "$tmp/analyze-cpu" ||
+        { echo "FAILED: analyze differs between the devices"; status=1; }
     fi
   fi
 }
