@@ -62,8 +62,10 @@ switchyard::runtime::analyzeWindow(LanguageModel &model,
   std::map<std::string, size_t> blockIndex;
   auto block = [&](llvm::StringRef name) -> BlockAnalysis & {
     auto [it, added] = blockIndex.try_emplace(name.str(), window.blocks.size());
-    if (added)
-      window.blocks.push_back({name.str()});
+    if (added) {
+      window.blocks.emplace_back();
+      window.blocks.back().name = name.str();
+    }
     return window.blocks[it->second];
   };
   // Gates and experts of one side arrive as two results.

@@ -242,8 +242,11 @@ int runAnalyze(int argc, char **argv) {
   }
   std::vector<int32_t> window;
   for (auto [input, files] : llvm::zip_equal(inputs, paramFiles)) {
+    CompileRequest request;
+    request.probes = true;
+    request.input = input;
     llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-        compileFor(device, model, {.probes = true, .input = input});
+        compileFor(device, model, request);
     if (!compiled)
       return fail(compiled.takeError());
     std::vector<rt::HostTensor> loaded;

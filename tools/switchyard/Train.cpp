@@ -205,8 +205,10 @@ int runTrain(int argc, char **argv) {
   llvm::Expected<rt::TokenCorpus> text = corpus.load();
   if (!text)
     return fail(text.takeError());
+  CompileRequest request;
+  request.trainStep = true;
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
-      compileFor(device, model, {.trainStep = true});
+      compileFor(device, model, request);
   if (!compiled)
     return fail(compiled.takeError());
   double unigram = text->unigramEntropyBits();
