@@ -13,9 +13,10 @@
 //   outside the tensor, and lands in shared memory at byte
 //   swizzle(dst + (r·C + c)·bytes). The 32-, 64- and 128-byte swizzles XOR
 //   address bits [4, 4 + b) with bits [7, 7 + b), b = 1, 2, 3 (CUTLASS's
-//   Swizzle<b, 4, 3>), on the address within shared memory (whose start is
-//   taken as aligned to the 1024-byte period). The box's R·C·bytes count as
-//   complete_tx on its mbarrier.
+//   Swizzle<b, 4, 3>), on the address (the emulated shared memory starts
+//   16 bytes past a 1024-byte boundary: the alignment the declaration
+//   promises, no more). The box's R·C·bytes count as complete_tx on its
+//   mbarrier.
 //
 //   mbarrier: an expected arrival count, the arrivals still pending, the
 //   transaction bytes still pending (signed: bytes may complete before they
@@ -38,7 +39,9 @@
 //     B, N-major (transposeB): element (k, n) at
 //       start + (n / (S / bytes))·LBO + (k / 8)·SBO + (k % 8)·S
 //             + (n % (S / bytes))·bytes
-//   each address then swizzled. The accumulators are the warpgroup's
+//   each address then swizzled; the descriptors' base offset is 0, so each
+//   tile must start at a multiple of 8 spans of the address (a tile that
+//   does not aborts the run). The accumulators are the warpgroup's
 //   M x N tile (their distribution over the threads' registers is upstream's
 //   lowering's and not modelled: the kernels reach them through
 //   nvgpu.warpgroup.mma.store only).
@@ -63,6 +66,7 @@
 #include "mlir/IR/PatternMatch.h"
 
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 
@@ -224,10 +228,11 @@ private:
   /// All of dynamic shared memory as elements of `type`, viewed once at the
   /// top of the kernel.
   Value sharedElements(Type type);
-  /// The element of `type` at (unswizzled) shared byte address `byte`, in
-  /// the layout of a swizzle of `span` bytes (0: none): its index in
+  /// The element of `type` at (unswizzled) byte `byte` of dynamic shared
+  /// memory, whose start is at address `base`, in the layout of a swizzle
+  /// of `span` bytes (0: none), which permutes by address: its index in
   /// sharedElements(type).
-  Value swizzledIndex(Value byte, int64_t span, Type type);
+  Value swizzledIndex(Value byte, int64_t span, Type type, Value base);
   /// Builds `body` under `predicate` where there is one.
   void guarded(Value predicate, function_ref<void()> body);
   /// Loops over [0, extent) for each extent, `body` inside with the
@@ -298,14 +303,19 @@ Value HopperEmulator::sharedElements(Type type) {
   return view;
 }
 
-Value HopperEmulator::swizzledIndex(Value byte, int64_t span, Type type) {
+Value HopperEmulator::swizzledIndex(Value byte, int64_t span, Type type,
+                                    Value base) {
   if (span) {
-    // Bits [4, 4 + b) ^= bits [7, 7 + b), b = log2(span / 16).
+    // Bits [4, 4 + b) ^= bits [7, 7 + b) of the address, b =
+    // log2(span / 16).
     int64_t mask = (span / 16 - 1) << 4;
+    Value address = add(base, byte);
     Value high = arith::AndIOp::create(
-        rewriter, loc, arith::ShRUIOp::create(rewriter, loc, byte, cst(3)),
+        rewriter, loc, arith::ShRUIOp::create(rewriter, loc, address, cst(3)),
         cst(mask));
-    byte = arith::XOrIOp::create(rewriter, loc, byte, high);
+    byte = arith::SubIOp::create(
+        rewriter, loc, arith::XOrIOp::create(rewriter, loc, address, high),
+        base);
   }
   return div(byte, type.getIntOrFloatBitWidth() / 8);
 }
@@ -457,6 +467,8 @@ LogicalResult HopperEmulator::emulateTmaLoad(nvgpu::TmaAsyncLoadOp load) {
   Type element = box.getElementType();
   rewriter.setInsertionPoint(load);
   Value shared = sharedElements(element);
+  Value base =
+      memref::ExtractAlignedPointerAsIndexOp::create(rewriter, loc, shared);
   Value state = barrierStates.lookup(load.getBarriers());
   Value column = load.getCoordinates()[0], row = load.getCoordinates()[1];
   guarded(load.getPredicate(), [&] {
@@ -493,7 +505,7 @@ LogicalResult HopperEmulator::emulateTmaLoad(nvgpu::TmaAsyncLoadOp load) {
       }
       Value byte = add(*offset, mul(add(mul(rc[0], cols), rc[1]), bytes));
       memref::StoreOp::create(rewriter, loc, pick.getResult(0), shared,
-                              swizzledIndex(byte, span, element));
+                              swizzledIndex(byte, span, element, base));
     });
     completeTx(state, load.getMbarId(), rows * cols * bytes);
   });
@@ -534,6 +546,22 @@ void HopperEmulator::emulateWgmma(nvgpu::WarpgroupMmaOp mma, Value acc) {
     Value startA = *sharedOffset(generateA.getTensor(), mma);
     Value startB = *sharedOffset(generateB.getTensor(), mma);
     Value shared = sharedElements(element);
+    // The descriptors' base offset is 0: each swizzled tile starts where
+    // the swizzle's pattern of 8 rows does, at a multiple of 8 spans of
+    // the shared address.
+    Value address =
+        memref::ExtractAlignedPointerAsIndexOp::create(rewriter, loc, shared);
+    for (auto [start, span] : {std::pair(startA, spanA), {startB, spanB}})
+      cf::AssertOp::create(
+          rewriter, loc,
+          arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                                rem(add(address, start), 8 * span), cst(0)),
+          llvm::formatv("GPU emulation: a wgmma operand's tile with the "
+                        "{0}-byte swizzle does not start at a multiple of "
+                        "{1} bytes of shared memory, where its descriptor "
+                        "(base offset 0) has the swizzle's pattern start",
+                        span, 8 * span)
+              .str());
     loops({sizeM, sizeN}, [&](ValueRange mn) {
       Value m = mn[0], n = mn[1];
       Value rowA =
@@ -552,8 +580,9 @@ void HopperEmulator::emulateWgmma(nvgpu::WarpgroupMmaOp mma, Value acc) {
         Value byteB =
             add(columnB, add(mul(div(k, 8), strideB), mul(rem(k, 8), spanB)));
         auto read = [&](Value byte, int64_t span) -> Value {
-          Value v = memref::LoadOp::create(rewriter, loc, shared,
-                                           swizzledIndex(byte, span, element));
+          Value v = memref::LoadOp::create(
+              rewriter, loc, shared,
+              swizzledIndex(byte, span, element, address));
           return arith::ExtFOp::create(rewriter, loc, f32, v);
         };
         Value product = arith::MulFOp::create(rewriter, loc, read(byteA, spanA),

@@ -40,7 +40,9 @@ def SwitchyardGpuLaunchToHostLoopsPass
       is a constant, all of a launch's such buffers are views of one 64-byte
       aligned allocation, made at the top of the kernel: one malloc per
       launch, and one argument of the outlined loops), shared memory a host
-      buffer, and ldmatrix and mma.sync an exchange between two barriers in
+      buffer (starting 16 bytes past a 1024-byte boundary: the alignment
+      the GPU target's declaration promises, no more), and ldmatrix and
+      mma.sync an exchange between two barriers in
       which each lane computes its share from its warp's values as the PTX
       ISA defines the fragments (independently of the maps the tensor-core
       pass takes from upstream, which running its kernels therefore
@@ -69,7 +71,9 @@ def SwitchyardGpuLaunchToHostLoopsPass
       and that no byte arrived past it (else the run aborts with a
       message: on a GPU the kernel would hang or race);
       `nvgpu.warpgroup.mma` (A K-major, B N-major, in 128/64/32-byte
-      swizzled shared memory at the addresses its descriptors encode) and
+      swizzled shared memory at the addresses its descriptors encode, each
+      tile at a multiple of 8 swizzle spans of the address, as their base
+      offset of 0 requires, else the run aborts) and
       the accumulators' init and store run once per warpgroup of 128
       threads, between two barriers, on a host buffer of each warpgroup's
       M x N accumulators, which the loops no longer carry. The descriptors

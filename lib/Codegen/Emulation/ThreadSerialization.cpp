@@ -55,6 +55,10 @@ constexpr int64_t kWarpSize = 32;
 /// Of the per-thread buffers' pool and of each buffer in it, in bytes: a
 /// cache line, more than any vector element's alignment.
 constexpr int64_t kPoolAlignment = 64;
+/// The emulated dynamic shared memory starts kSharedMisalignment bytes
+/// past a multiple of kSharedAllocationAlignment.
+constexpr int64_t kSharedAllocationAlignment = 1024;
+constexpr int64_t kSharedMisalignment = 16;
 
 /// ldmatrix, mma.sync and shuffles: a lane's result depends on its warp's
 /// values.
@@ -299,12 +303,35 @@ void Serializer::replaceSharedMemory() {
     Value bytes = arith::IndexCastUIOp::create(
         rewriter, loc, rewriter.getIndexType(),
         launch.getDynamicSharedMemorySize());
-    Value buffer = memref::AllocOp::create(
+    // 16 bytes past a 1024-byte boundary: the weakest alignment the GPU
+    // target's declaration of dynamic shared memory promises (16 bytes),
+    // so that a kernel that assumes more (the 128-byte swizzle's 1024)
+    // fails here rather than only on some GPUs.
+    // (The host's allocations are aligned to 16 bytes: the view starts
+    // at the shift that puts it there.)
+    auto bytesType =
+        MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type());
+    Value allocation = memref::AllocOp::create(
+        rewriter, loc, bytesType,
+        ValueRange{arith::AddIOp::create(
+            rewriter, loc, bytes,
+            cst(kSharedAllocationAlignment + kSharedMisalignment))},
+        /*symbolOperands=*/ValueRange(), rewriter.getI64IntegerAttr(16));
+    hostBuffers.insert(allocation);
+    Value address = memref::ExtractAlignedPointerAsIndexOp::create(
+        rewriter, loc, allocation);
+    Value shift = arith::AddIOp::create(
         rewriter, loc,
-        MemRefType::get({ShapedType::kDynamic}, rewriter.getI8Type()),
-        ValueRange{bytes}, /*symbolOperands=*/ValueRange(),
-        rewriter.getI64IntegerAttr(16));
-    hostBuffers.insert(buffer);
+        arith::RemUIOp::create(
+            rewriter, loc,
+            arith::SubIOp::create(
+                rewriter, loc, cst(kSharedAllocationAlignment),
+                arith::RemUIOp::create(rewriter, loc, address,
+                                       cst(kSharedAllocationAlignment))),
+            cst(kSharedAllocationAlignment)),
+        cst(kSharedMisalignment));
+    Value buffer = memref::ViewOp::create(rewriter, loc, bytesType, allocation,
+                                          shift, ValueRange{bytes});
     for (gpu::DynamicSharedMemoryOp op : shared)
       rewriter.replaceAllUsesWith(op.getResult(), buffer);
     for (gpu::DynamicSharedMemoryOp op : shared)

@@ -1001,7 +1001,11 @@ def SwitchyardGpuTensorCoreMatmulPass
     (`transposeB`, waitGroup 0) to its f32 accumulators. The accumulators go
     through shared memory (`nvgpu.warpgroup.mma.store`) and are added to C
     (or written, where C's zero fill is folded), the marked epilogue
-    computed on each element, rows past M and columns past N skipped.
+    computed on each element, rows past M and columns past N skipped. All
+    tiles start at the first 1024-byte boundary of the shared window past
+    128 bytes of dynamic shared memory (computed from its address when the
+    kernel runs): its declaration promises 16-byte alignment only, and
+    ptxas may lay the mbarriers' static symbol over its first bytes.
     Its PTX is checked by ptxas; its kernels run in the GPU emulation
     against the CPU (test/Integration/CUDA/wgmma.test, which also runs them
     on an sm_90 GPU), and on a GPU one linear layer is compared with the

@@ -35,7 +35,7 @@
 // descriptor per operand and launches 256 threads with two stages of
 // 32 KiB of dynamic shared memory.
 // HOST-LABEL: llvm.func @linear(
-// HOST: %[[SMEM:.*]] = llvm.mlir.constant(65536 : i32) : i32
+// HOST: %[[SMEM:.*]] = llvm.mlir.constant(66688 : i32) : i32
 // HOST-COUNT-2: llvm.call @mgpuTensorMapEncodeTiledMemref(
 // HOST: gpu.launch_func {{.*}} @linear_kernels::@linear_kernel_{{[0-9]+}} blocks in ({{.*}}) threads in ({{.*}}) : i64 dynamic_shared_memory_size %[[SMEM]] args(
 // HOST: llvm.func @mgpuTensorMapEncodeTiledMemref(i64, !llvm.ptr, i64, i64, i64, i64, i64, !llvm.ptr) -> !llvm.ptr

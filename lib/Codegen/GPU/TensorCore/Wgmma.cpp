@@ -54,6 +54,15 @@ constexpr int64_t kMaxStages = 4;
 /// TMA needs the global strides to be multiples of 16 bytes: the converted
 /// copies' rows are padded to a multiple of this many elements.
 constexpr int64_t kRowAlignment = 8;
+/// The 128-byte swizzle's pattern repeats every 8 rows of 128 bytes: a
+/// tile must start at a multiple of this many bytes of the shared window
+/// (the descriptors' base offset is 0, and TMA swizzles by address).
+constexpr int64_t kSwizzleAlignment = 1024;
+/// Bytes at the start of dynamic shared memory that the tiles leave alone:
+/// the lowering declares dynamic shared memory as a symbol of its own
+/// beside the static mbarriers, which ptxas may lay out over its first
+/// bytes (8 per stage).
+constexpr int64_t kStaticReserve = 128;
 
 /// Builds the wgmma + TMA kernel of one contraction (sm_90a).
 class WgmmaKernelBuilder : private KernelBuilderBase {
@@ -178,13 +187,15 @@ void WgmmaKernelBuilder::build() {
   // A block of two warpgroups per 128 x 128 tile of C. Shared memory: a
   // ring of `stages` stages, each A's box, then B's two boxes (each box at
   // a multiple of 1024 bytes, as the 128-byte swizzle needs); after the
-  // main loop, the f32 accumulators over it.
+  // main loop, the f32 accumulators over it; all of it from the first
+  // 1024-byte boundary past the reserve for static shared memory.
   int64_t elementBytes = elementType.getWidth() / 8;
   int64_t bytesA = kWgTileM * kWgTileK * elementBytes;
   int64_t bytesBHalf = kWgTileK * (kWgTileN / 2) * elementBytes;
   int64_t stageBytes = bytesA + 2 * bytesBHalf;
   int64_t bytesAcc = kWgTileM * kWgTileN * 4;
-  int64_t sharedBytes = std::max(stages * stageBytes, bytesAcc);
+  int64_t sharedBytes = std::max(stages * stageBytes, bytesAcc) +
+                        kStaticReserve + kSwizzleAlignment;
   Value gridX = cst(llvm::divideCeil(sizeN, kWgTileN));
   Value gridY = arith::CeilDivUIOp::create(b, loc, sizeM, cst(kWgTileM));
   Value one = cst(1);
@@ -193,8 +204,20 @@ void WgmmaKernelBuilder::build() {
       arith::ConstantIntOp::create(b, loc, b.getI32Type(), sharedBytes));
   b.setInsertionPointToStart(&launch.getBody().front());
   Value shared = dynamicSharedMemory();
+  // The tiles start at the first multiple of kSwizzleAlignment of the
+  // shared window past kStaticReserve bytes of dynamic shared memory,
+  // which the declaration aligns to 16 bytes only.
+  Value address =
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, shared);
+  Value aligned =
+      mul(arith::DivUIOp::create(
+              b, loc, add(address, cst(kStaticReserve + kSwizzleAlignment - 1)),
+              cst(kSwizzleAlignment)),
+          kSwizzleAlignment);
+  Value tiles = arith::SubIOp::create(b, loc, aligned, address);
   auto view = [&](MemRefType type, Value offset) -> Value {
-    return memref::ViewOp::create(b, loc, type, shared, offset, ValueRange{});
+    return memref::ViewOp::create(b, loc, type, shared, add(tiles, offset),
+                                  ValueRange{});
   };
   Value tid = launch.getThreadIds().x;
   Value warpgroup = arith::DivUIOp::create(b, loc, tid, cst(kWarpgroupSize));

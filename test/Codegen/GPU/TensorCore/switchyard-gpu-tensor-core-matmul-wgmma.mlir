@@ -26,7 +26,7 @@
 // CHECK: %[[CB:.*]] = memref.cast %[[BT]] : memref<128x128xf16> to memref<*xf16>
 // CHECK: %[[DB:.*]] = nvgpu.tma.create.descriptor %[[CB]] box[%{{.*}}, %{{.*}}] : memref<*xf16> -> <tensor = memref<64x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
 // CHECK: %[[GY:.*]] = arith.ceildivui %[[M]], %c128
-// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}} = %[[GY]], {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}}, {{.*}}, {{.*}}) dynamic_shared_memory_size %c65536_i32
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}} = %[[GY]], {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}}, {{.*}}, {{.*}}) dynamic_shared_memory_size %c66688_i32
 // CHECK: gpu.dynamic_shared_memory
 // CHECK: %[[BARS:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 2>
 // CHECK: scf.if
