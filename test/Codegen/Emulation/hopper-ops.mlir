@@ -77,6 +77,9 @@ func.func @tma_load(%x: memref<?x64xbf16>, %out: memref<128xbf16>, %row: index) 
 // CHECK: %[[ACC:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x64x128xf32>
 // CHECK: arith.remui %{{.*}}, %{{.*}} : index
 // CHECK: memref.store %{{.*}}, %[[ACC]]
+// Each MMA first checks that its tiles start where the swizzle's pattern
+// does (the descriptors' base offset is 0).
+// CHECK: cf.assert %{{.*}}, "GPU emulation: a wgmma operand's tile with the 128-byte swizzle does not start at a multiple of 1024 bytes
 // CHECK: scf.for {{.*}} {
 // CHECK:   memref.load %[[ACC]]
 // CHECK:   arith.extf %{{.*}} : bf16 to f32
