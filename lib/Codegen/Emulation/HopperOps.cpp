@@ -249,7 +249,7 @@ private:
   void arrive(Value state, Value id);
   void completeTx(Value state, Value id, int64_t bytes);
 
-  LogicalResult emulateBarriers();
+  void emulateBarriers();
   LogicalResult emulateTmaLoad(nvgpu::TmaAsyncLoadOp load);
   LogicalResult emulateWarpgroups();
   /// Replaces `op` by `body` run by the first thread of each warpgroup
@@ -378,7 +378,7 @@ void HopperEmulator::completeTx(Value state, Value id, int64_t bytes) {
   completeIfDone(state, id);
 }
 
-LogicalResult HopperEmulator::emulateBarriers() {
+void HopperEmulator::emulateBarriers() {
   SmallVector<nvgpu::MBarrierCreateOp> groups;
   SmallVector<Operation *> ops;
   launch.getBody().walk([&](Operation *op) {
@@ -418,9 +418,7 @@ LogicalResult HopperEmulator::emulateBarriers() {
         arrive(state, id);
       });
     } else if (auto arrival = dyn_cast<nvgpu::MBarrierArriveOp>(op)) {
-      if (!arrival.getToken().use_empty())
-        return op->emitOpError()
-               << "is emulated only where its token is unused";
+      // Its token is unused (checkHopperOps).
       arrive(barrierStates.lookup(arrival.getBarriers()), arrival.getMbarId());
     } else if (auto wait = dyn_cast<nvgpu::MBarrierTryWaitParityOp>(op)) {
       Value state = barrierStates.lookup(wait.getBarriers());
@@ -451,7 +449,6 @@ LogicalResult HopperEmulator::emulateBarriers() {
     rewriter.eraseOp(op);
   }
   // The groups go once the TMA loads that complete on them do (run).
-  return success();
 }
 
 LogicalResult HopperEmulator::emulateTmaLoad(nvgpu::TmaAsyncLoadOp load) {
@@ -740,8 +737,7 @@ void HopperEmulator::dropAccumulators(scf::ForOp loop) {
 }
 
 LogicalResult HopperEmulator::run() {
-  if (failed(emulateBarriers()))
-    return failure();
+  emulateBarriers();
   SmallVector<nvgpu::TmaAsyncLoadOp> loads;
   SmallVector<nvgpu::TmaPrefetchOp> prefetches;
   launch.getBody().walk([&](Operation *op) {

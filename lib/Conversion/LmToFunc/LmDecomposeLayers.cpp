@@ -338,10 +338,17 @@ std::pair<Value, Value> route(LayerBuilder &lb, Value input, Value weight,
   return {topk.getValues(), topk.getIndices()};
 }
 
-struct MhaDecomposition : public OpRewritePattern<MhaOp> {
-  MhaDecomposition(MLIRContext *ctx, bool probes)
-      : OpRewritePattern(ctx), probes(probes) {}
+/// A decomposition of a layer with probes (attention, routers): it marks
+/// them where the pass's `probes` option asks.
+template <typename Op>
+struct ProbedDecomposition : public OpRewritePattern<Op> {
+  ProbedDecomposition(MLIRContext *ctx, bool probes)
+      : OpRewritePattern<Op>(ctx), probes(probes) {}
   bool probes;
+};
+
+struct MhaDecomposition : public ProbedDecomposition<MhaOp> {
+  using ProbedDecomposition::ProbedDecomposition;
 
   LogicalResult matchAndRewrite(MhaOp op,
                                 PatternRewriter &rewriter) const override {
@@ -362,10 +369,8 @@ struct MhaDecomposition : public OpRewritePattern<MhaOp> {
   }
 };
 
-struct SwitchHeadDecomposition : public OpRewritePattern<SwitchHeadOp> {
-  SwitchHeadDecomposition(MLIRContext *ctx, bool probes)
-      : OpRewritePattern(ctx), probes(probes) {}
-  bool probes;
+struct SwitchHeadDecomposition : public ProbedDecomposition<SwitchHeadOp> {
+  using ProbedDecomposition::ProbedDecomposition;
 
   LogicalResult matchAndRewrite(SwitchHeadOp op,
                                 PatternRewriter &rewriter) const override {
@@ -420,10 +425,8 @@ struct FfnDecomposition : public OpRewritePattern<FfnOp> {
   }
 };
 
-struct SigmaMoeDecomposition : public OpRewritePattern<SigmaMoeOp> {
-  SigmaMoeDecomposition(MLIRContext *ctx, bool probes)
-      : OpRewritePattern(ctx), probes(probes) {}
-  bool probes;
+struct SigmaMoeDecomposition : public ProbedDecomposition<SigmaMoeOp> {
+  using ProbedDecomposition::ProbedDecomposition;
 
   LogicalResult matchAndRewrite(SigmaMoeOp op,
                                 PatternRewriter &rewriter) const override {
