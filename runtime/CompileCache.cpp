@@ -72,7 +72,8 @@ json::Value metadataToJSON(const CacheEntry &entry) {
       results.push_back(tensorToJSON(spec));
     functions.push_back(json::Object{{"name", function.name},
                                      {"arguments", std::move(arguments)},
-                                     {"results", std::move(results)}});
+                                     {"results", std::move(results)},
+                                     {"decoder_of", function.decoderOf}});
   }
   json::Array objectSizes;
   for (const std::string &object : entry.objects)
@@ -197,10 +198,13 @@ bool readMetadata(llvm::StringRef text, CacheEntry &entry,
       return false;
     FunctionSpec &function = entry.functions.emplace_back();
     std::optional<llvm::StringRef> name = object->getString("name");
-    if (!name || !readTensors(*object, "arguments", function.arguments) ||
+    std::optional<llvm::StringRef> decoderOf = object->getString("decoder_of");
+    if (!name || !decoderOf ||
+        !readTensors(*object, "arguments", function.arguments) ||
         !readTensors(*object, "results", function.results))
       return false;
     function.name = name->str();
+    function.decoderOf = decoderOf->str();
   }
   for (const json::Value &value : *params) {
     const json::Object *object = value.getAsObject();

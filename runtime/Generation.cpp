@@ -3,10 +3,13 @@
 #include "runtime/Generation.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
 
@@ -89,13 +92,45 @@ int32_t switchyard::runtime::sampleToken(std::span<const float> logits,
   return order[weights.size() - 1];
 }
 
+/// Checks that `decoder` is the decoding step of the model whose window
+/// is `context` tokens and whose logits are `logits`: the token [1, 1],
+/// the position, then caches [1, context, H, F] in pairs that the results
+/// return again after the logits [1, 1, V].
+static llvm::Error checkDecoder(const FunctionSpec &decoder, int64_t context,
+                                const TensorSpec &logits) {
+  std::vector<const TensorSpec *> data;
+  for (const TensorSpec &spec : decoder.arguments)
+    if (spec.param.empty())
+      data.push_back(&spec);
+  bool ok =
+      data.size() >= 2 && data.size() % 2 == 0 && data[0]->vocab &&
+      data[0]->shape == std::vector<int64_t>{1, 1} &&
+      data[1]->type == ElementType::i32 && data[1]->shape.empty() &&
+      decoder.results.size() == data.size() - 1 &&
+      decoder.results[0].shape == std::vector<int64_t>{1, 1, logits.shape[2]} &&
+      decoder.results[0].type == logits.type;
+  for (size_t i = 2; ok && i < data.size(); ++i) {
+    const TensorSpec &cache = *data[i], &next = decoder.results[i - 1];
+    ok = cache.shape.size() == 4 && cache.shape[0] == 1 &&
+         cache.shape[1] == context && cache.shape == data[i ^ 1]->shape &&
+         next.shape == cache.shape && next.type == cache.type;
+  }
+  if (ok)
+    return llvm::Error::success();
+  return failure(llvm::formatv(
+      "@{0} is not a decoding step of a model with a context of {1}: it "
+      "should take a token [1, 1], its position and key/value caches "
+      "[1, {1}, H, F], and return the logits [1, 1, V] and the caches",
+      decoder.name, context));
+}
+
 llvm::Expected<LanguageModel>
 LanguageModel::bind(Program &program, const FunctionSpec &function,
-                    const std::vector<HostTensor> &params) {
+                    const std::vector<HostTensor> &params, bool useDecoder) {
   std::map<std::string, const HostTensor *> byName;
   for (const HostTensor &tensor : params)
     byName[tensor.name] = &tensor;
-  LanguageModel model{program, function, {}, 0, 0, {}};
+  LanguageModel model{program, function, {}, 0, 0, 0, {}, nullptr, {}, 0, {}};
   const TensorSpec *tokens = nullptr;
   std::vector<const TensorSpec *> memories;
   for (const TensorSpec &spec : function.arguments) {
@@ -141,7 +176,85 @@ LanguageModel::bind(Program &program, const FunctionSpec &function,
   }
   model.context = tokens->shape[1];
   model.vocab = function.results[0].shape[2];
+  model.pieces = model.vocab;
+  if (!useDecoder || model.hasMemories())
+    return model;
+  for (const FunctionSpec &candidate : program.functions())
+    if (candidate.decoderOf == function.name) {
+      if (llvm::Error error =
+              checkDecoder(candidate, model.context, function.results[0]))
+        return std::move(error);
+      model.decoder = &candidate;
+    }
+  if (model.decoder)
+    if (llvm::Error error = model.resetCaches())
+      return std::move(error);
   return model;
+}
+
+llvm::Error LanguageModel::resetCaches() {
+  caches.clear();
+  cached = 0;
+  size_t data = 0;
+  for (const TensorSpec &spec : decoder->arguments) {
+    // The token and the position come before the caches.
+    if (!spec.param.empty() || data++ < 2)
+      continue;
+    HostTensor zeros{"cache", spec.type, spec.shape, {}};
+    zeros.bytes.resize(size_t(zeros.numElements()) * sizeOf(spec.type));
+    std::memset(zeros.bytes.data(), 0, zeros.bytes.size());
+    llvm::Expected<std::unique_ptr<DeviceTensor>> cache = program.upload(zeros);
+    if (!cache)
+      return cache.takeError();
+    caches.push_back(std::move(*cache));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<float>> LanguageModel::decode(int32_t token) {
+  assert(decoder && "the model has no decoding step");
+  if (cached >= context)
+    return failure(llvm::formatv(
+        "the key/value caches hold {0} tokens already: they are full", cached));
+  if (residentParams.empty())
+    for (const HostTensor *param : params) {
+      llvm::Expected<std::unique_ptr<DeviceTensor>> resident =
+          program.upload(*param);
+      if (!resident)
+        return resident.takeError();
+      residentParams.push_back(std::move(*resident));
+    }
+  HostTensor input = HostTensor::fromValues<int32_t>("token", ElementType::i32,
+                                                     {1, 1}, {token});
+  HostTensor position = HostTensor::fromValues<int32_t>(
+      "position", ElementType::i32, {}, {static_cast<int32_t>(cached)});
+  std::vector<CallArgument> arguments;
+  size_t nextParam = 0, nextData = 0;
+  for (const TensorSpec &spec : decoder->arguments) {
+    if (!spec.param.empty()) {
+      arguments.emplace_back(residentParams[nextParam++].get());
+      continue;
+    }
+    size_t index = nextData++;
+    if (index == 0)
+      arguments.emplace_back(&input);
+    else if (index == 1)
+      arguments.emplace_back(&position);
+    else
+      arguments.emplace_back(caches[index - 2].get());
+  }
+  // The logits come back to the host; the caches stay where they are.
+  llvm::SmallVector<bool> keep(decoder->results.size(), true);
+  keep[0] = false;
+  llvm::Expected<std::vector<CallResult>> results =
+      program.callResident(decoder->name, arguments, keep);
+  if (!results)
+    return results.takeError();
+  for (size_t i = 0; i < caches.size(); ++i)
+    caches[i] = std::move((*results)[1 + i].device);
+  ++cached;
+  std::span<const float> logits = (*results)[0].host.values<float>();
+  return std::vector<float>(logits.begin(), logits.end());
 }
 
 llvm::Expected<std::vector<HostTensor>>
@@ -184,6 +297,65 @@ LanguageModel::nextLogits(std::span<const int32_t> tokens, bool advance) {
   return next;
 }
 
+/// Chooses each token from the logits after the text so far and records it:
+/// appended to the text and to what is generated, and passed to `emit`.
+struct TokenChooser {
+  const LanguageModel &model;
+  const SamplingOptions &options;
+  SamplingGenerator &generator;
+  const std::function<void(int32_t)> &emit;
+  std::vector<int32_t> &tokens;
+  std::vector<int32_t> generated = {};
+
+  int32_t choose(const std::vector<float> &logits) {
+    int32_t next =
+        sampleToken(std::span<const float>(logits).first(model.pieces),
+                    options, generator);
+    tokens.push_back(next);
+    generated.push_back(next);
+    if (emit)
+      emit(next);
+    return next;
+  }
+};
+
+/// generate() with the model's decoding step: the caches filled from the
+/// prompt `tokens` (at most the context), then one decoding step per
+/// token; full caches are rebuilt from the last half-context of tokens.
+static llvm::Expected<std::vector<int32_t>>
+generateDecoding(LanguageModel &model, std::vector<int32_t> &tokens,
+                 int64_t count, const SamplingOptions &options,
+                 SamplingGenerator &generator,
+                 const std::function<void(int32_t)> &emit) {
+  // The logits after the last of `tokens` that `from` on are decoded
+  // into empty caches.
+  auto refill = [&](size_t from) -> llvm::Expected<std::vector<float>> {
+    if (llvm::Error error = model.resetCaches())
+      return std::move(error);
+    std::vector<float> logits;
+    for (size_t i = from; i < tokens.size(); ++i) {
+      llvm::Expected<std::vector<float>> next = model.decode(tokens[i]);
+      if (!next)
+        return next.takeError();
+      logits = std::move(*next);
+    }
+    return logits;
+  };
+  llvm::Expected<std::vector<float>> logits = refill(0);
+  TokenChooser chooser{model, options, generator, emit, tokens};
+  for (int64_t step = 0; step < count; ++step) {
+    if (!logits)
+      return logits.takeError();
+    int32_t next = chooser.choose(*logits);
+    if (step + 1 == count)
+      break;
+    size_t keep = std::max<int64_t>(model.context / 2, 1);
+    logits = model.cached < model.context ? model.decode(next)
+                                          : refill(tokens.size() - keep);
+  }
+  return std::move(chooser.generated);
+}
+
 llvm::Expected<std::vector<int32_t>> switchyard::runtime::generate(
     LanguageModel &model, std::span<const int32_t> prompt, int64_t count,
     const SamplingOptions &options, const std::function<void(int32_t)> &emit) {
@@ -203,7 +375,10 @@ llvm::Expected<std::vector<int32_t>> switchyard::runtime::generate(
           prompt[i], i, model.vocab));
   SamplingGenerator generator(options.seed);
   size_t context = static_cast<size_t>(model.context);
-  std::vector<int32_t> tokens(prompt.begin(), prompt.end()), generated;
+  std::vector<int32_t> tokens(prompt.begin(), prompt.end());
+  if (model.hasDecoder())
+    return generateDecoding(model, tokens, count, options, generator, emit);
+  TokenChooser chooser{model, options, generator, emit, tokens};
   // With memories, the window is the current segment: [segment, end).
   size_t segment = 0;
   if (model.hasMemories())
@@ -226,11 +401,7 @@ llvm::Expected<std::vector<int32_t>> switchyard::runtime::generate(
       return logits.takeError();
     if (full)
       segment += context;
-    int32_t next = sampleToken(*logits, options, generator);
-    tokens.push_back(next);
-    generated.push_back(next);
-    if (emit)
-      emit(next);
+    chooser.choose(*logits);
   }
-  return generated;
+  return std::move(chooser.generated);
 }

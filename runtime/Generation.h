@@ -18,8 +18,16 @@
 //   before the first), so the model carries its memory as it did when it
 //   trained.
 //
-// Every step recomputes its window: there is no key/value cache, so a step
-// costs a forward pass over T positions.
+// With the model's decoding step (CompileOptions::decoder, lm-build-decoder)
+// a model without memories keeps a key/value cache instead: the prompt's
+// tokens are decoded one by one into per-block caches of T positions, and
+// each new token costs one token's work. While the text fits the context
+// the logits are those of the window's forward pass (up to the order of f32
+// sums); when the caches are full, they are rebuilt from the last T/2
+// tokens (as llama.cpp's context shift drops half the context), so a token
+// past the context sees between T/2 and T tokens, where the window sees T.
+// Without the decoding step, or for XL models, every step recomputes its
+// window: a forward pass over T positions.
 //
 // Sampling follows the usual definitions (as Hugging Face's generate()
 // applies them): temperature 0 is greedy (the argmax, the lowest id on a
@@ -81,17 +89,41 @@ struct LanguageModel {
   /// The parameters, by name (Program::params()' order is not needed).
   std::vector<const HostTensor *> params;
   int64_t context = 0, vocab = 0;
+  /// Generation samples ids in [0, pieces): `vocab` unless a tokenizer has
+  /// fewer pieces than the model has logits.
+  int64_t pieces = 0;
   /// The memories the next window sees ([1, M, D]; none without XL).
   std::vector<HostTensor> memories;
+  /// The model's decoding step, if the program has one (FunctionSpec::
+  /// decoderOf): token [1, 1], position, then keys and values caches
+  /// [1, T, H, F] per attention block; logits [1, 1, V], then the caches.
+  const FunctionSpec *decoder = nullptr;
+  /// The decoding step's caches, in its argument order, and how many
+  /// positions of them hold a token (the next token's position).
+  std::vector<std::unique_ptr<DeviceTensor>> caches;
+  int64_t cached = 0;
+  /// The parameters on the backend, for the decoding step (made by its
+  /// first call).
+  std::vector<std::unique_ptr<DeviceTensor>> residentParams;
 
   /// Checks that `function` has that form and binds `params` to it (the
-  /// memories start as zeros); the error says what the function takes
-  /// instead.
+  /// memories start as zeros), and to its decoding step where the program
+  /// has one and `useDecoder` asks for it; the error says what a function
+  /// takes instead.
   static llvm::Expected<LanguageModel>
   bind(Program &program, const FunctionSpec &function,
-       const std::vector<HostTensor> &params);
+       const std::vector<HostTensor> &params, bool useDecoder = true);
 
   bool hasMemories() const { return !memories.empty(); }
+  bool hasDecoder() const { return decoder != nullptr; }
+
+  /// Empties the caches of the decoding step (zeros, position 0).
+  llvm::Error resetCaches();
+
+  /// Runs the decoding step for `token` at the next position (the caches
+  /// must not be full): the logits [V] after it. Its key and value join
+  /// the caches.
+  llvm::Expected<std::vector<float>> decode(int32_t token);
 
   /// Runs the window `tokens` (1 to `context` of them, at positions from
   /// 0, padded to `context` after them) with the current memories: every

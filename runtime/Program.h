@@ -68,6 +68,9 @@ struct FunctionSpec {
   std::string name;
   std::vector<TensorSpec> arguments;
   std::vector<TensorSpec> results;
+  /// For a model's decoding step (CompileOptions::decoder): the name of the
+  /// model's forward function; empty otherwise.
+  std::string decoderOf;
 };
 
 /// How to compile.
@@ -90,6 +93,11 @@ struct CompileOptions {
   /// `switchyard analyze` draws), each named in TensorSpec::probe. Its
   /// layers are then compiled inline (outlineLayers is ignored).
   bool probes = false;
+  /// Also compile each model's decoding step `<model>_decode`
+  /// (lm-build-decoder): one token at a position against per-block
+  /// key/value caches, for generation (runtime/Generation.h). Models with
+  /// memories or XL positions get none.
+  bool decoder = false;
   /// The fusions and the expert grouping; unset: the target's defaults
   /// (FusionOptions::targetDefault: the GPU's for the GPU backend and the
   /// GPU emulation, the CPU's otherwise). On the CPU backend the grouped

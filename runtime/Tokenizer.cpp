@@ -174,14 +174,37 @@ SentencePieceTokenizer::encode(const ByteCorpus &corpus) const {
   Expected<double> validRatio = encodePart(corpus.valid, tokens.valid);
   if (!validRatio)
     return validRatio.takeError();
-  // Identify the model: its size and a hash of its serialised proto.
+  tokens.tokenizer = identity();
+  tokens.trainBytesPerToken = *trainRatio;
+  tokens.validBytesPerToken = *validRatio;
+  return tokens;
+}
+
+std::string SentencePieceTokenizer::identity() const {
+  // The model's size and an FNV-1a hash of its serialised proto.
   std::string proto = impl->processor.serialized_model_proto();
   uint64_t hash = 0xcbf29ce484222325ULL;
   for (char c : proto)
     hash = (hash ^ uint8_t(c)) * 0x100000001b3ULL;
-  tokens.tokenizer =
-      llvm::formatv("sentencepiece:{0}:{1:x16}", tokens.vocab, hash).str();
-  tokens.trainBytesPerToken = *trainRatio;
-  tokens.validBytesPerToken = *validRatio;
-  return tokens;
+  return llvm::formatv("sentencepiece:{0}:{1:x16}", vocabSize(), hash).str();
+}
+
+Expected<std::vector<int32_t>>
+SentencePieceTokenizer::encodeText(llvm::StringRef text) const {
+  std::vector<int> pieces;
+  sentencepiece::util::Status status =
+      impl->processor.Encode(text.str(), &pieces);
+  if (!status.ok())
+    return spFailure("encoding with SentencePiece", status);
+  return std::vector<int32_t>(pieces.begin(), pieces.end());
+}
+
+Expected<std::string>
+SentencePieceTokenizer::decode(llvm::ArrayRef<int32_t> ids) const {
+  std::vector<int> pieces(ids.begin(), ids.end());
+  std::string text;
+  sentencepiece::util::Status status = impl->processor.Decode(pieces, &text);
+  if (!status.ok())
+    return spFailure("decoding with SentencePiece", status);
+  return text;
 }

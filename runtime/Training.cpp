@@ -41,14 +41,15 @@ struct ModelInfo {
 };
 
 /// The model a program trains: the function with a `_train_step` sibling
-/// (or, for evaluation, with parameters and logits), taking token ids, XL
-/// memories and parameters.
+/// (or, for evaluation, with parameters and logits; not a decoding step),
+/// taking token ids, XL memories and parameters.
 Expected<ModelInfo> modelOf(Program &program, bool training,
                             int64_t corpusVocab) {
   const FunctionSpec *found = nullptr;
   for (const FunctionSpec &function : program.functions()) {
     llvm::StringRef name = function.name;
-    if (name.ends_with("_grad") || name.ends_with("_train_step"))
+    if (name.ends_with("_grad") || name.ends_with("_train_step") ||
+        !function.decoderOf.empty())
       continue;
     bool hasParams = llvm::any_of(function.arguments, [](const TensorSpec &a) {
       return a.role == ArgRole::param;

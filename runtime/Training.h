@@ -80,10 +80,17 @@ public:
   llvm::Error save(llvm::StringRef path) const;
 
   int64_t vocabSize() const;
+  /// What checkpoints record of the tokenizer:
+  /// "sentencepiece:<pieces>:<hash of the model>".
+  std::string identity() const;
   /// Encodes both parts of `corpus`, line by line (lines are modelled
   /// verbatim: identity normalisation, whitespace kept; the newlines
   /// themselves are not tokens and not counted as bytes).
   llvm::Expected<TokenCorpus> encode(const ByteCorpus &corpus) const;
+  /// Encodes one piece of text (a prompt) as the lines of a corpus are.
+  llvm::Expected<std::vector<int32_t>> encodeText(llvm::StringRef text) const;
+  /// The text of `ids` (byte pieces joined into the bytes they stand for).
+  llvm::Expected<std::string> decode(llvm::ArrayRef<int32_t> ids) const;
 
 private:
   SentencePieceTokenizer();

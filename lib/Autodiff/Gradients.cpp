@@ -192,8 +192,12 @@ struct RopeGradient
     : public DifferentiableOpInterface::ExternalModel<RopeGradient, RopeOp> {
   SmallVector<Value> buildAdjoints(Operation *op, ImplicitLocOpBuilder &b,
                                    ValueRange adjoints) const {
-    return {rotary(b, adjoints[0], cast<RopeOp>(op).getOffset(),
-                   /*inverse=*/true)};
+    auto rope = cast<RopeOp>(op);
+    SmallVector<Value> result = {rotary(b, adjoints[0], rope.getOffset(),
+                                        /*inverse=*/true, rope.getStart())};
+    if (rope.getStart())
+      result.push_back(Value()); // The position has no adjoint.
+    return result;
   }
 };
 
@@ -526,13 +530,15 @@ struct AttentionGradient
     Value q = attention.getQuery(), k = attention.getKey();
     Value v = attention.getValue(), rel = attention.getRel();
     SmallVector<Type> types = {q.getType(), k.getType(), v.getType()};
-    SmallVector<Value> operands = {q, k, v, adjoints[0]};
-    if (rel) {
+    if (rel)
       types.push_back(rel.getType());
-      operands.push_back(rel);
-    }
-    auto grad = AttentionGradOp::create(b, types, operands);
-    return SmallVector<Value>(grad.getResults());
+    Value position = attention.getPosition();
+    auto grad =
+        AttentionGradOp::create(b, types, q, k, v, adjoints[0], rel, position);
+    SmallVector<Value> result(grad.getResults());
+    if (position)
+      result.push_back(Value()); // The position has no adjoint.
+    return result;
   }
 };
 

@@ -195,8 +195,10 @@ struct LmDifferentiatePass
     SmallVector<func::FuncOp> functions;
     SymbolTable symbols(module);
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
-      // Generated functions, and functions differentiated already.
+      // Generated functions, decoding steps (inference only), and functions
+      // differentiated already.
       if (func.isDeclaration() || func->hasAttr("lm.generated") ||
+          func->hasAttr(lm::kDecoderAttr) ||
           symbols.lookup((func.getName() + "_grad").str()))
         continue;
       for (unsigned i = 0; i < func.getNumArguments(); ++i)

@@ -10,6 +10,49 @@
 
 include "mlir/Pass/PassBase.td"
 
+def LmBuildDecoderPass : Pass<"lm-build-decoder", "ModuleOp"> {
+  let summary = "Add each model's decoding step over key/value caches";
+  let description = [{
+    For generation with a key/value cache: next to each `lm.model @m` that
+    takes token ids `[?, T]` (static `T`) and returns logits, a model
+    `@m_decode`, marked `lm.decoder = "m"`, that runs one token. It takes
+    the token `[1, 1]`, its position `p` (an i32 scalar, `0 <= p < T`) and,
+    per attention block in order, its keys and values caches
+    `[1, T, heads, head_dim]`; it returns the token's logits `[1, 1, V]`
+    and each cache with the token's rotated key and value written at row
+    `p`. Its attention blocks carry the caches (`lm.mha` / `lm.switchhead`
+    `cache(...)`), every other layer works on the one token. Decoding a
+    sequence token by token from empty caches gives the logits of the
+    model's forward function at each position.
+
+    Models with memories or XL positions (their relative keys are per
+    segment; they carry their memory instead), models that return more than
+    their logits and models that read hidden states get no decoder. The
+    pass runs on lm models whose parameters are declared, before
+    decomposition; `convert-lm-to-func` keeps the mark on the function.
+
+    ```mlir
+    // Before
+    lm.model @m(%t: tensor<?x16xi32>) -> tensor<?x16x64xf32> {
+      %x = lm.embed "embed" %t {vocab = 64} : tensor<?x16xi32> -> tensor<?x16x32xf32>
+      %a = lm.mha "att" %x {heads = 4, head_dim = 8, pos = #lm.pos<rope>} : tensor<?x16x32xf32>
+      %l = lm.output "out" %a {vocab = 64} : tensor<?x16x32xf32> -> tensor<?x16x64xf32>
+      lm.return %l : tensor<?x16x64xf32>
+    }
+    // After: @m, and
+    lm.model @m_decode(%t: tensor<1x1xi32>, %p: tensor<i32>,
+                       %k: tensor<1x16x4x8xf32>, %v: tensor<1x16x4x8xf32>)
+        -> (tensor<1x1x64xf32>, tensor<1x16x4x8xf32>, tensor<1x16x4x8xf32>)
+        attributes {lm.decoder = "m"} {
+      %x = lm.embed "embed" %t {vocab = 64} : tensor<1x1xi32> -> tensor<1x1x32xf32>
+      %a, %k1, %v1 = lm.mha "att" %x cache(%k, %v at %p : ...) {heads = 4, head_dim = 8, pos = #lm.pos<rope>} : tensor<1x1x32xf32>
+      %l = lm.output "out" %a {vocab = 64} : tensor<1x1x32xf32> -> tensor<1x1x64xf32>
+      lm.return %l, %k1, %v1 : tensor<1x1x64xf32>, tensor<1x16x4x8xf32>, tensor<1x16x4x8xf32>
+    }
+    ```
+  }];
+}
+
 def LmOutlineLayersPass : Pass<"lm-outline-layers", "ModuleOp"> {
   let summary = "Move each distinct block of a model into a function of its own";
   let description = [{

@@ -43,6 +43,8 @@ void switchyard::buildFrontendPipeline(OpPassManager &pm,
 void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
                                             const LoweringOptions &options) {
   pm.addPass(createSwitchyardCheckInputPass());
+  if (options.decoder)
+    pm.addPass(createLmBuildDecoderPass());
   // Probes are returned from the model's own function: its layers inline.
   bool outline = options.outlineLayers && !options.probes;
   if (outline)

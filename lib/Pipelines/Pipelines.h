@@ -51,6 +51,9 @@ struct LoweringOptions {
   /// for `switchyard analyze`), every layer inline (outlineLayers is then
   /// ignored).
   bool probes = false;
+  /// Also each model's decoding step over key/value caches, `<model>_decode`
+  /// (lm-build-decoder; for generation), where the model can have one.
+  bool decoder = false;
   /// The fusions and the expert grouping (convert-moe-to-linalg
   /// `grouped-experts`).
   FusionOptions fusion;

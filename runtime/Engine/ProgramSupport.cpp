@@ -206,6 +206,7 @@ Compilation::lowerToLinalg(const CompileOptions &options, ParamTable &params,
   loweringOptions.trainStep = options.trainStep;
   loweringOptions.outlineLayers = options.outlineLayers;
   loweringOptions.probes = options.probes;
+  loweringOptions.decoder = options.decoder;
   assert(options.fusion && "options not resolved for a target");
   loweringOptions.fusion = *options.fusion;
   loweringOptions.groupedTileRows = options.groupedTileRows;
@@ -221,6 +222,8 @@ Compilation::lowerToLinalg(const CompileOptions &options, ParamTable &params,
       continue;
     FunctionSpec spec;
     spec.name = func.getSymName().str();
+    if (auto of = func->getAttrOfType<mlir::StringAttr>(mlir::lm::kDecoderAttr))
+      spec.decoderOf = of.str();
     for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
       Expected<TensorSpec> arg = toTensorSpec(
           type, llvm::formatv("function @{0}: argument #{1}", spec.name, index)
@@ -496,8 +499,9 @@ detail::describeCompilation(StringRef source, StringRef bufferName,
   os << "\noptions: layers " << options.numLayers << ", gradients "
      << options.gradients << ", train step " << options.trainStep
      << ", outlined layers " << options.outlineLayers << ", probes "
-     << options.probes << ", fuse " << mlir::switchyard::describeFusions(fusion)
-     << ", grouped experts " << fusion.groupedExperts << ", grouped tile rows "
+     << options.probes << ", decoder " << options.decoder << ", fuse "
+     << mlir::switchyard::describeFusions(fusion) << ", grouped experts "
+     << fusion.groupedExperts << ", grouped tile rows "
      << options.groupedTileRows << ", JIT level " << options.optLevel
      << ", contraction operands " << options.roundContractionOperands
      << ", attention factors " << options.roundAttentionFactors;

@@ -9,8 +9,10 @@
 // (a token that the generation loop never pads with), so that neither the
 // window's placement nor its padding can hide an error. The model's
 // context is 8 tokens and 12 are generated after a prompt of 3: the last
-// steps slide the window. A Transformer-XL model's generation is checked
-// against its full segments run one after another, each with the memory
+// steps slide the window. With the model's decoding step, each position's
+// logits are the forward function's, and generation with the key/value
+// caches the same as without them. A Transformer-XL model's generation is
+// checked against its full segments run one after another, each with the memory
 // the one before returned.
 //
 //===----------------------------------------------------------------------===//
@@ -128,10 +130,12 @@ struct Compiled {
   std::vector<HostTensor> params;
 };
 
-Compiled compileModel(const char *source) {
+Compiled compileModel(const char *source, bool decoder = false) {
   Compiled compiled;
+  CompileOptions options;
+  options.decoder = decoder;
   llvm::Expected<std::unique_ptr<CpuProgram>> program =
-      CpuProgram::compile(source, "generation-test.mlir", CompileOptions());
+      CpuProgram::compile(source, "generation-test.mlir", options);
   if (!program) {
     ADD_FAILURE() << llvm::toString(program.takeError());
     return compiled;
@@ -169,10 +173,11 @@ callForward(Compiled &compiled, std::vector<const HostTensor *> data) {
   return compiled.program->call(function.name, arguments);
 }
 
-/// The argmax of the forward function's logits after the last of `tokens`
-/// (at most 8), the window padded with `pad`.
-int32_t forwardArgmax(Compiled &compiled, const std::vector<int32_t> &tokens,
-                      int32_t pad) {
+/// The forward function's logits [8, 16] of `tokens` (at most 8), the
+/// window padded with `pad`.
+std::vector<float> forwardLogits(Compiled &compiled,
+                                 const std::vector<int32_t> &tokens,
+                                 int32_t pad) {
   std::vector<int32_t> window(8, pad);
   std::copy(tokens.begin(), tokens.end(), window.begin());
   HostTensor input =
@@ -181,12 +186,36 @@ int32_t forwardArgmax(Compiled &compiled, const std::vector<int32_t> &tokens,
       callForward(compiled, {&input});
   if (!results) {
     ADD_FAILURE() << llvm::toString(results.takeError());
-    return -1;
+    return {};
   }
   std::span<const float> logits = (*results)[0].values<float>();
-  std::span<const float> row = logits.subspan((tokens.size() - 1) * 16, 16);
+  return std::vector<float>(logits.begin(), logits.end());
+}
+
+/// The argmax of the forward function's logits after the last of `tokens`
+/// (at most 8), the window padded with `pad`.
+int32_t forwardArgmax(Compiled &compiled, const std::vector<int32_t> &tokens,
+                      int32_t pad) {
+  std::vector<float> logits = forwardLogits(compiled, tokens, pad);
+  if (logits.empty())
+    return -1;
+  auto row =
+      std::span<const float>(logits).subspan((tokens.size() - 1) * 16, 16);
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) -
                               row.begin());
+}
+
+/// Sampling through `model` twice with one seed gives the same tokens.
+void expectASeedFixesTheSample(LanguageModel &model,
+                               const std::vector<int32_t> &prompt) {
+  SamplingOptions sampled;
+  sampled.seed = 11;
+  llvm::Expected<std::vector<int32_t>> first =
+      generate(model, prompt, 10, sampled);
+  llvm::Expected<std::vector<int32_t>> second =
+      generate(model, prompt, 10, sampled);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(*first, *second);
 }
 
 TEST(GenerationTest, GreedyGenerationIsTheForwardArgmaxStepByStep) {
@@ -216,15 +245,7 @@ TEST(GenerationTest, GreedyGenerationIsTheForwardArgmaxStepByStep) {
         << "after " << text.size() << " tokens";
     text.push_back(token);
   }
-  // A seed fixes sampling through the model too.
-  SamplingOptions sampled;
-  sampled.seed = 11;
-  llvm::Expected<std::vector<int32_t>> first =
-      generate(*model, prompt, 10, sampled);
-  llvm::Expected<std::vector<int32_t>> second =
-      generate(*model, prompt, 10, sampled);
-  ASSERT_TRUE(first && second);
-  EXPECT_EQ(*first, *second);
+  expectASeedFixesTheSample(*model, prompt);
 }
 
 TEST(GenerationTest, BadPromptsGiveClearErrors) {
@@ -244,6 +265,99 @@ TEST(GenerationTest, BadPromptsGiveClearErrors) {
   EXPECT_NE(message({1, 16}).find("outside the vocabulary [0, 16)"),
             std::string::npos);
   EXPECT_NE(message({}).find("empty"), std::string::npos);
+}
+
+/// Every kind of block a decoding step has: dense attention without
+/// positions, SwitchHead with rotary positions, the dense and σ-MoE
+/// feed-forward blocks.
+constexpr const char *kDecodedModel = R"mlir(
+  lm.model @d(%t: tensor<?x8xi32>) -> tensor<?x8x16xf32> {
+    %x0 = lm.embed "embed" %t {vocab = 16} : tensor<?x8xi32> -> tensor<?x8x12xf32>
+    %a0 = lm.mha "layers.0.att" %x0 {heads = 3, head_dim = 4, pos = #lm.pos<none>} : tensor<?x8x12xf32>
+    %x1 = lm.sigma_moe "layers.0.ffn" %a0 {experts = 4, k = 2, expert_dim = 6} : tensor<?x8x12xf32>
+    %a1 = lm.switchhead "layers.1.att" %x1 {heads = 2, experts = 3, k = 2, head_dim = 8, pos = #lm.pos<rope>} : tensor<?x8x12xf32>
+    %x2 = lm.ffn "layers.1.ffn" %a1 {d_ff = 24} : tensor<?x8x12xf32>
+    %h = lm.layer_norm "norm" %x2 : tensor<?x8x12xf32>
+    %l = lm.output "out" %h {vocab = 16} : tensor<?x8x12xf32> -> tensor<?x8x16xf32>
+    lm.return %l : tensor<?x8x16xf32>
+  })mlir";
+
+TEST(GenerationTest, TheKeyValueCacheGivesTheForwardLogitsAtEveryPosition) {
+  // Decoding 8 tokens one by one into the caches gives, at every position,
+  // the logits of the forward function on the whole window (an independent
+  // computation: all positions at once, no cache) to 1e-5, f32 sums in
+  // another order.
+  for (const char *source : {kModel, kDecodedModel}) {
+    Compiled compiled = compileModel(source, /*decoder=*/true);
+    ASSERT_TRUE(compiled.program);
+    const FunctionSpec &function = compiled.program->functions().front();
+    const FunctionSpec *decoder =
+        compiled.program->lookup(function.name + "_decode");
+    ASSERT_TRUE(decoder);
+    EXPECT_EQ(decoder->decoderOf, function.name);
+    llvm::Expected<LanguageModel> model =
+        LanguageModel::bind(*compiled.program, function, compiled.params);
+    ASSERT_TRUE(static_cast<bool>(model)) << llvm::toString(model.takeError());
+    ASSERT_TRUE(model->hasDecoder());
+    std::vector<int32_t> tokens = {3, 9, 1, 14, 7, 2, 11, 5};
+    std::vector<float> expected = forwardLogits(compiled, tokens, 0);
+    ASSERT_EQ(expected.size(), 8u * 16u);
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      llvm::Expected<std::vector<float>> logits = model->decode(tokens[t]);
+      ASSERT_TRUE(static_cast<bool>(logits))
+          << llvm::toString(logits.takeError());
+      ASSERT_EQ(logits->size(), 16u);
+      for (size_t v = 0; v < 16; ++v)
+        EXPECT_NEAR((*logits)[v], expected[t * 16 + v], 1e-5)
+            << function.name << ": position " << t << ", token " << v;
+    }
+    // The caches are full: a ninth token is refused.
+    llvm::Expected<std::vector<float>> ninth = model->decode(1);
+    ASSERT_FALSE(static_cast<bool>(ninth));
+    EXPECT_NE(llvm::toString(ninth.takeError()).find("full"),
+              std::string::npos);
+  }
+}
+
+TEST(GenerationTest, CachedGenerationEqualsRecomputingTheWindow) {
+  // Greedy generation within the context gives the same tokens with the
+  // caches as with the forward function on the whole prefix each step;
+  // past it, each token is the argmax of the window the caches were
+  // rebuilt from: the last 4 tokens when 8 fill them, and those after.
+  Compiled compiled = compileModel(kDecodedModel, /*decoder=*/true);
+  ASSERT_TRUE(compiled.program);
+  const FunctionSpec &function = compiled.program->functions().front();
+  llvm::Expected<LanguageModel> cached =
+      LanguageModel::bind(*compiled.program, function, compiled.params);
+  llvm::Expected<LanguageModel> recomputed = LanguageModel::bind(
+      *compiled.program, function, compiled.params, /*useDecoder=*/false);
+  ASSERT_TRUE(cached && recomputed);
+  ASSERT_TRUE(cached->hasDecoder());
+  ASSERT_FALSE(recomputed->hasDecoder());
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  std::vector<int32_t> prompt = {3, 9, 1};
+  llvm::Expected<std::vector<int32_t>> withCache =
+      generate(*cached, prompt, 5, greedy);
+  llvm::Expected<std::vector<int32_t>> without =
+      generate(*recomputed, prompt, 5, greedy);
+  ASSERT_TRUE(withCache && without);
+  EXPECT_EQ(*withCache, *without);
+
+  llvm::Expected<std::vector<int32_t>> longer =
+      generate(*cached, prompt, 14, greedy);
+  ASSERT_TRUE(static_cast<bool>(longer)) << llvm::toString(longer.takeError());
+  std::vector<int32_t> text = prompt;
+  size_t start = 0;
+  for (int32_t token : *longer) {
+    if (text.size() - start > 8)
+      start = text.size() - 4;
+    std::vector<int32_t> window(text.begin() + start, text.end());
+    EXPECT_EQ(token, forwardArgmax(compiled, window, /*pad=*/15))
+        << "after " << text.size() << " tokens";
+    text.push_back(token);
+  }
+  expectASeedFixesTheSample(*cached, prompt);
 }
 
 /// A Transformer-XL model: context 4, one memory of the block input.

@@ -242,6 +242,28 @@ TEST(GradientTest, AttentionCausal) {
       "f", {indices({2, 4}, 6, 14)}, 100, 1.0f, 12);
 }
 
+TEST(GradientTest, RopeAtAPosition) {
+  checkGradients(lossFunction(R"(%x: tensor<1x3x2x8xf32> {lm.param = "x"})",
+                              R"(%s = arith.constant 5 : index
+      %y = moe.rope %x at %s {offset = 1} : tensor<1x3x2x8xf32>
+      %logits = tensor.collapse_shape %y [[0], [1], [2, 3]] : tensor<1x3x2x8xf32> into tensor<1x3x16xf32>)",
+                              "tensor<1x3x16xf32>", "tensor<1x3xi32>"),
+                 "f", {indices({1, 3}, 16, 16)}, 120, 1.0f, 16);
+}
+
+TEST(GradientTest, AttentionAtAPositionOfACache) {
+  // Queries at keys 2 and 3 of 6 (a decoding step of two tokens): the keys
+  // and values after them get no gradient.
+  checkGradients(
+      lossFunction(
+          R"(%q: tensor<1x2x2x4xf32> {lm.param = "q"}, %k: tensor<1x6x2x4xf32> {lm.param = "k"}, %v: tensor<1x6x2x4xf32> {lm.param = "v"}, %r: tensor<6x2x4xf32> {lm.param = "rel"})",
+          R"(%p = arith.constant 2 : index
+      %o = moe.attention %q, %k, %v rel(%r : tensor<6x2x4xf32>) at %p : tensor<1x2x2x4xf32>, tensor<1x6x2x4xf32>, tensor<1x6x2x4xf32> -> tensor<1x2x2x4xf32>
+      %logits = tensor.collapse_shape %o [[0], [1], [2, 3]] : tensor<1x2x2x4xf32> into tensor<1x2x8xf32>)",
+          "tensor<1x2x8xf32>", "tensor<1x2xi32>"),
+      "f", {indices({1, 2}, 8, 17)}, 130, 1.0f, 12);
+}
+
 TEST(GradientTest, CrossEntropy) {
   checkGradients(
       lossFunction(R"(%logits: tensor<2x3x5xf32> {lm.param = "logits"})", "",

@@ -250,7 +250,7 @@ int runAnalyze(int argc, char **argv) {
     if (!compiled)
       return fail(compiled.takeError());
     std::vector<rt::HostTensor> loaded;
-    llvm::Expected<rt::LanguageModel> language = bindByteModel(
+    llvm::Expected<rt::LanguageModel> language = bindLanguageModel(
         **compiled, input, files, *fileOptions, loaded, "analyze");
     if (!language)
       return fail(language.takeError());

@@ -213,31 +213,46 @@ TrainedParams::TrainedParams(cl::OptionCategory &category)
       flags(category) {}
 
 llvm::Expected<rt::LanguageModel>
-bindByteModel(rt::Program &program, llvm::StringRef input,
-              llvm::ArrayRef<std::string> files,
-              const rt::ParamFileOptions &options,
-              std::vector<rt::HostTensor> &storage, llvm::StringRef command) {
+bindLanguageModel(rt::Program &program, llvm::StringRef input,
+                  llvm::ArrayRef<std::string> files,
+                  const rt::ParamFileOptions &options,
+                  std::vector<rt::HostTensor> &storage, llvm::StringRef command,
+                  const rt::SentencePieceTokenizer *tokenizer) {
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
-  if (program.functions().size() != 1)
-    return error(input + " defines " + llvm::Twine(program.functions().size()) +
+  // The models' own functions; a decoding step belongs to its model's.
+  std::vector<const rt::FunctionSpec *> models;
+  for (const rt::FunctionSpec &function : program.functions())
+    if (function.decoderOf.empty())
+      models.push_back(&function);
+  if (models.size() != 1)
+    return error(input + " defines " + llvm::Twine(models.size()) +
                  " models; " + command + " takes a file with one");
-  // Byte-level text: a checkpoint trained on subwords is refused by name.
-  llvm::Expected<std::vector<rt::HostTensor>> loaded =
-      rt::loadParams(program, files, "bytes", options);
+  // A checkpoint trained on other tokens is refused by name.
+  llvm::Expected<std::vector<rt::HostTensor>> loaded = rt::loadParams(
+      program, files, tokenizer ? tokenizer->identity() : "bytes", options);
   if (!loaded)
     return loaded.takeError();
   storage = std::move(*loaded);
   llvm::Expected<rt::LanguageModel> language =
-      rt::LanguageModel::bind(program, program.functions().front(), storage);
+      rt::LanguageModel::bind(program, *models.front(), storage);
   if (!language)
     return language.takeError();
-  if (language->vocab != 256)
+  if (tokenizer) {
+    int64_t pieces = tokenizer->vocabSize();
+    if (language->vocab < pieces)
+      return error(llvm::formatv("@{0} has a vocabulary of {1}; the "
+                                 "tokenizer has {2} pieces",
+                                 models.front()->name, language->vocab,
+                                 pieces));
+    language->pieces = pieces;
+  } else if (language->vocab != 256) {
     return error(llvm::formatv("@{0} has a vocabulary of {1}; {2} reads "
-                               "and writes bytes (a vocabulary of 256)",
-                               program.functions().front().name,
-                               language->vocab, command));
+                               "and writes bytes (a vocabulary of 256; "
+                               "--tokenizer-model for subwords)",
+                               models.front()->name, language->vocab, command));
+  }
   return language;
 }
 
@@ -328,6 +343,7 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
   rt::CompileOptions options = *selected;
   options.trainStep = trainStep;
   options.probes = request.probes;
+  options.decoder = request.decoder;
   if (device.threads.getNumOccurrences() && device.device != Device::cpu)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "--cpu-threads needs --device cpu");

@@ -111,14 +111,18 @@ struct TrainedParams {
 };
 
 /// The language model of `program` (compiled from `input`, one model) with
-/// `files`' parameters (kept in `storage`, which must outlive it), for the
-/// byte-level `command`: an error for a file of several models, another
-/// model's checkpoint, a subword checkpoint or a vocabulary other than 256.
+/// `files`' parameters (kept in `storage`, which must outlive it), for
+/// `command`, reading bytes or, with `tokenizer`, its subwords: an error for
+/// a file of several models, another model's checkpoint, a checkpoint of
+/// another tokenizer, or a vocabulary other than 256 (bytes) or smaller than
+/// the tokenizer's pieces. With a tokenizer the model's `pieces` are its
+/// pieces.
 llvm::Expected<rt::LanguageModel>
-bindByteModel(rt::Program &program, llvm::StringRef input,
-              llvm::ArrayRef<std::string> files,
-              const rt::ParamFileOptions &options,
-              std::vector<rt::HostTensor> &storage, llvm::StringRef command);
+bindLanguageModel(rt::Program &program, llvm::StringRef input,
+                  llvm::ArrayRef<std::string> files,
+                  const rt::ParamFileOptions &options,
+                  std::vector<rt::HostTensor> &storage, llvm::StringRef command,
+                  const rt::SentencePieceTokenizer *tokenizer = nullptr);
 
 /// The --device option of the commands that run a model, with the GPU
 /// target's code generation options (`--gpu-<option>`, one flag per
@@ -144,6 +148,9 @@ struct CompileRequest {
   bool trainStep = false;
   /// The forward function's probes (CompileOptions::probes).
   bool probes = false;
+  /// The model's decoding step over key/value caches
+  /// (CompileOptions::decoder).
+  bool decoder = false;
   /// Another model file with the same options; empty: the model's input.
   std::string input;
 };

@@ -20,4 +20,12 @@
 #define GET_OP_CLASSES
 #include "dialect/Lm/IR/LmOps.h.inc"
 
+namespace mlir::lm {
+
+/// The mark of a model's decoding step (lm-build-decoder), kept by the
+/// function it becomes: the name of the model whose tokens it decodes.
+constexpr llvm::StringLiteral kDecoderAttr = "lm.decoder";
+
+} // namespace mlir::lm
+
 #endif // SWITCHYARD_DIALECT_LM_IR_LMOPS_H

@@ -27,6 +27,10 @@ defvar Lm_FloatTypes = [F32, F16, BF16];
 def Lm_Hidden : TensorRankOf<Lm_FloatTypes, [3]>;
 /// Token ids [batch, time].
 def Lm_Tokens : TensorRankOf<[I32, I64], [2]>;
+// A key/value cache of an attention block, [batch, capacity, heads, width].
+def Lm_Cache : TensorRankOf<Lm_FloatTypes, [4]>;
+// The position of a decoding step's first token.
+def Lm_Position : TensorRankOf<[I32], [0]>;
 
 def Lm_PositiveI64 : ConfinedAttr<I64Attr, [IntPositive]>;
 /// A count from 1 to `max`: the layers' size limits (docs/BadInputs.md),
@@ -243,7 +247,8 @@ def Lm_LayerNormOp : Lm_LayerOp<"layer_norm", [AllTypesMatch<["input", "result"]
 // Attention blocks
 //===----------------------------------------------------------------------===//
 
-def Lm_MhaOp : Lm_LayerOp<"mha", [AllTypesMatch<["input", "result"]>]> {
+def Lm_MhaOp : Lm_LayerOp<"mha", [AllTypesMatch<["input", "result"]>,
+    AttrSizedOperandSegments, AttrSizedResultSegments]> {
   let summary = "dense multi-head causal self-attention block (the baseline)";
   let description = [{
     A pre-LN residual block `x + Attn(LN(x))` with `heads` heads of width
@@ -259,29 +264,48 @@ def Lm_MhaOp : Lm_LayerOp<"mha", [AllTypesMatch<["input", "result"]>]> {
     holds the previous segment's block inputs `[batch, time_mem, D]`; keys and
     values then cover memory and current tokens.
 
+    With `cache(%keys, %values at %p : ...)` (positions rope or none, no
+    memory), the block is one decoding step over a key/value cache: the
+    input holds the tokens at positions `p .. p + T - 1` (`%p` an i32
+    scalar), `%keys` and `%values` `[batch, capacity, heads, head_dim]` the
+    rotated keys and the values of the positions before `p` (rows `p` and
+    after are not read). The step writes its own keys and values into rows
+    `p .. p + T - 1` and returns the caches so written after the result;
+    its queries attend to rows `0 .. p + t`, so its result equals that of
+    the whole sequence's block at those positions.
+
     Residual dropout `dropout` (default 0) applies to the branch before the
     addition, in training only.
 
     ```mlir
     %y = lm.mha "layers.0.att" %x {heads = 4, head_dim = 8, pos = #lm.pos<rope>} : tensor<?x16x32xf32>
     %z = lm.mha "layers.1.att" %y memory(%m : tensor<?x16x32xf32>) {heads = 4, head_dim = 8, pos = #lm.pos<xl>} : tensor<?x16x32xf32>
+    %s, %k1, %v1 = lm.mha "layers.0.att" %x1 cache(%k, %v at %p : tensor<1x16x4x8xf32>, tensor<1x16x4x8xf32>, tensor<i32> -> tensor<1x16x4x8xf32>, tensor<1x16x4x8xf32>) {heads = 4, head_dim = 8, pos = #lm.pos<rope>} : tensor<1x1x32xf32>
     ```
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Hidden:$input,
                        Optional<Lm_Hidden>:$memory,
+                       Optional<Lm_Cache>:$keys, Optional<Lm_Cache>:$values,
+                       Optional<Lm_Position>:$position,
                        Lm_Heads:$heads, Lm_HeadDim:$head_dim,
                        DefaultValuedAttr<Lm_PosEncodingAttr,
                                          "PosEncoding::none">:$pos,
                        Lm_Probability:$dropout);
-  let results = (outs Lm_Hidden:$result);
+  let results = (outs Lm_Hidden:$result, Optional<Lm_Cache>:$next_keys,
+                      Optional<Lm_Cache>:$next_values);
   let assemblyFormat = [{
     $layer_name $input (`memory` `(` $memory^ `:` type($memory) `)`)?
+    (`cache` `(` $keys^ `,` $values `at` $position `:` type($keys) `,`
+     type($values) `,` type($position) `->` type($next_keys) `,`
+     type($next_values) `)`)?
     attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
 }
 
-def Lm_SwitchHeadOp : Lm_LayerOp<"switchhead", [AllTypesMatch<["input", "result"]>]> {
+def Lm_SwitchHeadOp : Lm_LayerOp<"switchhead", [
+    AllTypesMatch<["input", "result"]>, AttrSizedOperandSegments,
+    AttrSizedResultSegments]> {
   let summary = "SwitchHead attention block: MoE value and output projections";
   let description = [{
     A pre-LN residual block `x + Attn(LN(x))` whose value and output
@@ -298,8 +322,8 @@ def Lm_SwitchHeadOp : Lm_LayerOp<"switchhead", [AllTypesMatch<["input", "result"
     `<layer>.k` `[heads·head_dim, D]`, `<layer>.v`
     `[heads·experts, D, head_dim]`, `<layer>.o` `[heads·experts, head_dim, D]`,
     `<layer>.sel_v`, `<layer>.sel_o` `[heads·experts, D]` and, with XL
-    positions, `<layer>.pos` `[heads·head_dim, D]`. `memory` is as for
-    `lm.mha`.
+    positions, `<layer>.pos` `[heads·head_dim, D]`. `memory` and `cache` are
+    as for `lm.mha` (the cache holds the values after their experts).
 
     Residual dropout `dropout` (default 0) applies to the branch before the
     addition, in training only.
@@ -311,15 +335,21 @@ def Lm_SwitchHeadOp : Lm_LayerOp<"switchhead", [AllTypesMatch<["input", "result"
   }];
   let arguments = (ins StrAttr:$layer_name, Lm_Hidden:$input,
                        Optional<Lm_Hidden>:$memory,
+                       Optional<Lm_Cache>:$keys, Optional<Lm_Cache>:$values,
+                       Optional<Lm_Position>:$position,
                        Lm_Heads:$heads, Lm_Experts:$experts,
                        Lm_Experts:$k, Lm_HeadDim:$head_dim,
                        DefaultValuedAttr<Lm_PosEncodingAttr,
                                          "PosEncoding::none">:$pos,
                        Lm_Probability:$expert_dropout,
                        Lm_Probability:$dropout);
-  let results = (outs Lm_Hidden:$result);
+  let results = (outs Lm_Hidden:$result, Optional<Lm_Cache>:$next_keys,
+                      Optional<Lm_Cache>:$next_values);
   let assemblyFormat = [{
     $layer_name $input (`memory` `(` $memory^ `:` type($memory) `)`)?
+    (`cache` `(` $keys^ `,` $values `at` $position `:` type($keys) `,`
+     type($values) `,` type($position) `->` type($next_keys) `,`
+     type($next_values) `)`)?
     attr-dict `:` type($input)
   }];
   let hasVerifier = 1;

@@ -322,7 +322,7 @@ def Moe_ExpertMlpOp : Moe_Op<"expert_mlp", [Pure,
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-def Moe_AttentionOp : Moe_Op<"attention", [Pure,
+def Moe_AttentionOp : Moe_Op<"attention", [Pure, AttrSizedOperandSegments,
     AllElementTypesMatch<["query", "key", "value", "result"]>,
     AllTypesMatch<["query", "result"]>]> {
   let summary = "causal multi-head attention core, optionally with relative "
@@ -346,20 +346,28 @@ def Moe_AttentionOp : Moe_Op<"attention", [Pure,
     Transformer-XL, the projected sinusoidal encoding of the relative
     position `-δ` (key − query). Scores and softmax are computed in f32.
 
+    With `at %p` (an index), the queries start at key `p` instead: query
+    `t` has the position of key `p + t` and sees keys `0 .. p + t`, whatever
+    follows them (the unwritten rows of a key/value cache) is ignored, and
+    `δ = p + t - u`. Without it, `p = S - T`.
+
     ```mlir
     %o = moe.attention %q, %k, %v : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>
     %x = moe.attention %q, %km, %vm rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>
+    %c = moe.attention %q1, %kc, %vc at %p : tensor<1x1x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32> -> tensor<1x1x2x8xf32>
     ```
   }];
 
   let arguments = (ins Moe_ValueTensorOfRank<[4]>:$query,
                        Moe_ValueTensorOfRank<[4]>:$key,
                        Moe_ValueTensorOfRank<[4]>:$value,
-                       Optional<Moe_ValueTensorOfRank<[3]>>:$rel);
+                       Optional<Moe_ValueTensorOfRank<[3]>>:$rel,
+                       Optional<Index>:$position);
   let results = (outs Moe_ValueTensorOfRank<[4]>:$result);
 
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`rel` `(` $rel^ `:` type($rel) `)`)? attr-dict
+    $query `,` $key `,` $value (`rel` `(` $rel^ `:` type($rel) `)`)?
+    (`at` $position^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `->` type($result)
   }];
   let hasVerifier = 1;
@@ -450,7 +458,9 @@ def Moe_RopeOp : Moe_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "rotary position embedding of the first half of each head";
   let description = [{
     Rotates, for each position `p = l - offset` of the `[B, L, H, F]` input
-    (so memory keys before the current tokens have negative positions), the
+    (so memory keys before the current tokens have negative positions), or
+    `p = l - offset + s` with `at %s` (an index: the tokens of a key/value
+    cache's decoding step start at position `s`), the
     first `r = 2·⌊F/4⌋` channels of every head in rotate-half pairs:
     `θ_i = p · 10000^(-2i/r)`, `(y_i, y_{i+r/2}) = (x_i cos θ_i - x_{i+r/2}
     sin θ_i, x_{i+r/2} cos θ_i + x_i sin θ_i)` for `i < r/2`; the other
@@ -458,12 +468,14 @@ def Moe_RopeOp : Moe_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
 
     ```mlir
     %y = moe.rope %q {offset = 0 : i64} : tensor<?x16x2x8xf32>
+    %z = moe.rope %q1 at %s : tensor<1x1x2x8xf32>
     ```
   }];
   let arguments = (ins Moe_ValueTensorOfRank<[4]>:$input,
+                       Optional<Index>:$start,
                        DefaultValuedAttr<I64Attr, "0">:$offset);
   let results = (outs Moe_ValueTensorOfRank<[4]>:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let assemblyFormat = "$input (`at` $start^)? attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
@@ -676,7 +688,7 @@ def Moe_AddLossOp : Moe_Op<"add_loss", [Pure,
 //===----------------------------------------------------------------------===//
 
 def Moe_AttentionGradOp : Moe_Op<"attention_grad", [Pure,
-    AllTypesMatch<["query", "query_grad"]>,
+    AttrSizedOperandSegments, AllTypesMatch<["query", "query_grad"]>,
     AllTypesMatch<["key", "key_grad"]>,
     AllTypesMatch<["value", "value_grad"]>,
     AllTypesMatch<["query", "result_grad"]>,
@@ -696,7 +708,8 @@ def Moe_AttentionGradOp : Moe_Op<"attention_grad", [Pure,
     rel_grad[δ]      = Σ_{b, t} ds[b, t, t + (S - T) - δ] · query[b, t]
     ```
 
-    per head `a`, in f32, converted to the operands' element types. This is
+    per head `a`, in f32, converted to the operands' element types (`S - T`
+    is the position `at %p` where the forward op has one). This is
     what `lm-differentiate` emits for `moe.attention`; `convert-moe-to-linalg`
     lowers it with the weights `P` materialised (`[B, H, T, S]`), and
     `moe-fuse-attention` turns it into `moe.flash_attention_grad`, which does
@@ -712,7 +725,8 @@ def Moe_AttentionGradOp : Moe_Op<"attention_grad", [Pure,
                        Moe_ValueTensorOfRank<[4]>:$key,
                        Moe_ValueTensorOfRank<[4]>:$value,
                        Moe_ValueTensorOfRank<[4]>:$result_grad,
-                       Optional<Moe_ValueTensorOfRank<[3]>>:$rel);
+                       Optional<Moe_ValueTensorOfRank<[3]>>:$rel,
+                       Optional<Index>:$position);
   let results = (outs Moe_ValueTensorOfRank<[4]>:$query_grad,
                       Moe_ValueTensorOfRank<[4]>:$key_grad,
                       Moe_ValueTensorOfRank<[4]>:$value_grad,
@@ -720,7 +734,8 @@ def Moe_AttentionGradOp : Moe_Op<"attention_grad", [Pure,
 
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result_grad
-    (`rel` `(` $rel^ `:` type($rel) `)`)? attr-dict `:` type($query) `,`
+    (`rel` `(` $rel^ `:` type($rel) `)`)? (`at` $position^)? attr-dict
+    `:` type($query) `,`
     type($key) `,` type($value) `,` type($result_grad) `->` type($query_grad)
     `,` type($key_grad) `,` type($value_grad) (`,` type($rel_grad)^)?
   }];

@@ -110,7 +110,8 @@ def MoeFuseAttentionPass : Pass<"moe-fuse-attention"> {
     its gradient); where there is none, a `moe.flash_attention` is inserted
     before the gradient to recompute them. The pass belongs after
     `lm-differentiate` (the flash ops have no gradient rule). Attention ops
-    whose head width is dynamic are left unfused.
+    whose head width is dynamic, and those with an `at` position (a
+    key/value cache's decoding step), are left unfused.
 
     Before:
 

@@ -87,6 +87,9 @@ struct ConvertLmToFuncPass
         builder, model.getLoc(), model.getSymName(),
         builder.getFunctionType(inputs, model.getResultTypes()));
     func.getBody().takeBody(model.getBody());
+    // Marks such as lm.decoder stay with the function.
+    for (NamedAttribute attr : model->getDiscardableAttrs())
+      func->setAttr(attr.getName(), attr.getValue());
     unsigned first = model.getNumArguments();
     for (auto [offset, param] : llvm::enumerate(params))
       func.setArgAttr(first + offset, "lm.param", param.getSymNameAttr());

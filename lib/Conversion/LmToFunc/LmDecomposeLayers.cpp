@@ -74,6 +74,10 @@ public:
                bool probes = false)
       : probes(probes), b(layer.getLoc(), rewriter), layer(layer) {
     layer.getParams(params, /*numLayers=*/1);
+    // A decoding step (lm-build-decoder) returns its caches, not probes.
+    if (auto model = layer->getParentOfType<ModelOp>();
+        model && model->hasAttr(kDecoderAttr))
+      this->probes = false;
   }
 
   /// Marks `op` as probe `<layer>.<what>` for lm-expose-probes, where the
@@ -190,9 +194,41 @@ public:
     return moe::ConcatOp::create(b, type, first, second);
   }
 
-  /// Rotary embedding of x [B, L, H, F] at positions l - offset.
-  Value rope(Value x, int64_t offset) {
-    return moe::RopeOp::create(b, x.getType(), x, offset);
+  /// Rotary embedding of x [B, L, H, F] at positions l - offset (+ start,
+  /// an index, where given).
+  Value rope(Value x, int64_t offset, Value start = {}) {
+    return moe::RopeOp::create(b, x.getType(), x, start, offset);
+  }
+
+  /// `rows` [B, T, H, F] written into rows `position ..` of `cache`
+  /// [B, C, H, F], `position` an i32 scalar tensor. One element-wise pass
+  /// over the cache that reads the position itself, rather than an
+  /// insert_slice at a position: no offset that a GPU's host would have to
+  /// read back from the device.
+  Value writeRows(Value cache, Value rows, Value position) {
+    MLIRContext *ctx = b.getContext();
+    int64_t count = cast<RankedTensorType>(rows.getType()).getDimSize(1);
+    AffineMap scalar = AffineMap::get(4, 0, {}, ctx);
+    AffineMap id = b.getMultiDimIdentityMap(4);
+    return generic(
+        b, {position}, cache, {scalar, id}, iterators(4),
+        [&](ImplicitLocOpBuilder &b, ValueRange args) -> Value {
+          Value first =
+              arith::IndexCastOp::create(b, b.getIndexType(), args[0]);
+          Value row = arith::SubIOp::create(b, loopIndex(b, 1), first);
+          Value zero = indexConstant(b, 0);
+          Value last = indexConstant(b, count - 1);
+          Value written = arith::AndIOp::create(
+              b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, row, zero),
+              arith::CmpIOp::create(b, arith::CmpIPredicate::sle, row, last));
+          Value clamped = arith::MaxSIOp::create(
+              b, arith::MinSIOp::create(b, row, last), zero);
+          Value value = tensor::ExtractOp::create(
+              b, rows,
+              ValueRange{loopIndex(b, 0), clamped, loopIndex(b, 2),
+                         loopIndex(b, 3)});
+          return arith::SelectOp::create(b, written, value, args[1]);
+        });
   }
 
   /// The XL encodings pe [S, D] for the distances δ = 0 .. S-1 between a
@@ -261,14 +297,22 @@ private:
 /// positions and the attention core. `values` builds V [B·S, H, F] from the
 /// normalised sources [B·S, D]; `project` turns the head outputs
 /// [B·T, H, F] and the normalised queries [B·T, D] into the branch [B·T, D].
+/// The results: the block's, then, with a key/value cache, the caches with
+/// this step's keys and values written at its position.
 template <typename AttentionOp>
-Value buildAttention(AttentionOp op, LayerBuilder &lb,
-                     function_ref<Value(Value)> values,
-                     function_ref<Value(Value, Value)> project) {
+SmallVector<Value> buildAttention(AttentionOp op, LayerBuilder &lb,
+                                  function_ref<Value(Value)> values,
+                                  function_ref<Value(Value, Value)> project) {
   ImplicitLocOpBuilder &b = lb.b;
   Value x = op.getInput();
   int64_t heads = op.getHeads(), width = op.getHeadDim();
   double scale = std::pow(double(width), -0.25);
+  // A decoding step: the position of its first token, as an index.
+  Value position;
+  if (Value scalar = op.getPosition())
+    position = arith::IndexCastOp::create(
+        b, b.getIndexType(),
+        tensor::ExtractOp::create(b, scalar, ValueRange{}));
 
   Value h = lb.blockNorm(x);
   Value source = h;
@@ -288,8 +332,8 @@ Value buildAttention(AttentionOp op, LayerBuilder &lb,
 
   Value rel;
   if (op.getPos() == PosEncoding::rope) {
-    q = lb.rope(q, 0);
-    k = lb.rope(k, memoryLength);
+    q = lb.rope(q, 0, position);
+    k = lb.rope(k, memoryLength, position);
   } else if (op.getPos() == PosEncoding::xl) {
     int64_t modelWidth = cast<RankedTensorType>(x.getType()).getDimSize(2);
     Value pe = castElements(b, lb.sinusoids(sizesOf(b, source)[1], modelWidth),
@@ -297,13 +341,25 @@ Value buildAttention(AttentionOp op, LayerBuilder &lb,
     rel = lb.splitHeads(lb.linear(pe, lb.param("pos"), scale), heads);
   }
 
-  Value attended = moe::AttentionOp::create(b, q.getType(), q, k, v, rel);
-  lb.probe(attended.getDefiningOp(), "attention");
+  SmallVector<Value> results;
+  if (position) {
+    // The step's keys and values join the cache; its queries see the rows
+    // before them and their own.
+    k = lb.writeRows(op.getKeys(), k, op.getPosition());
+    v = lb.writeRows(op.getValues(), v, op.getPosition());
+  }
+  Value attended =
+      moe::AttentionOp::create(b, q.getType(), q, k, v, rel, position);
+  if (!position)
+    lb.probe(attended.getDefiningOp(), "attention");
   Value headsFlat = tensor::CollapseShapeOp::create(
       b, attended, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
   Value branch = project(headsFlat, hFlat);
-  return lb.residual(x, lb.unflatten(branch, x),
-                     op.getDropout().convertToDouble());
+  results.push_back(lb.residual(x, lb.unflatten(branch, x),
+                                op.getDropout().convertToDouble()));
+  if (position)
+    results.append({k, v});
+  return results;
 }
 
 /// The top-k of router scores, experts masked with probability
@@ -354,7 +410,7 @@ struct MhaDecomposition : public ProbedDecomposition<MhaOp> {
                                 PatternRewriter &rewriter) const override {
     LayerBuilder lb(op, rewriter, probes);
     int64_t heads = op.getHeads();
-    Value result = buildAttention(
+    SmallVector<Value> results = buildAttention(
         op, lb,
         [&](Value source) {
           return lb.splitHeads(lb.linear(source, lb.param("v")), heads);
@@ -364,7 +420,7 @@ struct MhaDecomposition : public ProbedDecomposition<MhaOp> {
               lb.b, attended, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
           return lb.linear(joined, lb.param("o"));
         });
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(op, results);
     return success();
   }
 };
@@ -379,7 +435,7 @@ struct SwitchHeadDecomposition : public ProbedDecomposition<SwitchHeadOp> {
     int64_t heads = op.getHeads(), experts = op.getExperts(), k = op.getK();
     int64_t width = op.getHeadDim();
     double expertDropout = op.getExpertDropout().convertToDouble();
-    Value result = buildAttention(
+    SmallVector<Value> results = buildAttention(
         op, lb,
         [&](Value source) -> Value {
           // Source-side selection over memory and current tokens.
@@ -399,7 +455,7 @@ struct SwitchHeadDecomposition : public ProbedDecomposition<SwitchHeadOp> {
           return moe::ExpertMergeOp::create(b, queries.getType(), attended,
                                             lb.param("o"), gates, indices);
         });
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(op, results);
     return success();
   }
 };

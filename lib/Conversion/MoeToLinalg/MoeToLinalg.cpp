@@ -542,8 +542,8 @@ struct AttentionLowering : public OpRewritePattern<moe::AttentionOp> {
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     MLIRContext *ctx = b.getContext();
-    Value weights = attentionWeights(b, op.getQuery(), op.getKey(),
-                                     op.getRel());
+    Value weights = attentionWeights(b, op.getQuery(), op.getKey(), op.getRel(),
+                                     op.getPosition());
     // result[b, t, a, f] = Σ_u weights[b, a, t, u] · v[b, u, a, f]
     // over (b, t, a, f | u).
     Value acc = contractF32(b, weights, dimsMap(ctx, 5, {0, 2, 1, 4}),
@@ -585,7 +585,7 @@ struct AttentionGradLowering : public OpRewritePattern<moe::AttentionGradOp> {
     Value v = op.getValue(), rel = op.getRel();
     Value dout = op.getResultGrad();
     Type f32 = b.getF32Type();
-    Value p = attentionWeights(b, q, k, rel);
+    Value p = attentionWeights(b, q, k, rel, op.getPosition());
     SmallVector<OpFoldResult> pSizes = sizesOf(b, p);
     // Rows of P are (b, a, t) and its columns the keys u: over loop dims
     // (b, x, a, f | y) a [B, L, H, F] operand reads (b, x/y, a, f).
@@ -621,7 +621,9 @@ struct AttentionGradLowering : public OpRewritePattern<moe::AttentionGradOp> {
                            iterators(4, 1), sizesOf(b, k));
     Value drel;
     if (rel) {
-      Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
+      Value shift = op.getPosition();
+      if (!shift)
+        shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
       SmallVector<OpFoldResult> relSizes = sizesOf(b, rel);
       Value dsrel = skewed(b, ds, relSizes[0], shift);
       // dq += Σ_δ dsrel[b, a, t, δ] · rel[δ, a, f] over (b, t, a, f | δ).
@@ -715,7 +717,8 @@ struct RopeLowering : public OpRewritePattern<moe::RopeOp> {
       return rewriter.notifyMatchFailure(op, "dynamic head width");
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     replaceCast(rewriter, b, op,
-                rotary(b, op.getInput(), op.getOffset(), /*inverse=*/false));
+                rotary(b, op.getInput(), op.getOffset(), /*inverse=*/false,
+                       op.getStart()));
     return success();
   }
 };

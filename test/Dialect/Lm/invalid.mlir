@@ -450,3 +450,43 @@ lm.model @long_sequence(%t: tensor<?x2000000xi32>) -> tensor<?x2000000x32xf32> {
 // A parameter past 2^36 elements (within every other limit).
 lm.param @big : tensor<16777216x8192xf32> init <zeros>
 // expected-error @-1 {{'lm.param' op expected a parameter of at most 2^36 elements and dimensions up to 16777216, found 'tensor<16777216x8192xf32>'}}
+
+// -----
+
+func.func @cache_with_xl(%x: tensor<1x1x32xf32>, %k: tensor<1x16x4x8xf32>, %p: tensor<i32>) {
+  // expected-error @+1 {{'lm.mha' op expected pos = #lm.pos<rope> or #lm.pos<none> and no memory with a key/value cache (XL blocks carry their memory instead)}}
+  %y, %k1, %v1 = lm.mha "att" %x cache(%k, %k at %p : tensor<1x16x4x8xf32>, tensor<1x16x4x8xf32>, tensor<i32> -> tensor<1x16x4x8xf32>, tensor<1x16x4x8xf32>) {heads = 4, head_dim = 8, pos = #lm.pos<xl>} : tensor<1x1x32xf32>
+  return
+}
+
+// -----
+
+func.func @cache_shape(%x: tensor<1x1x32xf32>, %k: tensor<1x16x8x4xf32>, %p: tensor<i32>) {
+  // expected-error @+1 {{'lm.switchhead' op expected keys of shape 1x?x4x8 ([input dim 0, capacity, heads, head_dim]), found 1x16x8x4}}
+  %y, %k1, %v1 = lm.switchhead "att" %x cache(%k, %k at %p : tensor<1x16x8x4xf32>, tensor<1x16x8x4xf32>, tensor<i32> -> tensor<1x16x8x4xf32>, tensor<1x16x8x4xf32>) {heads = 4, experts = 2, k = 1, head_dim = 8, pos = #lm.pos<rope>} : tensor<1x1x32xf32>
+  return
+}
+
+// -----
+
+func.func @cache_types(%x: tensor<1x1x32xf32>, %k: tensor<1x16x4x8xf32>, %v: tensor<1x8x4x8xf32>, %p: tensor<i32>) {
+  // expected-error @+1 {{'lm.mha' op expected the values of type 'tensor<1x16x4x8xf32>' (that of the keys), found 'tensor<1x8x4x8xf32>'}}
+  %y, %k1, %v1 = lm.mha "att" %x cache(%k, %v at %p : tensor<1x16x4x8xf32>, tensor<1x8x4x8xf32>, tensor<i32> -> tensor<1x16x4x8xf32>, tensor<1x8x4x8xf32>) {heads = 4, head_dim = 8} : tensor<1x1x32xf32>
+  return
+}
+
+// -----
+
+func.func @cache_capacity(%x: tensor<1x4x32xf32>, %k: tensor<1x2x4x8xf32>, %p: tensor<i32>) {
+  // expected-error @+1 {{'lm.mha' op expected a static cache capacity (keys dim 1) of at least the static time steps of the input, found 2 for 'tensor<1x4x32xf32>'}}
+  %y, %k1, %v1 = lm.mha "att" %x cache(%k, %k at %p : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<i32> -> tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) {heads = 4, head_dim = 8} : tensor<1x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @cache_element_type(%x: tensor<1x1x32xf32>, %k: tensor<1x16x4x8xbf16>, %p: tensor<i32>) {
+  // expected-error @+1 {{'lm.mha' op expected cache element type 'f32' (that of input), found 'bf16'}}
+  %y, %k1, %v1 = lm.mha "att" %x cache(%k, %k at %p : tensor<1x16x4x8xbf16>, tensor<1x16x4x8xbf16>, tensor<i32> -> tensor<1x16x4x8xbf16>, tensor<1x16x4x8xbf16>) {heads = 4, head_dim = 8} : tensor<1x1x32xf32>
+  return
+}

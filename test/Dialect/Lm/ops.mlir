@@ -24,6 +24,20 @@ lm.model @every_layer(%tokens: tensor<?x16xi32>) -> tensor<?x16x256xf32> {
   lm.return %l : tensor<?x16x256xf32>
 }
 
+// A decoding step: attention blocks over key/value caches at a position.
+// CHECK-LABEL: lm.model @step
+// CHECK-SAME: (%[[T:.*]]: tensor<1x1xi32>, %[[P:.*]]: tensor<i32>, %[[K0:.*]]: tensor<1x16x2x8xf32>, %[[V0:.*]]: tensor<1x16x2x8xf32>, %[[K1:.*]]: tensor<1x16x4x4xf32>, %[[V1:.*]]: tensor<1x16x4x4xf32>)
+lm.model @step(%t: tensor<1x1xi32>, %p: tensor<i32>, %k0: tensor<1x16x2x8xf32>, %v0: tensor<1x16x2x8xf32>, %k1: tensor<1x16x4x4xf32>, %v1: tensor<1x16x4x4xf32>) -> (tensor<1x1x64xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x4x4xf32>, tensor<1x16x4x4xf32>) {
+  %x = lm.embed "embed" %t {vocab = 64} : tensor<1x1xi32> -> tensor<1x1x16xf32>
+  // CHECK: %{{.*}}, %[[NK0:.*]], %[[NV0:.*]] = lm.switchhead "att0" %{{.*}} cache(%[[K0]], %[[V0]] at %[[P]] : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<i32> -> tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>) {experts = 3 : i64, head_dim = 8 : i64, heads = 2 : i64, k = 2 : i64, pos = #lm.pos<rope>} : tensor<1x1x16xf32>
+  %a, %nk0, %nv0 = lm.switchhead "att0" %x cache(%k0, %v0 at %p : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<i32> -> tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>) {heads = 2, experts = 3, k = 2, head_dim = 8, pos = #lm.pos<rope>} : tensor<1x1x16xf32>
+  // CHECK: %{{.*}}, %[[NK1:.*]], %[[NV1:.*]] = lm.mha "att1" %{{.*}} cache(%[[K1]], %[[V1]] at %[[P]] : tensor<1x16x4x4xf32>, tensor<1x16x4x4xf32>, tensor<i32> -> tensor<1x16x4x4xf32>, tensor<1x16x4x4xf32>) {head_dim = 4 : i64, heads = 4 : i64} : tensor<1x1x16xf32>
+  %b, %nk1, %nv1 = lm.mha "att1" %a cache(%k1, %v1 at %p : tensor<1x16x4x4xf32>, tensor<1x16x4x4xf32>, tensor<i32> -> tensor<1x16x4x4xf32>, tensor<1x16x4x4xf32>) {heads = 4, head_dim = 4} : tensor<1x1x16xf32>
+  %l = lm.output "out" %b {vocab = 64} : tensor<1x1x16xf32> -> tensor<1x1x64xf32>
+  // CHECK: lm.return %{{.*}}, %[[NK0]], %[[NV0]], %[[NK1]], %[[NV1]]
+  lm.return %l, %nk0, %nv0, %nk1, %nv1 : tensor<1x1x64xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x4x4xf32>, tensor<1x16x4x4xf32>
+}
+
 // Transformer-XL attention with memory operands, k = E, a non-default eps.
 // CHECK-LABEL: lm.model @xl
 // CHECK-SAME: (%[[T:.*]]: tensor<2x8xi64>, %[[M0:.*]]: tensor<2x8x16xbf16>, %[[M1:.*]]: tensor<2x8x16xbf16>)

@@ -50,3 +50,13 @@ func.func @dynamic_width(%q: tensor<?x4x2x?xf32>, %do: tensor<?x4x2x?xf32>) -> (
   %dq, %dk, %dv = moe.attention_grad %q, %q, %q, %do : tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32> -> tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>
   return %o, %dq : tensor<?x4x2x?xf32>, tensor<?x4x2x?xf32>
 }
+
+// A decoding step's attention (queries at a position of a key/value cache)
+// keeps the unfused lowering.
+// CHECK-LABEL: func.func @decoding_step
+// CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} at %{{.*}}
+// CHECK-NOT: moe.flash_attention
+func.func @decoding_step(%q: tensor<1x1x2x8xf32>, %k: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x8xf32>, %p: index) -> tensor<1x1x2x8xf32> {
+  %o = moe.attention %q, %k, %v at %p : tensor<1x1x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32> -> tensor<1x1x2x8xf32>
+  return %o : tensor<1x1x2x8xf32>
+}

@@ -69,6 +69,10 @@ func.func @attention(%q: tensor<?x16x2x8xf32>, %k: tensor<?x32x2x8xf32>,
   // Their weights, [batch, heads, queries, keys], for analysis.
   // CHECK: moe.attention_weights %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x2x16x32xf32>
   %w = moe.attention_weights %q, %k rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x2x16x32xf32>
+  // A decoding step: the queries start at key %p of a cache.
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} at %{{.*}} : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>
+  %p = arith.constant 3 : index
+  %y = moe.attention %q, %k, %v at %p : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>
   return %o, %x : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
 }
 
@@ -83,6 +87,9 @@ func.func @attention_gradients(%q: tensor<?x16x2x8xf32>, %k: tensor<?x32x2x8xf32
   %dq, %dk, %dv = moe.attention_grad %q, %q, %q, %do : tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2x8xf32>
   // CHECK: moe.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>
   %gq, %gk, %gv, %gr = moe.attention_grad %q, %k, %v, %do rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>
+  // CHECK: moe.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} at %{{.*}} : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>
+  %at = arith.constant 2 : index
+  %aq, %ak, %av = moe.attention_grad %q, %k, %v, %do at %at : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>
   // CHECK: %[[O:.*]], %[[LSE:.*]] = moe.flash_attention %{{.*}}, %{{.*}}, %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2xf32>
   %o, %lse = moe.flash_attention %q, %k, %v rel(%r : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x16x2xf32>
   // CHECK: moe.flash_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[LSE]], %{{.*}} rel(%{{.*}} : tensor<32x2x8xf32>) : tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x16x2x8xf32>, tensor<?x16x2xf32>, tensor<?x16x2x8xf32> -> tensor<?x16x2x8xf32>, tensor<?x32x2x8xf32>, tensor<?x32x2x8xf32>, tensor<32x2x8xf32>
@@ -110,6 +117,10 @@ func.func @building_blocks(%x: tensor<?x16xf32>, %w: tensor<8x16xf32>,
   %n = moe.layer_norm %h, %g, %g {eps = 1.0e-3} : tensor<?x4x16xf32>, tensor<16xf32>
   // CHECK: moe.rope %{{.*}} {offset = 4 : i64} : tensor<?x4x2x8xbf16>
   %p = moe.rope %q {offset = 4} : tensor<?x4x2x8xbf16>
+  // A decoding step's rotation starts at a position.
+  // CHECK: moe.rope %{{.*}} at %{{.*}} : tensor<?x4x2x8xbf16>
+  %start = arith.constant 5 : index
+  %ps = moe.rope %q at %start : tensor<?x4x2x8xbf16>
   // CHECK: moe.embed %{{.*}}, %{{.*}} : tensor<256x16xf32>, tensor<?x4xi32> -> tensor<?x4x16xf32>
   %e = moe.embed %table, %t : tensor<256x16xf32>, tensor<?x4xi32> -> tensor<?x4x16xf32>
   // CHECK: moe.embed_grad %{{.*}}, %{{.*}} : tensor<?xi32>, tensor<?x16xf32> -> tensor<256x16xf32>

@@ -48,7 +48,9 @@ LogicalResult mlir::lm::detail::verifyLayer(Operation *op, StringRef name) {
     SmallVector<StringRef> known;
     for (StringAttr inherent :
          op->getName().getRegisteredInfo()->getAttributeNames())
-      if (inherent.strref() != "layer_name")
+      if (!llvm::is_contained(
+              {"layer_name", "operandSegmentSizes", "resultSegmentSizes"},
+              inherent.strref()))
         known.push_back(inherent.strref());
     llvm::sort(known);
     InFlightDiagnostic diag = op->emitOpError()
@@ -302,6 +304,52 @@ void LayerNormOp::getParams(SmallVectorImpl<ParamDecl> &params, int64_t) {
 // Attention blocks
 //===----------------------------------------------------------------------===//
 
+/// A decoding step's key/value cache: all of keys, values and position or
+/// none, the next caches exactly with them and of their type, [batch,
+/// capacity >= time, heads, head_dim] in the input's element type, and
+/// positions that a cache can hold (rope or none, no memory).
+template <typename AttentionOp>
+static LogicalResult verifyCache(AttentionOp op) {
+  Value keys = op.getKeys(), values = op.getValues();
+  unsigned present = bool(keys) + bool(values) + bool(op.getPosition());
+  if (present == 0 && !op.getNextKeys() && !op.getNextValues())
+    return success();
+  if (present != 3 || !op.getNextKeys() || !op.getNextValues())
+    return op.emitOpError("expected a cache's keys, values and position, and "
+                          "the next keys and values, all together");
+  if (op.getPos() == PosEncoding::xl || op.getMemory())
+    return op.emitOpError("expected pos = #lm.pos<rope> or #lm.pos<none> "
+                          "and no memory with a key/value cache (XL blocks "
+                          "carry their memory instead)");
+  Type type = keys.getType();
+  for (auto [name, other] : {std::pair<StringRef, Value>{"values", values},
+                             {"next keys", op.getNextKeys()},
+                             {"next values", op.getNextValues()}})
+    if (other.getType() != type)
+      return op.emitOpError()
+             << "expected the " << name << " of type " << type
+             << " (that of the keys), found " << other.getType();
+  auto input = cast<RankedTensorType>(op.getInput().getType());
+  if (elementTypeOf(keys) != input.getElementType())
+    return op.emitOpError()
+           << "expected cache element type " << input.getElementType()
+           << " (that of input), found " << elementTypeOf(keys);
+  int64_t heads = op.getHeads(), width = op.getHeadDim();
+  if (failed(switchyard::verifyShape(
+          op, "keys", type,
+          {input.getDimSize(0), ShapedType::kDynamic, heads, width},
+          "[input dim 0, capacity, heads, head_dim]")))
+    return failure();
+  int64_t capacity = cast<RankedTensorType>(type).getDimSize(1);
+  if (ShapedType::isDynamic(capacity) || input.isDynamicDim(1) ||
+      capacity < input.getDimSize(1))
+    return op.emitOpError()
+           << "expected a static cache capacity (keys dim 1) of at least the "
+              "static time steps of the input, found "
+           << switchyard::formatShape({capacity}) << " for " << input;
+  return success();
+}
+
 /// Rules shared by the dense and SwitchHead attention blocks.
 template <typename AttentionOp>
 static LogicalResult verifyAttention(AttentionOp op) {
@@ -319,6 +367,8 @@ static LogicalResult verifyAttention(AttentionOp op) {
                                "positions (sinusoids come in sin/cos "
                                "pairs), found "
                             << width;
+  if (failed(verifyCache(op)))
+    return failure();
   Value memory = op.getMemory();
   if (!memory)
     return success();

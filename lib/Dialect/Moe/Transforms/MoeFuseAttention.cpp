@@ -27,10 +27,12 @@ using namespace mlir::moe;
 
 namespace {
 
-/// Whether the flash kernels can take queries of this type: a row of a head
-/// is a vector<F>, so F must be static.
-bool hasStaticWidth(Value query) {
-  return !cast<RankedTensorType>(query.getType()).isDynamicDim(3);
+/// Whether the flash kernels can take the attention of `op`: a row of a
+/// head is a vector<F>, so F must be static, and its keys end where its
+/// queries end (a decoding step's `at` position stays with the unfused
+/// lowering, whose single query row is no bigger than the flash kernel's).
+template <typename Op> bool isFusable(Op op) {
+  return !op.getQuery().getType().isDynamicDim(3) && !op.getPosition();
 }
 
 /// The [B, T, H] f32 type of the row logsumexp of `query` [B, T, H, F].
@@ -75,7 +77,7 @@ struct MoeFuseAttentionPass
     IRRewriter rewriter(&getContext());
     SmallVector<AttentionOp> forwards;
     getOperation()->walk([&](AttentionOp op) {
-      if (hasStaticWidth(op.getQuery()))
+      if (isFusable(op))
         forwards.push_back(op);
     });
     for (AttentionOp op : forwards) {
@@ -88,7 +90,7 @@ struct MoeFuseAttentionPass
 
     SmallVector<AttentionGradOp> gradients;
     getOperation()->walk([&](AttentionGradOp op) {
-      if (hasStaticWidth(op.getQuery()))
+      if (isFusable(op))
         gradients.push_back(op);
     });
     for (AttentionGradOp op : gradients) {

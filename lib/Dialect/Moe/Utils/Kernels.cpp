@@ -134,15 +134,18 @@ mlir::switchyard::layerNormStatistics(ImplicitLocOpBuilder &b, Value x,
   return {mean, rstd};
 }
 
-Value mlir::switchyard::rotary(ImplicitLocOpBuilder &b, Value x,
-                               int64_t offset, bool inverse) {
+Value mlir::switchyard::rotary(ImplicitLocOpBuilder &b, Value x, int64_t offset,
+                               bool inverse, Value start) {
   auto type = cast<RankedTensorType>(x.getType());
   int64_t width = type.getDimSize(3);
   int64_t rotated = 2 * (width / 4), half = rotated / 2;
   if (rotated == 0)
     return x;
   Type element = type.getElementType();
+  // Position l - offset + start is l - (offset - start).
   Value offsetValue = indexConstant(b, offset);
+  if (start)
+    offsetValue = arith::SubIOp::create(b, offsetValue, start);
   // exp(-ln(10000)·2i/r) is the frequency of pair i.
   double logStep = -2.0 * std::log(10000.0) / double(rotated);
   AffineMap id = b.getMultiDimIdentityMap(4);
@@ -280,11 +283,12 @@ Value mlir::switchyard::skewed(ImplicitLocOpBuilder &b, Value x,
 }
 
 Value mlir::switchyard::attentionWeights(ImplicitLocOpBuilder &b, Value q,
-                                         Value k, Value rel) {
+                                         Value k, Value rel, Value shift) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type();
   SmallVector<OpFoldResult> qSizes = sizesOf(b, q), kSizes = sizesOf(b, k);
-  Value shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
+  if (!shift)
+    shift = arith::SubIOp::create(b, dimOf(b, k, 1), dimOf(b, q, 1));
   Value negInf = f32Constant(b, -std::numeric_limits<double>::infinity());
   SmallVector<OpFoldResult> pSizes = {qSizes[0], qSizes[2], qSizes[1],
                                       kSizes[1]};

@@ -62,10 +62,12 @@ Value routeSums(ImplicitLocOpBuilder &b, Value gates, Value indices,
 std::pair<Value, Value> layerNormStatistics(ImplicitLocOpBuilder &b, Value x,
                                             double eps);
 
-/// The rotary embedding of x [B, L, H, F] at positions l - offset; with
-/// `inverse`, the rotation by the opposite angles (its transpose, which is
-/// the gradient of the forward rotation). F must be static.
-Value rotary(ImplicitLocOpBuilder &b, Value x, int64_t offset, bool inverse);
+/// The rotary embedding of x [B, L, H, F] at positions l - offset (+ start,
+/// an index, where given); with `inverse`, the rotation by the opposite
+/// angles (its transpose, which is the gradient of the forward rotation). F
+/// must be static.
+Value rotary(ImplicitLocOpBuilder &b, Value x, int64_t offset, bool inverse,
+             Value start = {});
 
 /// Row maxima and Σ exp(logit - max) over the last dimension of logits
 /// (e.g. [B, T, V]), as f32 tensors of the leading dimensions ([B, T]):
@@ -101,10 +103,12 @@ Value skewed(ImplicitLocOpBuilder &b, Value x, OpFoldResult width,
 
 /// The causal softmax weights [B, H, T, S] (f32, 0 where invisible) of
 /// queries q [B, T, H, F] over keys k [B, S, H, F], with the optional
-/// relative keys rel [S, H, F] added at distance t + (S - T) - u. The
-/// scores are contractions (q·kᵀ, and q·relᵀ over every distance, skewed),
-/// with the keys in the unit-stride dimension.
-Value attentionWeights(ImplicitLocOpBuilder &b, Value q, Value k, Value rel);
+/// relative keys rel [S, H, F] added at distance t + shift - u. `shift`
+/// (an index; null: S - T) is the key of the first query (moe.attention's
+/// `at` position). The scores are contractions (q·kᵀ, and q·relᵀ over
+/// every distance, skewed), with the keys in the unit-stride dimension.
+Value attentionWeights(ImplicitLocOpBuilder &b, Value q, Value k, Value rel,
+                       Value shift = {});
 
 /// mask ? 0 : x / (1 - rate), element-wise, in x's element type: the
 /// forward dropout and its gradient.
