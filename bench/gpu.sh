@@ -49,6 +49,9 @@
 #            checkout); tokens/s, step ms and MFU (switchyard cost's model
 #            FLOPs over the bf16 peak torch.mm measures in the same run,
 #            bench/paper_summary.py);
+#   generate  text generation with key/value caches against a window per
+#            token, the tiny and the 47M RoPE (bytes) models
+#            (bench/generate.sh --device gpu; no peer);
 #   profile  a few training steps of each 47M model (default fusions) with
 #            SWITCHYARD_KERNEL_PROFILE=${PROFILE_TOP:-40}: each launch timed
 #            alone (CUDA events), the longest kernels by name with their
@@ -225,6 +228,15 @@ for phase in $phases; do
         echo
       done
       unset TORCH_STEP_ROWS ;;
+    generate)
+      echo "## Text generation ($((SECONDS - start)) s so far)"
+      echo
+      timeout -k 10 400 "$root/bench/generate.sh" --device gpu \
+          --driver "$driver" --out "$tmp/generate.md" > /dev/null 2>&1
+      rc=$?
+      cat "$tmp/generate.md" 2>/dev/null | sed 1,2d
+      [ $rc = 0 ] || { echo "FAILED (exit $rc)"; status=1; }
+      echo ;;
     profile)
       peers=(--python=)
       for model in switchhead-47m dense-47m; do
@@ -233,7 +245,7 @@ for phase in $phases; do
           --train-step "$root/examples/models/$model.mlir" --batch 16 --reps 2
       done
       peers=(--python "$python") ;;
-    *) echo "unknown phase '$phase' (kernels, matmuls, layer, train, train-fused, train-no-epilogues, train-planned, train-graphs, paper-47m, paper-262m, profile)"; status=1 ;;
+    *) echo "unknown phase '$phase' (kernels, matmuls, layer, train, train-fused, train-no-epilogues, train-planned, train-graphs, paper-47m, paper-262m, generate, profile)"; status=1 ;;
   esac
 done
 

@@ -216,10 +216,19 @@ llvm::Expected<std::vector<float>> LanguageModel::decode(int32_t token) {
   if (cached >= context)
     return failure(llvm::formatv(
         "the key/value caches hold {0} tokens already: they are full", cached));
+  // The parameters in the decoding step's argument order, by name.
   if (residentParams.empty())
-    for (const HostTensor *param : params) {
+    for (const TensorSpec &spec : decoder->arguments) {
+      if (spec.param.empty())
+        continue;
+      auto found = llvm::find_if(params, [&](const HostTensor *param) {
+        return param->name == spec.param;
+      });
+      if (found == params.end())
+        return failure("@" + decoder->name + " takes the parameter '" +
+                       spec.param + "', which @" + function.name + " does not");
       llvm::Expected<std::unique_ptr<DeviceTensor>> resident =
-          program.upload(*param);
+          program.upload(**found);
       if (!resident)
         return resident.takeError();
       residentParams.push_back(std::move(*resident));
