@@ -122,7 +122,7 @@ bool readShape(const json::Object &object, std::vector<int64_t> &shape) {
 bool readTensor(const json::Value &value, TensorSpec &spec) {
   const json::Object *object = value.getAsObject();
   if (!object || !readEnum(*object, "type", ElementType::bool_, spec.type) ||
-      !readEnum(*object, "role", ArgRole::hyper, spec.role) ||
+      !readEnum(*object, "role", ArgRole::gradient, spec.role) ||
       !readShape(*object, spec.shape))
     return false;
   std::optional<llvm::StringRef> param = object->getString("param");

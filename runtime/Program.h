@@ -42,6 +42,9 @@ enum class ArgRole : uint8_t {
   /// AdamW's first and second moments of a parameter.
   adamM,
   adamV,
+  /// The gradient of a parameter, for `_optimizer_step` (in parameter
+  /// order, as the moments).
+  gradient,
   /// The optimizer hyperparameters of a `_train_step`.
   hyper,
 };
@@ -84,6 +87,11 @@ struct CompileOptions {
   /// Also compile each model's AdamW step `<model>_train_step` (see
   /// lm-build-train-step); implies `gradients`.
   bool trainStep = false;
+  /// With trainStep: also `<model>_optimizer_step`, the train step's
+  /// update from gradients given as arguments (ArgRole::gradient), for
+  /// data-parallel training: each process's `_grad` on its part of the
+  /// batch, the gradients averaged, then this.
+  bool optimizerStep = false;
   /// Each distinct block compiled once, as a function called per layer
   /// (lm-outline-layers); off: every layer inline, as one straight line.
   bool outlineLayers = true;

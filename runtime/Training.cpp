@@ -130,14 +130,14 @@ struct Bindings {
   /// XL memories (the data arguments after the tokens), parameters.
   const Resident *memories, *params;
   const HostTensor *targets = nullptr, *seed = nullptr, *hyper = nullptr;
-  const Resident *adamM = nullptr, *adamV = nullptr;
+  const Resident *adamM = nullptr, *adamV = nullptr, *gradients = nullptr;
 };
 
 /// The arguments of `function` in order, chosen by their roles.
 Expected<std::vector<CallArgument>> bind(const FunctionSpec &function,
                                          const Bindings &bindings) {
   std::vector<CallArgument> args;
-  size_t memory = 0, param = 0, adamM = 0, adamV = 0;
+  size_t memory = 0, param = 0, adamM = 0, adamV = 0, gradient = 0;
   auto next = [](const Resident *list,
                  size_t &index) -> std::optional<CallArgument> {
     if (!list || index >= list->size())
@@ -173,6 +173,9 @@ Expected<std::vector<CallArgument>> bind(const FunctionSpec &function,
       break;
     case ArgRole::hyper:
       arg = host(bindings.hyper);
+      break;
+    case ArgRole::gradient:
+      arg = next(bindings.gradients, gradient);
       break;
     }
     if (!arg)

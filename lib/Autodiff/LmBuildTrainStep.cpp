@@ -181,6 +181,8 @@ SmallVector<ParamGroup> groupsByLayer(SmallVector<ParamGroup> calls) {
 
 struct LmBuildTrainStepPass
     : public switchyard::impl::LmBuildTrainStepPassBase<LmBuildTrainStepPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     optimizerFunctions.clear();
@@ -265,13 +267,11 @@ struct LmBuildTrainStepPass
     return groups;
   }
 
-  /// The types of `group`'s parameters in `grad`'s step `step`.
+  /// The types of `group`'s parameters, of all `paramTypes`.
   static SmallVector<Type> groupTypes(const ParamGroup &group,
-                                      func::FuncOp step,
-                                      ArrayRef<unsigned> paramArgs) {
-    return llvm::map_to_vector(group.params, [&](unsigned p) {
-      return step.getArgumentTypes()[paramArgs[p]];
-    });
+                                      TypeRange paramTypes) {
+    return llvm::map_to_vector(group.params,
+                               [&](unsigned p) { return paramTypes[p]; });
   }
 
   /// A private function of the optimizer, before `step`, named after the
@@ -319,8 +319,8 @@ struct LmBuildTrainStepPass
 
   /// `<block>_sum_squares(g...) -> (Σ g², ...)`.
   func::FuncOp sumSquaresFunction(const ParamGroup &group, func::FuncOp step,
-                                  ArrayRef<unsigned> paramArgs) {
-    SmallVector<Type> types = groupTypes(group, step, paramArgs);
+                                  TypeRange paramTypes) {
+    SmallVector<Type> types = groupTypes(group, paramTypes);
     SmallVector<Type> results(
         types.size(), RankedTensorType::get({}, Float32Type::get(&getContext())));
     return optimizerFunction(
@@ -335,8 +335,8 @@ struct LmBuildTrainStepPass
   /// `<block>_adamw(hyper, factor, p..., g..., m..., v...) -> (p'...,
   /// m'..., v'...)`.
   func::FuncOp adamWFunction(const ParamGroup &group, func::FuncOp step,
-                             ArrayRef<unsigned> paramArgs) {
-    SmallVector<Type> types = groupTypes(group, step, paramArgs);
+                             TypeRange paramTypes) {
+    SmallVector<Type> types = groupTypes(group, paramTypes);
     Type f32 = Float32Type::get(&getContext());
     SmallVector<Type> inputs = {RankedTensorType::get({kNumHyper}, f32),
                                 RankedTensorType::get({}, f32)};
@@ -368,6 +368,93 @@ struct LmBuildTrainStepPass
   /// The optimizer functions built so far, by name and argument types.
   llvm::StringMap<func::FuncOp> optimizerFunctions;
 
+  /// The clipped AdamW update of `params` by `gradients` (values in the
+  /// function `step` being built, whose optimizer functions are inserted
+  /// before it; `grad` tells which parameters each block call reads).
+  struct Update {
+    Value norm;
+    SmallVector<Value> params, m, v;
+  };
+  Update buildUpdate(ImplicitLocOpBuilder &b, func::FuncOp grad,
+                     func::FuncOp step, ArrayRef<unsigned> paramArgs,
+                     ValueRange params, ValueRange gradients, ValueRange ms,
+                     ValueRange vs, Value hyper) {
+    unsigned numParams = paramArgs.size();
+    Type f32 = b.getF32Type();
+
+    // Parameters that one block call reads (lm-outline-layers) are updated
+    // by that block's optimizer functions, called once per layer; the
+    // others here.
+    SmallVector<ParamGroup> groups =
+        groupsByLayer(paramGroups(grad, paramArgs));
+    SmallVector<int> groupOf(numParams, -1);
+    for (auto [index, group] : llvm::enumerate(groups))
+      for (unsigned p : group.params)
+        groupOf[p] = int(index);
+    auto ofGroup = [&](const ParamGroup &group, ValueRange values) {
+      return llvm::map_to_vector(group.params,
+                                 [&](unsigned p) { return values[p]; });
+    };
+
+    // Global gradient norm and the clipping factor: the squares of each
+    // parameter's gradient summed, then the sums added in parameter order.
+    SmallVector<Value> partials(numParams);
+    for (const ParamGroup &group : groups) {
+      auto call = func::CallOp::create(
+          b, sumSquaresFunction(group, step, params.getTypes()),
+          ofGroup(group, gradients));
+      for (auto [p, partial] : llvm::zip(group.params, call.getResults()))
+        partials[p] = partial;
+    }
+    for (unsigned p = 0; p < numParams; ++p)
+      if (groupOf[p] < 0)
+        partials[p] = sumOfSquares(b, gradients[p]);
+    Value sumSquares = f32Constant(b, 0.0);
+    for (Value partial : partials)
+      sumSquares = arith::AddFOp::create(
+          b, sumSquares, tensor::ExtractOp::create(b, partial, ValueRange{}));
+    Value norm = math::SqrtOp::create(b, sumSquares);
+    Value clip = tensor::ExtractOp::create(
+        b, hyper, ValueRange{indexConstant(b, kClip)});
+    Value limited = arith::DivFOp::create(
+        b, clip, arith::MaximumFOp::create(b, norm, f32Constant(b, 1e-12)));
+    Value factor = arith::MinimumFOp::create(b, f32Constant(b, 1.0), limited);
+    Value clipping = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, clip,
+                                           f32Constant(b, 0.0));
+    factor = arith::SelectOp::create(b, clipping, factor, f32Constant(b, 1.0));
+
+    SmallVector<Value> newParams(numParams), newM(numParams), newV(numParams);
+    Value factorTensor = tensor::FromElementsOp::create(
+        b, RankedTensorType::get({}, f32), ValueRange{factor});
+    if (!groups.empty()) {
+      for (const ParamGroup &group : groups) {
+        SmallVector<Value> operands = {hyper, factorTensor};
+        for (ValueRange values : {ValueRange(params), ValueRange(gradients),
+                                  ValueRange(ms), ValueRange(vs)})
+          llvm::append_range(operands, ofGroup(group, values));
+        auto call = func::CallOp::create(
+            b, adamWFunction(group, step, params.getTypes()), operands);
+        unsigned k = group.params.size();
+        for (auto [i, p] : llvm::enumerate(group.params)) {
+          newParams[p] = call.getResult(i);
+          newM[p] = call.getResult(k + i);
+          newV[p] = call.getResult(2 * k + i);
+        }
+      }
+    }
+    for (unsigned p = 0; p < numParams; ++p) {
+      if (groupOf[p] >= 0)
+        continue;
+      auto update = adamW(b, hyper, factorTensor, params[p], gradients[p],
+                          ms[p], vs[p]);
+      newParams[p] = update.getResult(0);
+      newM[p] = update.getResult(1);
+      newV[p] = update.getResult(2);
+    }
+
+    return {norm, std::move(newParams), std::move(newM), std::move(newV)};
+  }
+
   void build(func::FuncOp grad) {
     OpBuilder builder(grad);
     builder.setInsertionPointAfter(grad);
@@ -382,22 +469,22 @@ struct LmBuildTrainStepPass
     SmallVector<Type> inputs(grad.getArgumentTypes());
     SmallVector<DictionaryAttr> argAttrs;
     for (unsigned i = 0; i < grad.getNumArguments(); ++i)
-      argAttrs.push_back(grad.getArgAttrDict(i) ? grad.getArgAttrDict(i)
-                                                : builder.getDictionaryAttr({}));
+      argAttrs.push_back(grad.getArgAttrDict(i)
+                             ? grad.getArgAttrDict(i)
+                             : builder.getDictionaryAttr({}));
     for (StringRef moment : {"lm.adam_m", "lm.adam_v"})
       for (unsigned i : paramArgs) {
         inputs.push_back(grad.getArgumentTypes()[i]);
-        argAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-            moment, grad.getArgAttr(i, "lm.param"))));
+        argAttrs.push_back(builder.getDictionaryAttr(
+            builder.getNamedAttr(moment, grad.getArgAttr(i, "lm.param"))));
       }
     Type f32 = builder.getF32Type();
     inputs.push_back(RankedTensorType::get({kNumHyper}, f32));
     argAttrs.push_back(builder.getDictionaryAttr(
         builder.getNamedAttr("lm.hyper", builder.getUnitAttr())));
 
-    auto step = func::FuncOp::create(
-        builder, loc, (base + "_train_step").str(),
-        builder.getFunctionType(inputs, {}));
+    auto step = func::FuncOp::create(builder, loc, (base + "_train_step").str(),
+                                     builder.getFunctionType(inputs, {}));
     step.setAllArgAttrs(argAttrs);
     step->setAttr("lm.generated", builder.getUnitAttr());
     if (grad->hasAttr("llvm.emit_c_interface"))
@@ -424,81 +511,17 @@ struct LmBuildTrainStepPass
 
     ImplicitLocOpBuilder b(loc, inner);
     Value hyper = body->getArguments().back();
-
-    // Parameters that one block call reads (lm-outline-layers) are updated
-    // by that block's optimizer functions, called once per layer; the
-    // others here.
-    SmallVector<ParamGroup> groups =
-        groupsByLayer(paramGroups(grad, paramArgs));
-    SmallVector<int> groupOf(numParams, -1);
-    for (auto [index, group] : llvm::enumerate(groups))
-      for (unsigned p : group.params)
-        groupOf[p] = int(index);
-    auto ofGroup = [&](const ParamGroup &group, ValueRange values) {
-      return llvm::map_to_vector(group.params,
-                                 [&](unsigned p) { return values[p]; });
-    };
-
-    // Global gradient norm and the clipping factor: the squares of each
-    // parameter's gradient summed, then the sums added in parameter order.
-    SmallVector<Value> partials(numParams);
-    for (const ParamGroup &group : groups) {
-      auto call = func::CallOp::create(b, sumSquaresFunction(group, step, paramArgs),
-                                       ofGroup(group, gradients));
-      for (auto [p, partial] : llvm::zip(group.params, call.getResults()))
-        partials[p] = partial;
-    }
-    for (unsigned p = 0; p < numParams; ++p)
-      if (groupOf[p] < 0)
-        partials[p] = sumOfSquares(b, gradients[p]);
-    Value sumSquares = f32Constant(b, 0.0);
-    for (Value partial : partials)
-      sumSquares = arith::AddFOp::create(
-          b, sumSquares, tensor::ExtractOp::create(b, partial, ValueRange{}));
-    Value norm = math::SqrtOp::create(b, sumSquares);
-    Value clip = tensor::ExtractOp::create(
-        b, hyper, ValueRange{indexConstant(b, kClip)});
-    Value limited = arith::DivFOp::create(
-        b, clip, arith::MaximumFOp::create(b, norm, f32Constant(b, 1e-12)));
-    Value factor = arith::MinimumFOp::create(b, f32Constant(b, 1.0), limited);
-    Value clipping = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, clip,
-                                           f32Constant(b, 0.0));
-    factor = arith::SelectOp::create(b, clipping, factor, f32Constant(b, 1.0));
-
     SmallVector<Value> params, ms, vs;
     for (unsigned p = 0; p < numParams; ++p) {
       params.push_back(body->getArgument(paramArgs[p]));
       ms.push_back(body->getArgument(grad.getNumArguments() + p));
       vs.push_back(body->getArgument(grad.getNumArguments() + numParams + p));
     }
-    SmallVector<Value> newParams(numParams), newM(numParams), newV(numParams);
-    Value factorTensor = tensor::FromElementsOp::create(
-        b, RankedTensorType::get({}, f32), ValueRange{factor});
-    if (!groups.empty()) {
-      for (const ParamGroup &group : groups) {
-        SmallVector<Value> operands = {hyper, factorTensor};
-        for (ValueRange values : {ValueRange(params), ValueRange(gradients),
-                                  ValueRange(ms), ValueRange(vs)})
-          llvm::append_range(operands, ofGroup(group, values));
-        auto call =
-            func::CallOp::create(b, adamWFunction(group, step, paramArgs), operands);
-        unsigned k = group.params.size();
-        for (auto [i, p] : llvm::enumerate(group.params)) {
-          newParams[p] = call.getResult(i);
-          newM[p] = call.getResult(k + i);
-          newV[p] = call.getResult(2 * k + i);
-        }
-      }
-    }
-    for (unsigned p = 0; p < numParams; ++p) {
-      if (groupOf[p] >= 0)
-        continue;
-      auto update = adamW(b, hyper, factorTensor, params[p], gradients[p],
-                          ms[p], vs[p]);
-      newParams[p] = update.getResult(0);
-      newM[p] = update.getResult(1);
-      newV[p] = update.getResult(2);
-    }
+    Update update =
+        buildUpdate(b, grad, step, paramArgs, params, gradients, ms, vs, hyper);
+    Value norm = update.norm;
+    SmallVector<Value> &newParams = update.params, &newM = update.m,
+                       &newV = update.v;
 
     Value normTensor = tensor::FromElementsOp::create(
         b, RankedTensorType::get({}, f32), ValueRange{norm});
@@ -524,6 +547,58 @@ struct LmBuildTrainStepPass
     func::ReturnOp::create(b, results);
     step.setFunctionType(builder.getFunctionType(
         inputs, TypeRange(ValueRange(results))));
+    if (optimizerStep)
+      buildOptimizerStep(grad, paramArgs, step);
+  }
+
+  /// `<name>_optimizer_step(p..., g..., m..., v..., hyper) -> (norm, p'...,
+  /// m'..., v'...)`, after `step`.
+  void buildOptimizerStep(func::FuncOp grad, ArrayRef<unsigned> paramArgs,
+                          func::FuncOp step) {
+    OpBuilder builder(step);
+    builder.setInsertionPointAfter(step);
+    Location loc = grad.getLoc();
+    StringRef base = grad.getName().drop_back(strlen("_grad"));
+    SmallVector<Type> paramTypes;
+    SmallVector<StringAttr> names;
+    for (unsigned i : paramArgs) {
+      paramTypes.push_back(grad.getArgumentTypes()[i]);
+      names.push_back(grad.getArgAttrOfType<StringAttr>(i, "lm.param"));
+    }
+    SmallVector<Type> inputs;
+    SmallVector<DictionaryAttr> argAttrs;
+    for (StringRef role : {"lm.param", "lm.grad", "lm.adam_m", "lm.adam_v"})
+      for (auto [type, name] : llvm::zip_equal(paramTypes, names)) {
+        inputs.push_back(type);
+        argAttrs.push_back(
+            builder.getDictionaryAttr(builder.getNamedAttr(role, name)));
+      }
+    Type f32 = builder.getF32Type();
+    inputs.push_back(RankedTensorType::get({kNumHyper}, f32));
+    argAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr("lm.hyper", builder.getUnitAttr())));
+    auto func =
+        func::FuncOp::create(builder, loc, (base + "_optimizer_step").str(),
+                             builder.getFunctionType(inputs, {}));
+    func.setAllArgAttrs(argAttrs);
+    func->setAttr("lm.generated", builder.getUnitAttr());
+    if (grad->hasAttr("llvm.emit_c_interface"))
+      func->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
+    Block *body = func.addEntryBlock();
+    ImplicitLocOpBuilder b(loc, OpBuilder::atBlockEnd(body));
+    unsigned n = paramTypes.size();
+    ValueRange args = body->getArguments();
+    Update update = buildUpdate(b, grad, step, paramArgs, args.take_front(n),
+                                args.slice(n, n), args.slice(2 * n, n),
+                                args.slice(3 * n, n), args.back());
+    SmallVector<Value> results = {tensor::FromElementsOp::create(
+        b, RankedTensorType::get({}, f32), ValueRange{update.norm})};
+    llvm::append_range(results, update.params);
+    llvm::append_range(results, update.m);
+    llvm::append_range(results, update.v);
+    func::ReturnOp::create(b, results);
+    func.setFunctionType(
+        builder.getFunctionType(inputs, TypeRange(ValueRange(results))));
   }
 };
 

@@ -140,6 +140,14 @@ def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
     element reads at one place: no scalar is extracted for it (on the GPU,
     an extracted scalar is a single-thread kernel and a buffer of its own).
 
+    With `optimizer-step`, also `<name>_optimizer_step`: the step's update
+    alone, for data-parallel training (each process's `_grad` on its part
+    of the batch, the gradients averaged across processes, then this). It
+    takes the parameters (`lm.param`), their gradients (`lm.grad = "<the
+    parameter's name>"`), `m`, `v` and `hyper`, and returns the gradient
+    norm, then the new parameters, `m` and `v`: `_train_step`'s results
+    without the loss and the memories.
+
     ```mlir
     func.func @m_train_step(%t: tensor<?x4xi32>, %w: tensor<16x8xf32> {lm.param = "w"},
                             %targets: tensor<?x4xi32>, %m_w: tensor<16x8xf32>,
@@ -153,6 +161,10 @@ def LmBuildTrainStepPass : Pass<"lm-build-train-step", "ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"optimizerStep", "optimizer-step", "bool", /*default=*/"false",
+           "Also add <name>_optimizer_step: the update from given gradients">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",

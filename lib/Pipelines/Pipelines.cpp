@@ -59,8 +59,11 @@ void switchyard::buildLowerToLinalgPipeline(OpPassManager &pm,
     pm.addPass(createLmHoistBlockInvariantsPass());
   if (options.gradients || options.trainStep)
     pm.addPass(createLmDifferentiatePass());
-  if (options.trainStep)
-    pm.addPass(createLmBuildTrainStepPass());
+  if (options.trainStep) {
+    LmBuildTrainStepPassOptions step;
+    step.optimizerStep = options.optimizerStep;
+    pm.addPass(createLmBuildTrainStepPass(step));
+  }
   // Fusions, between differentiation (which sees the plain moe ops and their
   // gradient rules) and the lowering; each can be switched off.
   if (options.fusion.router)

@@ -43,6 +43,9 @@ struct LoweringOptions {
   bool gradients = false;
   /// Also each model's AdamW step `<model>_train_step` (implies gradients).
   bool trainStep = false;
+  /// With trainStep: also `<model>_optimizer_step`, the step's update from
+  /// given gradients (lm-build-train-step `optimizer-step`).
+  bool optimizerStep = false;
   /// Each distinct block of a model in a function of its own, called once
   /// per layer (lm-outline-layers): compile time independent of the depth.
   bool outlineLayers = true;

@@ -204,6 +204,7 @@ Compilation::lowerToLinalg(const CompileOptions &options, ParamTable &params,
   mlir::switchyard::LoweringOptions loweringOptions;
   loweringOptions.gradients = options.gradients;
   loweringOptions.trainStep = options.trainStep;
+  loweringOptions.optimizerStep = options.optimizerStep;
   loweringOptions.outlineLayers = options.outlineLayers;
   loweringOptions.probes = options.probes;
   loweringOptions.decoder = options.decoder;
@@ -238,7 +239,7 @@ Compilation::lowerToLinalg(const CompileOptions &options, ParamTable &params,
       static constexpr std::pair<llvm::StringLiteral, ArgRole> kRoles[] = {
           {"lm.targets", ArgRole::targets}, {"lm.seed", ArgRole::seed},
           {"lm.adam_m", ArgRole::adamM},    {"lm.adam_v", ArgRole::adamV},
-          {"lm.hyper", ArgRole::hyper}};
+          {"lm.hyper", ArgRole::hyper},     {"lm.grad", ArgRole::gradient}};
       for (const auto &[attr, role] : kRoles)
         if (func.getArgAttr(index, attr))
           arg->role = role;
@@ -498,8 +499,9 @@ detail::describeCompilation(StringRef source, StringRef bufferName,
   const mlir::switchyard::FusionOptions &fusion = *options.fusion;
   os << "\noptions: layers " << options.numLayers << ", gradients "
      << options.gradients << ", train step " << options.trainStep
-     << ", outlined layers " << options.outlineLayers << ", probes "
-     << options.probes << ", decoder " << options.decoder << ", fuse "
+     << ", optimizer step " << options.optimizerStep << ", outlined layers "
+     << options.outlineLayers << ", probes " << options.probes << ", decoder "
+     << options.decoder << ", fuse "
      << mlir::switchyard::describeFusions(fusion) << ", grouped experts "
      << fusion.groupedExperts << ", grouped tile rows "
      << options.groupedTileRows << ", JIT level " << options.optLevel

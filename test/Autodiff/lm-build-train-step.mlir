@@ -1,4 +1,5 @@
 // RUN: switchyard-opt %s -lm-differentiate -lm-build-train-step | FileCheck %s
+// RUN: switchyard-opt %s -lm-differentiate -lm-build-train-step=optimizer-step=true | FileCheck %s --check-prefix=OPT
 
 // The train step takes the _grad arguments, the AdamW moments m then v of
 // every parameter, and the hyperparameters; it returns the loss, the
@@ -36,3 +37,23 @@ func.func @f(%x: tensor<4x6xf32> {lm.param = "x"}, %b: tensor<6xf32> {lm.param =
   %loss = moe.cross_entropy %l, %t : tensor<1x4x6xf32>, tensor<1x4xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// With optimizer-step, the step's update from given gradients follows it
+// (for data-parallel training): parameters, gradients, m, v, hyper in; the
+// norm, new parameters, m and v out; the same clipping and updates, no
+// call of _grad. Its numerics: test/unit/TrainingTest.cpp
+// (DataParallelTest).
+// OPT-LABEL: func.func @f_train_step(
+// OPT-LABEL: func.func @f_optimizer_step(
+// OPT-SAME: %{{.*}}: tensor<4x6xf32> {lm.param = "x"}, %{{.*}}: tensor<6xf32> {lm.param = "b"},
+// OPT-SAME: %[[GX:.*]]: tensor<4x6xf32> {lm.grad = "x"}, %[[GB:.*]]: tensor<6xf32> {lm.grad = "b"},
+// OPT-SAME: %{{.*}}: tensor<4x6xf32> {lm.adam_m = "x"}, %{{.*}}: tensor<6xf32> {lm.adam_m = "b"},
+// OPT-SAME: %{{.*}}: tensor<4x6xf32> {lm.adam_v = "x"}, %{{.*}}: tensor<6xf32> {lm.adam_v = "b"},
+// OPT-SAME: %{{.*}}: tensor<8xf32> {lm.hyper})
+// OPT-SAME: -> (tensor<f32>, tensor<4x6xf32>, tensor<6xf32>, tensor<4x6xf32>, tensor<6xf32>, tensor<4x6xf32>, tensor<6xf32>)
+// OPT-SAME: attributes {lm.generated}
+// OPT-NOT: call @f_grad
+// OPT: math.sqrt
+// OPT: %[[X:.*]]:3 = linalg.generic {{.*}} ins(%{{.*}}, %[[GX]], {{.*}}) outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
+// OPT: %[[B:.*]]:3 = linalg.generic {{.*}} ins(%{{.*}}, %[[GB]], {{.*}}) outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<6xf32>, tensor<6xf32>, tensor<6xf32>)
+// OPT: return %{{.*}}, %[[X]]#0, %[[B]]#0, %[[X]]#1, %[[B]]#1, %[[X]]#2, %[[B]]#2

@@ -736,3 +736,165 @@ TEST_F(TrainingTest, ParallelLoopsTrainToTheSameLossesOnAnyThreadCount) {
   EXPECT_EQ(fileBytes(file("threads-1.safetensors")),
             fileBytes(file("threads-3.safetensors")));
 }
+
+namespace {
+
+/// A host tensor of `spec`'s shape and type with deterministic values:
+/// token ids in [0, 256) or small floats.
+HostTensor filledLike(const TensorSpec &spec, uint64_t seed, const char *name) {
+  HostTensor tensor{name, spec.type, spec.shape, {}};
+  int64_t count = tensor.numElements();
+  if (spec.type == ElementType::i32) {
+    std::vector<int32_t> ids(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i)
+      ids[size_t(i)] = int32_t((uint64_t(i) * 2654435761u + seed) % 256);
+    return HostTensor::fromValues<int32_t>(name, spec.type, spec.shape, ids);
+  }
+  std::vector<float> values(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    values[size_t(i)] =
+        0.05f * float(std::sin(double(i) * 0.37 + double(seed)));
+  return HostTensor::fromValues<float>(name, spec.type, spec.shape, values);
+}
+
+/// Rows [first, first + count) of a [B, T] tensor of ids.
+HostTensor rowsOf(const HostTensor &ids, int64_t first, int64_t count) {
+  int64_t time = ids.shape[1];
+  std::span<const int32_t> all = ids.values<int32_t>();
+  std::vector<int32_t> part(all.begin() + first * time,
+                            all.begin() + (first + count) * time);
+  return HostTensor::fromValues<int32_t>(ids.name, ids.type, {count, time},
+                                         part);
+}
+
+} // namespace
+
+TEST(DataParallelTest, AveragedGradientsAndTheOptimizerStepAreTheTrainStep) {
+  // The pieces of a data-parallel step: `_grad` on each half of a batch of
+  // 4, the two gradients (and losses) averaged, then `_optimizer_step`,
+  // give `_train_step` on the whole batch: its loss, gradient norm and new
+  // parameters and moments, to f32 summation order (1e-5 relative on the
+  // loss and the norm, 1e-6 absolute on the state).
+  CompileOptions options;
+  options.trainStep = true;
+  options.optimizerStep = true;
+  llvm::Expected<std::unique_ptr<CpuProgram>> compiled =
+      CpuProgram::compile(kModel, "small.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(compiled))
+      << llvm::toString(compiled.takeError());
+  CpuProgram &program = **compiled;
+  const FunctionSpec *step = program.lookup("small_train_step");
+  const FunctionSpec *grad = program.lookup("small_grad");
+  const FunctionSpec *update = program.lookup("small_optimizer_step");
+  ASSERT_TRUE(step && grad && update);
+
+  // The whole step's arguments, by role, batch 4.
+  TensorSpec batchSpec;
+  batchSpec.type = ElementType::i32;
+  batchSpec.shape = {4, 8};
+  HostTensor tokens = filledLike(batchSpec, 1, "tokens");
+  HostTensor targets = filledLike(batchSpec, 2, "targets");
+  std::vector<HostTensor> params, moments;
+  HostTensor hyper = HostTensor::fromValues<float>(
+      "hyper", ElementType::f32, {8},
+      std::vector<float>{1e-2f, 0.9f, 0.99f, 1e-8f, 0.01f, 0.05f,
+                         1 - 0.9f * 0.9f, 1 - 0.99f * 0.99f});
+  auto argumentsOf = [&](const FunctionSpec &function, const HostTensor &t,
+                         const HostTensor &y,
+                         const std::vector<HostTensor> *gradients) {
+    std::vector<const HostTensor *> args;
+    size_t param = 0, m = 0, v = 0, g = 0;
+    for (const TensorSpec &spec : function.arguments) {
+      switch (spec.role) {
+      case ArgRole::data:
+        args.push_back(&t);
+        break;
+      case ArgRole::targets:
+        args.push_back(&y);
+        break;
+      case ArgRole::param:
+        args.push_back(&params[param++]);
+        break;
+      case ArgRole::adamM:
+        args.push_back(&moments[m++]);
+        break;
+      case ArgRole::adamV:
+        args.push_back(&moments[params.size() + v++]);
+        break;
+      case ArgRole::gradient:
+        args.push_back(&(*gradients)[g++]);
+        break;
+      case ArgRole::hyper:
+        args.push_back(&hyper);
+        break;
+      case ArgRole::seed:
+        ADD_FAILURE() << "the model has no dropout seed";
+        break;
+      }
+    }
+    return args;
+  };
+  for (const TensorSpec &spec : step->arguments)
+    if (spec.role == ArgRole::param)
+      params.push_back(filledLike(spec, params.size(), spec.param.c_str()));
+  // Moments from an earlier step: m small, v positive.
+  for (int moment = 0; moment < 2; ++moment)
+    for (const HostTensor &p : params) {
+      TensorSpec spec;
+      spec.type = p.type;
+      spec.shape = p.shape;
+      HostTensor value = filledLike(spec, 7 + moment, "moment");
+      if (moment == 1)
+        for (float &x : value.values<float>())
+          x = x * x;
+      moments.push_back(std::move(value));
+    }
+
+  llvm::Expected<std::vector<HostTensor>> whole =
+      program.call(step->name, argumentsOf(*step, tokens, targets, nullptr));
+  ASSERT_TRUE(static_cast<bool>(whole)) << llvm::toString(whole.takeError());
+
+  // Each half's loss and gradients, averaged.
+  size_t count = params.size();
+  std::vector<HostTensor> gradients;
+  double loss = 0;
+  for (int64_t half = 0; half < 2; ++half) {
+    HostTensor t = rowsOf(tokens, 2 * half, 2);
+    HostTensor y = rowsOf(targets, 2 * half, 2);
+    llvm::Expected<std::vector<HostTensor>> part =
+        program.call(grad->name, argumentsOf(*grad, t, y, nullptr));
+    ASSERT_TRUE(static_cast<bool>(part)) << llvm::toString(part.takeError());
+    loss += 0.5 * (*part)[0].values<float>()[0];
+    for (size_t p = 0; p < count; ++p) {
+      HostTensor &g = (*part)[1 + p];
+      if (half == 0) {
+        gradients.push_back(std::move(g));
+        continue;
+      }
+      std::span<float> sum = gradients[p].values<float>();
+      std::span<const float> more = g.values<float>();
+      for (size_t i = 0; i < sum.size(); ++i)
+        sum[i] = 0.5f * (sum[i] + more[i]);
+    }
+  }
+  llvm::Expected<std::vector<HostTensor>> updated = program.call(
+      update->name, argumentsOf(*update, tokens, targets, &gradients));
+  ASSERT_TRUE(static_cast<bool>(updated))
+      << llvm::toString(updated.takeError());
+  ASSERT_EQ(updated->size(), 1 + 3 * count);
+
+  float wholeLoss = (*whole)[0].values<float>()[0];
+  float wholeNorm = (*whole)[1].values<float>()[0];
+  EXPECT_NEAR(loss, wholeLoss, 1e-5 * std::abs(wholeLoss));
+  float norm = (*updated)[0].values<float>()[0];
+  EXPECT_NEAR(norm, wholeNorm, 1e-5 * wholeNorm);
+  EXPECT_GT(wholeNorm, 0.05f) << "the check should clip";
+  for (size_t r = 0; r < 3 * count; ++r) {
+    std::span<const float> expected = (*whole)[2 + r].values<float>();
+    std::span<const float> actual = (*updated)[1 + r].values<float>();
+    ASSERT_EQ(expected.size(), actual.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      ASSERT_NEAR(actual[i], expected[i], 1e-6)
+          << "state result #" << r << ", element " << i;
+  }
+}
