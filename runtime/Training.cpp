@@ -49,7 +49,7 @@ Expected<ModelInfo> modelOf(Program &program, bool training,
   for (const FunctionSpec &function : program.functions()) {
     llvm::StringRef name = function.name;
     if (name.ends_with("_grad") || name.ends_with("_train_step") ||
-        !function.decoderOf.empty())
+        name.ends_with("_optimizer_step") || !function.decoderOf.empty())
       continue;
     bool hasParams = llvm::any_of(function.arguments, [](const TensorSpec &a) {
       return a.role == ArgRole::param;
@@ -130,7 +130,9 @@ struct Bindings {
   /// XL memories (the data arguments after the tokens), parameters.
   const Resident *memories, *params;
   const HostTensor *targets = nullptr, *seed = nullptr, *hyper = nullptr;
-  const Resident *adamM = nullptr, *adamV = nullptr, *gradients = nullptr;
+  const Resident *adamM = nullptr, *adamV = nullptr;
+  /// The averaged gradients of a data-parallel step (host tensors).
+  const std::vector<HostTensor> *gradients = nullptr;
 };
 
 /// The arguments of `function` in order, chosen by their roles.
@@ -175,7 +177,8 @@ Expected<std::vector<CallArgument>> bind(const FunctionSpec &function,
       arg = host(bindings.hyper);
       break;
     case ArgRole::gradient:
-      arg = next(bindings.gradients, gradient);
+      if (bindings.gradients && gradient < bindings.gradients->size())
+        arg = host(&(*bindings.gradients)[gradient++]);
       break;
     }
     if (!arg)
@@ -407,6 +410,75 @@ Expected<std::vector<HostTensor>> switchyard::runtime::loadParams(
   return readParamFiles(program.params(), paths, checked);
 }
 
+/// Calls `function` with `bindings`, results kept on the backend where
+/// `keep` says.
+static Expected<std::vector<CallResult>> callBound(Program &program,
+                                                   const FunctionSpec &function,
+                                                   const Bindings &bindings,
+                                                   llvm::ArrayRef<bool> keep) {
+  Expected<std::vector<CallArgument>> args = bind(function, bindings);
+  if (!args)
+    return args.takeError();
+  return program.callResident(function.name, *args, keep);
+}
+
+/// One data-parallel step on this rank's slice of the batch, with the
+/// results of `_train_step`: `_grad` on the slice, its loss and gradients
+/// averaged across the ranks (one all-reduce of them all), then
+/// `_optimizer_step` with the averages.
+static Expected<std::vector<CallResult>>
+dataParallelStep(Program &program, const FunctionSpec &grad,
+                 const FunctionSpec &update, Bindings bindings,
+                 Communicator &comm) {
+  size_t count = bindings.params->size();
+  // The loss and the gradients to the host; the next memories stay.
+  llvm::SmallVector<bool> keepGrad(grad.results.size(), true);
+  for (size_t i = 0; i <= count; ++i)
+    keepGrad[i] = false;
+  Expected<std::vector<CallResult>> local =
+      callBound(program, grad, bindings, keepGrad);
+  if (!local)
+    return local.takeError();
+  std::vector<float> packed;
+  for (size_t i = 0; i <= count; ++i) {
+    std::span<const float> values = (*local)[i].host.values<float>();
+    packed.insert(packed.end(), values.begin(), values.end());
+  }
+  if (llvm::Error error = comm.allReduceSum(packed))
+    return std::move(error);
+  float scale = 1.0f / float(comm.size());
+  std::vector<HostTensor> averaged;
+  size_t at = 0;
+  for (size_t i = 0; i <= count; ++i) {
+    HostTensor &result = (*local)[i].host;
+    size_t size = result.values<float>().size();
+    std::vector<float> mean(packed.begin() + at, packed.begin() + at + size);
+    for (float &x : mean)
+      x *= scale;
+    at += size;
+    averaged.push_back(HostTensor::fromValues<float>(result.name, result.type,
+                                                     result.shape, mean));
+  }
+  std::vector<HostTensor> gradients(
+      std::make_move_iterator(averaged.begin() + 1),
+      std::make_move_iterator(averaged.end()));
+  bindings.gradients = &gradients;
+  llvm::SmallVector<bool> keepUpdate(update.results.size(), true);
+  keepUpdate[0] = false;
+  Expected<std::vector<CallResult>> updated =
+      callBound(program, update, bindings, keepUpdate);
+  if (!updated)
+    return updated.takeError();
+  // _train_step's layout: loss, norm, parameters, m, v, memories.
+  std::vector<CallResult> results;
+  results.push_back({std::move(averaged.front()), nullptr});
+  for (CallResult &result : *updated)
+    results.push_back(std::move(result));
+  for (size_t i = 1 + count; i < local->size(); ++i)
+    results.push_back(std::move((*local)[i]));
+  return results;
+}
+
 Expected<TrainSummary> switchyard::runtime::train(
     Program &program, const TokenCorpus &corpus, const TrainConfig &config,
     llvm::function_ref<void(const StepRecord &)> onStep,
@@ -418,6 +490,22 @@ Expected<TrainSummary> switchyard::runtime::train(
     return model.takeError();
   const std::string name = model->forward->name;
   const FunctionSpec &stepFunction = *program.lookup(name + "_train_step");
+  // Data parallelism: this rank's slice [first, first + local) of every
+  // global batch.
+  Communicator *comm = config.communicator;
+  int64_t ranks = comm ? comm->size() : 1;
+  int64_t local = config.batch / ranks;
+  int64_t first = comm ? comm->rank() * local : 0;
+  const FunctionSpec *gradFunction = program.lookup(name + "_grad");
+  const FunctionSpec *updateFunction = program.lookup(name + "_optimizer_step");
+  if (ranks > 1 && config.batch % ranks != 0)
+    return failure(llvm::formatv("batch: {0} sequences cannot be shared by "
+                                 "{1} ranks; use a multiple of {1}",
+                                 config.batch, ranks));
+  if (ranks > 1 && (!gradFunction || !updateFunction))
+    return failure("@" + name +
+                   " has no _optimizer_step: compile with "
+                   "CompileOptions::optimizerStep to train on several ranks");
   int64_t time = model->time;
   if (corpus.train.size() < size_t(time + 1))
     return failure(llvm::formatv("the training text ({0} tokens) is shorter "
@@ -452,6 +540,38 @@ Expected<TrainSummary> switchyard::runtime::train(
   // State: fresh, or from the checkpoint to resume.
   std::vector<HostTensor> hostParams, hostM, hostV;
   std::vector<HostTensor> hostMemories = freshMemories(*model, config.batch);
+  // The XL memories of this rank's streams, and all of them again for a
+  // checkpoint: each rank adds its rows to zeros, summed across the ranks.
+  auto ownRows = [&](std::vector<HostTensor> &all) {
+    if (ranks == 1)
+      return;
+    for (HostTensor &memory : all) {
+      int64_t row = memory.numElements() / config.batch;
+      std::span<const float> values = memory.values<float>();
+      std::vector<int64_t> shape = memory.shape;
+      shape[0] = local;
+      memory = HostTensor::fromValues<float>(
+          memory.name, memory.type, shape,
+          values.subspan(size_t(first * row), size_t(local * row)));
+    }
+  };
+  auto allRows = [&](std::vector<HostTensor> &own) -> llvm::Error {
+    if (ranks == 1)
+      return llvm::Error::success();
+    for (HostTensor &memory : own) {
+      int64_t row = memory.numElements() / local;
+      std::vector<float> values(size_t(config.batch * row), 0.0f);
+      std::span<const float> mine = memory.values<float>();
+      std::copy(mine.begin(), mine.end(), values.begin() + first * row);
+      if (llvm::Error error = comm->allReduceSum(values))
+        return error;
+      std::vector<int64_t> shape = memory.shape;
+      shape[0] = config.batch;
+      memory = HostTensor::fromValues<float>(memory.name, memory.type, shape,
+                                             values);
+    }
+    return llvm::Error::success();
+  };
   int64_t start = 0;
   if (!config.resume.empty()) {
     Expected<int64_t> step =
@@ -493,6 +613,7 @@ Expected<TrainSummary> switchyard::runtime::train(
     hostM = zerosLike(hostParams);
     hostV = zerosLike(hostParams);
   }
+  ownRows(hostMemories);
   // The state lives on the program's backend from here on (device memory on
   // the GPU): each step replaces it with the step's results, and it comes
   // back to the host only for checkpoints.
@@ -541,7 +662,7 @@ Expected<TrainSummary> switchyard::runtime::train(
                                segment);
       if (segment == 0) {
         Expected<Resident> fresh =
-            uploadAll(program, freshMemories(*model, config.batch));
+            uploadAll(program, freshMemories(*model, local));
         if (!fresh)
           return fresh.takeError();
         memories = std::move(*fresh);
@@ -553,6 +674,9 @@ Expected<TrainSummary> switchyard::runtime::train(
                               splitMix64(uint64_t(step) * 1315423911u + i)) %
                    (span + 1)));
     }
+    if (ranks > 1)
+      offsets = std::vector<size_t>(offsets.begin() + first,
+                                    offsets.begin() + first + local);
     auto [tokens, targets] = windows(corpus.train, offsets, time);
     double lr = scheduledLr(config, step);
     std::vector<float> hyper = {
@@ -567,20 +691,21 @@ Expected<TrainSummary> switchyard::runtime::train(
     HostTensor hyperTensor =
         HostTensor::fromValues<float>("hyper", ElementType::f32, {8}, hyper);
     // Dropout masks draw from a seed of (seed, step).
+    uint64_t stepSeed = splitMix64(splitMix64(config.seed) + uint64_t(step));
+    if (ranks > 1)
+      stepSeed = splitMix64(stepSeed ^ uint64_t(comm->rank()));
     HostTensor seedTensor = HostTensor::fromValues<int64_t>(
-        "seed", ElementType::i64, {},
-        {int64_t(splitMix64(splitMix64(config.seed) + uint64_t(step)))});
+        "seed", ElementType::i64, {}, {int64_t(stepSeed)});
     Bindings bindings{&tokens, &memories, &params};
     bindings.targets = &targets;
     bindings.seed = &seedTensor;
     bindings.adamM = &m;
     bindings.adamV = &v;
     bindings.hyper = &hyperTensor;
-    Expected<std::vector<CallArgument>> args = bind(stepFunction, bindings);
-    if (!args)
-      return args.takeError();
     Expected<std::vector<CallResult>> out =
-        program.callResident(name + "_train_step", *args, keep);
+        ranks > 1 ? dataParallelStep(program, *gradFunction, *updateFunction,
+                                     bindings, *comm)
+                  : callBound(program, stepFunction, bindings, keep);
     if (!out)
       return out.takeError();
     StepRecord record;
@@ -624,10 +749,15 @@ Expected<TrainSummary> switchyard::runtime::train(
           return copy.takeError();
         host[index] = std::move(*copy);
       }
-      if (llvm::Error error =
-              saveCheckpoint(config.checkpoint, name, table, step, settings,
-                             host[0], host[1], host[2], host[3]))
+      // Every rank holds the same parameters and moments; rank 0 writes
+      // them with every stream's memories.
+      if (llvm::Error error = allRows(host[3]))
         return std::move(error);
+      if (!comm || comm->rank() == 0)
+        if (llvm::Error error =
+                saveCheckpoint(config.checkpoint, name, table, step, settings,
+                               host[0], host[1], host[2], host[3]))
+          return std::move(error);
     }
     if (stopping)
       break;

@@ -15,6 +15,7 @@
 #ifndef SWITCHYARD_RUNTIME_TRAINING_H
 #define SWITCHYARD_RUNTIME_TRAINING_H
 
+#include "runtime/Distributed.h"
 #include "runtime/ParamFiles.h"
 #include "runtime/Program.h"
 
@@ -126,6 +127,16 @@ struct TrainConfig {
   /// End the run after this step, as an interruption would (the schedule
   /// still runs to `steps`; a checkpoint is written at the stop). 0: never.
   int64_t stopAfter = 0;
+  /// Data parallelism: the ranks that train together (null or one rank:
+  /// this process alone). Each rank takes its slice of every batch (`batch`
+  /// is the global batch, a multiple of the ranks; the data order is the
+  /// same for any number of ranks), runs `_grad` on it, and the gradients
+  /// and losses are averaged across the ranks before the clipping and
+  /// AdamW (`_optimizer_step`: compile with CompileOptions::optimizerStep).
+  /// Rank 0 writes the checkpoints, which hold the global state (XL
+  /// memories of every stream), so a run resumes on any number of ranks.
+  /// Dropout masks are drawn per rank (seeded by the rank too).
+  Communicator *communicator = nullptr;
 };
 
 struct StepRecord {

@@ -28,13 +28,15 @@ build=${SWITCHYARD_BUILD_DIR:-$root/build}
 jobs=${SWITCHYARD_JOBS:-$(nproc)}
 
 # Debian packages: the MLIR/LLVM 22 toolchain (with compiler-rt for the
-# fuzzer and sanitizers), the build tools, GoogleTest, and librsvg's
-# rsvg-convert (the test of `switchyard analyze` renders its pictures).
+# fuzzer and sanitizers), the build tools, GoogleTest, librsvg's
+# rsvg-convert (the test of `switchyard analyze` renders its pictures) and
+# Open MPI (`mpirun -np N switchyard train`: data-parallel training; the
+# runtime loads libmpi when a launcher starts it).
 packages=(
   cmake ninja-build ccache mold python3
   clang-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libclang-rt-22-dev libgtest-dev libsentencepiece-dev fortunes
-  librsvg2-bin
+  librsvg2-bin openmpi-bin
 )
 
 step() { printf '\n==> %s\n' "$*"; }

@@ -116,6 +116,14 @@ except (OSError, subprocess.SubprocessError):
 # README's set-up command installs), for the pictures of switchyard analyze.
 if shutil.which("rsvg-convert"):
     config.available_features.add("rsvg-convert")
+# `mpirun`: Open MPI's launcher (Debian openmpi-bin), for data-parallel
+# training. Root may run it (CI runs as root), on more ranks than cores.
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+    config.substitutions.append(("%mpirun", shutil.which("mpirun")))
 nvidia_smi = shutil.which("nvidia-smi")
 if nvidia_smi:
     try:

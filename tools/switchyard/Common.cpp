@@ -342,6 +342,7 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
     return selected.takeError();
   rt::CompileOptions options = *selected;
   options.trainStep = trainStep;
+  options.optimizerStep = request.optimizerStep;
   options.probes = request.probes;
   options.decoder = request.decoder;
   if (device.threads.getNumOccurrences() && device.device != Device::cpu)

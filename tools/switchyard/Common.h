@@ -148,6 +148,9 @@ struct CompileRequest {
   bool trainStep = false;
   /// The forward function's probes (CompileOptions::probes).
   bool probes = false;
+  /// With trainStep: the update from given gradients too
+  /// (CompileOptions::optimizerStep), for data-parallel training.
+  bool optimizerStep = false;
   /// The model's decoding step over key/value caches
   /// (CompileOptions::decoder).
   bool decoder = false;

@@ -166,7 +166,29 @@ int runTrain(int argc, char **argv) {
       "Regularisation is part of the model definition: 'dropout' (residual),\n"
       "'expert_dropout' and the sigma-MoE 'entropy_reg' on each block.\n"
       "Transformer-XL models read the text as --batch contiguous streams and\n"
-      "carry their memories from step to step.\n");
+      "carry their memories from step to step.\n"
+      "Under mpirun -np N (Open MPI), N processes train together: each takes\n"
+      "1/N of every batch (--batch is the global batch, a multiple of N) and\n"
+      "the gradients are averaged before clipping and AdamW; rank 0 reports\n"
+      "and writes the checkpoint, which resumes on any number of ranks.\n");
+
+  // Under an MPI launcher (mpirun -np N), the ranks train together; rank 0
+  // reports and writes the outputs. An error on any rank ends them all.
+  rt::Communicator *comm = nullptr;
+  if (rt::launchedByMpi()) {
+    llvm::Expected<rt::Communicator *> world = rt::mpiWorld();
+    if (!world)
+      return fail(world.takeError());
+    comm = *world;
+  }
+  int ranks = comm ? comm->size() : 1;
+  bool reporter = !comm || comm->rank() == 0;
+  auto fail = [&](auto &&error) {
+    int code = driver::fail(std::forward<decltype(error)>(error));
+    if (ranks > 1)
+      comm->abort(code);
+    return code;
+  };
 
   // Every setting and output path is checked before the corpus is read
   // and the model compiled, so that a bad value costs no time.
@@ -189,6 +211,7 @@ int runTrain(int argc, char **argv) {
     return fail(fileOptions.takeError());
   config.initOptions = std::move(*fileOptions);
   config.stopAfter = stopAfter;
+  config.communicator = ranks > 1 ? comm : nullptr;
   if (llvm::Error error = rt::validate(config))
     return fail(std::move(error));
   if (llvm::Error error = model.check())
@@ -207,20 +230,28 @@ int runTrain(int argc, char **argv) {
     return fail(text.takeError());
   CompileRequest request;
   request.trainStep = true;
+  request.optimizerStep = ranks > 1;
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
       compileFor(device, model, request);
   if (!compiled)
     return fail(compiled.takeError());
   double unigram = text->unigramEntropyBits();
-  llvm::errs() << llvm::formatv(
-      "corpus: {0}: {1} training and {2} validation tokens, unigram entropy "
-      "{3:f3} bits/byte\n",
-      text->source, text->train.size(), text->valid.size(), unigram);
+  if (reporter)
+    llvm::errs() << llvm::formatv(
+        "corpus: {0}: {1} training and {2} validation tokens, unigram "
+        "entropy {3:f3} bits/byte\n",
+        text->source, text->train.size(), text->valid.size(), unigram);
+  if (reporter && ranks > 1)
+    llvm::errs() << llvm::formatv(
+        "data parallel: {0}; global batch {1}, {2} sequences per rank\n",
+        comm->describe(), int64_t(batch), int64_t(batch) / ranks);
 
   bool terminal = llvm::errs().is_displayed();
   double elapsed = 0;
   int64_t done = 0;
   auto onStep = [&](const rt::StepRecord &record) {
+    if (!reporter)
+      return;
     elapsed += record.seconds;
     ++done;
     double perStep = elapsed / double(done);
@@ -240,6 +271,8 @@ int runTrain(int argc, char **argv) {
       llvm::errs() << line << "\n";
   };
   auto onEval = [&](const rt::EvalRecord &record) {
+    if (!reporter)
+      return;
     llvm::errs() << (terminal ? "\n" : "")
                  << llvm::formatv("validation at step {0}: {1:f4} nats, "
                                   "{2:f4} bits/byte\n",
@@ -251,6 +284,8 @@ int runTrain(int argc, char **argv) {
   if (!summary)
     return fail(summary.takeError());
 
+  if (!reporter)
+    return 0;
   const rt::EvalRecord &final = summary->evals.back();
   llvm::outs() << llvm::formatv(
       "trained {0} to step {1} ({2} tokens this run) in {3}; validation "
@@ -278,6 +313,7 @@ int runTrain(int argc, char **argv) {
         {"unigram_entropy_bits_per_byte", unigram},
         {"steps", int64_t(steps)},
         {"batch", int64_t(batch)},
+        {"ranks", int64_t(ranks)},
         {"tokens_per_step", summary->tokensPerStep},
         {"lr", double(lr)},
         {"seed", int64_t(seed)},
