@@ -43,17 +43,10 @@ public:
   int size() const override { return worldSize; }
 
   llvm::Error allReduceSum(std::span<float> values) override {
-    // MPI counts are ints: large vectors go in parts.
-    constexpr size_t kPart = size_t(std::numeric_limits<int>::max());
-    for (size_t first = 0; first < values.size(); first += kPart) {
-      int count = int(std::min(kPart, values.size() - first));
-      if (int code = allreduce(kInPlace, values.data() + first, count,
-                               floatType, sumOp, world))
-        return failure(llvm::formatv(
-            "MPI_Allreduce of {0} values failed (error {1}) on rank {2}", count,
-            code, myRank));
-    }
-    return llvm::Error::success();
+    return sum(values, floatType);
+  }
+  llvm::Error allReduceSum(std::span<double> values) override {
+    return sum(values, doubleType);
   }
 
   [[noreturn]] void abort(int code) override {
@@ -68,6 +61,20 @@ public:
 private:
   static inline const Handle kInPlace = reinterpret_cast<Handle>(1);
 
+  template <typename T> llvm::Error sum(std::span<T> values, Handle type) {
+    // MPI counts are ints: large vectors go in parts.
+    constexpr size_t kPart = size_t(std::numeric_limits<int>::max());
+    for (size_t first = 0; first < values.size(); first += kPart) {
+      int count = int(std::min(kPart, values.size() - first));
+      if (int code = allreduce(kInPlace, values.data() + first, count, type,
+                               sumOp, world))
+        return failure(llvm::formatv(
+            "MPI_Allreduce of {0} values failed (error {1}) on rank {2}", count,
+            code, myRank));
+    }
+    return llvm::Error::success();
+  }
+
   int (*init)(int *, char ***) = nullptr;
   int (*finalize)() = nullptr;
   int (*commRank)(Handle, int *) = nullptr;
@@ -75,7 +82,8 @@ private:
   int (*allreduce)(const void *, void *, int, Handle, Handle, Handle) = nullptr;
   int (*abortAll)(Handle, int) = nullptr;
   int (*libraryVersion)(char *, int *) = nullptr;
-  Handle world = nullptr, floatType = nullptr, sumOp = nullptr;
+  Handle world = nullptr, floatType = nullptr, doubleType = nullptr,
+         sumOp = nullptr;
   int myRank = 0, worldSize = 1;
   std::string version;
 };
@@ -97,7 +105,7 @@ llvm::Expected<std::unique_ptr<MpiWorld>> MpiWorld::create() {
         dlsym(library, name));
     return slot != nullptr;
   };
-  void *comm = nullptr, *type = nullptr, *op = nullptr;
+  void *comm = nullptr, *type = nullptr, *wide = nullptr, *op = nullptr;
   if (!find("MPI_Init", world->init) ||
       !find("MPI_Finalize", world->finalize) ||
       !find("MPI_Comm_rank", world->commRank) ||
@@ -106,13 +114,14 @@ llvm::Expected<std::unique_ptr<MpiWorld>> MpiWorld::create() {
       !find("MPI_Abort", world->abortAll) ||
       !find("MPI_Get_library_version", world->libraryVersion) ||
       !find("ompi_mpi_comm_world", comm) || !find("ompi_mpi_float", type) ||
-      !find("ompi_mpi_op_sum", op)) {
+      !find("ompi_mpi_double", wide) || !find("ompi_mpi_op_sum", op)) {
     world->finalize = nullptr;
     return failure(path + " is not Open MPI's library (a function or "
                           "predefined object is missing)");
   }
   world->world = comm;
   world->floatType = type;
+  world->doubleType = wide;
   world->sumOp = op;
   if (int code = world->init(nullptr, nullptr)) {
     world->finalize = nullptr;

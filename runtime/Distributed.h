@@ -33,6 +33,7 @@ public:
   /// (the same on all of them). Every rank calls it with as many values, in
   /// the same order of calls.
   virtual llvm::Error allReduceSum(std::span<float> values) = 0;
+  virtual llvm::Error allReduceSum(std::span<double> values) = 0;
 
   /// Ends every rank of the run after an error on this one, so that the
   /// others do not wait for it forever.

@@ -289,10 +289,14 @@ double switchyard::runtime::scheduledLr(const TrainConfig &config,
 
 namespace {
 /// evaluate() with the parameters already on the program's backend.
+/// The mean validation loss over `windowCount` windows in batches of
+/// `batch`; with `comm`, the batches (XL: the streams) are shared out among
+/// the ranks and the sums added across them.
 Expected<EvalRecord> evaluateResident(Program &program,
                                       const TokenCorpus &corpus,
                                       const Resident &params,
-                                      int64_t windowCount, int64_t batch) {
+                                      int64_t windowCount, int64_t batch,
+                                      Communicator *comm = nullptr) {
   if (windowCount < 1 || batch < 1)
     return failure("evaluation needs at least one window and a positive "
                    "batch");
@@ -340,28 +344,36 @@ Expected<EvalRecord> evaluateResident(Program &program,
           "one window of {2} tokens",
           corpus.valid.size(), batch, time + 1));
     segments = std::min(segments, (windowCount + batch - 1) / batch);
+    // This rank's streams (all of them on one rank).
+    int64_t local = comm ? batch / comm->size() : batch;
+    int64_t first = comm ? comm->rank() * local : 0;
     Expected<Resident> memories =
-        uploadAll(program, freshMemories(*model, batch));
+        uploadAll(program, freshMemories(*model, local));
     if (!memories)
       return memories.takeError();
     for (int64_t q = 0; q < segments; ++q) {
-      Expected<double> loss = run(
-          segmentOffsets(corpus.valid.size(), batch, time, q), *memories);
+      std::vector<size_t> offsets =
+          segmentOffsets(corpus.valid.size(), batch, time, q);
+      Expected<double> loss =
+          run(llvm::ArrayRef<size_t>(offsets).slice(first, local), *memories);
       if (!loss)
         return loss.takeError();
-      total += *loss * double(batch);
-      done += batch;
+      total += *loss * double(local);
+      done += local;
     }
   } else {
     // Evenly spaced, fixed windows over the validation text.
     size_t span = corpus.valid.size() - size_t(time) - 1;
     Resident none;
-    while (done < windowCount) {
-      int64_t count = std::min(batch, windowCount - done);
+    // Batch c on rank c mod ranks.
+    for (int64_t start = 0, c = 0; start < windowCount; start += batch, ++c) {
+      if (comm && c % comm->size() != comm->rank())
+        continue;
+      int64_t count = std::min(batch, windowCount - start);
       std::vector<size_t> offsets;
       for (int64_t i = 0; i < count; ++i)
         offsets.push_back(
-            size_t(double(span) * double(done + i) /
+            size_t(double(span) * double(start + i) /
                    double(std::max<int64_t>(windowCount - 1, 1))));
       Expected<double> loss = run(offsets, none);
       if (!loss)
@@ -369,6 +381,13 @@ Expected<EvalRecord> evaluateResident(Program &program,
       total += *loss * double(count);
       done += count;
     }
+  }
+  if (comm) {
+    std::array<double, 2> sums = {total, double(done)};
+    if (llvm::Error error = comm->allReduceSum(sums))
+      return std::move(error);
+    total = sums[0];
+    done = int64_t(sums[1]);
   }
   EvalRecord record;
   record.loss = total / double(done);
@@ -632,9 +651,9 @@ Expected<TrainSummary> switchyard::runtime::train(
   summary.model = name;
   summary.tokensPerStep = config.batch * time;
   auto evalNow = [&](int64_t step) -> llvm::Error {
-    Expected<EvalRecord> record =
-        evaluateResident(program, corpus, params,
-                         config.evalBatches * config.batch, config.batch);
+    Expected<EvalRecord> record = evaluateResident(
+        program, corpus, params, config.evalBatches * config.batch,
+        config.batch, ranks > 1 ? comm : nullptr);
     if (!record)
       return record.takeError();
     record->step = step;
