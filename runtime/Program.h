@@ -42,11 +42,12 @@ enum class ArgRole : uint8_t {
   /// AdamW's first and second moments of a parameter.
   adamM,
   adamV,
-  /// The gradient of a parameter, for `_optimizer_step` (in parameter
-  /// order, as the moments).
-  gradient,
   /// The optimizer hyperparameters of a `_train_step`.
   hyper,
+  /// The gradient of a parameter, for `_optimizer_step` (in parameter
+  /// order, as the moments). The last role (the compile cache reads roles
+  /// up to it).
+  gradient,
 };
 
 /// The type of one function argument or result.
