@@ -455,6 +455,27 @@ struct LmBuildTrainStepPass
     return {norm, std::move(newParams), std::move(newM), std::move(newV)};
   }
 
+  /// A public function `name` of `inputs` with `argAttrs`, then the
+  /// `hyper` argument (both lists get it), marked as generated and, like
+  /// `grad`, for the runtime's C interface; its entry block made, its
+  /// results set when its body is built.
+  static func::FuncOp
+  createStepFunction(OpBuilder &builder, func::FuncOp grad, StringRef name,
+                     SmallVectorImpl<Type> &inputs,
+                     SmallVectorImpl<DictionaryAttr> &argAttrs) {
+    inputs.push_back(RankedTensorType::get({kNumHyper}, builder.getF32Type()));
+    argAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr("lm.hyper", builder.getUnitAttr())));
+    auto func = func::FuncOp::create(builder, grad.getLoc(), name,
+                                     builder.getFunctionType(inputs, {}));
+    func.setAllArgAttrs(argAttrs);
+    func->setAttr("lm.generated", builder.getUnitAttr());
+    if (grad->hasAttr("llvm.emit_c_interface"))
+      func->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
+    func.addEntryBlock();
+    return func;
+  }
+
   void build(func::FuncOp grad) {
     OpBuilder builder(grad);
     builder.setInsertionPointAfter(grad);
@@ -479,17 +500,9 @@ struct LmBuildTrainStepPass
             builder.getNamedAttr(moment, grad.getArgAttr(i, "lm.param"))));
       }
     Type f32 = builder.getF32Type();
-    inputs.push_back(RankedTensorType::get({kNumHyper}, f32));
-    argAttrs.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr("lm.hyper", builder.getUnitAttr())));
-
-    auto step = func::FuncOp::create(builder, loc, (base + "_train_step").str(),
-                                     builder.getFunctionType(inputs, {}));
-    step.setAllArgAttrs(argAttrs);
-    step->setAttr("lm.generated", builder.getUnitAttr());
-    if (grad->hasAttr("llvm.emit_c_interface"))
-      step->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
-    Block *body = step.addEntryBlock();
+    auto step = createStepFunction(builder, grad, (base + "_train_step").str(),
+                                   inputs, argAttrs);
+    Block *body = &step.getBody().front();
 
     // The forward and backward computation: a call of _grad, so that its
     // code exists once in the module. (The JIT passes a call's hundreds of
@@ -574,17 +587,9 @@ struct LmBuildTrainStepPass
             builder.getDictionaryAttr(builder.getNamedAttr(role, name)));
       }
     Type f32 = builder.getF32Type();
-    inputs.push_back(RankedTensorType::get({kNumHyper}, f32));
-    argAttrs.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr("lm.hyper", builder.getUnitAttr())));
-    auto func =
-        func::FuncOp::create(builder, loc, (base + "_optimizer_step").str(),
-                             builder.getFunctionType(inputs, {}));
-    func.setAllArgAttrs(argAttrs);
-    func->setAttr("lm.generated", builder.getUnitAttr());
-    if (grad->hasAttr("llvm.emit_c_interface"))
-      func->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
-    Block *body = func.addEntryBlock();
+    auto func = createStepFunction(
+        builder, grad, (base + "_optimizer_step").str(), inputs, argAttrs);
+    Block *body = &func.getBody().front();
     ImplicitLocOpBuilder b(loc, OpBuilder::atBlockEnd(body));
     unsigned n = paramTypes.size();
     ValueRange args = body->getArguments();
