@@ -66,6 +66,8 @@ rt::CompileOptions bench::compileOptions(const Options &options,
                                          llvm::StringRef fuse) {
   rt::CompileOptions compile;
   compile.gradients = true;
+  compile.cpu = options.cpu;
+  compile.cpuFeatures = options.cpuFeatures;
   compile.outlineLayers = !options.inlineLayers;
   // The setting as switchyard's --fuse and --experts: the CPU's unfused
   // expert projections are grouped by expert (its default) unless the
@@ -153,11 +155,13 @@ std::string bench::cpuModel() {
 }
 
 std::string bench::describeBackend(const Options &options) {
+  std::string cpu = compileOptions(options, "none").describeCpu();
   if (!options.gpu())
     return formatv("CPU: {0} ({1} cores; the compiled code's parallel loops "
-                   "on {2} thread{3})",
+                   "on {2} thread{3}{4})",
                    cpuModel(), std::thread::hardware_concurrency(),
-                   rt::computeThreads(), rt::computeThreads() == 1 ? "" : "s");
+                   rt::computeThreads(), rt::computeThreads() == 1 ? "" : "s",
+                   cpu.empty() ? "" : "; code for CPU " + cpu);
   std::string kernels = formatv(
       "{0} multiplicands ({1}), f32 accumulation",
       options.gpuTarget.elementType,

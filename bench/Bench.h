@@ -40,6 +40,9 @@ struct Options {
   std::string device = "cpu";
   /// GPU code generation (with device "gpu").
   mlir::switchyard::GpuTargetOptions gpuTarget;
+  /// The CPU that the CPU code is generated for (CompileOptions::cpu and
+  /// cpuFeatures); empty: this machine's.
+  std::string cpu, cpuFeatures;
   /// Python with PyTorch; empty: no PyTorch peers.
   std::string python;
   std::string layerScript, kernelScript, stepScript;

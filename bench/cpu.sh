@@ -32,6 +32,11 @@
 #
 # Usage: bench/cpu.sh [BUILD_DIR]     (default: build/, or
 #        $SWITCHYARD_BUILD_DIR); REPS=N sets the timed runs per measurement.
+#        AVX2=1 runs everything as an AVX2 machine would, on a machine with
+#        AVX-512: Switchyard's code for x86-64-v3 (--cpu: AVX2's 16
+#        registers of 256 bits and their kernels), PyTorch's at
+#        ATEN_CPU_CAPABILITY=avx2 and OpenBLAS's Haswell kernels
+#        (OPENBLAS_CORETYPE); the results file ends in -avx2.
 #===------------------------------------------------------------------------===#
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,7 +69,12 @@ dirty=$(git -C "$root" status --porcelain --untracked-files=no | grep -q . &&
         echo " (with uncommitted changes)" || true)
 mkdir -p "$root/bench/results"
 out="$root/bench/results/cpu-$(date -u +%Y-%m-%d)-$commit.md"
-bench="$build/bin/switchyard-bench"
+bench=("$build/bin/switchyard-bench")
+if [ "${AVX2:-0}" = 1 ]; then
+  out="${out%.md}-avx2.md"
+  bench+=(--cpu x86-64-v3)
+  export ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell
+fi
 {
   echo "# CPU benchmarks"
   echo
@@ -72,13 +82,16 @@ bench="$build/bin/switchyard-bench"
   echo "- commit: $commit$dirty"
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
   echo "- compiled code: every core unless a run says otherwise (its CPU line); PyTorch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (Debian), BLAS: $blas"
+  if [ "${AVX2:-0}" = 1 ]; then
+    echo "- as an AVX2 machine: Switchyard's code for x86-64-v3, PyTorch at ATEN_CPU_CAPABILITY=avx2 ($(/usr/bin/python3 -c 'import torch; print(torch.backends.cpu.get_cpu_capability())')), OpenBLAS with OPENBLAS_CORETYPE=Haswell"
+  fi
   echo
   echo '```'
-  "$bench" --config 47m --reps "$reps"
+  "${bench[@]}" --config 47m --reps "$reps"
   echo '```'
   echo
   echo '```'
-  "$bench" --config tiny --reps "$reps"
+  "${bench[@]}" --config tiny --reps "$reps"
   echo '```'
   echo
   echo "The 47M layer again with glibc's heap trimming and mmap threshold off for"
@@ -87,19 +100,19 @@ bench="$build/bin/switchyard-bench"
   echo
   echo '```'
   GLIBC_TUNABLES=glibc.malloc.trim_threshold=4294967296:glibc.malloc.mmap_threshold=4294967296 \
-    "$bench" --config 47m --reps "$reps" --skip-reference --torch-threads 1
+    "${bench[@]}" --config 47m --reps "$reps" --skip-reference --torch-threads 1
   echo '```'
   echo
   echo "The 47M layer's ops one by one (bench/Inputs/kernels-47m.mlir):"
   echo
   echo '```'
-  "$bench" --kernels "$root/bench/Inputs/kernels-47m.mlir" --reps "$reps"
+  "${bench[@]}" --kernels "$root/bench/Inputs/kernels-47m.mlir" --reps "$reps"
   echo '```'
   echo
   echo "The matmuls of the 47M models at batch 4 × 256 (bench/Inputs/matmuls-47m.mlir):"
   echo
   echo '```'
-  "$bench" --kernels "$root/bench/Inputs/matmuls-47m.mlir" --fuse none --reps "$reps" \
+  "${bench[@]}" --kernels "$root/bench/Inputs/matmuls-47m.mlir" --fuse none --reps "$reps" \
     --cpu-threads 1 --torch-threads 1
   echo '```'
   echo
@@ -108,7 +121,7 @@ bench="$build/bin/switchyard-bench"
   echo
   for threads in 0 1; do
     echo '```'
-    "$bench" --train-step "$root/bench/Inputs/switchhead-47m-1block.mlir,$root/bench/Inputs/dense-47m-1block.mlir" \
+    "${bench[@]}" --train-step "$root/bench/Inputs/switchhead-47m-1block.mlir,$root/bench/Inputs/dense-47m-1block.mlir" \
       --reps "$reps" --batch 4 --cpu-threads "$threads" \
       $([ "$threads" = 1 ] && echo --torch-threads 1) 2>&1 | grep -v '^torch_'
     echo '```'
@@ -117,7 +130,7 @@ bench="$build/bin/switchyard-bench"
   echo "Training steps of the 47M models (the examples), against PyTorch:"
   echo
   echo '```'
-  "$bench" --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
+  "${bench[@]}" --train-step "$root/examples/models/switchhead-47m.mlir,$root/examples/models/dense-47m.mlir" \
     --reps 3 --batch 2 2>&1 | grep -v '^torch_'
   echo '```'
 } | tee "$out.tmp"

@@ -91,6 +91,18 @@ cl::opt<unsigned> threads(
     cl::desc("Threads Switchyard's CPU code runs its parallel loops on (0: "
              "one per core, the default)"),
     cl::init(0), cl::cat(category));
+cl::opt<std::string>
+    cpu("cpu",
+        cl::desc("Generate Switchyard's CPU code for this CPU instead of this "
+                 "machine's: an LLVM CPU name, as clang's -mcpu takes "
+                 "(x86-64-v3 or znver1 times AVX2's kernels on an AVX-512 "
+                 "machine); it must be one this machine can run"),
+        cl::value_desc("name"), cl::cat(category));
+cl::opt<std::string> cpuFeatures(
+    "cpu-features",
+    cl::desc("Features added to or taken from the CPU's, as clang's -mattr "
+             "takes them (+avx512f,-avx512vl)"),
+    cl::value_desc("list"), cl::cat(category));
 cl::opt<std::string> python(
     "python",
     cl::desc("Python with PyTorch for the peer baselines (default "
@@ -181,6 +193,12 @@ int main(int argc, char **argv) {
                    << llvm::toString(std::move(error)) << "\n";
       return 1;
     }
+  if (device == "gpu" &&
+      (cpu.getNumOccurrences() || cpuFeatures.getNumOccurrences())) {
+    llvm::errs() << "switchyard-bench: error: --cpu and --cpu-features need "
+                    "--device cpu\n";
+    return 1;
+  }
   if (compileOnly && trainStep.empty()) {
     llvm::errs() << "switchyard-bench: error: --compile-only needs "
                     "--train-step\n";
@@ -194,6 +212,8 @@ int main(int argc, char **argv) {
   rt::setComputeThreads(threads);
   options.device = device;
   options.gpuTarget = gpuTarget.value();
+  options.cpu = cpu;
+  options.cpuFeatures = cpuFeatures;
   options.python = python;
   options.layerScript = layerScript;
   options.kernelScript = kernelScript;

@@ -142,6 +142,25 @@ struct CompileOptions {
   /// testing the GPU route's code without a GPU. The program's backend() is
   /// then "gpu-emulation".
   std::optional<mlir::switchyard::GpuEmulationOptions> emulateGpu;
+  /// CPU backend and the GPU emulation: the CPU to generate code for, an LLVM
+  /// CPU name as clang's -mcpu takes (haswell, znver1, skylake-avx512,
+  /// neoverse-v1, ...); empty: this machine's. The matmul kernels' register
+  /// tile follows its vector registers, so a machine with AVX-512 can compile,
+  /// run and time the kernels of an AVX2 machine. It must not need an
+  /// instruction set extension this machine lacks (compiling fails and names
+  /// them).
+  std::string cpu;
+  /// Features added to or taken from the CPU's, as clang's -mattr takes
+  /// them: "+avx512f,-avx512vl" (with an empty `cpu`, this machine's CPU).
+  std::string cpuFeatures;
+  /// `cpu` and `cpuFeatures` for messages: empty for this machine's CPU,
+  /// else "x86-64", "x86-64 +avx2" or "of this machine -avx512f".
+  std::string describeCpu() const {
+    if (cpu.empty() && cpuFeatures.empty())
+      return "";
+    return (cpu.empty() ? "of this machine" : cpu) +
+           (cpuFeatures.empty() ? "" : " " + cpuFeatures);
+  }
   /// The compile cache (runtime/CompileCache.h) to read and fill: a
   /// program compiled before with the same text and options on this
   /// machine, by this build, is loaded from it instead of compiled; empty:

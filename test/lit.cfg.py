@@ -3,6 +3,7 @@
 # dialects, passes, pipelines, tools and example models.
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,10 @@ config.substitutions.append(("%switchyard_src", config.switchyard_src_root))
 config.substitutions.append(("%examples",
                              os.path.join(config.switchyard_src_root,
                                           "examples")))
+
+# The host's architecture, for the tests of CPU names (--cpu).
+if platform.machine() in ("x86_64", "AMD64"):
+    config.available_features.add("x86_64")
 
 # Before the tool substitutions, which then resolve switchyard-gpu-check.
 gpu_check = os.path.join(config.switchyard_tools_dir, "switchyard-gpu-check")

@@ -206,10 +206,15 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   CompileOptions resolved = detail::resolveFor(
       options, emulation ? mlir::switchyard::Target::Gpu
                          : mlir::switchyard::Target::Cpu);
+  const detail::CpuTarget target{options.cpu, options.cpuFeatures};
+  if (llvm::Error error = detail::checkCpuTarget(target))
+    return std::move(error);
   std::string key;
   if (!options.cacheDirectory.empty()) {
     if (std::optional<std::string> description = detail::describeCompilation(
-            source, bufferName, resolved, detail::describeHostCpu()))
+            source, bufferName, resolved,
+            detail::describeHostCpu() + "\ntarget CPU '" + target.cpu +
+                "' features '" + target.features + "'"))
       key = cacheKey(*description);
     if (!key.empty())
       if (std::unique_ptr<Impl> cached =
@@ -226,9 +231,9 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
   context.appendDialectRegistry(registry);
   context.loadAllAvailableDialects();
 
-  // The matmul kernels' register tile for this machine's vector registers
-  // (the compile cache's key includes its CPU features).
-  auto [bits, registers] = detail::hostVectorRegisters();
+  // The matmul kernels' register tile for the target's vector registers
+  // (the compile cache's key includes the host's and the target's CPU).
+  auto [bits, registers] = detail::vectorRegisters(target);
   mlir::switchyard::CpuKernelTile tile =
       mlir::switchyard::cpuKernelTile(bits, registers);
 
@@ -260,6 +265,7 @@ CpuProgram::compile(StringRef source, StringRef bufferName,
 
   // Native code for this machine, linked into this process.
   detail::NativeCodeOptions native;
+  native.target = target;
   native.optLevel = options.optLevel;
   // The GPU emulation's loops run in order (its kernels' threads share
   // memory); the CPU code's parallel loops on the compute threads.

@@ -16,13 +16,17 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
-#include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Function.h"
+#include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CodeGen.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -30,6 +34,8 @@
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
 
 #include <algorithm>
 #include <memory>
@@ -44,12 +50,42 @@ Error failure(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// A target machine for this CPU generating code at `level`. Each thread
-/// uses its own.
-Expected<std::unique_ptr<llvm::TargetMachine>>
-hostMachine(llvm::CodeGenOptLevel level) {
+/// The features of a -mattr list, each "+name" or "-name".
+llvm::SmallVector<llvm::StringRef> featureList(llvm::StringRef features) {
+  llvm::SmallVector<llvm::StringRef> list;
+  llvm::SmallVector<llvm::StringRef> parts;
+  features.split(parts, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef part : parts)
+    list.push_back(part.trim());
+  return list;
+}
+
+/// A target machine builder for `target`'s CPU and features.
+Expected<llvm::orc::JITTargetMachineBuilder>
+machineBuilder(const switchyard::runtime::detail::CpuTarget &target) {
   Expected<llvm::orc::JITTargetMachineBuilder> builder =
       llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder || target.isHost())
+    return builder;
+  if (!target.cpu.empty()) {
+    // The named CPU's own features (LLVM's subtarget derives them from
+    // the name), not the host's that detectHost put in.
+    builder->setCPU(target.cpu);
+    builder->getFeatures() = llvm::SubtargetFeatures();
+  }
+  std::vector<std::string> features;
+  for (llvm::StringRef feature : featureList(target.features))
+    features.push_back(feature.str());
+  builder->addFeatures(features);
+  return builder;
+}
+
+/// A target machine for `target` generating code at `level`. Each thread
+/// uses its own.
+Expected<std::unique_ptr<llvm::TargetMachine>>
+targetMachine(const switchyard::runtime::detail::CpuTarget &target,
+              llvm::CodeGenOptLevel level) {
+  Expected<llvm::orc::JITTargetMachineBuilder> builder = machineBuilder(target);
   if (!builder)
     return builder.takeError();
   builder->setCodeGenOptLevel(level);
@@ -69,16 +105,19 @@ Expected<std::string> emitObject(llvm::Module &module,
   return std::string(buffer.begin(), buffer.end());
 }
 
-/// The object of a part of loop nests (bitcode), optimised at `optLevel`
-/// in a context of its own.
-Expected<std::string> compilePart(llvm::StringRef bitcode, unsigned optLevel,
-                                  llvm::CodeGenOptLevel level) {
+/// The object of a part of loop nests (bitcode) for `target`, optimised at
+/// `optLevel` in a context of its own.
+Expected<std::string>
+compilePart(llvm::StringRef bitcode, unsigned optLevel,
+            llvm::CodeGenOptLevel level,
+            const switchyard::runtime::detail::CpuTarget &target) {
   llvm::LLVMContext context;
   Expected<std::unique_ptr<llvm::Module>> module = llvm::parseBitcodeFile(
       llvm::MemoryBufferRef(bitcode, "loop nests"), context);
   if (!module)
     return module.takeError();
-  Expected<std::unique_ptr<llvm::TargetMachine>> machine = hostMachine(level);
+  Expected<std::unique_ptr<llvm::TargetMachine>> machine =
+      targetMachine(target, level);
   if (!machine)
     return machine.takeError();
   if (Error error =
@@ -89,12 +128,88 @@ Expected<std::string> compilePart(llvm::StringRef bitcode, unsigned optLevel,
 
 } // namespace
 
+/// Whether compilers use `feature`, an extension this machine's detection
+/// reports, for ordinary code: on x86 the vector, bit-manipulation and
+/// arithmetic extensions (not the system instructions a virtual machine
+/// may hide, which only intrinsics emit); elsewhere all of them.
+static bool usedForOrdinaryCode(llvm::StringRef feature,
+                                const llvm::Triple &triple) {
+  if (!triple.isX86())
+    return true;
+  for (llvm::StringRef prefix :
+       {"sse",   "ssse3",   "avx",    "fma",  "f16c", "bmi",
+        "lzcnt", "popcnt",  "movbe",  "xop",  "tbm",  "cmov",
+        "cx16",  "evex512", "amx",    "gfni", "vaes", "vpclmulqdq",
+        "sha",   "aes",     "pclmul", "adx",  "egpr"})
+    if (feature.starts_with(prefix))
+      return true;
+  return false;
+}
+
+Error switchyard::runtime::detail::checkCpuTarget(const CpuTarget &target) {
+  if (target.isHost())
+    return Error::success();
+  Expected<llvm::orc::JITTargetMachineBuilder> builder =
+      llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return builder.takeError();
+  const llvm::Triple &triple = builder->getTargetTriple();
+  std::string lookupError;
+  const llvm::Target *architecture =
+      llvm::TargetRegistry::lookupTarget(triple, lookupError);
+  if (!architecture)
+    return failure(lookupError);
+  // A subtarget with nothing set, for LLVM's tables of this architecture.
+  std::unique_ptr<llvm::MCSubtargetInfo> tables(
+      architecture->createMCSubtargetInfo(triple, "", ""));
+  if (!target.cpu.empty() && !tables->isCPUStringValid(target.cpu))
+    return failure(llvm::formatv(
+        "unknown CPU '{0}' for {1} (`llc-22 -mtriple={1} -mcpu=help` lists "
+        "them)",
+        target.cpu, triple.str()));
+  llvm::StringSet<> known;
+  for (const llvm::SubtargetFeatureKV &feature :
+       tables->getAllProcessorFeatures())
+    known.insert(feature.Key);
+  for (llvm::StringRef feature : featureList(target.features)) {
+    if (!feature.starts_with("+") && !feature.starts_with("-"))
+      return failure(llvm::formatv(
+          "CPU feature '{0}': expected +name or -name (as in +avx512f)",
+          feature));
+    if (!known.contains(feature.drop_front()))
+      return failure(llvm::formatv("unknown CPU feature '{0}' for {1}",
+                                   feature.drop_front(), triple.str()));
+  }
+  Expected<std::unique_ptr<llvm::TargetMachine>> machine =
+      targetMachine(target, llvm::CodeGenOptLevel::None);
+  if (!machine)
+    return machine.takeError();
+  // Every extension the target's code may use must be one this machine
+  // has: those its detection reports absent are the ones to check.
+  const llvm::MCSubtargetInfo &subtarget = *(*machine)->getMCSubtargetInfo();
+  llvm::SmallVector<std::string> missing;
+  for (const auto &feature : llvm::sys::getHostCPUFeatures())
+    if (!feature.second && known.contains(feature.first()) &&
+        usedForOrdinaryCode(feature.first(), triple) &&
+        subtarget.checkFeatures(("+" + feature.first()).str()))
+      missing.push_back(feature.first().str());
+  if (missing.empty())
+    return Error::success();
+  llvm::sort(missing);
+  return failure(llvm::formatv(
+      "cannot run code for CPU '{0}'{1} here: it uses {2}, which this "
+      "machine ({3}) lacks",
+      target.cpu.empty() ? llvm::sys::getHostCPUName().str() : target.cpu,
+      target.features.empty() ? "" : " with " + target.features,
+      llvm::join(missing, ", "), llvm::sys::getHostCPUName()));
+}
+
 std::pair<unsigned, unsigned>
-switchyard::runtime::detail::hostVectorRegisters() {
+switchyard::runtime::detail::vectorRegisters(const CpuTarget &target) {
   // The JIT's functions carry no target attributes: the target machine's
   // CPU and features, which a probe function sees too, decide.
   Expected<std::unique_ptr<llvm::TargetMachine>> machine =
-      hostMachine(llvm::CodeGenOptLevel::Default);
+      targetMachine(target, llvm::CodeGenOptLevel::Default);
   if (!machine) {
     llvm::consumeError(machine.takeError());
     return {128, 16};
@@ -127,7 +242,7 @@ switchyard::runtime::detail::generateObjects(mlir::ModuleOp module,
   // per-function optnone picks -O0 instruction selection but not the fast
   // register allocator, which only a machine at level 0 uses.
   Expected<std::unique_ptr<llvm::TargetMachine>> lineMachine =
-      hostMachine(llvm::CodeGenOptLevel::None);
+      targetMachine(options.target, llvm::CodeGenOptLevel::None);
   if (!lineMachine)
     return lineMachine.takeError();
 
@@ -163,7 +278,8 @@ switchyard::runtime::detail::generateObjects(mlir::ModuleOp module,
       pool.emplace(llvm::hardware_concurrency(threads));
     for (size_t i = 0; i < parts.size(); ++i)
       pool->async([&, i] {
-        partObjects[i] = compilePart(parts[i], options.optLevel, *level);
+        partObjects[i] =
+            compilePart(parts[i], options.optLevel, *level, options.target);
       });
 
     // The straight lines, here meanwhile.

@@ -29,7 +29,24 @@ class ModuleOp;
 
 namespace switchyard::runtime::detail {
 
+/// The CPU that code is generated for: an LLVM CPU name and features
+/// (CompileOptions::cpu and cpuFeatures); both empty: this machine's.
+struct CpuTarget {
+  std::string cpu;
+  std::string features;
+
+  bool isHost() const { return cpu.empty() && features.empty(); }
+};
+
+/// Checks that `target` names a CPU and features LLVM knows for this
+/// machine's architecture, and that this machine can run its code: an
+/// error names the unknown name, or the instruction set extensions the
+/// target needs and this machine lacks.
+llvm::Error checkCpuTarget(const CpuTarget &target);
+
 struct NativeCodeOptions {
+  /// The CPU to generate code for (checked by checkCpuTarget).
+  CpuTarget target;
   /// LLVM's optimisation level (0-3) for the loop nests: its IR pipeline
   /// (lib/Target/LLVMIR/Optimize.h) and its code generator.
   unsigned optLevel = 3;
@@ -53,12 +70,12 @@ struct NativeCodeOptions {
 llvm::Expected<std::vector<std::string>>
 generateObjects(mlir::ModuleOp module, const NativeCodeOptions &options);
 
-/// The vector registers the JIT's code generation uses on this machine:
-/// their width in bits and their number, from LLVM's cost model of the
-/// host's target machine (512 × 32 where AVX-512's 512-bit registers are
-/// used, 256 × 32 where AVX-512 prefers 256-bit vectors, 256 × 16 with
-/// AVX2, 128 × 32 on AArch64).
-std::pair<unsigned, unsigned> hostVectorRegisters();
+/// The vector registers the JIT's code generation uses for `target`:
+/// their width in bits and their number, from LLVM's cost model of its
+/// target machine (512 × 32 where AVX-512's 512-bit registers are used,
+/// 256 × 32 where AVX-512 prefers 256-bit vectors, 256 × 16 with AVX2,
+/// 128 × 16 with SSE2 only, 128 × 32 on AArch64).
+std::pair<unsigned, unsigned> vectorRegisters(const CpuTarget &target = {});
 
 } // namespace switchyard::runtime::detail
 

@@ -2,8 +2,10 @@
 //
 // mlir::switchyard::cpuKernelTile: two vectors of columns per row, rows
 // leaving four registers free, for AVX-512, AVX-512 preferring 256-bit
-// vectors, AVX2, NEON and SSE; and the host's vector registers as LLVM's
-// cost model of the JIT's target machine gives them.
+// vectors, AVX2, NEON and SSE; the host's vector registers as LLVM's
+// cost model of the JIT's target machine gives them, and those of other
+// CPUs named as the user names them (CompileOptions::cpu), with the
+// check that this machine can run their code.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,8 +43,7 @@ TEST(CpuKernelTileTest, TilesFitTheVectorRegisters) {
 
 TEST(CpuKernelTileTest, HostRegistersAreTheJitTargets) {
   llvm::InitializeNativeTarget();
-  auto [bits, registers] =
-      switchyard::runtime::detail::hostVectorRegisters();
+  auto [bits, registers] = switchyard::runtime::detail::vectorRegisters();
   EXPECT_TRUE(bits == 128 || bits == 256 || bits == 512) << bits;
   EXPECT_TRUE(registers == 16 || registers == 32) << registers;
   llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
@@ -52,5 +53,57 @@ TEST(CpuKernelTileTest, HostRegistersAreTheJitTargets) {
   if (bits == 512)
     EXPECT_TRUE(features.lookup("avx512f"));
 }
+
+namespace rt = switchyard::runtime;
+
+#if defined(__x86_64__)
+TEST(CpuKernelTileTest, NamedCpusRegisters) {
+  llvm::InitializeNativeTarget();
+  using Registers = std::pair<unsigned, unsigned>;
+  EXPECT_EQ(rt::detail::vectorRegisters({"x86-64", ""}), Registers(128, 16));
+  EXPECT_EQ(rt::detail::vectorRegisters({"haswell", ""}), Registers(256, 16));
+  EXPECT_EQ(rt::detail::vectorRegisters({"znver1", ""}), Registers(256, 16));
+  // Skylake's AVX-512 prefers 256-bit vectors; all 32 registers stay.
+  EXPECT_EQ(rt::detail::vectorRegisters({"skylake-avx512", ""}),
+            Registers(256, 32));
+  // Features on top of a CPU's: AVX2's widths from an SSE2 CPU.
+  EXPECT_EQ(rt::detail::vectorRegisters({"x86-64", "+avx2,+fma"}),
+            Registers(256, 16));
+}
+
+TEST(CpuKernelTileTest, CpuTargetsAreChecked) {
+  llvm::InitializeNativeTarget();
+  auto message = [](const rt::detail::CpuTarget &target) -> std::string {
+    llvm::Error error = rt::detail::checkCpuTarget(target);
+    return error ? llvm::toString(std::move(error)) : "";
+  };
+  EXPECT_EQ(message({}), "");
+  EXPECT_EQ(message({llvm::sys::getHostCPUName().str(), ""}), "");
+  // x86-64 (SSE2) runs on every x86-64 machine.
+  EXPECT_EQ(message({"x86-64", ""}), "");
+  EXPECT_TRUE(llvm::StringRef(message({"no-such-cpu", ""}))
+                  .starts_with("unknown CPU 'no-such-cpu' for x86_64"));
+  EXPECT_TRUE(llvm::StringRef(message({"", "avx2"}))
+                  .starts_with("CPU feature 'avx2': expected +name"));
+  EXPECT_TRUE(llvm::StringRef(message({"", "+no-such-feature"}))
+                  .starts_with("unknown CPU feature 'no-such-feature'"));
+  // An extension this machine lacks (every x86 machine lacks some: the
+  // host's detection lists those it found absent).
+  std::string absent;
+  for (const auto &feature : llvm::sys::getHostCPUFeatures())
+    if (!feature.second &&
+        message({"", "+" + feature.first().str()}).find("which this machine") !=
+            std::string::npos) {
+      absent = feature.first().str();
+      break;
+    }
+  ASSERT_FALSE(absent.empty());
+  std::string refused = message({"x86-64", "+" + absent});
+  EXPECT_TRUE(llvm::StringRef(refused).starts_with(
+      "cannot run code for CPU 'x86-64' with +" + absent + " here: it uses"))
+      << refused;
+  EXPECT_TRUE(llvm::StringRef(refused).contains(absent)) << refused;
+}
+#endif
 
 } // namespace

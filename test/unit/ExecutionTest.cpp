@@ -14,8 +14,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Engine/CpuProgram.h"
 #include "lib/Reference/Reference.h"
+#include "runtime/Engine/CpuProgram.h"
+#include "runtime/Engine/NativeCode.h"
 #include "test/unit/TestSupport.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -833,7 +834,8 @@ struct ContractionCase {
   bool bTransposed; // B[b, n, k] instead of B[b, k, n]
 };
 
-void checkContraction(const ContractionCase &c) {
+void checkContraction(const ContractionCase &c,
+                      const rt::CompileOptions &options = {}) {
   SCOPED_TRACE(c.name);
   std::string aType = c.aTransposed ? formatv("?x{0}x{1}", c.k, c.m).str()
                                     : formatv("?x{0}x{1}", c.m, c.k).str();
@@ -862,7 +864,7 @@ void checkContraction(const ContractionCase &c) {
                                c.aTransposed ? "(b, k, m)" : "(b, m, k)",
                                c.bTransposed ? "(b, n, k)" : "(b, k, n)")
                            .str();
-  std::unique_ptr<rt::CpuProgram> program = compile(source);
+  std::unique_ptr<rt::CpuProgram> program = compile(source, options);
   ASSERT_TRUE(program);
   rt::HostTensor a = test::randomTensor(
       c.aTransposed ? std::vector<int64_t>{c.batch, c.k, c.m}
@@ -894,24 +896,54 @@ void checkContraction(const ContractionCase &c) {
       }
 }
 
-TEST(ExecutionTest, ContractionKernelsOddShapes) {
-  // Row tails (m not a multiple of 8), column tails (n not a multiple of
-  // 32), a single row, exact tiles, every layout of A and B, and blocks of
-  // columns.
-  checkContraction({"A·B", 2, 37, 45, 29, false, false});
-  checkContraction({"A·Bᵀ (B copied transposed)", 3, 9, 70, 50, false, true});
-  checkContraction({"Aᵀ·B", 1, 16, 64, 33, true, false});
-  checkContraction({"Aᵀ·Bᵀ, one row", 2, 1, 33, 7, true, true});
-  checkContraction({"short rows", 1, 5, 17, 3, false, false});
+/// Row tails (m not a multiple of 8), column tails (n not a multiple of
+/// 32), a single row, exact tiles, every layout of A and B, and blocks of
+/// columns, compiled with `options`.
+void checkContractionShapes(const rt::CompileOptions &options = {}) {
+  checkContraction({"A·B", 2, 37, 45, 29, false, false}, options);
+  checkContraction({"A·Bᵀ (B copied transposed)", 3, 9, 70, 50, false, true},
+                   options);
+  checkContraction({"Aᵀ·B", 1, 16, 64, 33, true, false}, options);
+  checkContraction({"Aᵀ·Bᵀ, one row", 2, 1, 33, 7, true, true}, options);
+  checkContraction({"short rows", 1, 5, 17, 3, false, false}, options);
   // Several blocks of columns (b's panel is 256 KiB: two tiles of 32 a
   // block at these reductions), the last one partial and masked.
-  checkContraction({"column blocks", 1, 13, 200, 700, false, false});
-  checkContraction({"column blocks, B copied transposed", 2, 9, 100, 900,
-                    false, true});
+  checkContraction({"column blocks", 1, 13, 200, 700, false, false}, options);
+  checkContraction(
+      {"column blocks, B copied transposed", 2, 9, 100, 900, false, true},
+      options);
   // With 32 columns (AVX-512's tile), a last tile at most half full is
   // half as wide: full (n = 48 = 32 + 16) or masked (n = 76 = 32 + 32 + 12,
   // the expert projections' width). The n above end in such tiles too
   // (45, 70, 33, 200, 100); with AVX2's 16 columns, 48 and 76 do not.
-  checkContraction({"a narrow last tile, full", 1, 11, 48, 20, false, false});
-  checkContraction({"a narrow last tile, masked", 2, 19, 76, 41, false, true});
+  checkContraction({"a narrow last tile, full", 1, 11, 48, 20, false, false},
+                   options);
+  checkContraction({"a narrow last tile, masked", 2, 19, 76, 41, false, true},
+                   options);
 }
+
+TEST(ExecutionTest, ContractionKernelsOddShapes) { checkContractionShapes(); }
+
+#if defined(__x86_64__)
+TEST(ExecutionTest, ContractionKernelsForOtherCpus) {
+  // The kernels of other x86 CPUs (their register tiles: 6 × 8 for SSE2's
+  // 16 registers of 128 bits, 6 × 16 for AVX2's, 8 × 16 or 8 × 32 with
+  // AVX-512's 32), on this machine where it can run them.
+  int checked = 0;
+  for (const char *cpu : {"x86-64", "x86-64-v3", "skylake-avx512", "znver4"}) {
+    SCOPED_TRACE(cpu);
+    if (llvm::Error error = rt::detail::checkCpuTarget({cpu, ""})) {
+      std::string message = llvm::toString(std::move(error));
+      EXPECT_TRUE(llvm::StringRef(message).contains("which this machine"))
+          << message;
+      continue;
+    }
+    rt::CompileOptions options;
+    options.cpu = cpu;
+    checkContractionShapes(options);
+    ++checked;
+  }
+  // x86-64 (SSE2) runs on every x86-64 machine.
+  EXPECT_GE(checked, 1);
+}
+#endif

@@ -301,6 +301,19 @@ DeviceOption::DeviceOption(cl::OptionCategory &category)
                        "(--device cpu): 0, the default, for one per core; "
                        "results do not depend on it"),
               cl::init(0), cl::cat(category)),
+      cpu("cpu",
+          cl::desc("Generate the CPU code for this CPU instead of this "
+                   "machine's (--device cpu or gpu-emulation): an LLVM CPU "
+                   "name, as clang's -mcpu takes (x86-64-v3, haswell, "
+                   "znver1, skylake-avx512, neoverse-v1, ...); the matmul "
+                   "kernels' register tile follows its vector registers. "
+                   "This machine must be able to run it"),
+          cl::value_desc("name"), cl::cat(category)),
+      cpuFeatures("cpu-features",
+                  cl::desc("Features added to or taken from the CPU's (this "
+                           "machine's, or --cpu's), as clang's -mattr "
+                           "takes them: +avx512f,-avx512vl"),
+                  cl::value_desc("list"), cl::cat(category)),
       gpuCategory("GPU code generation (--device gpu; --gpu-chip, "
                   "--gpu-block-size and --gpu-element-type also "
                   "gpu-emulation)"),
@@ -348,6 +361,14 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
   if (device.threads.getNumOccurrences() && device.device != Device::cpu)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "--cpu-threads needs --device cpu");
+  for (const cl::opt<std::string> *flag : {&device.cpu, &device.cpuFeatures})
+    if (flag->getNumOccurrences() && device.device == Device::gpu)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--" + flag->ArgStr +
+                                         " needs --device cpu or "
+                                         "gpu-emulation");
+  options.cpu = device.cpu;
+  options.cpuFeatures = device.cpuFeatures;
   rt::setComputeThreads(device.threads);
   StringRef path =
       request.input.empty() ? StringRef(model.input) : StringRef(request.input);
@@ -397,7 +418,8 @@ compileFor(const DeviceOption &device, const ModelOptions &model,
         rt::CpuProgram::compileFile(path, options);
     if (!program)
       return program.takeError();
-    report((*program)->cacheReport(), "");
+    std::string cpu = options.describeCpu();
+    report((*program)->cacheReport(), cpu.empty() ? "" : " for CPU " + cpu);
     return std::unique_ptr<rt::Program>(std::move(*program));
   }
 #ifdef SWITCHYARD_HAVE_GPU_RUNTIME

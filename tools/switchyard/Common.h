@@ -131,6 +131,8 @@ struct DeviceOption {
   cl::opt<Device> device;
   cl::opt<bool> noCache;
   cl::opt<unsigned> threads;
+  cl::opt<std::string> cpu;
+  cl::opt<std::string> cpuFeatures;
   cl::OptionCategory gpuCategory;
   mlir::switchyard::CommandLineBinding<mlir::switchyard::GpuTargetOptions>
       gpu;
