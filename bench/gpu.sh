@@ -52,6 +52,11 @@
 #   generate  text generation with key/value caches against a window per
 #            token, the tiny and the 47M RoPE (bytes) models
 #            (bench/generate.sh --device gpu; no peer);
+#   nccl     the 47M SwitchHead model's training steps (batch 16) as
+#            usual and as data-parallel steps of one rank through NCCL
+#            (--allreduce nccl; NCCL from PyTorch's nvidia-nccl wheel unless
+#            SWITCHYARD_NCCL_LIBRARY names it): the same losses, and the
+#            all-reduce's share of a step;
 #   profile  a few training steps of each 47M model (default fusions) with
 #            SWITCHYARD_KERNEL_PROFILE=${PROFILE_TOP:-40}: each launch timed
 #            alone (CUDA events), the longest kernels by name with their
@@ -237,6 +242,29 @@ for phase in $phases; do
       cat "$tmp/generate.md" 2>/dev/null | sed 1,2d
       [ $rc = 0 ] || { echo "FAILED (exit $rc)"; status=1; }
       echo ;;
+    nccl)
+      echo "## Data-parallel steps through NCCL, one rank ($((SECONDS - start)) s so far)"
+      echo
+      # NCCL from PyTorch's nvidia-nccl wheel unless named.
+      nccl=${SWITCHYARD_NCCL_LIBRARY:-$("$python" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
+      echo "NCCL: ${nccl:-not found}"
+      echo '```'
+      for mode in auto nccl; do
+        SWITCHYARD_NCCL_LIBRARY=$nccl timeout -k 10 240 "$driver" train \
+            "$root/examples/models/switchhead-47m.mlir" --data "$root/README.md" \
+            --device gpu --gpu-element-type bf16 --steps 12 --batch 16 \
+            --eval-every 0 --eval-batches 1 --no-cache --allreduce $mode \
+            --summary "$tmp/nccl-$mode.json" > "$tmp/nccl-$mode.out" 2>&1
+        rc=$?
+        echo "--allreduce $mode:"
+        grep -E "data parallel|step 12/|averaging|trained|error" "$tmp/nccl-$mode.out"
+        [ $rc = 0 ] || { echo "FAILED (exit $rc)"; status=1; }
+      done
+      # The same losses: NCCL's mean over one rank is the gradient itself.
+      "$python" "$root/test/Tools/Inputs/same_losses.py" "$tmp/nccl-auto.json" \
+          "$tmp/nccl-nccl.json" --tolerance 1e-4 || status=1
+      echo '```'
+      echo ;;
     profile)
       peers=(--python=)
       for model in switchhead-47m dense-47m; do
@@ -245,7 +273,7 @@ for phase in $phases; do
           --train-step "$root/examples/models/$model.mlir" --batch 16 --reps 2
       done
       peers=(--python "$python") ;;
-    *) echo "unknown phase '$phase' (kernels, matmuls, layer, train, train-fused, train-no-epilogues, train-planned, train-graphs, paper-47m, paper-262m, generate, profile)"; status=1 ;;
+    *) echo "unknown phase '$phase' (kernels, matmuls, layer, train, train-fused, train-no-epilogues, train-planned, train-graphs, paper-47m, paper-262m, generate, nccl, profile)"; status=1 ;;
   esac
 done
 

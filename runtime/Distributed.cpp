@@ -2,9 +2,9 @@
 //
 // The few MPI functions data-parallel training needs, from Open MPI's
 // libmpi.so.40 through dlsym. Open MPI's handles (MPI_COMM_WORLD,
-// MPI_FLOAT, MPI_SUM) are the addresses of its predefined objects, which
-// dlsym finds by their names; MPI_IN_PLACE is the address 1. No MPI header
-// is needed to build, and a process that no launcher started never loads
+// MPI_FLOAT, MPI_BYTE, MPI_SUM) are the addresses of its predefined objects,
+// which dlsym finds by their names; MPI_IN_PLACE is the address 1. No MPI
+// header is needed to build, and a process that no launcher started never loads
 // the library.
 //
 //===----------------------------------------------------------------------===//
@@ -49,6 +49,17 @@ public:
     return sum(values, doubleType);
   }
 
+  llvm::Error broadcast(std::span<char> bytes, int root) override {
+    if (bytes.size() > size_t(std::numeric_limits<int>::max()))
+      return failure("MPI_Bcast of more than 2^31 bytes");
+    if (int code =
+            bcast(bytes.data(), int(bytes.size()), byteType, root, world))
+      return failure(
+          llvm::formatv("MPI_Bcast of {0} bytes failed (error {1}) on rank {2}",
+                        bytes.size(), code, myRank));
+    return llvm::Error::success();
+  }
+
   [[noreturn]] void abort(int code) override {
     abortAll(world, code);
     std::_Exit(code);
@@ -80,10 +91,11 @@ private:
   int (*commRank)(Handle, int *) = nullptr;
   int (*commSize)(Handle, int *) = nullptr;
   int (*allreduce)(const void *, void *, int, Handle, Handle, Handle) = nullptr;
+  int (*bcast)(void *, int, Handle, int, Handle) = nullptr;
   int (*abortAll)(Handle, int) = nullptr;
   int (*libraryVersion)(char *, int *) = nullptr;
   Handle world = nullptr, floatType = nullptr, doubleType = nullptr,
-         sumOp = nullptr;
+         byteType = nullptr, sumOp = nullptr;
   int myRank = 0, worldSize = 1;
   std::string version;
 };
@@ -105,16 +117,18 @@ llvm::Expected<std::unique_ptr<MpiWorld>> MpiWorld::create() {
         dlsym(library, name));
     return slot != nullptr;
   };
-  void *comm = nullptr, *type = nullptr, *wide = nullptr, *op = nullptr;
+  void *comm = nullptr, *type = nullptr, *wide = nullptr, *byte = nullptr,
+       *op = nullptr;
   if (!find("MPI_Init", world->init) ||
       !find("MPI_Finalize", world->finalize) ||
       !find("MPI_Comm_rank", world->commRank) ||
       !find("MPI_Comm_size", world->commSize) ||
       !find("MPI_Allreduce", world->allreduce) ||
-      !find("MPI_Abort", world->abortAll) ||
+      !find("MPI_Bcast", world->bcast) || !find("MPI_Abort", world->abortAll) ||
       !find("MPI_Get_library_version", world->libraryVersion) ||
       !find("ompi_mpi_comm_world", comm) || !find("ompi_mpi_float", type) ||
-      !find("ompi_mpi_double", wide) || !find("ompi_mpi_op_sum", op)) {
+      !find("ompi_mpi_double", wide) || !find("ompi_mpi_byte", byte) ||
+      !find("ompi_mpi_op_sum", op)) {
     world->finalize = nullptr;
     return failure(path + " is not Open MPI's library (a function or "
                           "predefined object is missing)");
@@ -122,6 +136,7 @@ llvm::Expected<std::unique_ptr<MpiWorld>> MpiWorld::create() {
   world->world = comm;
   world->floatType = type;
   world->doubleType = wide;
+  world->byteType = byte;
   world->sumOp = op;
   if (int code = world->init(nullptr, nullptr)) {
     world->finalize = nullptr;

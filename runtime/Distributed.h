@@ -34,6 +34,8 @@ public:
   /// the same order of calls.
   virtual llvm::Error allReduceSum(std::span<float> values) = 0;
   virtual llvm::Error allReduceSum(std::span<double> values) = 0;
+  /// Replaces `bytes` on every rank by rank `root`'s.
+  virtual llvm::Error broadcast(std::span<char> bytes, int root) = 0;
 
   /// Ends every rank of the run after an error on this one, so that the
   /// others do not wait for it forever.

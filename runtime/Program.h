@@ -28,6 +28,8 @@
 
 namespace switchyard::runtime {
 
+class NcclGroup;
+
 /// What an argument of a generated function is for (from the `lm.*`
 /// argument attributes of lm-differentiate and lm-build-train-step).
 enum class ArgRole : uint8_t {
@@ -266,6 +268,14 @@ public:
   virtual llvm::Expected<std::vector<CallResult>>
   callResident(llvm::StringRef name, llvm::ArrayRef<CallArgument> arguments,
                llvm::ArrayRef<bool> keep);
+
+  /// Replaces each of `tensors` (f32 handles this backend made) by its
+  /// mean over the ranks of `group`, where they are: NCCL's all-reduce on
+  /// the GPU backend's device memory, done when this returns. Backends
+  /// that compute in host memory have no device group (an error); their
+  /// ranks average on the host (Communicator::allReduceSum).
+  virtual llvm::Error allReduceMean(llvm::ArrayRef<DeviceTensor *> tensors,
+                                    NcclGroup &group);
 };
 
 } // namespace switchyard::runtime

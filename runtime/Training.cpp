@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Training.h"
+#include "runtime/Nccl.h"
 #include "runtime/ParamFiles.h"
 #include "runtime/TrainingInternal.h"
 
@@ -131,8 +132,10 @@ struct Bindings {
   const Resident *memories, *params;
   const HostTensor *targets = nullptr, *seed = nullptr, *hyper = nullptr;
   const Resident *adamM = nullptr, *adamV = nullptr;
-  /// The averaged gradients of a data-parallel step (host tensors).
+  /// The averaged gradients of a data-parallel step: host tensors (MPI)
+  /// or handles (NCCL).
   const std::vector<HostTensor> *gradients = nullptr;
+  const Resident *residentGradients = nullptr;
 };
 
 /// The arguments of `function` in order, chosen by their roles.
@@ -179,6 +182,8 @@ Expected<std::vector<CallArgument>> bind(const FunctionSpec &function,
     case ArgRole::gradient:
       if (bindings.gradients && gradient < bindings.gradients->size())
         arg = host(&(*bindings.gradients)[gradient++]);
+      else
+        arg = next(bindings.residentGradients, gradient);
       break;
     }
     if (!arg)
@@ -443,45 +448,72 @@ static Expected<std::vector<CallResult>> callBound(Program &program,
 
 /// One data-parallel step on this rank's slice of the batch, with the
 /// results of `_train_step`: `_grad` on the slice, its loss and gradients
-/// averaged across the ranks (one all-reduce of them all), then
-/// `_optimizer_step` with the averages.
+/// averaged across the ranks, then `_optimizer_step` with the averages.
+/// With `nccl` they are averaged where `_grad` left them (device memory),
+/// else on the host through `comm` (one all-reduce of them all).
+/// `averagingSeconds` receives the time the averaging took.
 static Expected<std::vector<CallResult>>
 dataParallelStep(Program &program, const FunctionSpec &grad,
                  const FunctionSpec &update, Bindings bindings,
-                 Communicator &comm) {
+                 Communicator *comm, NcclGroup *nccl,
+                 double &averagingSeconds) {
   size_t count = bindings.params->size();
-  // The loss and the gradients to the host; the next memories stay.
+  // The loss and the gradients to the host unless NCCL averages them; the
+  // next memories stay.
   llvm::SmallVector<bool> keepGrad(grad.results.size(), true);
-  for (size_t i = 0; i <= count; ++i)
-    keepGrad[i] = false;
+  if (!nccl)
+    for (size_t i = 0; i <= count; ++i)
+      keepGrad[i] = false;
   Expected<std::vector<CallResult>> local =
       callBound(program, grad, bindings, keepGrad);
   if (!local)
     return local.takeError();
-  std::vector<float> packed;
-  for (size_t i = 0; i <= count; ++i) {
-    std::span<const float> values = (*local)[i].host.values<float>();
-    packed.insert(packed.end(), values.begin(), values.end());
+  auto start = std::chrono::steady_clock::now();
+  HostTensor loss;
+  std::vector<HostTensor> gradients;
+  Resident residentGradients;
+  if (nccl) {
+    std::vector<DeviceTensor *> tensors;
+    for (size_t i = 0; i <= count; ++i)
+      tensors.push_back((*local)[i].device.get());
+    if (llvm::Error error = program.allReduceMean(tensors, *nccl))
+      return std::move(error);
+    Expected<HostTensor> mean = program.download(*tensors.front());
+    if (!mean)
+      return mean.takeError();
+    loss = std::move(*mean);
+    for (size_t i = 1; i <= count; ++i)
+      residentGradients.push_back(std::move((*local)[i].device));
+    bindings.residentGradients = &residentGradients;
+  } else {
+    std::vector<float> packed;
+    for (size_t i = 0; i <= count; ++i) {
+      std::span<const float> values = (*local)[i].host.values<float>();
+      packed.insert(packed.end(), values.begin(), values.end());
+    }
+    if (llvm::Error error = comm->allReduceSum(packed))
+      return std::move(error);
+    float scale = 1.0f / float(comm->size());
+    size_t at = 0;
+    for (size_t i = 0; i <= count; ++i) {
+      HostTensor &result = (*local)[i].host;
+      size_t size = result.values<float>().size();
+      std::vector<float> mean(packed.begin() + at, packed.begin() + at + size);
+      for (float &x : mean)
+        x *= scale;
+      at += size;
+      HostTensor averaged = HostTensor::fromValues<float>(
+          result.name, result.type, result.shape, mean);
+      if (i == 0)
+        loss = std::move(averaged);
+      else
+        gradients.push_back(std::move(averaged));
+    }
+    bindings.gradients = &gradients;
   }
-  if (llvm::Error error = comm.allReduceSum(packed))
-    return std::move(error);
-  float scale = 1.0f / float(comm.size());
-  std::vector<HostTensor> averaged;
-  size_t at = 0;
-  for (size_t i = 0; i <= count; ++i) {
-    HostTensor &result = (*local)[i].host;
-    size_t size = result.values<float>().size();
-    std::vector<float> mean(packed.begin() + at, packed.begin() + at + size);
-    for (float &x : mean)
-      x *= scale;
-    at += size;
-    averaged.push_back(HostTensor::fromValues<float>(result.name, result.type,
-                                                     result.shape, mean));
-  }
-  std::vector<HostTensor> gradients(
-      std::make_move_iterator(averaged.begin() + 1),
-      std::make_move_iterator(averaged.end()));
-  bindings.gradients = &gradients;
+  averagingSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   llvm::SmallVector<bool> keepUpdate(update.results.size(), true);
   keepUpdate[0] = false;
   Expected<std::vector<CallResult>> updated =
@@ -490,7 +522,7 @@ dataParallelStep(Program &program, const FunctionSpec &grad,
     return updated.takeError();
   // _train_step's layout: loss, norm, parameters, m, v, memories.
   std::vector<CallResult> results;
-  results.push_back({std::move(averaged.front()), nullptr});
+  results.push_back({std::move(loss), nullptr});
   for (CallResult &result : *updated)
     results.push_back(std::move(result));
   for (size_t i = 1 + count; i < local->size(); ++i)
@@ -521,10 +553,17 @@ Expected<TrainSummary> switchyard::runtime::train(
     return failure(llvm::formatv("batch: {0} sequences cannot be shared by "
                                  "{1} ranks; use a multiple of {1}",
                                  config.batch, ranks));
-  if (ranks > 1 && (!gradFunction || !updateFunction))
+  // The step as `_grad`, averaging and `_optimizer_step`: on several
+  // ranks, or with NCCL (on one rank too).
+  bool dataParallel = ranks > 1 || config.nccl;
+  if (dataParallel && (!gradFunction || !updateFunction))
     return failure("@" + name +
                    " has no _optimizer_step: compile with "
                    "CompileOptions::optimizerStep to train on several ranks");
+  if (config.nccl && config.nccl->size() != ranks)
+    return failure(llvm::formatv("the NCCL group has {0} ranks and the run "
+                                 "{1}",
+                                 config.nccl->size(), ranks));
   int64_t time = model->time;
   if (corpus.train.size() < size_t(time + 1))
     return failure(llvm::formatv("the training text ({0} tokens) is shorter "
@@ -721,10 +760,12 @@ Expected<TrainSummary> switchyard::runtime::train(
     bindings.adamM = &m;
     bindings.adamV = &v;
     bindings.hyper = &hyperTensor;
+    double averagingSeconds = 0;
     Expected<std::vector<CallResult>> out =
-        ranks > 1 ? dataParallelStep(program, *gradFunction, *updateFunction,
-                                     bindings, *comm)
-                  : callBound(program, stepFunction, bindings, keep);
+        dataParallel
+            ? dataParallelStep(program, *gradFunction, *updateFunction,
+                               bindings, comm, config.nccl, averagingSeconds)
+            : callBound(program, stepFunction, bindings, keep);
     if (!out)
       return out.takeError();
     StepRecord record;
@@ -732,6 +773,7 @@ Expected<TrainSummary> switchyard::runtime::train(
     record.loss = (*out)[0].host.values<float>()[0];
     record.gradNorm = (*out)[1].host.values<float>()[0];
     record.lr = lr;
+    record.averagingSeconds = averagingSeconds;
     // The new state replaces the old, whose buffers go back to the pool.
     for (size_t p = 0; p < count; ++p) {
       params[p] = std::move((*out)[2 + p].device);

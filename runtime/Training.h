@@ -137,11 +137,20 @@ struct TrainConfig {
   /// memories of every stream), so a run resumes on any number of ranks.
   /// Dropout masks are drawn per rank (seeded by the rank too).
   Communicator *communicator = nullptr;
+  /// With a GPU program: the ranks' GPUs (NCCL), which average the loss
+  /// and gradients in device memory, where `_grad` left them, instead of
+  /// on the host through `communicator` (whose ranks they must be). With
+  /// one rank the steps still take that route (`_grad`, the all-reduce,
+  /// `_optimizer_step`), as a measure of what it costs.
+  NcclGroup *nccl = nullptr;
 };
 
 struct StepRecord {
   int64_t step = 0;
   double loss = 0, gradNorm = 0, lr = 0, seconds = 0;
+  /// Of `seconds`, the time the ranks took to average the loss and
+  /// gradients (data-parallel steps; 0 otherwise).
+  double averagingSeconds = 0;
 };
 
 struct EvalRecord {

@@ -9,12 +9,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Engine/GpuProgram.h"
+#include "runtime/CompileCache.h"
+#include "runtime/CudaDriver.h"
 #include "runtime/Engine/CallGraphs.h"
 #include "runtime/Engine/NativeCode.h"
 #include "runtime/Engine/ObjectLoader.h"
-#include "runtime/CompileCache.h"
-#include "runtime/CudaDriver.h"
 #include "runtime/Engine/ProgramSupport.h"
+#include "runtime/Nccl.h"
 
 #include "lib/InitSwitchyard.h"
 #include "lib/Pipelines/Pipelines.h"
@@ -374,6 +375,30 @@ GpuProgram::upload(const HostTensor &tensor) {
       return std::move(error);
   }
   return std::unique_ptr<DeviceTensor>(std::move(handle));
+}
+
+llvm::Error GpuProgram::allReduceMean(llvm::ArrayRef<DeviceTensor *> tensors,
+                                      NcclGroup &group) {
+  std::vector<DeviceFloats> buffers;
+  for (DeviceTensor *tensor : tensors) {
+    if (tensor->backend() != backend() || tensor->type() != ElementType::f32)
+      return failure(llvm::formatv(
+          "averaging tensor '{0}' across the ranks: NCCL takes the GPU's f32 "
+          "tensors, not {1}'s {2}",
+          tensor->name(), tensor->backend(), toString(tensor->type())));
+    buffers.push_back({static_cast<GpuDeviceTensor *>(tensor)->pointer,
+                       size_t(tensor->numElements())});
+  }
+  Expected<cuda::Driver &> driver = cuda::Driver::get();
+  if (!driver)
+    return driver.takeError();
+  Expected<cuda::Stream> stream = driver->createStream();
+  if (!stream)
+    return stream.takeError();
+  llvm::Error error = group.allReduceMean(buffers, *stream);
+  if (!error)
+    error = driver->synchronize(*stream);
+  return llvm::joinErrors(std::move(error), driver->destroyStream(*stream));
 }
 
 Expected<HostTensor> GpuProgram::download(const DeviceTensor &tensor) {

@@ -80,6 +80,10 @@ public:
   llvm::Expected<std::unique_ptr<DeviceTensor>>
   upload(const HostTensor &tensor) override;
   llvm::Expected<HostTensor> download(const DeviceTensor &tensor) override;
+  /// NCCL's all-reduce of the handles' device memory, on a stream of its
+  /// own, synchronised before it returns.
+  llvm::Error allReduceMean(llvm::ArrayRef<DeviceTensor *> tensors,
+                            NcclGroup &group) override;
   /// Handle arguments are passed as their device pointers, without a copy;
   /// a kept result that is a dense buffer of its own becomes a handle
   /// without a copy.

@@ -402,6 +402,14 @@ Expected<HostTensor> Program::download(const DeviceTensor &tensor) {
   return (*own)->tensor;
 }
 
+llvm::Error Program::allReduceMean(llvm::ArrayRef<DeviceTensor *> tensors,
+                                   NcclGroup &group) {
+  return failure(llvm::formatv(
+      "the {0} backend keeps its tensors in host memory: its ranks average "
+      "them through MPI, not NCCL",
+      backend()));
+}
+
 Expected<std::vector<CallResult>>
 Program::callResident(StringRef name, llvm::ArrayRef<CallArgument> arguments,
                       llvm::ArrayRef<bool> keep) {

@@ -12,7 +12,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/CudaDriver.h"
+#include "runtime/Engine/CpuProgram.h"
 #include "runtime/Engine/GpuProgram.h"
+#include "runtime/Nccl.h"
 #include "runtime/Training.h"
 #include "test/unit/SmallTraining.h"
 
@@ -154,6 +156,111 @@ TEST(GpuHostCodeTest, TrainingStepsLaunchTheSameKernelsEachStep) {
   auto second = trainBriefly(**gpu);
   ASSERT_TRUE(static_cast<bool>(second)) << llvm::toString(second.takeError());
   EXPECT_EQ(fake->launches(), once);
+}
+
+/// The fake NCCL's record (FakeNccl.cpp).
+struct FakeNccl {
+  size_t (*allReduceCount)() = nullptr;
+  void (*allReduce)(size_t, size_t *, int *, int *, int *, int *,
+                    uint64_t *) = nullptr;
+  void (*reset)() = nullptr;
+  int (*liveComms)() = nullptr;
+
+  static FakeNccl *get() {
+    static FakeNccl nccl;
+    static bool found = [] {
+      void *library = dlopen("libnccl.so.2", RTLD_NOW);
+      if (!library)
+        return false;
+      auto find = [&](const char *name) { return dlsym(library, name); };
+      nccl.allReduceCount = reinterpret_cast<size_t (*)()>(
+          find("switchyardFakeNcclAllReduceCount"));
+      nccl.allReduce = reinterpret_cast<void (*)(size_t, size_t *, int *, int *,
+                                                 int *, int *, uint64_t *)>(
+          find("switchyardFakeNcclAllReduce"));
+      nccl.reset =
+          reinterpret_cast<void (*)()>(find("switchyardFakeNcclReset"));
+      nccl.liveComms =
+          reinterpret_cast<int (*)()>(find("switchyardFakeNcclLiveComms"));
+      return nccl.allReduceCount && nccl.allReduce && nccl.reset &&
+             nccl.liveComms;
+    }();
+    return found ? &nccl : nullptr;
+  }
+};
+
+TEST(GpuHostCodeTest, NcclAveragesTheGradientsInDeviceMemory) {
+  FakeDriver *fake = fakeDriver();
+  ASSERT_TRUE(fake);
+  FakeNccl *nccl = FakeNccl::get();
+  ASSERT_TRUE(nccl) << "libnccl.so.2 is not the fake of FakeNccl.cpp";
+  rt::CompileOptions options;
+  options.trainStep = true;
+  options.optimizerStep = true;
+  options.optLevel = 0;
+  auto gpu = rt::GpuProgram::compile(kSmallModel, "small.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  {
+    llvm::Expected<std::unique_ptr<rt::NcclGroup>> group =
+        rt::NcclGroup::create(nullptr);
+    ASSERT_TRUE(static_cast<bool>(group)) << llvm::toString(group.takeError());
+    EXPECT_EQ((*group)->describe(), "NCCL 2.27.7, 1 rank");
+    EXPECT_EQ(nccl->liveComms(), 1);
+    nccl->reset();
+    fake->resetLaunches();
+    rt::TrainConfig config =
+        switchyard::test::smallTrainConfig(/*steps=*/2, /*evalEvery=*/0);
+    config.nccl = group->get();
+    auto summary = switchyard::test::trainQuietly(
+        **gpu, switchyard::test::smallCorpus(40, 400), config);
+    ASSERT_TRUE(static_cast<bool>(summary))
+        << llvm::toString(summary.takeError());
+    for (const rt::StepRecord &step : summary->steps)
+      EXPECT_GT(step.averagingSeconds, 0);
+    // Each step: the loss and every gradient, in the parameters' order,
+    // averaged in place (ncclFloat32, ncclAvg) in one group of calls, on
+    // buffers of the fake driver's memory.
+    const std::vector<rt::ParamSpec> &params = (*gpu)->params().params;
+    size_t perStep = params.size() + 1;
+    ASSERT_EQ(nccl->allReduceCount(), 2 * perStep);
+    for (size_t i = 0; i < 2 * perStep; ++i) {
+      SCOPED_TRACE(i);
+      size_t count = 0;
+      int type = 0, op = 0, inPlace = 0, grouped = 0;
+      uint64_t address = 0;
+      nccl->allReduce(i, &count, &type, &op, &inPlace, &grouped, &address);
+      size_t index = i % perStep;
+      size_t expected = 1;
+      if (index > 0)
+        for (int64_t size : params[index - 1].shape)
+          expected *= size_t(size);
+      EXPECT_EQ(count, expected);
+      EXPECT_EQ(type, 7);
+      EXPECT_EQ(op, 4);
+      EXPECT_TRUE(inPlace);
+      EXPECT_TRUE(grouped);
+      EXPECT_NE(address, 0u);
+    }
+    // The steps ran `_grad` and `_optimizer_step`'s kernels.
+    EXPECT_GT(fake->launches().size(), 40u);
+  }
+  EXPECT_EQ(nccl->liveComms(), 0);
+
+  // The CPU backend's ranks average on the host.
+  auto cpu = rt::CpuProgram::compile(kSmallModel, "small.mlir", options);
+  ASSERT_TRUE(static_cast<bool>(cpu)) << llvm::toString(cpu.takeError());
+  llvm::Expected<std::unique_ptr<rt::NcclGroup>> group =
+      rt::NcclGroup::create(nullptr);
+  ASSERT_TRUE(static_cast<bool>(group)) << llvm::toString(group.takeError());
+  rt::TrainConfig config =
+      switchyard::test::smallTrainConfig(/*steps=*/1, /*evalEvery=*/0);
+  config.nccl = group->get();
+  auto refused = switchyard::test::trainQuietly(
+      **cpu, switchyard::test::smallCorpus(40, 400), config);
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_EQ(llvm::toString(refused.takeError()),
+            "the cpu backend keeps its tensors in host memory: its ranks "
+            "average them through MPI, not NCCL");
 }
 
 TEST(GpuHostCodeTest, TrainingStepsTakeTheirTemporariesFromAMemoryPlan) {

@@ -11,6 +11,7 @@
 #include "tools/switchyard/Commands.h"
 #include "tools/switchyard/Common.h"
 
+#include "runtime/Nccl.h"
 #include "runtime/TensorFile.h"
 #include "runtime/Training.h"
 
@@ -142,6 +143,15 @@ int runTrain(int argc, char **argv) {
       cl::desc("End after this step, as if interrupted (the schedule still "
                "runs to --steps; a checkpoint is written)"),
       cl::init(0), cl::cat(model.category));
+  static cl::opt<std::string> allReduce(
+      "allreduce",
+      cl::desc("How data-parallel ranks average their gradients: mpi (in "
+               "host memory, through Open MPI), nccl (in device memory, "
+               "through NCCL: libnccl.so.2 or $SWITCHYARD_NCCL_LIBRARY; "
+               "--device gpu), auto (the default: nccl on the GPU, else "
+               "mpi). nccl without mpirun runs one rank through it, to "
+               "measure its share of a step"),
+      cl::init("auto"), cl::cat(model.category));
   static cl::opt<std::string> summaryPath(
       "summary", cl::desc("Write a JSON summary of the run here"),
       cl::value_desc("file.json"), cl::cat(model.category));
@@ -170,7 +180,9 @@ int runTrain(int argc, char **argv) {
       "Under mpirun -np N (Open MPI), N processes train together: each takes\n"
       "1/N of every batch (--batch is the global batch, a multiple of N) and\n"
       "the gradients are averaged before clipping and AdamW; rank 0 reports\n"
-      "and writes the checkpoint, which resumes on any number of ranks.\n");
+      "and writes the checkpoint, which resumes on any number of ranks.\n"
+      "With --device gpu the ranks average in device memory through NCCL\n"
+      "(--allreduce).\n");
 
   // Under an MPI launcher (mpirun -np N), the ranks train together; rank 0
   // reports and writes the outputs. An error on any rank ends them all.
@@ -212,6 +224,16 @@ int runTrain(int argc, char **argv) {
   config.initOptions = std::move(*fileOptions);
   config.stopAfter = stopAfter;
   config.communicator = ranks > 1 ? comm : nullptr;
+  if (allReduce != "auto" && allReduce != "mpi" && allReduce != "nccl")
+    return fail(llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--allreduce: expected auto, mpi or nccl, found '" + allReduce + "'"));
+  bool nccl = allReduce == "nccl" || (allReduce == "auto" && ranks > 1 &&
+                                      device.device == Device::gpu);
+  if (nccl && device.device != Device::gpu)
+    return fail(llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--allreduce nccl needs --device gpu (NCCL averages device memory)"));
   if (llvm::Error error = rt::validate(config))
     return fail(std::move(error));
   if (llvm::Error error = model.check())
@@ -230,21 +252,35 @@ int runTrain(int argc, char **argv) {
     return fail(text.takeError());
   CompileRequest request;
   request.trainStep = true;
-  request.optimizerStep = ranks > 1;
+  request.optimizerStep = ranks > 1 || nccl;
   llvm::Expected<std::unique_ptr<rt::Program>> compiled =
       compileFor(device, model, request);
   if (!compiled)
     return fail(compiled.takeError());
+  // Once the GPU is open: NCCL on every rank's device.
+  std::unique_ptr<rt::NcclGroup> group;
+  if (nccl) {
+    llvm::Expected<std::unique_ptr<rt::NcclGroup>> created =
+        rt::NcclGroup::create(ranks > 1 ? comm : nullptr);
+    if (!created)
+      return fail(created.takeError());
+    group = std::move(*created);
+    config.nccl = group.get();
+  }
   double unigram = text->unigramEntropyBits();
   if (reporter)
     llvm::errs() << llvm::formatv(
         "corpus: {0}: {1} training and {2} validation tokens, unigram "
         "entropy {3:f3} bits/byte\n",
         text->source, text->train.size(), text->valid.size(), unigram);
-  if (reporter && ranks > 1)
+  if (reporter && (ranks > 1 || group))
     llvm::errs() << llvm::formatv(
-        "data parallel: {0}; global batch {1}, {2} sequences per rank\n",
-        comm->describe(), int64_t(batch), int64_t(batch) / ranks);
+        "data parallel: {0}; global batch {1}, {2} sequences per rank; "
+        "gradients averaged {3}\n",
+        ranks > 1 ? comm->describe() : "1 rank", int64_t(batch),
+        int64_t(batch) / ranks,
+        group ? "in device memory by " + group->describe()
+              : std::string("in host memory by MPI"));
 
   bool terminal = llvm::errs().is_displayed();
   double elapsed = 0;
@@ -293,15 +329,31 @@ int runTrain(int argc, char **argv) {
       summary->model, final.step,
       int64_t(summary->steps.size()) * summary->tokensPerStep,
       formatDuration(summary->seconds), final.bitsPerByte, unigram);
+  if (ranks > 1 || group) {
+    // The averaging's share of the steps (the first, which compiles the
+    // collective's plans, too).
+    double averaging = 0, stepping = 0;
+    for (const rt::StepRecord &s : summary->steps) {
+      averaging += s.averagingSeconds;
+      stepping += s.seconds;
+    }
+    llvm::errs() << llvm::formatv(
+        "averaging the gradients: {0:f2} ms per step, {1:f1}% of the step "
+        "time\n",
+        1e3 * averaging / double(std::max<size_t>(1, summary->steps.size())),
+        stepping > 0 ? 100 * averaging / stepping : 0.0);
+  }
 
   if (!summaryPath.empty()) {
     llvm::json::Array stepsJson, evalsJson;
     for (const rt::StepRecord &s : summary->steps)
-      stepsJson.push_back(llvm::json::Object{{"step", s.step},
-                                             {"loss", s.loss},
-                                             {"lr", s.lr},
-                                             {"grad_norm", s.gradNorm},
-                                             {"seconds", s.seconds}});
+      stepsJson.push_back(
+          llvm::json::Object{{"step", s.step},
+                             {"loss", s.loss},
+                             {"lr", s.lr},
+                             {"grad_norm", s.gradNorm},
+                             {"seconds", s.seconds},
+                             {"averaging_seconds", s.averagingSeconds}});
     for (const rt::EvalRecord &e : summary->evals)
       evalsJson.push_back(llvm::json::Object{{"step", e.step},
                                              {"loss", e.loss},
