@@ -82,8 +82,15 @@ fi
   echo "- commit: $commit$dirty"
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
   echo "- compiled code: every core unless a run says otherwise (its CPU line); PyTorch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (Debian), BLAS: $blas"
+  # The instruction sets of the peer's kernels: ATen's (its CPU capability)
+  # and OpenBLAS's (the core whose kernels it chose).
+  aten=$(/usr/bin/python3 -c 'import torch; print(torch.__config__.show())' |
+         sed -n 's/.*CPU capability usage: //p')
+  core=$(OPENBLAS_VERBOSE=2 /usr/bin/python3 -c 'import numpy' 2>&1 |
+         sed -n 's/^Core: //p')
+  echo "- PyTorch's kernels: ATen ${aten:-unknown}, OpenBLAS ${core:-unknown} (sgemm)"
   if [ "${AVX2:-0}" = 1 ]; then
-    echo "- as an AVX2 machine: Switchyard's code for x86-64-v3, PyTorch at ATEN_CPU_CAPABILITY=avx2 ($(/usr/bin/python3 -c 'import torch; print(torch.backends.cpu.get_cpu_capability())')), OpenBLAS with OPENBLAS_CORETYPE=Haswell"
+    echo "- as an AVX2 machine: Switchyard's code for x86-64-v3 (--cpu), PyTorch at ATEN_CPU_CAPABILITY=avx2, OpenBLAS with OPENBLAS_CORETYPE=Haswell"
   fi
   echo
   echo '```'
