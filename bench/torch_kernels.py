@@ -368,7 +368,7 @@ def main():
     args = parser.parse_args()
 
     if args.threads is not None:
-        torch.set_num_threads(args.threads)
+        moe.set_threads(args.threads)
     device = moe.pick_device(args.device)
     torch.set_float32_matmul_precision("highest")  # f32 means f32, not TF32
     manifest = json.loads((args.dir / "manifest.json").read_text())

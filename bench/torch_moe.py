@@ -31,6 +31,7 @@ numbers.
 
 import argparse
 import contextlib
+import ctypes
 import functools
 import json
 import math
@@ -342,6 +343,21 @@ def pick_device(name):
 # The peer scripts' common set-up
 # ---------------------------------------------------------------------------
 
+def set_threads(threads):
+    """torch.set_num_threads(threads), and the same for OpenBLAS's own
+    threads where PyTorch does its matmuls through it (Debian's PyTorch on
+    libopenblas: torch.set_num_threads leaves OpenBLAS on every core, so a
+    "one thread" peer would multiply on all of them)."""
+    torch.set_num_threads(threads)
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "openblas" in line}
+    for path in paths:
+        try:
+            ctypes.CDLL(path).openblas_set_num_threads(threads)
+        except (OSError, AttributeError):
+            pass
+
+
 def peer_setup(description):
     """(args, config, threads, device) of a peer script's command line
 
@@ -359,7 +375,7 @@ def peer_setup(description):
     args = parser.parse_args()
     config = json.loads((args.dir / "config.json").read_text())
     threads = args.threads if args.threads is not None else config["threads"]
-    torch.set_num_threads(threads)
+    set_threads(threads)
     device = pick_device(args.device)
     torch.set_float32_matmul_precision("highest")
     return args, config, threads, device
