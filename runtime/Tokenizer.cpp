@@ -208,3 +208,9 @@ SentencePieceTokenizer::decode(llvm::ArrayRef<int32_t> ids) const {
     return spFailure("decoding with SentencePiece", status);
   return text;
 }
+
+std::string SentencePieceTokenizer::piece(int32_t id) const {
+  if (id < 0 || id >= impl->processor.GetPieceSize())
+    return llvm::formatv("#{0}", id).str();
+  return impl->processor.IdToPiece(id);
+}

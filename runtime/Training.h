@@ -92,6 +92,9 @@ public:
   llvm::Expected<std::vector<int32_t>> encodeText(llvm::StringRef text) const;
   /// The text of `ids` (byte pieces joined into the bytes they stand for).
   llvm::Expected<std::string> decode(llvm::ArrayRef<int32_t> ids) const;
+  /// Token `id`'s piece as the model spells it ("▁the", "<0x0A>"); "#id"
+  /// for an id outside the vocabulary.
+  std::string piece(int32_t id) const;
 
 private:
   SentencePieceTokenizer();

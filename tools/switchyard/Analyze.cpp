@@ -1,10 +1,11 @@
 //===- Analyze.cpp - switchyard analyze -----------------------------------===//
 //
 // `switchyard analyze MODEL.mlir --params FILE (--text TEXT | --data FILE
-// --offset N) --out DIR`: runs one window of byte-level text through a
-// trained model compiled with probes (runtime/Analysis.h) and writes what
-// it computed on the way: per attention block the attention map (the
-// maximum over heads, as the paper's figures draw it, and each head with
+// --offset N) --out DIR`: runs one window of text (bytes, or the subwords
+// of --tokenizer-model) through a trained model compiled with probes
+// (runtime/Analysis.h) and writes what it computed on the way: per attention
+// block the attention map (the maximum over heads, as the paper's figures draw
+// it, and each head with
 // --per-head), per router the experts each token chose with their gates,
 // as SVG pictures and one index.html that shows them, and as JSON
 // (analysis.json) for other tools. --compare draws a second model (a dense
@@ -35,6 +36,9 @@ namespace json = llvm::json;
 struct Analysed {
   std::string path, folder;
   rt::WindowAnalysis window;
+  /// Each token's label on the pictures' axes: a byte as tokenLabel draws
+  /// it, or a subword's piece.
+  std::vector<std::string> labels;
 };
 
 llvm::Error writeFile(const std::string &path, const std::string &text) {
@@ -49,11 +53,9 @@ llvm::Error writeFile(const std::string &path, const std::string &text) {
 
 /// The labels of the keys a block's map shows: "·" for each memory token
 /// (zeros: the window is the text's first segment), then the tokens.
-std::vector<std::string> keyLabels(const rt::WindowAnalysis &window,
-                                   int64_t memory) {
+std::vector<std::string> keyLabels(const Analysed &model, int64_t memory) {
   std::vector<std::string> labels(size_t(memory), "\u00b7");
-  for (int32_t token : window.tokens)
-    labels.push_back(tokenLabel(token));
+  labels.insert(labels.end(), model.labels.begin(), model.labels.end());
   return labels;
 }
 
@@ -79,11 +81,10 @@ writeModel(const Analysed &model, const std::string &out, bool perHead,
   if (std::error_code error = llvm::sys::fs::create_directories(folder))
     return llvm::createStringError(error, "cannot create " + folder);
   const rt::WindowAnalysis &window = model.window;
-  std::vector<std::string> queries;
+  const std::vector<std::string> &queries = model.labels;
   json::Array text, tokens;
-  for (int32_t token : window.tokens) {
-    queries.push_back(tokenLabel(token));
-    text.push_back(tokenLabel(token));
+  for (auto [token, label] : llvm::zip_equal(window.tokens, model.labels)) {
+    text.push_back(label);
     tokens.push_back(token);
   }
   json::Array blocks;
@@ -101,7 +102,7 @@ writeModel(const Analysed &model, const std::string &out, bool perHead,
     };
     if (!block.weights.empty()) {
       int64_t memory = block.keys - block.queries;
-      std::vector<std::string> keys = keyLabels(window, memory);
+      std::vector<std::string> keys = keyLabels(model, memory);
       std::vector<float> maxima = block.maxOverHeads();
       if (llvm::Error error = picture(
               block.name + ".attention.svg",
@@ -161,7 +162,7 @@ writeModel(const Analysed &model, const std::string &out, bool perHead,
       if (llvm::Error error = picture(
               block.name + ".experts.svg",
               selectionGrid(block.name + ": experts chosen (colour: gate)",
-                            block.selections, keyLabels(window, memory))))
+                            block.selections, keyLabels(model, memory))))
         return std::move(error);
       entry["selections"] = std::move(selections);
     }
@@ -182,19 +183,20 @@ int runAnalyze(int argc, char **argv) {
   static TrainedParams params(model.category);
   static cl::opt<std::string> text(
       "text",
-      cl::desc("The text to analyse, as bytes (at most the model's "
-               "context)"),
+      cl::desc("The text to analyse (at most the model's context in bytes, "
+               "or in subwords with --tokenizer-model)"),
       cl::cat(model.category));
   static cl::opt<std::string> data(
       "data",
-      cl::desc("Analyse a window of this file's bytes instead of --text"),
+      cl::desc("Analyse a window of this file's text instead of --text"),
       cl::value_desc("file"), cl::cat(model.category));
   static cl::opt<uint64_t> offset(
       "offset", cl::desc("With --data: where the window starts (byte; 0)"),
       cl::init(0), cl::cat(model.category));
   static cl::opt<int64_t> length(
       "length",
-      cl::desc("With --data: the window's bytes (0: the model's context)"),
+      cl::desc("With --data: the window's bytes (0: the model's context in "
+               "tokens, bytes or subwords)"),
       cl::init(0), cl::cat(model.category));
   static cl::opt<std::string> out(
       "out",
@@ -216,8 +218,10 @@ int runAnalyze(int argc, char **argv) {
   registerCommandOptions(model.category, {&device.gpuCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
-      "switchyard analyze: what a trained byte-level model computes on a "
-      "window of text.\nWrites to --out, per attention block, the attention "
+      "switchyard analyze: what a trained model computes on a window of "
+      "text\n(bytes, or with --tokenizer-model the subwords of the "
+      "checkpoint's\nSentencePiece model).\nWrites to --out, per attention "
+      "block, the attention "
       "map (the maximum over\nheads; each head with --per-head) and, per "
       "router (SwitchHead's value and\noutput sides, sigma-MoE), the experts "
       "each token chose with their gates: SVG\npictures, an index.html that "
@@ -231,6 +235,12 @@ int runAnalyze(int argc, char **argv) {
   llvm::Expected<rt::ParamFileOptions> fileOptions = params.flags.options(0);
   if (!fileOptions)
     return fail(fileOptions.takeError());
+  llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>> read =
+      params.loadTokenizer();
+  if (!read)
+    return fail(read.takeError());
+  std::unique_ptr<rt::SentencePieceTokenizer> subwords = std::move(*read);
+  llvm::StringRef unit = subwords ? "subwords" : "bytes";
 
   std::vector<Analysed> models;
   std::vector<std::string> inputs = {model.input};
@@ -250,8 +260,9 @@ int runAnalyze(int argc, char **argv) {
     if (!compiled)
       return fail(compiled.takeError());
     std::vector<rt::HostTensor> loaded;
-    llvm::Expected<rt::LanguageModel> language = bindLanguageModel(
-        **compiled, input, files, *fileOptions, loaded, "analyze");
+    llvm::Expected<rt::LanguageModel> language =
+        bindLanguageModel(**compiled, input, files, *fileOptions, loaded,
+                          "analyze", subwords.get());
     if (!language)
       return fail(language.takeError());
     if (window.empty()) {
@@ -267,25 +278,35 @@ int runAnalyze(int argc, char **argv) {
                                     uint64_t(offset), std::string(data),
                                     all.size())
                           .str());
-        int64_t count = length > 0 ? int64_t(length) : language->context;
+        // A context of bytes, or of subwords (a few bytes each: the
+        // encoded window is cut to the context).
+        int64_t count = length > 0 ? int64_t(length)
+                                   : language->context * (subwords ? 8 : 1);
         bytes = all.substr(offset, count).str();
       }
       if (bytes.empty())
         return fail("the text to analyse is empty");
-      if (static_cast<int64_t>(bytes.size()) > language->context)
-        return fail(llvm::formatv("the text is {0} bytes; the model's "
-                                  "context holds {1} (analyze reads one "
-                                  "window)",
-                                  bytes.size(), language->context)
-                        .str());
-      for (unsigned char byte : bytes)
-        window.push_back(byte);
-    } else if (static_cast<int64_t>(window.size()) > language->context) {
-      return fail(llvm::formatv("the text is {0} bytes; {1}'s context holds "
-                                "{2}",
-                                window.size(), input, language->context)
-                      .str());
+      if (subwords) {
+        llvm::Expected<std::vector<int32_t>> encoded =
+            subwords->encodeText(bytes);
+        if (!encoded)
+          return fail(encoded.takeError());
+        window = std::move(*encoded);
+        if (!data.empty() && length == 0 &&
+            static_cast<int64_t>(window.size()) > language->context)
+          window.resize(size_t(language->context));
+        if (window.empty())
+          return fail("the tokenizer made no tokens of the text");
+      } else {
+        for (unsigned char byte : bytes)
+          window.push_back(byte);
+      }
     }
+    if (static_cast<int64_t>(window.size()) > language->context)
+      return fail(llvm::formatv("the text is {0} {1}; {2}'s context holds "
+                                "{3} (analyze reads one window)",
+                                window.size(), unit, input, language->context)
+                      .str());
     llvm::Expected<rt::WindowAnalysis> analysis =
         rt::analyzeWindow(*language, window);
     if (!analysis)
@@ -293,7 +314,10 @@ int runAnalyze(int argc, char **argv) {
     std::string folder = llvm::sys::path::stem(input).str();
     if (!models.empty() && models.front().folder == folder)
       folder += "-compare";
-    models.push_back({input, folder, std::move(*analysis)});
+    std::vector<std::string> labels;
+    for (int32_t token : window)
+      labels.push_back(subwords ? subwords->piece(token) : tokenLabel(token));
+    models.push_back({input, folder, std::move(*analysis), std::move(labels)});
   }
 
   if (std::error_code error = llvm::sys::fs::create_directories(out))

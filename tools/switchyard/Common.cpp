@@ -210,7 +210,20 @@ TrainedParams::TrainedParams(cl::OptionCategory &category)
                      "official names (repeatable)"),
             cl::value_desc("file.safetensors"), cl::OneOrMore,
             cl::cat(category)),
-      flags(category) {}
+      flags(category),
+      tokenizerModel(
+          "tokenizer-model",
+          cl::desc("The SentencePiece model the checkpoint was trained with "
+                   "(train's --tokenizer-model): text is encoded and decoded "
+                   "with it; default: bytes"),
+          cl::value_desc("file"), cl::cat(category)) {}
+
+llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>>
+TrainedParams::loadTokenizer() const {
+  if (tokenizerModel.empty())
+    return nullptr;
+  return rt::SentencePieceTokenizer::load(tokenizerModel);
+}
 
 llvm::Expected<rt::LanguageModel>
 bindLanguageModel(rt::Program &program, llvm::StringRef input,

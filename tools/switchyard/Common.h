@@ -102,12 +102,18 @@ struct ParamFileFlags {
   llvm::Expected<rt::ParamFileOptions> options(uint64_t seed) const;
 };
 
-/// The --params option of the commands that read a trained byte-level
-/// model (generate, analyze), with the parameter-file flags.
+/// The --params option of the commands that read a trained model
+/// (generate, analyze), with the parameter-file flags and the tokenizer the
+/// checkpoint was trained with (--tokenizer-model; default: bytes).
 struct TrainedParams {
   cl::list<std::string> files;
   ParamFileFlags flags;
+  cl::opt<std::string> tokenizerModel;
   explicit TrainedParams(cl::OptionCategory &category);
+
+  /// The SentencePiece tokenizer of --tokenizer-model, or null for bytes.
+  llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>>
+  loadTokenizer() const;
 };
 
 /// The language model of `program` (compiled from `input`, one model) with

@@ -62,12 +62,6 @@ int runGenerate(int argc, char **argv) {
                "attention blocks (models without memories); =false: run the "
                "whole window every step (true)"),
       cl::init(true), cl::cat(model.category));
-  static cl::opt<std::string> tokenizerModel(
-      "tokenizer-model",
-      cl::desc("The SentencePiece model the checkpoint was trained with "
-               "(train's --tokenizer-model): the prompt is encoded and the "
-               "text decoded with it; default: bytes"),
-      cl::value_desc("file"), cl::cat(model.category));
   static DeviceOption device(model.category);
   registerCommandOptions(model.category, {&device.gpuCategory});
   cl::ParseCommandLineOptions(
@@ -107,14 +101,11 @@ int runGenerate(int argc, char **argv) {
   if (!fileOptions)
     return fail(fileOptions.takeError());
   std::vector<rt::HostTensor> loaded;
-  std::unique_ptr<rt::SentencePieceTokenizer> subwords;
-  if (!tokenizerModel.empty()) {
-    llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>> read =
-        rt::SentencePieceTokenizer::load(tokenizerModel);
-    if (!read)
-      return fail(read.takeError());
-    subwords = std::move(*read);
-  }
+  llvm::Expected<std::unique_ptr<rt::SentencePieceTokenizer>> read =
+      params.loadTokenizer();
+  if (!read)
+    return fail(read.takeError());
+  std::unique_ptr<rt::SentencePieceTokenizer> subwords = std::move(*read);
   llvm::Expected<rt::LanguageModel> language = bindLanguageModel(
       program, model.input,
       std::vector<std::string>(params.files.begin(), params.files.end()),

@@ -1,17 +1,31 @@
 """Checks the analysis.json of `switchyard analyze` in DIR for a window of
-TOKENS tokens: every attention map is causal, its rows are probability
+TOKENS tokens ("-": as many as it holds): every attention map is causal, its rows are probability
 distributions over the keys (memory keys first) and the maximum over
 heads is the maximum of the heads where they are written; every
 selection names distinct experts per head, in range, with gates in
 (0, 1), highest first. With a third argument OTHER, the analysis.json in
 OTHER (the same model and text on another device) has the same blocks,
-attention maps within 1e-5 and the same experts."""
+attention maps within 1e-5 and the same experts. With --pieces TEXT, the
+tokens are SentencePiece subwords whose labels spell TEXT (a piece's "▁"
+for a space)."""
 import json
 import sys
 
-folder, tokens = sys.argv[1], int(sys.argv[2])
-other = sys.argv[3] if len(sys.argv) > 3 else None
+args = sys.argv[1:]
+pieces = None
+if "--pieces" in args:
+    i = args.index("--pieces")
+    pieces = args[i + 1]
+    del args[i:i + 2]
+folder = args[0]
+other = args[2] if len(args) > 2 else None
 analysis = json.load(open(f"{folder}/analysis.json"))
+tokens = (len(analysis["models"][0]["tokens"]) if args[1] == "-"
+          else int(args[1]))
+if pieces is not None:
+    for model in analysis["models"]:
+        spelt = "".join(model["text"]).replace("\u2581", " ")
+        assert spelt.strip() == pieces.strip(), (spelt, pieces)
 attention_blocks = routers = 0
 for model in analysis["models"]:
     assert len(model["tokens"]) == tokens == len(model["text"]), model["text"]
