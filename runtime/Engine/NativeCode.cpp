@@ -30,6 +30,7 @@
 #include "llvm/Support/CodeGen.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
@@ -60,11 +61,22 @@ llvm::SmallVector<llvm::StringRef> featureList(llvm::StringRef features) {
   return list;
 }
 
+/// This machine's target, registered once (LLVM's tables and code
+/// generator for it).
+Expected<llvm::orc::JITTargetMachineBuilder> detectHost() {
+  static bool ready = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)ready;
+  return llvm::orc::JITTargetMachineBuilder::detectHost();
+}
+
 /// A target machine builder for `target`'s CPU and features.
 Expected<llvm::orc::JITTargetMachineBuilder>
 machineBuilder(const switchyard::runtime::detail::CpuTarget &target) {
-  Expected<llvm::orc::JITTargetMachineBuilder> builder =
-      llvm::orc::JITTargetMachineBuilder::detectHost();
+  Expected<llvm::orc::JITTargetMachineBuilder> builder = detectHost();
   if (!builder || target.isHost())
     return builder;
   if (!target.cpu.empty()) {
@@ -149,8 +161,7 @@ static bool usedForOrdinaryCode(llvm::StringRef feature,
 Error switchyard::runtime::detail::checkCpuTarget(const CpuTarget &target) {
   if (target.isHost())
     return Error::success();
-  Expected<llvm::orc::JITTargetMachineBuilder> builder =
-      llvm::orc::JITTargetMachineBuilder::detectHost();
+  Expected<llvm::orc::JITTargetMachineBuilder> builder = detectHost();
   if (!builder)
     return builder.takeError();
   const llvm::Triple &triple = builder->getTargetTriple();

@@ -58,7 +58,6 @@ namespace rt = switchyard::runtime;
 
 #if defined(__x86_64__)
 TEST(CpuKernelTileTest, NamedCpusRegisters) {
-  llvm::InitializeNativeTarget();
   using Registers = std::pair<unsigned, unsigned>;
   EXPECT_EQ(rt::detail::vectorRegisters({"x86-64", ""}), Registers(128, 16));
   EXPECT_EQ(rt::detail::vectorRegisters({"haswell", ""}), Registers(256, 16));
@@ -72,7 +71,6 @@ TEST(CpuKernelTileTest, NamedCpusRegisters) {
 }
 
 TEST(CpuKernelTileTest, CpuTargetsAreChecked) {
-  llvm::InitializeNativeTarget();
   auto message = [](const rt::detail::CpuTarget &target) -> std::string {
     llvm::Error error = rt::detail::checkCpuTarget(target);
     return error ? llvm::toString(std::move(error)) : "";
