@@ -155,7 +155,10 @@ std::string bench::cpuModel() {
 }
 
 std::string bench::describeBackend(const Options &options) {
-  std::string cpu = compileOptions(options, "none").describeCpu();
+  rt::CompileOptions target;
+  target.cpu = options.cpu;
+  target.cpuFeatures = options.cpuFeatures;
+  std::string cpu = target.describeCpu();
   if (!options.gpu())
     return formatv("CPU: {0} ({1} cores; the compiled code's parallel loops "
                    "on {2} thread{3}{4})",

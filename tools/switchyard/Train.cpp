@@ -225,15 +225,13 @@ int runTrain(int argc, char **argv) {
   config.stopAfter = stopAfter;
   config.communicator = ranks > 1 ? comm : nullptr;
   if (allReduce != "auto" && allReduce != "mpi" && allReduce != "nccl")
-    return fail(llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "--allreduce: expected auto, mpi or nccl, found '" + allReduce + "'"));
+    return fail("--allreduce: expected auto, mpi or nccl, found '" + allReduce +
+                "'");
   bool nccl = allReduce == "nccl" || (allReduce == "auto" && ranks > 1 &&
                                       device.device == Device::gpu);
   if (nccl && device.device != Device::gpu)
-    return fail(llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "--allreduce nccl needs --device gpu (NCCL averages device memory)"));
+    return fail(
+        "--allreduce nccl needs --device gpu (NCCL averages device memory)");
   if (llvm::Error error = rt::validate(config))
     return fail(std::move(error));
   if (llvm::Error error = model.check())
